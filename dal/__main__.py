@@ -1,0 +1,3 @@
+from dal.cli.main import main
+
+raise SystemExit(main())
