@@ -1,0 +1,195 @@
+"""The Pygments lexer: every token kind of the grammar, never an exception, the entry point."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pygments.token import (
+    Comment,
+    Error,
+    Keyword,
+    Name,
+    Number,
+    Operator,
+    Punctuation,
+    String,
+    Token,
+    Whitespace,
+)
+
+from dal.paths import grammar_path
+from dal.repl.lexer import BUILTIN_NAMES, KEYWORDS, DalLexer
+
+
+def lex(text: str) -> list[tuple[object, str]]:
+    """Tokens without whitespace, from the exact input (no newline added)."""
+    return [(tok, val) for _, tok, val in DalLexer().get_tokens_unprocessed(text) if val.strip()]
+
+
+def grammar_literals() -> set[str]:
+    """Every anonymous terminal ("let", "{", "==", ...) the grammar spells out."""
+    text = grammar_path().read_text()
+    text = re.sub(r"//[^\n]*", "", text)
+    rules = text.split("COMP_OP:")[0]  # the named terminals below are regexes, not literals
+    return set(re.findall(r'"((?:[^"\\]|\\.)+)"', rules))
+
+
+EXPECTED_LITERAL = {
+    "let": Keyword.Declaration,
+    "fn": Keyword.Declaration,
+    "true": Keyword.Constant,
+    "false": Keyword.Constant,
+    "null": Keyword.Constant,
+    "and": Operator.Word,
+    "or": Operator.Word,
+    "not": Operator.Word,
+    **{kw: Keyword for kw in ("if", "else", "while", "for", "in", "break", "continue", "return")},
+    **{p: Punctuation for p in "{}()[],:;."},
+    "=": Operator,
+    "-": Operator,
+}
+
+
+def test_the_grammar_literals_are_all_covered() -> None:
+    assert grammar_literals() == set(EXPECTED_LITERAL)
+
+
+@pytest.mark.parametrize("literal", sorted(EXPECTED_LITERAL))
+def test_each_grammar_literal_gets_its_token_type(literal: str) -> None:
+    assert lex(literal) == [(EXPECTED_LITERAL[literal], literal)]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # NAME
+        ("attempt_2", [(Name, "attempt_2")]),
+        ("_x", [(Name, "_x")]),
+        ("letter", [(Name, "letter")]),  # a keyword prefix is still a name
+        ("fnord", [(Name, "fnord")]),
+        ("lengths", [(Name, "lengths")]),  # a builtin prefix too
+        # INT and FLOAT
+        ("42", [(Number.Integer, "42")]),
+        ("3.25", [(Number.Float, "3.25")]),
+        ("1.5e-3", [(Number.Float, "1.5e-3")]),
+        ("2E10", [(Number.Float, "2E10")]),
+        # STRING with every JSON escape
+        ('"a"', [(String.Double, '"'), (String.Double, "a"), (String.Double, '"')]),
+        (
+            r'"\"x\\x\/x\bx\fx\nx\rx\tx\u00e9"',
+            [(String.Double, '"')]
+            + [
+                tok
+                for esc in [r"\"", r"\\", r"\/", r"\b", r"\f", r"\n", r"\r", r"\t", r"\u00e9"]
+                for tok in ((String.Escape, esc), (String.Double, "x"))
+            ][:-1]
+            + [(String.Double, '"')],
+        ),
+        # COMMENT
+        ("# a comment", [(Comment.Single, "# a comment")]),
+        ("x # tail", [(Name, "x"), (Comment.Single, "# tail")]),
+        # COMP_OP, ADD_OP, MUL_OP
+        *[(op, [(Operator, op)]) for op in ("==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "/", "%")],
+        # builtins, function names, fields
+        ("append", [(Name.Builtin, "append")]),
+        (
+            "fn retry(n)",
+            [
+                (Keyword.Declaration, "fn"),
+                (Name.Function, "retry"),
+                (Punctuation, "("),
+                (Name, "n"),
+                (Punctuation, ")"),
+            ],
+        ),
+        ("fn(n)", [(Keyword.Declaration, "fn"), (Punctuation, "("), (Name, "n"), (Punctuation, ")")]),
+        ("state.keys", [(Name, "state"), (Punctuation, "."), (Name.Attribute, "keys")]),
+    ],
+)
+def test_named_terminals(source: str, expected: list[tuple[object, str]]) -> None:
+    assert lex(source) == expected
+
+
+def test_every_builtin_is_highlighted() -> None:
+    for name in BUILTIN_NAMES:
+        assert lex(name) == [(Name.Builtin, name)]
+
+
+def test_lists_match_the_interpreter_when_it_is_there() -> None:
+    if importlib.util.find_spec("dal.syntax.keywords") is not None:
+        from dal.syntax.keywords import KEYWORDS as INTERPRETER_KEYWORDS
+
+        assert set(KEYWORDS) == set(INTERPRETER_KEYWORDS)
+    if importlib.util.find_spec("dal.builtins") is not None:
+        from dal.builtins import BUILTINS
+
+        assert set(BUILTINS) <= set(BUILTIN_NAMES), "add the new builtins to dal/repl/lexer.py"
+
+
+ARTICLE_LOOP = """\
+let state = { "attempt": 0, "max_attempts": 3, "status": "pending", "evidence": [] }
+fn record(state, operation, outcome) {
+  state.evidence = append(state.evidence, { "attempt": state.attempt, "operation": operation })
+  return state
+}
+while state.status == "pending" and state.attempt < state.max_attempts {
+  state.attempt = state.attempt + 1
+  let listing = run("test -e '" + state.path + "' && echo present || echo missing")
+  state = record(state, "check_destination", listing)
+  if contains(listing, "present") { state.status = "verified" } else { break }
+}
+"""
+
+
+def test_a_valid_script_has_no_error_token() -> None:
+    tokens = list(DalLexer().get_tokens(ARTICLE_LOOP))
+    assert not [t for t in tokens if t[0] in Error]
+    assert "".join(v for _, v in tokens) == ARTICLE_LOOP
+
+
+def test_half_typed_input_is_highlighted_not_rejected() -> None:
+    # An unterminated string ends at the line's end; the next line lexes normally.
+    tokens = lex('let s = "abc\nlet t = 1')
+    assert (String.Double, "abc") in tokens
+    assert tokens[-4:] == [(Keyword.Declaration, "let"), (Name, "t"), (Operator, "="), (Number.Integer, "1")]
+    assert lex("@") == [(Error, "@")]
+    assert lex(r'"\q"')[1] == (Error, "\\")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_no_input_makes_it_raise_and_nothing_is_lost(text: str) -> None:
+    tokens = list(DalLexer().get_tokens_unprocessed(text))
+    assert "".join(v for _, _, v in tokens) == text
+    assert all(tok in Token for _, tok, _ in tokens)
+
+
+SOUP = [*KEYWORDS, *BUILTIN_NAMES, *'x 1 2.5 "s\\n" { } ( ) [ ] , : ; . = == + #c'.split(), "\n", " ", '"']
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(SOUP)))
+def test_token_soup_never_raises(parts: list[str]) -> None:
+    text = "".join(parts)
+    assert "".join(v for _, _, v in DalLexer().get_tokens_unprocessed(text)) == text
+
+
+def test_whitespace_is_whitespace() -> None:
+    assert list(DalLexer().get_tokens_unprocessed(" \t\n")) == [(0, Whitespace, " \t\n")]
+
+
+def _entry_point_installed() -> bool:
+    return any(ep.name == "dal" for ep in importlib.metadata.entry_points(group="pygments.lexers"))
+
+
+@pytest.mark.skipif(not _entry_point_installed(), reason="dal-lang is not installed (pip install -e .)")
+def test_pygments_finds_the_lexer_through_its_entry_point() -> None:
+    from pygments.lexers import get_lexer_by_name, get_lexer_for_filename
+
+    assert isinstance(get_lexer_by_name("dal"), DalLexer)
+    assert isinstance(get_lexer_for_filename("loop.dal"), DalLexer)
