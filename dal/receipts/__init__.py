@@ -1,0 +1,34 @@
+"""Receipts: the schema of `dal.receipt/v1`, the durable store, receipt files and their renderings.
+
+The interpreter builds a receipt as a plain JSON-able dict; everything downstream of that dict lives
+here: validate it (schema), store it (store), write its files (files), show it (render, markdown).
+"""
+
+from dal.receipts.compact import compact
+from dal.receipts.files import atomic_write, write_receipt_files
+from dal.receipts.ids import new_run_id, utc_timestamp
+from dal.receipts.markdown import render_markdown
+from dal.receipts.render import next_action, render
+from dal.receipts.retry import derive_retry, derive_retry_for
+from dal.receipts.schema import ReceiptSchemaError, validate
+from dal.receipts.store import NoStore, RunNotFound, Store, StoreError, store_path
+
+__all__ = [
+    "NoStore",
+    "ReceiptSchemaError",
+    "RunNotFound",
+    "Store",
+    "StoreError",
+    "atomic_write",
+    "compact",
+    "derive_retry",
+    "derive_retry_for",
+    "new_run_id",
+    "next_action",
+    "render",
+    "render_markdown",
+    "store_path",
+    "utc_timestamp",
+    "validate",
+    "write_receipt_files",
+]

@@ -1,0 +1,83 @@
+"""Receipt files: `<run_id>.json` and `<run_id>.md` under `.dal/receipts/`, each written atomically.
+
+A reader (a person, a CI job, a kill -9 at the wrong moment) sees either the whole file or no file:
+the bytes go to a temporary file in the same folder, are fsynced, renamed over the final name, and
+the folder is fsynced so the rename itself survives a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+DEFAULT_RECEIPTS_DIR = Path(".dal") / "receipts"
+
+
+def receipts_dir(
+    directory: str | os.PathLike[str] | None = None, workspace: str | os.PathLike[str] | None = None
+) -> Path:
+    """Where receipt files go: `--receipts DIR` when given, else `<workspace>/.dal/receipts`."""
+    if directory:
+        return Path(directory).expanduser()
+    return Path(workspace or ".") / DEFAULT_RECEIPTS_DIR
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> Path:
+    """Write `data` to `path` so that the file is always either the old one, absent, or whole."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    # The temporary name starts with a dot and ends in .tmp, so listings and globs for *.json skip it.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def _fsync_dir(directory: Path) -> None:
+    # Makes the rename durable. Not possible on Windows, where os.replace is already as good as it gets.
+    if os.name != "posix":
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def receipt_json(receipt: dict[str, Any]) -> str:
+    """The text of `<run_id>.json`: the receipt itself, indented for people, UTF-8, newline-terminated."""
+    return json.dumps(receipt, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_receipt_files(
+    receipt: dict[str, Any],
+    directory: str | os.PathLike[str] | None = None,
+    *,
+    workspace: str | os.PathLike[str] | None = None,
+) -> tuple[Path, Path]:
+    """Write `<run_id>.json` and `<run_id>.md` atomically and return their paths (json, md).
+
+    The folder is `directory` when given (`--receipts DIR`), else `<workspace>/.dal/receipts`.
+    """
+    from dal.receipts.markdown import render_markdown
+
+    folder = receipts_dir(directory, workspace)
+    run_id = receipt["run_id"]
+    json_path = atomic_write(folder / f"{run_id}.json", receipt_json(receipt))
+    md_path = atomic_write(folder / f"{run_id}.md", render_markdown(receipt))
+    return json_path, md_path

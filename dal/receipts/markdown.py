@@ -1,0 +1,88 @@
+"""The compact markdown receipt (`<run_id>.md`, `dal receipt show --md`) in the first article's shape:
+
+    # Tool-loop receipt
+
+    - operation: article-draft:2026-09-02:tool-loop
+    - path: COO-FILESYSTEM/articles/drafts/example.md
+    - status: verified
+    - attempts: 2
+
+    ## Evidence
+
+    1. check_destination — missing
+    ...
+
+followed by an `## Outcome` list: the run, external effect, retry, blocker, artifacts, loops and next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dal.receipts.render import (
+    MAX_EVIDENCE_LINES,
+    attempts_of,
+    describe_loop,
+    evidence_of,
+    next_action,
+    one_line,
+    paths_of,
+    script_status,
+)
+
+
+def render_markdown(receipt: Mapping[str, Any]) -> str:
+    """The markdown receipt of a run, ending with a newline."""
+    lines = ["# Tool-loop receipt", "", f"- operation: {receipt['operation']}"]
+    paths = paths_of(receipt)
+    if len(paths) == 1:
+        lines.append(f"- path: {paths[0]}")
+    elif paths:
+        lines.append(f"- paths: {', '.join(paths)}")
+    # The script's own word (verified, verification_failed) is what the article's reader looks for; the
+    # run's status is in the Outcome section below.
+    lines.append(f"- status: {script_status(receipt) or receipt['status']}")
+    attempts = attempts_of(receipt)
+    if attempts is not None:
+        lines.append(f"- attempts: {attempts}")
+
+    evidence, omitted = evidence_of(receipt)
+    lines += ["", "## Evidence", ""]
+    if evidence:
+        lines += [
+            f"{i}. {op} — {outcome}" for i, (op, outcome) in enumerate(evidence[:MAX_EVIDENCE_LINES], 1)
+        ]
+        rest = omitted + max(0, len(evidence) - MAX_EVIDENCE_LINES)
+        if rest:
+            lines.append(f"\n… {rest} more entries not kept")
+    else:
+        lines.append("No evidence recorded.")
+
+    run = (
+        f"- run: {receipt['run_id']} ({receipt['status']}, {receipt.get('attempted_at')}, "
+        f"{receipt.get('duration_ms', 0):.0f} ms)"
+    )
+    lines += ["", "## Outcome", "", run]
+    inv = receipt.get("attempts")
+    if isinstance(inv, Mapping):
+        lines.append(
+            f"- invocations: {inv['invocations']} ({inv['new']} new, {inv['resumes']} resumed, "
+            f"{inv['duplicates']} duplicate)"
+        )
+    for artifact in receipt.get("artifacts") or []:
+        lines.append(f"- artifact: {artifact['path']} — {artifact['state']}")
+    lines.append(f"- external effect: {receipt.get('external_effect', 'none')}")
+    lines.append(f"- retry: {receipt.get('retry')}")
+    if receipt.get("blocker"):
+        lines.append(f"- blocker: {receipt['blocker']}")
+    error = receipt.get("error")
+    if isinstance(error, Mapping):
+        lines.append(
+            f"- error: {error.get('file')}:{error.get('line')}:{error.get('column')} "
+            f"{error.get('kind')}: {one_line(error.get('message'))}"
+        )
+    for loop in (receipt.get("loops") or [])[:10]:
+        lines.append(f"- loop: {describe_loop(loop)}")
+    lines.append(f"- next: {next_action(receipt)}")
+    return "\n".join(lines) + "\n"

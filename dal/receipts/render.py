@@ -1,0 +1,345 @@
+"""The human rendering of a run receipt (`dal receipt show`) and the `next:` action shared with markdown.
+
+A receipt is read at 3 a.m. by someone who did not write the script: the first line says how the run
+ended, the evidence says why, and `next:` says the one safe thing to do, as a command to type.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+MAX_EVIDENCE_LINES = 50
+MAX_OUTCOME_CHARS = 160
+
+_STATUS_COLOUR = {
+    "completed": "32",
+    "skipped": "32",
+    "failed": "31",
+    "rejected": "31",
+    "waiting": "33",
+    "exhausted": "33",
+    "interrupted": "33",
+}
+
+_EXIT_WORDS = {
+    "condition": "condition false",
+    "end": "went through every item",
+    "break": "break",
+    "return": "return",
+    "error": "an error",
+    "finish": "finish()",
+    "fail": "fail()",
+    "budget": "a budget ran out",
+    "waiting": "waiting for a person",
+    "interrupted": "interrupted",
+}
+
+
+def use_colour(stream: TextIO) -> bool:
+    """Colour only for a terminal, and never when NO_COLOR is set (https://no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+# -- what a receipt says, shared by render() and render_markdown() ------------------------------------
+
+
+def one_line(value: Any, limit: int = MAX_OUTCOME_CHARS) -> str:
+    """An outcome as one short line: strings raw, other values as compact JSON."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    lines = text.strip().splitlines() or [""]
+    text = lines[0] + (" …" if len(lines) > 1 else "")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _result_map(receipt: Mapping[str, Any]) -> Mapping[str, Any]:
+    result = receipt.get("result")
+    return result if isinstance(result, Mapping) else {}
+
+
+def script_status(receipt: Mapping[str, Any]) -> str | None:
+    """The script's own word for its outcome (`verified`, `verification_failed`), from `result.status`."""
+    status = _result_map(receipt).get("status")
+    return status if isinstance(status, str) and status else None
+
+
+def attempts_of(receipt: Mapping[str, Any]) -> int | None:
+    """Attempts as the script counted them: `result.attempts`, else an `attempt(s)` counter in the
+    snapshot of the only loop (the article's `state.attempt`). None when the script kept no count: loop
+    iterations are not attempts, so they are not passed off as such."""
+
+    def counter(m: Mapping[str, Any]) -> int | None:
+        for name in ("attempts", "attempt"):
+            value = m.get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return None
+
+    found = counter(_result_map(receipt))
+    if found is not None:
+        return found
+    loops = receipt.get("loops") or []
+    if len(loops) == 1:
+        snapshot = loops[0].get("snapshot") or {}
+        found = counter(snapshot)
+        for value in snapshot.values():
+            if found is None and isinstance(value, Mapping) and "$elided" not in value:
+                found = counter(value)
+        return found
+    return None
+
+
+def paths_of(receipt: Mapping[str, Any]) -> list[str]:
+    """The paths the run is about: `result.path`/`result.paths` when the script named them, else
+    its artifacts."""
+    result = _result_map(receipt)
+    if isinstance(result.get("path"), str):
+        return [result["path"]]
+    if isinstance(result.get("paths"), list):
+        return [p for p in result["paths"] if isinstance(p, str)]
+    return [a["path"] for a in receipt.get("artifacts") or []]
+
+
+def evidence_of(receipt: Mapping[str, Any]) -> tuple[list[tuple[str, str]], int]:
+    """Numbered evidence as (operation, outcome) pairs and how many entries were left out.
+
+    The script's own evidence list (`result.evidence`, the article's shape) wins; else the `record`
+    entries of the loops; else every effect (command and summary) in order.
+    """
+    result = _result_map(receipt)
+    own = result.get("evidence")
+    if isinstance(own, list) and own and all(isinstance(e, Mapping) and "operation" in e for e in own):
+        return [(one_line(e["operation"]), one_line(e.get("outcome"))) for e in own], 0
+    loops = receipt.get("loops") or []
+    records = [e for lp in loops for e in lp.get("evidence") or [] if e.get("kind") == "record"]
+    if records:
+        omitted = sum(lp.get("evidence_omitted") or 0 for lp in loops)
+        return [(one_line(e["operation"]), one_line(e.get("outcome"))) for e in records], omitted
+    effects = receipt.get("effects") or {}
+    items = effects.get("items") or []
+    return [(one_line(e["command"]), one_line(e.get("summary", ""))) for e in items], effects.get(
+        "omitted"
+    ) or 0
+
+
+def describe_loop(loop: Mapping[str, Any]) -> str:
+    """`while … (file:line) ended: condition false at `clause` after N iterations`."""
+    why = _EXIT_WORDS.get(loop.get("exit", ""), str(loop.get("exit")))
+    if loop.get("exit") == "condition" and loop.get("clause"):
+        why += f" at `{loop['clause']}`"
+    n = loop.get("iterations", 0)
+    text = f"`{one_line(loop.get('source', ''), 100)}` ({loop.get('file')}:{loop.get('line')}) ended: {why}"
+    text += f" after {n} iteration{'' if n == 1 else 's'}"
+    if loop.get("aggregated"):
+        text += f" (the last of {loop.get('exits')} exits of this loop)"
+    return text
+
+
+def _q(text: str) -> str:
+    return shlex.quote(text)
+
+
+def _rerun(receipt: Mapping[str, Any]) -> str:
+    script = _q((receipt.get("script") or {}).get("path", "SCRIPT"))
+    key = receipt.get("key")
+    return f"dal run --key {_q(key)} {script}" if key else f"dal run {script}"
+
+
+def _where(error: Mapping[str, Any]) -> str:
+    return f"{error.get('file')}:{error.get('line')}:{error.get('column')}"
+
+
+def next_action(receipt: Mapping[str, Any]) -> str:
+    """The suggested next move as a concrete command or check (the `next:` line)."""
+    rid = receipt["run_id"]
+    status = receipt["status"]
+    retry = receipt.get("retry")
+    blocker = receipt.get("blocker")
+    error = receipt.get("error") if isinstance(receipt.get("error"), Mapping) else None
+    items = (receipt.get("effects") or {}).get("items") or []
+    pending = [e for e in items if e.get("status") == "pending_approval"]
+    uncertain = [e for e in items if e.get("status") == "uncertain"]
+
+    if status == "skipped":
+        done = receipt.get("skipped_of")
+        return f"nothing to do: the operation already completed in {done} (`dal receipt show {done}`)"
+    if pending:
+        e = pending[-1]
+        return (
+            f"review `{e['command']}`, then `dal approve {rid} --effect {e['seq']}` "
+            f"(or `dal deny {rid} --effect {e['seq']}`) and `dal resume {rid}`"
+        )
+    if uncertain:
+        e = uncertain[-1]
+        return (
+            f"check whether `{e['command']}` took effect, then "
+            f"`dal resolve {rid} --effect {e['seq']} --as done|failed|retry` and `dal resume {rid}`"
+        )
+    if retry == "none" or (retry is None and status == "completed"):
+        return "nothing to do"
+    if retry == "resume":
+        return f"`dal resume {rid}`"
+    if retry == "replay":
+        return f"`{_rerun(receipt)}` (same operation, same key)"
+    if retry == "escalate":
+        why = blocker or "the outcome of an external effect is uncertain"
+        return f"a person must decide: {why}"
+    if retry == "repair":
+        if error is not None:
+            ran = "nothing ran; " if status == "rejected" else ""
+            return (
+                f"{ran}fix the script at {_where(error)} "
+                f"({error.get('kind')}: {one_line(error.get('message'))}),"
+                f" then `{_rerun(receipt)}`"
+            )
+        target = ", ".join(paths_of(receipt)[:3]) or "the script"
+        return f"repair {target}" + (f" ({blocker})" if blocker else "") + f", then `{_rerun(receipt)}`"
+    # inspect, and anything unknown: look before acting.
+    if error is not None and "diverg" in str(error.get("kind", "")).lower():
+        return (
+            f"inspect: the script no longer matches the journal at {_where(error)} "
+            f"({one_line(error.get('message'))}); see `dal receipt show {rid} --json`"
+        )
+    artifacts = receipt.get("artifacts") or []
+    if artifacts:
+        shown = ", ".join(f"inspect {_q(a['path'])} ({a['state']})" for a in artifacts[:3])
+        return shown + (f": {blocker}" if blocker else "")
+    if status == "exhausted":
+        why = f"{one_line(error.get('message'))} at {_where(error)}" if error else "a budget ran out"
+        return (
+            f"inspect the evidence ({why}); fix the loop or raise --max-steps/--max-effects, "
+            f"then `{_rerun(receipt)}`"
+        )
+    return (
+        "inspect the evidence above"
+        + (f": {blocker}" if blocker else "")
+        + f" (`dal receipt show {rid} --json`)"
+    )
+
+
+# -- the terminal rendering --------------------------------------------------------------------------
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return ""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return ""
+
+
+def _duration(ms: float | None) -> str:
+    if ms is None:
+        return "?"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 120_000:
+        return f"{ms / 1000:.1f} s"
+    return f"{ms / 60_000:.1f} min"
+
+
+def render(receipt: Mapping[str, Any], *, colour: bool = False) -> str:
+    """`dal receipt show`: status line, facts, numbered evidence, artifacts, external effect, error,
+    loops, and `next:`."""
+
+    def paint(code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if colour else text
+
+    status = receipt["status"]
+    out: list[str] = []
+    head = f"{paint(_STATUS_COLOUR.get(status, '0') + ';1', status)}  {receipt['run_id']}"
+    if receipt.get("retry"):
+        head += f"  retry: {receipt['retry']}"
+    out.append(head)
+
+    facts: list[tuple[str, str]] = [("operation", receipt.get("operation", ""))]
+    if receipt.get("key") and receipt.get("key") != receipt.get("operation"):
+        facts.append(("key", receipt["key"]))
+    own = script_status(receipt)
+    if own and own != status:
+        facts.append(("result", own))
+    script = receipt.get("script") or {}
+    if script:
+        facts.append(("script", f"{script.get('path')}  (sha256 {str(script.get('sha256', ''))[:12]})"))
+    steps = receipt.get("steps") or {}
+    effects = receipt.get("effects") or {}
+    facts.append(
+        (
+            "ran",
+            f"{receipt.get('attempted_at')}, {_duration(receipt.get('duration_ms'))}, "
+            f"{steps.get('used', 0):,} of {steps.get('budget', 0):,} steps, {effects.get('count', 0)} effect"
+            f"{'' if effects.get('count', 0) == 1 else 's'}",
+        )
+    )
+    attempts = attempts_of(receipt)
+    if attempts is not None:
+        facts.append(("attempts", str(attempts)))
+    inv = receipt.get("attempts")
+    if isinstance(inv, Mapping):
+        facts.append(
+            (
+                "invocations",
+                f"{inv['invocations']} ({inv['new']} new, {inv['resumes']} resumed, "
+                f"{inv['duplicates']} duplicate)",
+            )
+        )
+    if receipt.get("previous_run"):
+        facts.append(("previous run", receipt["previous_run"]))
+    if receipt.get("blocker"):
+        facts.append(("blocker", paint("1", receipt["blocker"])))
+    facts.append(("external", receipt.get("external_effect", "none")))
+    width = max(len(k) for k, _ in facts)
+    out += [f"  {k.ljust(width)}  {v}" for k, v in facts]
+
+    evidence, omitted = evidence_of(receipt)
+    if evidence:
+        out += ["", "evidence"]
+        for i, (op, outcome) in enumerate(evidence[:MAX_EVIDENCE_LINES], 1):
+            out.append(f"  {i}. {op} — {outcome}")
+        rest = omitted + max(0, len(evidence) - MAX_EVIDENCE_LINES)
+        if rest:
+            out.append(f"  … {rest} more not shown")
+
+    artifacts = receipt.get("artifacts") or []
+    if artifacts:
+        out += ["", "artifacts"]
+        for a in artifacts:
+            extra = f"  ({_size(a.get('size'))})" if a.get("size") is not None else ""
+            state = paint("32" if a["state"] == "exists" else "33", a["state"].ljust(7))
+            out.append(f"  {state}  {a['path']}{extra}")
+
+    error = receipt.get("error")
+    if isinstance(error, Mapping):
+        out += ["", f"error  {_where(error)}  {error.get('kind')}: {error.get('message')}"]
+        if error.get("source_line"):
+            src = str(error["source_line"]).rstrip("\n")
+            col = max(1, int(error.get("column") or 1))
+            span = 1
+            if error.get("end_line") == error.get("line") and error.get("end_column", 0) > col:
+                span = int(error["end_column"]) - col
+            gutter = f"{error.get('line')} | "
+            out += [f"  {gutter}{src}", "  " + " " * (len(gutter) + col - 1) + paint("31", "^" * span)]
+        for frame in (error.get("call_stack") or [])[-5:]:
+            out.append(
+                f"  in {frame.get('function')} at "
+                f"{frame.get('file')}:{frame.get('line')}:{frame.get('column')}"
+            )
+
+    loops = receipt.get("loops") or []
+    if loops:
+        out += ["", "loops"]
+        out += [f"  {describe_loop(lp)}" for lp in loops[:10]]
+        rest = (receipt.get("loops_omitted") or 0) + max(0, len(loops) - 10)
+        if rest:
+            out.append(f"  … {rest} more loop receipts not shown")
+
+    out += ["", f"{paint('1', 'next:')} {next_action(receipt)}"]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,760 @@
+"""The durable run store: one SQLite file, the source of truth for runs, loop receipts, the effect journal
+and approvals.
+
+Durability: WAL with `synchronous=FULL`, so every commit is on disk before it returns. The runtime
+commits at effect boundaries (journal intent, journal result) and once at the end of a run (the receipt),
+so a `kill -9` at any instant leaves a consistent store that has every effect it started.
+
+Errors: every SQLite failure a user can cause or meet (locked, read-only, corrupt, newer schema, not a
+DAL store) becomes a StoreError whose message names the file and what to do. Nothing here ever deletes
+or recreates a store file.
+
+Readers (`dal receipts`, `dal receipt show`) open the file with `Store(path, readonly=True)`, which never
+creates the store, its folder or the WAL side files.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from dal.receipts.ids import RUN_ID_RE, utc_timestamp
+
+SCHEMA_VERSION = 1
+DEFAULT_STORE = Path(".dal") / "dal.db"
+STORE_ENV = "DAL_STORE"
+
+T = TypeVar("T")
+
+# Each entry moves the store from version N-1 to N inside one transaction. Append only: a released
+# migration is never edited, so every store reaches the same shape.
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        """CREATE TABLE schema_version (
+            version INTEGER PRIMARY KEY,
+            applied_at TEXT NOT NULL
+        )""",
+        # status is a receipt status, or 'running' while the run has no receipt yet.
+        """CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            operation TEXT NOT NULL,
+            key TEXT,
+            status TEXT NOT NULL,
+            retry TEXT,
+            external_effect TEXT,
+            blocker TEXT,
+            script_path TEXT,
+            started_at TEXT NOT NULL,
+            finished_at TEXT,
+            duration_ms REAL,
+            previous_run TEXT,
+            skipped_of TEXT,
+            pid INTEGER,
+            policy TEXT,
+            receipt TEXT
+        )""",
+        "CREATE INDEX runs_by_operation ON runs(operation, run_id)",
+        "CREATE INDEX runs_by_key ON runs(key, run_id)",
+        "CREATE INDEX runs_by_status ON runs(status, run_id)",
+        """CREATE TABLE loops (
+            run_id TEXT NOT NULL,
+            idx INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            file TEXT NOT NULL,
+            line INTEGER NOT NULL,
+            "column" INTEGER NOT NULL,
+            exit TEXT NOT NULL,
+            clause TEXT,
+            iterations INTEGER NOT NULL,
+            receipt TEXT NOT NULL,
+            PRIMARY KEY (run_id, idx)
+        )""",
+        # One row per effect (and per journaled builtin such as now() or env()): the intent is written
+        # before the effect starts, the result after it ends. A row with no result is an effect whose
+        # outcome is unknown.
+        """CREATE TABLE effects (
+            run_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            command TEXT NOT NULL,
+            class TEXT,
+            status TEXT NOT NULL,
+            intent_at TEXT NOT NULL,
+            result_at TEXT,
+            detail TEXT,
+            result TEXT,
+            PRIMARY KEY (run_id, seq)
+        )""",
+        """CREATE TABLE approvals (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            run_id TEXT NOT NULL,
+            seq INTEGER,
+            decision TEXT NOT NULL,
+            who TEXT NOT NULL,
+            at TEXT NOT NULL,
+            note TEXT
+        )""",
+        "CREATE INDEX approvals_by_run ON approvals(run_id, seq)",
+    ],
+}
+
+_RUN_COLUMNS = (
+    "run_id, operation, key, status, retry, external_effect, blocker, script_path, started_at, "
+    "finished_at, duration_ms, previous_run, skipped_of"
+)
+
+
+class StoreError(Exception):
+    """A problem with the run store that the user can act on; the message says which file and what to do."""
+
+    def __init__(self, message: str, path: Path | str | None = None) -> None:
+        super().__init__(message)
+        self.path = Path(path) if path is not None else None
+
+
+class NoStore(StoreError):
+    """No store exists yet at the path (so there are no runs to show)."""
+
+
+class RunNotFound(StoreError, LookupError):
+    """No run in the store matches the reference."""
+
+
+def store_path(
+    store: str | os.PathLike[str] | None = None, workspace: str | os.PathLike[str] | None = None
+) -> Path:
+    """Where the store lives: `--store PATH`, else `$DAL_STORE`, else `<workspace>/.dal/dal.db`."""
+    chosen = store or os.environ.get(STORE_ENV) or None
+    if chosen:
+        return Path(chosen).expanduser()
+    return Path(workspace or ".") / DEFAULT_STORE
+
+
+def _describe(exc: sqlite3.Error, path: Path, doing: str) -> StoreError:
+    """Turn a SQLite error into a StoreError a user can act on."""
+    msg = str(exc)
+    low = msg.lower()
+    where = f"the run store {path}"
+    if "locked" in low or "busy" in low:
+        return StoreError(
+            f"{where} is locked by another process (another dal run still writing?) while {doing}. "
+            "Wait for it to finish and try again; nothing already stored was lost.",
+            path,
+        )
+    if "readonly" in low or "read-only" in low or "permission" in low:
+        return StoreError(
+            f"{where} is read-only, so DAL cannot record runs while {doing}. Make it and its folder "
+            f"writable (chmod u+w {path} {path.parent}) or choose another store with --store PATH or "
+            f"{STORE_ENV}=PATH.",
+            path,
+        )
+    if "not a database" in low or "malformed" in low or "corrupt" in low:
+        return StoreError(
+            f"{where} is not a readable DAL store ({msg}). DAL has left it untouched. Keep a copy, "
+            f"check it with `sqlite3 {path} 'pragma integrity_check'`, and move it aside "
+            f"(mv {path} {path}.bad) or use another store with --store PATH to record new runs.",
+            path,
+        )
+    if "unable to open" in low:
+        if path.is_dir():
+            return StoreError(f"{where} is a directory, not a file. Pass the file with --store PATH.", path)
+        return StoreError(
+            f"cannot open {where} while {doing} ({msg}). Check that {path.parent} exists and is "
+            f"writable, or choose another store with --store PATH or {STORE_ENV}=PATH.",
+            path,
+        )
+    if "disk is full" in low or "disk i/o" in low:
+        return StoreError(
+            f"{where} could not be written while {doing} ({msg}). Free disk space or check the device; "
+            "what was stored before is intact.",
+            path,
+        )
+    return StoreError(f"{where} failed while {doing}: {msg}", path)
+
+
+class Store:
+    """A connection to one run store. Use as a context manager, or call close().
+
+    `Store(path)` creates the file and its folder when missing and migrates an older store.
+    `Store(path, readonly=True)` raises NoStore when there is no file and never writes anything.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False, timeout: float = 5.0) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        self._timeout = timeout
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._immutable_stat: tuple[int, int] | None = None
+        if readonly:
+            self._open_readonly()
+        else:
+            self._open_readwrite()
+
+    # -- opening -------------------------------------------------------------------------------------
+
+    def _open_readwrite(self) -> None:
+        if self.path.is_dir():
+            raise StoreError(
+                f"the run store {self.path} is a directory, not a file. Pass the file with --store PATH.",
+                self.path,
+            )
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(
+                f"cannot create the folder {self.path.parent} for the run store {self.path} ({e.strerror}). "
+                f"Make it writable or choose another store with --store PATH or {STORE_ENV}=PATH.",
+                self.path,
+            ) from None
+        with self._guard("opening it"):
+            conn = sqlite3.connect(
+                str(self.path), timeout=self._timeout, isolation_level=None, check_same_thread=False
+            )
+            self._conn = conn
+            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise sqlite3.OperationalError(f"could not switch to WAL (journal mode stays {mode})")
+            # FULL: a commit is fsynced before it returns, so a journaled intent survives kill -9 and
+            # power loss. Commits happen only at effect boundaries and run ends, so this is cheap.
+            conn.execute("PRAGMA synchronous = FULL")
+            self._migrate()
+
+    def _open_readonly(self) -> None:
+        if not self.path.exists():
+            raise NoStore(f"no runs yet: there is no run store at {self.path}", self.path)
+        if self.path.is_dir():
+            raise StoreError(
+                f"the run store {self.path} is a directory, not a file. Pass the file with --store PATH.",
+                self.path,
+            )
+        self._connect_readonly()
+        with self._guard("reading it"):
+            self._check_version(self._version(), writable=False)
+
+    def _connect_readonly(self) -> None:
+        # A `mode=ro` connection to a WAL database creates -wal and -shm files that it cannot remove. When
+        # no writer is active (no -wal file), read the file as immutable instead, which creates nothing;
+        # _read() falls back to `mode=ro` if a writer appears while we read.
+        wal = Path(str(self.path) + "-wal")
+        uri_path = self.path.resolve().as_posix()
+        with self._guard("opening it"):
+            if wal.exists():
+                self._immutable_stat = None
+                self._conn = sqlite3.connect(
+                    f"file:{uri_path}?mode=ro", uri=True, timeout=self._timeout, check_same_thread=False
+                )
+            else:
+                self._immutable_stat = self._stat()
+                self._conn = sqlite3.connect(
+                    f"file:{uri_path}?mode=ro&immutable=1", uri=True, check_same_thread=False
+                )
+            self._conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+
+    def _stat(self) -> tuple[int, int]:
+        st = self.path.stat()
+        return (st.st_mtime_ns, st.st_size)
+
+    def _version(self) -> int | None:
+        assert self._conn is not None
+        has_table = self._conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+        ).fetchone()
+        if not has_table:
+            others = self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if others:
+                raise StoreError(
+                    f"{self.path} is an SQLite database but not a DAL run store (it has other tables). "
+                    "DAL has left it untouched; point --store or DAL_STORE at another file.",
+                    self.path,
+                )
+            return None
+        return self._conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
+
+    def _check_version(self, version: int | None, *, writable: bool) -> None:
+        if version is not None and version > SCHEMA_VERSION:
+            raise StoreError(
+                f"the run store {self.path} was written by a newer DAL (store version {version}; this DAL "
+                f"knows up to {SCHEMA_VERSION}). Upgrade DAL to read it, or use another store with "
+                "--store PATH. The store was not changed.",
+                self.path,
+            )
+
+    def _migrate(self) -> None:
+        assert self._conn is not None
+        version = self._version()
+        self._check_version(version, writable=True)
+        if version == SCHEMA_VERSION:
+            return
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = self._version()  # another process may have migrated while we waited for the lock
+            self._check_version(version, writable=True)
+            for target in range((version or 0) + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[target]:
+                    self._conn.execute(statement)
+                self._conn.execute(
+                    "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
+                    (target, utc_timestamp()),
+                )
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+
+    # -- plumbing ------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _guard(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as e:
+            raise _describe(e, self.path, doing) from None
+
+    @contextmanager
+    def _write(self, doing: str) -> Iterator[sqlite3.Connection]:
+        if self.readonly or self._conn is None:
+            raise StoreError(
+                f"the run store {self.path} was opened read-only; cannot write while {doing}.", self.path
+            )
+        with self._lock, self._guard(doing):
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _read(self, doing: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._conn is None:
+            raise StoreError(f"the run store {self.path} is closed.", self.path)
+        with self._lock, self._guard(doing):
+            result = fn(self._conn)
+            if self._immutable_stat is not None:
+                # Read as immutable: if a writer started meanwhile, read again through the WAL.
+                wal = Path(str(self.path) + "-wal")
+                if wal.exists() or self._stat() != self._immutable_stat:
+                    self._conn.close()
+                    self._connect_readonly()
+                    result = fn(self._conn)
+            return result
+
+    def close(self) -> None:
+        """Close the connection (in WAL mode the last writer to close also folds the WAL back)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def version(self) -> int:
+        """The store's schema version (0 for an empty file opened read-only)."""
+        return self._read("reading its version", lambda c: self._version() or 0)
+
+    def integrity_check(self) -> list[str]:
+        """Problems SQLite finds in the file; `[]` when it is sound."""
+        rows = self._read("checking it", lambda c: c.execute("PRAGMA integrity_check").fetchall())
+        return [] if rows == [("ok",)] else [r[0] for r in rows]
+
+    def _has_tables(self, conn: sqlite3.Connection) -> bool:
+        return bool(conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone())
+
+    # -- runs and receipts ---------------------------------------------------------------------------
+
+    def begin_run(
+        self,
+        run_id: str,
+        *,
+        operation: str,
+        key: str | None = None,
+        script_path: str | None = None,
+        started_at: str | None = None,
+        previous_run: str | None = None,
+        pid: int | None = None,
+        policy: Any = None,
+    ) -> None:
+        """Record that a run started (status `running`, no receipt yet), durably, before its first effect."""
+        with self._write(f"starting run {run_id}") as c:
+            c.execute(
+                "INSERT INTO runs (run_id, operation, key, status, script_path, started_at, previous_run,"
+                " pid,"
+                " policy) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    operation,
+                    key,
+                    script_path,
+                    started_at or utc_timestamp(),
+                    previous_run,
+                    os.getpid() if pid is None else pid,
+                    None if policy is None else json.dumps(policy),
+                ),
+            )
+
+    def save_receipt(self, receipt: dict[str, Any], *, validate: bool = True) -> None:
+        """Store a run receipt and its loop receipts in one durable transaction (insert or replace).
+
+        With `validate` the receipt is checked against `dal.receipt/v1` first (ReceiptSchemaError).
+        """
+        if validate:
+            from dal.receipts.schema import validate as check
+
+            check(receipt)
+        loops = receipt.get("loops") or []
+        # The loops live in their own table; the stored run receipt keeps an empty list in their place so
+        # get_run() can put them back in the same key order.
+        body = json.dumps({**receipt, "loops": []}, ensure_ascii=False, separators=(",", ":"))
+        run_id = receipt["run_id"]
+        script = receipt.get("script") or {}
+        with self._write(f"saving the receipt of {run_id}") as c:
+            c.execute(
+                "INSERT INTO runs (run_id, operation, key, status, retry, external_effect, blocker,"
+                " script_path,"
+                " started_at, finished_at, duration_ms, previous_run, skipped_of, pid, receipt)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (run_id) DO UPDATE SET operation = excluded.operation, key = excluded.key,"
+                " status = excluded.status, retry = excluded.retry,"
+                " external_effect = excluded.external_effect,"
+                " blocker = excluded.blocker, script_path = excluded.script_path,"
+                " started_at = excluded.started_at, finished_at = excluded.finished_at,"
+                " duration_ms = excluded.duration_ms, previous_run = excluded.previous_run,"
+                " skipped_of = excluded.skipped_of, receipt = excluded.receipt",
+                (
+                    run_id,
+                    receipt["operation"],
+                    receipt.get("key"),
+                    receipt["status"],
+                    receipt.get("retry"),
+                    receipt.get("external_effect"),
+                    receipt.get("blocker"),
+                    script.get("path"),
+                    receipt["attempted_at"],
+                    receipt.get("finished_at"),
+                    receipt.get("duration_ms"),
+                    receipt.get("previous_run"),
+                    receipt.get("skipped_of"),
+                    os.getpid(),
+                    body,
+                ),
+            )
+            c.execute("DELETE FROM loops WHERE run_id = ?", (run_id,))
+            c.executemany(
+                'INSERT INTO loops (run_id, idx, kind, file, line, "column", exit, clause, iterations,'
+                " receipt)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        run_id,
+                        i,
+                        lp["kind"],
+                        lp["file"],
+                        lp["line"],
+                        lp["column"],
+                        lp["exit"],
+                        lp.get("clause"),
+                        lp["iterations"],
+                        json.dumps(lp, ensure_ascii=False, separators=(",", ":")),
+                    )
+                    for i, lp in enumerate(loops)
+                ],
+            )
+
+    def _assemble(self, conn: sqlite3.Connection, run_id: str, body: str) -> dict[str, Any]:
+        receipt = json.loads(body)
+        rows = conn.execute("SELECT receipt FROM loops WHERE run_id = ? ORDER BY idx", (run_id,)).fetchall()
+        receipt["loops"] = [json.loads(r[0]) for r in rows]
+        return receipt
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        """The stored receipt of `run_id`, or None when there is no such run or it has not ended yet."""
+
+        def read(c: sqlite3.Connection) -> dict[str, Any] | None:
+            if not self._has_tables(c):
+                return None
+            row = c.execute("SELECT receipt FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None or row[0] is None:
+                return None
+            return self._assemble(c, run_id, row[0])
+
+        return self._read(f"reading run {run_id}", read)
+
+    def loops(self, run_id: str) -> list[dict[str, Any]]:
+        """The loop receipts of a run, in the order they were emitted."""
+        return self._read(
+            f"reading the loops of {run_id}",
+            lambda c: (
+                [
+                    json.loads(r[0])
+                    for r in c.execute(
+                        "SELECT receipt FROM loops WHERE run_id = ? ORDER BY idx", (run_id,)
+                    ).fetchall()
+                ]
+                if self._has_tables(c)
+                else []
+            ),
+        )
+
+    def find(self, ref: str) -> dict[str, Any]:
+        """The receipt `ref` names: a run id, a unique prefix of one (`run_2026…`), an operation or key (its
+        newest run), or `latest` (the newest run). Raises RunNotFound with a message saying why."""
+        ref = ref.strip()
+        return self._read(f"looking up {ref!r}", lambda c: self._find(c, ref))
+
+    def _find(self, c: sqlite3.Connection, ref: str) -> dict[str, Any]:
+        if not self._has_tables(c):
+            raise RunNotFound(f"no runs yet in {self.path}", self.path)
+        if not ref:
+            raise RunNotFound("give a run id, an operation or key, or `latest`", self.path)
+        if ref == "latest":
+            row = c.execute(
+                "SELECT run_id, receipt FROM runs WHERE receipt IS NOT NULL ORDER BY run_id DESC LIMIT 1"
+            ).fetchone()
+            if row is None:
+                raise RunNotFound(f"no finished runs yet in {self.path}", self.path)
+            return self._assemble(c, row[0], row[1])
+        if ref.startswith("run_"):
+            # Prefix search as a range over the primary key, so it stays an index lookup.
+            rows = c.execute(
+                "SELECT run_id, receipt FROM runs WHERE run_id >= ? AND run_id < ? ORDER BY run_id LIMIT 6",
+                (ref, ref + "\U0010ffff"),
+            ).fetchall()
+            exact = [r for r in rows if r[0] == ref]
+            if exact:
+                rows = exact
+            if len(rows) > 1:
+                shown = ", ".join(r[0] for r in rows[:5])
+                raise RunNotFound(
+                    f"{ref!r} matches several runs ({shown}{', …' if len(rows) > 5 else ''}); "
+                    "give more of the id",
+                    self.path,
+                )
+            if rows:
+                run_id, body = rows[0]
+                if body is None:
+                    raise RunNotFound(f"run {run_id} has not finished yet: it has no receipt", self.path)
+                return self._assemble(c, run_id, body)
+            if RUN_ID_RE.match(ref):
+                raise RunNotFound(f"no run {ref} in {self.path} (list runs with `dal receipts`)", self.path)
+        row = c.execute(
+            "SELECT run_id, receipt FROM runs WHERE (key = ? OR operation = ?) AND receipt IS NOT NULL"
+            " ORDER BY run_id DESC LIMIT 1",
+            (ref, ref),
+        ).fetchone()
+        if row is None:
+            raise RunNotFound(
+                f"no run, operation or key matches {ref!r} in {self.path} (list runs with `dal receipts`)",
+                self.path,
+            )
+        return self._assemble(c, row[0], row[1])
+
+    def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        operation: str | None = None,
+        key: str | None = None,
+        waiting: bool = False,
+        limit: int | None = 50,
+    ) -> list[dict[str, Any]]:
+        """Runs newest first, as summary rows (run_id, operation, key, status, retry, external_effect,
+        blocker, script_path, started_at, finished_at, duration_ms, previous_run, skipped_of).
+
+        `operation` matches the operation or the key, exactly or as a glob when it has `*`, `?` or `[`.
+        `waiting` keeps only runs that wait for a person or a resume.
+        """
+        where, args = self._filters(status=status, operation=operation, key=key, waiting=waiting)
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY run_id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(max(0, int(limit)))
+
+        def read(c: sqlite3.Connection) -> list[dict[str, Any]]:
+            if not self._has_tables(c):
+                return []
+            cur = c.execute(sql, args)
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+        return self._read("listing runs", read)
+
+    def count_runs(
+        self,
+        *,
+        status: str | None = None,
+        operation: str | None = None,
+        key: str | None = None,
+        waiting: bool = False,
+    ) -> int:
+        """How many runs list_runs() would return without a limit."""
+        where, args = self._filters(status=status, operation=operation, key=key, waiting=waiting)
+        return self._read(
+            "counting runs",
+            lambda c: (
+                c.execute(f"SELECT count(*) FROM runs{where}", args).fetchone()[0]
+                if self._has_tables(c)
+                else 0
+            ),
+        )
+
+    @staticmethod
+    def _filters(
+        *, status: str | None, operation: str | None, key: str | None, waiting: bool
+    ) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        args: list[Any] = []
+        if status:
+            clauses.append("status = ?")
+            args.append(status)
+        if waiting:
+            clauses.append("status = 'waiting'")
+        if operation:
+            op = "GLOB" if any(ch in operation for ch in "*?[") else "="
+            clauses.append(f"(operation {op} ? OR key {op} ?)")
+            args += [operation, operation]
+        if key is not None:
+            clauses.append("key = ?")
+            args.append(key)
+        return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
+
+    # -- effect journal ------------------------------------------------------------------------------
+
+    def journal_intent(
+        self,
+        run_id: str,
+        seq: int,
+        command: str,
+        effect_class: str | None,
+        *,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        """Durably record that effect `seq` of `run_id` is about to start (before it runs).
+
+        `detail` holds whatever the runtime needs to judge it later (policy decision, idempotent, line).
+        Recording the same intent again is allowed while it has no result (a resumed run retrying it);
+        once a result is journaled the entry is final and StoreError is raised.
+        """
+        with self._write(f"journaling effect {seq} of {run_id}") as c:
+            cur = c.execute(
+                "INSERT INTO effects (run_id, seq, command, class, status, intent_at, detail)"
+                " VALUES (?, ?, ?, ?, 'intent', ?, ?)"
+                " ON CONFLICT (run_id, seq) DO UPDATE SET command = excluded.command, class = excluded.class,"
+                " intent_at = excluded.intent_at, detail = excluded.detail WHERE effects.result IS NULL",
+                (
+                    run_id,
+                    seq,
+                    command,
+                    effect_class,
+                    utc_timestamp(),
+                    None if detail is None else json.dumps(detail, ensure_ascii=False),
+                ),
+            )
+            if cur.rowcount == 0:
+                raise StoreError(
+                    f"effect {seq} of run {run_id} already has a journaled result; it is final.", self.path
+                )
+
+    def journal_result(self, run_id: str, seq: int, result_json: Any, *, status: str | None = None) -> None:
+        """Durably record the result of effect `seq` (after it ended). `status` defaults to
+        `result_json["status"]` when that is a map with one, else `done`."""
+        if status is None:
+            status = result_json.get("status") if isinstance(result_json, dict) else None
+            status = status if isinstance(status, str) else "done"
+        with self._write(f"journaling the result of effect {seq} of {run_id}") as c:
+            cur = c.execute(
+                "UPDATE effects SET result = ?, status = ?, result_at = ? WHERE run_id = ? AND seq = ?",
+                (json.dumps(result_json, ensure_ascii=False), status, utc_timestamp(), run_id, seq),
+            )
+            if cur.rowcount == 0:
+                raise StoreError(
+                    f"no intent journaled for effect {seq} of run {run_id}; record the intent first.",
+                    self.path,
+                )
+
+    def journal(self, run_id: str) -> list[dict[str, Any]]:
+        """The journal of a run in sequence order: seq, command, class, status (`intent` while the outcome
+        is unknown), intent_at, result_at, detail, result (parsed JSON, or None without a result)."""
+
+        def read(c: sqlite3.Connection) -> list[dict[str, Any]]:
+            if not self._has_tables(c):
+                return []
+            rows = c.execute(
+                "SELECT seq, command, class, status, intent_at, result_at, detail, result FROM effects"
+                " WHERE run_id = ? ORDER BY seq",
+                (run_id,),
+            ).fetchall()
+            return [
+                {
+                    "seq": seq,
+                    "command": command,
+                    "class": cls,
+                    "status": status,
+                    "intent_at": intent_at,
+                    "result_at": result_at,
+                    "detail": None if detail is None else json.loads(detail),
+                    "result": None if result is None else json.loads(result),
+                }
+                for seq, command, cls, status, intent_at, result_at, detail, result in rows
+            ]
+
+        return self._read(f"reading the journal of {run_id}", read)
+
+    # -- approvals -----------------------------------------------------------------------------------
+
+    def record_approval(
+        self, run_id: str, seq: int | None, decision: str, *, who: str | None = None, note: str | None = None
+    ) -> dict[str, Any]:
+        """Durably record a person's decision about effect `seq` of a run (e.g. `approve`, `deny`, or a
+        resolution `done`/`failed`/`retry`) and return the stored row."""
+        row = {
+            "run_id": run_id,
+            "seq": seq,
+            "decision": decision,
+            "who": who or _whoami(),
+            "at": utc_timestamp(),
+            "note": note,
+        }
+        with self._write(f"recording a decision for {run_id}") as c:
+            cur = c.execute(
+                "INSERT INTO approvals (run_id, seq, decision, who, at, note) VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, seq, decision, row["who"], row["at"], note),
+            )
+            row["id"] = cur.lastrowid
+        return row
+
+    def approvals(self, run_id: str) -> list[dict[str, Any]]:
+        """Decisions recorded for a run, oldest first."""
+
+        def read(c: sqlite3.Connection) -> list[dict[str, Any]]:
+            if not self._has_tables(c):
+                return []
+            cur = c.execute(
+                "SELECT id, run_id, seq, decision, who, at, note FROM approvals WHERE run_id = ? ORDER BY id",
+                (run_id,),
+            )
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+        return self._read(f"reading decisions for {run_id}", read)
+
+
+def _whoami() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name in some containers; the uid still says who
+        return f"uid:{os.getuid()}" if hasattr(os, "getuid") else "unknown"
