@@ -1,0 +1,102 @@
+"""`dal repl`: the interactive session, with the same policy flags as `dal run`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MAX_STEPS = 1_000_000
+DEFAULT_POLICY_SUMMARY = "default (read and local tools inside the workspace, no network)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `dal repl`: the policy flags of `dal run`, the step budget, the history file."""
+    try:
+        from dal.cli.policy_cmd import add_policy_flags
+    except ImportError:  # the policy command is not there yet: only the workspace can be chosen
+        add_policy_flags = None
+    if add_policy_flags is not None:
+        add_policy_flags(parser)
+    if "--workspace" not in parser._option_string_actions:
+        parser.add_argument(
+            "--workspace", metavar="DIR", type=Path, help="the workspace (default: the current directory)"
+        )
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=DEFAULT_MAX_STEPS,
+        metavar="N",
+        help=f"step budget for the whole session (default: {DEFAULT_MAX_STEPS:,})",
+    )
+    parser.add_argument(
+        "--history",
+        metavar="FILE",
+        type=Path,
+        help="history file (default: $XDG_STATE_HOME/dal/history)",
+    )
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `repl` to the main CLI's subcommands."""
+    parser = subparsers.add_parser(
+        "repl",
+        help="interactive session (also `dal` alone on a terminal)",
+        description="Start an interactive DAL session. Definitions persist between inputs; "
+        "run() obeys the same policy as `dal run`.",
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=run_repl, handler=run_repl)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """A standalone parser, for `python -m dal.repl` and for `dal` alone on a terminal."""
+    parser = argparse.ArgumentParser(prog="dal repl", description="Start an interactive DAL session.")
+    add_arguments(parser)
+    return parser
+
+
+def _policy(args: argparse.Namespace, workspace: Path) -> tuple[Any, str]:
+    """The policy object for the session and a one-line description for the banner."""
+    try:
+        from dal.cli import policy_cmd
+    except ImportError:
+        return None, DEFAULT_POLICY_SUMMARY
+    load = getattr(policy_cmd, "policy_from_args", None) or getattr(policy_cmd, "load_policy", None)
+    if load is None:
+        return None, DEFAULT_POLICY_SUMMARY
+    policy = load(args)
+    summary = getattr(policy, "summary", None)
+    return policy, str(summary() if callable(summary) else summary or DEFAULT_POLICY_SUMMARY)
+
+
+def run_repl(args: argparse.Namespace) -> int:
+    """Start the REPL with the parsed flags; returns the exit code."""
+    from dal.errors import DalError
+    from dal.repl.app import Repl
+    from dal.repl.history import LazyFileHistory, default_history_path
+    from dal.session import Session
+
+    workspace = Path(getattr(args, "workspace", None) or Path.cwd()).resolve()
+    if not workspace.is_dir():
+        print(f"dal repl: the workspace {workspace} is not a directory", file=sys.stderr)
+        return 2
+    try:
+        policy, summary = _policy(args, workspace)
+    except DalError as e:
+        from dal.diagnostics import render, want_color
+
+        print(render(e, color=want_color(sys.stderr)), file=sys.stderr)
+        return 2
+    session = Session(filename="<repl>", max_steps=args.max_steps, workspace=workspace, policy=policy)
+    history = LazyFileHistory(args.history or default_history_path())
+    repl = Repl(session, workspace=workspace, policy_summary=summary, history=history)
+    if not sys.stdin.isatty():
+        return repl.run_plain(sys.stdin)
+    return repl.run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_repl(build_parser().parse_args(argv))

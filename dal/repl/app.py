@@ -1,0 +1,431 @@
+"""The DAL REPL: a prompt-toolkit session over one `dal.session.Session`.
+
+The shape follows ptpython: Enter runs the input once the parser says it is complete and otherwise
+opens a continuation line; Ctrl-C at the prompt clears the line, Ctrl-C during an evaluation
+interrupts it and keeps the session; Ctrl-D leaves. Evaluation runs in a worker thread so the main
+thread stays free to turn Ctrl-C (SIGINT) into `Session.interrupt()`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TextIO
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
+from prompt_toolkit.buffer import Buffer
+from prompt_toolkit.document import Document
+from prompt_toolkit.filters import has_selection
+from prompt_toolkit.formatted_text import FormattedText
+from prompt_toolkit.history import History, InMemoryHistory
+from prompt_toolkit.input import Input
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.lexers import PygmentsLexer
+from prompt_toolkit.output import Output
+from prompt_toolkit.styles import Style
+
+import dal
+from dal.repl.completer import DalCompleter, builtin_signatures
+from dal.repl.lexer import KEYWORDS, DalLexer
+
+PROMPT = "dal> "
+INDENT = "    "
+
+META_COMMANDS: dict[str, str] = {
+    ":help": "this help; :help NAME describes a builtin or keyword",
+    ":steps": "steps used so far and the step budget",
+    ":receipts": "the receipts of this session's run",
+    ":policy": "the policy that run() obeys",
+    ":load": ":load FILE runs a script into this session",
+    ":reset": "forget every definition and start counting steps again",
+    ":quit": "leave the REPL (Ctrl-D does too)",
+}
+_ALIASES = {":q": ":quit", ":exit": ":quit", ":h": ":help", ":?": ":help"}
+
+HELP = """\
+Type DAL statements or an expression; an expression's value is shown in DAL literal form.
+Definitions (let, fn) stay for the rest of the session.
+
+  Enter          run the input once it is complete; while a brace, bracket, parenthesis
+                 or string is open it starts a continuation line (...)
+  Esc Enter      run the input as it is (two empty lines do the same)
+  Tab            complete keywords, builtins and the names you defined
+  Ctrl-C         clear the line, or interrupt the running input (its loops get receipts)
+  Ctrl-D         leave
+  Up / Down      history, kept in {history}
+
+Commands:
+{commands}"""
+
+_STYLE = Style.from_dict(
+    {
+        "prompt": "ansigreen bold",
+        "continuation": "ansibrightblack",
+    }
+)
+
+
+class Repl:
+    """One interactive session: reads inputs, evaluates them in `session`, prints results and errors."""
+
+    def __init__(
+        self,
+        session: Any,
+        *,
+        workspace: Path,
+        policy_summary: str = "default",
+        history: History | None = None,
+        input: Input | None = None,
+        output: Output | None = None,
+        stdout: TextIO | None = None,
+        color: bool | None = None,
+    ) -> None:
+        self.session = session
+        self.workspace = workspace
+        self.policy_summary = policy_summary
+        self.history = history if history is not None else InMemoryHistory()
+        self._stdout = stdout
+        self.color = self._want_color() if color is None else color
+        self._input = input
+        self._output = output
+        self._prompt: PromptSession[str] | None = None
+        try:
+            self._execute_takes_filename = "filename" in inspect.signature(session.execute).parameters
+        except (TypeError, ValueError):
+            self._execute_takes_filename = False
+
+    # -- output ------------------------------------------------------------------------------
+
+    @property
+    def stdout(self) -> TextIO:
+        # Resolved on use so that a redirected sys.stdout (pytest's capture) is honoured.
+        return self._stdout if self._stdout is not None else sys.stdout
+
+    def write(self, text: str) -> None:
+        self.stdout.write(text + "\n")
+        self.stdout.flush()
+
+    def _want_color(self) -> bool:
+        try:
+            from dal.diagnostics import want_color
+        except ImportError:
+            return False
+        return want_color(self.stdout)
+
+    def banner(self) -> str:
+        return (
+            f"DAL {dal.__version__} · workspace {self.workspace} · policy: {self.policy_summary}\n"
+            "Type :help for help, Ctrl-D to leave."
+        )
+
+    # -- the prompt --------------------------------------------------------------------------
+
+    def is_complete(self, text: str) -> bool:
+        try:
+            return bool(self.session.is_complete(text))
+        except Exception:  # let the input run: its syntax error is more useful than a stuck prompt
+            return True
+
+    def ready_to_run(self, document: Document) -> bool:
+        """Whether Enter at this point runs the input rather than opening a new line."""
+        text = document.text
+        if not text.strip() or text.lstrip().startswith(":"):
+            return True
+        if document.text_after_cursor.strip():
+            return False  # the cursor is inside the input: Enter splits the line, as in an editor
+        if self.is_complete(text):
+            return True
+        lines = text.split("\n")
+        # Two empty lines in a row run an incomplete input, so the parser can say what is missing.
+        return len(lines) >= 3 and not lines[-1].strip() and not lines[-2].strip()
+
+    def key_bindings(self) -> KeyBindings:
+        kb = KeyBindings()
+
+        @kb.add("enter", filter=~has_selection)
+        def _enter(event: KeyPressEvent) -> None:
+            buf = event.current_buffer
+            if buf.complete_state is not None and buf.complete_state.current_completion is not None:
+                buf.complete_state = None  # Enter in the menu takes the highlighted completion
+                return
+            if self.ready_to_run(buf.document):
+                buf.validate_and_handle()
+            else:
+                _newline_with_indent(buf)
+
+        @kb.add("escape", "enter")
+        def _force_run(event: KeyPressEvent) -> None:
+            event.current_buffer.validate_and_handle()
+
+        for closer in "}])":
+            kb.add(closer)(_dedent_then_insert(closer))
+        return kb
+
+    def prompt_session(self) -> PromptSession[str]:
+        if self._prompt is None:
+            self._prompt = PromptSession(
+                message=FormattedText([("class:prompt", PROMPT)]),
+                prompt_continuation=lambda width, _line, _wrap: FormattedText(
+                    [("class:continuation", "...".ljust(width))]
+                ),
+                multiline=True,
+                lexer=PygmentsLexer(DalLexer),
+                completer=DalCompleter(self._names, META_COMMANDS),
+                complete_while_typing=True,
+                auto_suggest=AutoSuggestFromHistory(),
+                history=self.history,
+                key_bindings=self.key_bindings(),
+                style=_STYLE,
+                include_default_pygments_style=True,
+                enable_open_in_editor=True,
+                input=self._input,
+                output=self._output,
+            )
+        return self._prompt
+
+    def _names(self) -> Iterable[str]:
+        return self.session.names()
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Read, evaluate, print until Ctrl-D or :quit. Returns the exit code."""
+        self.write(self.banner())
+        prompt = self.prompt_session()
+        while True:
+            try:
+                text = prompt.prompt()
+            except KeyboardInterrupt:
+                continue  # Ctrl-C at the prompt: the line is dropped, nothing else changes
+            except EOFError:
+                break
+            try:
+                if not self.handle(text):
+                    break
+            except KeyboardInterrupt:
+                # A Ctrl-C that arrived after the evaluation ended, while printing: nothing was lost.
+                self.write("(interrupted)")
+        self.close()
+        return 0
+
+    def run_plain(self, lines: Iterable[str]) -> int:
+        """The same loop for input that is not a terminal (`dal repl < file`): no prompt, no editing."""
+        pending = ""
+        for line in lines:
+            pending += line
+            if pending.strip().startswith(":") or self.is_complete(pending):
+                keep_going = self.handle(pending)
+                pending = ""
+                if not keep_going:
+                    break
+        if pending.strip():
+            self.handle(pending)
+        self.close()
+        return 0
+
+    def close(self) -> None:
+        """End the session's run (its run receipt), if the session knows how."""
+        close = getattr(self.session, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception as e:  # leaving must always work
+                self.write(f"warning: closing the session failed: {e}")
+
+    def handle(self, text: str) -> bool:
+        """Run one input (DAL or a :command). Returns False when the REPL should end."""
+        stripped = text.strip()
+        if not stripped:
+            return True
+        if stripped.startswith(":"):
+            return self.meta(stripped)
+        self.evaluate(text)
+        return True
+
+    # -- evaluation --------------------------------------------------------------------------
+
+    def evaluate(self, source: str, filename: str | None = None) -> None:
+        outcome, error = self.in_worker(lambda: self._execute(source, filename))
+        if error is not None:
+            self.show_error(error)
+            return
+        if outcome is not None and getattr(outcome, "is_expression", False):
+            text = self.repr(outcome.value)
+            if text != "null":  # like Python's None: a call for its effect shows nothing
+                self.write(self.highlight(text))
+
+    def _execute(self, source: str, filename: str | None) -> Any:
+        if filename is not None and self._execute_takes_filename:
+            return self.session.execute(source, filename=filename)
+        return self.session.execute(source)
+
+    def in_worker(self, fn: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+        """Run `fn` in a thread; Ctrl-C meanwhile interrupts the session instead of the REPL."""
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                box["value"] = fn()
+            except BaseException as e:  # handed to the main thread, which reports it
+                box["error"] = e
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="dal-eval", daemon=True).start()
+        presses = 0
+        while True:
+            try:
+                # Poll with sleep, not Thread.join: on Python 3.11 a join interrupted by Ctrl-C can
+                # mark a still-running thread as finished.
+                while not done.is_set():
+                    time.sleep(0.02)
+                break
+            except KeyboardInterrupt:
+                presses += 1
+                self.session.interrupt()
+                if presses == 1:
+                    self.write("")  # the terminal echoed ^C: start the report on a line of its own
+                elif presses == 2:
+                    self.write("stopping... (a running command ends at its next check)")
+        return box.get("value"), box.get("error")
+
+    def repr(self, value: Any) -> str:
+        try:
+            from dal.values import dal_repr
+        except ImportError:
+            return repr(value)
+        return dal_repr(value)
+
+    def highlight(self, text: str) -> str:
+        if not self.color:
+            return text
+        from pygments import highlight
+        from pygments.formatters import TerminalFormatter
+
+        return highlight(text, DalLexer(), TerminalFormatter()).rstrip("\n")
+
+    def show_error(self, error: BaseException) -> None:
+        from dal.errors import DalError
+
+        if isinstance(error, DalError) and error.kind != "internal":
+            from dal.diagnostics import render
+
+            self.write(render(error, color=self.color))
+        else:
+            # A bug in DAL, not in the input: say so plainly, keep the session.
+            self.write(f"internal error (a bug in DAL, not in your input): {type(error).__name__}: {error}")
+
+    # -- meta-commands -----------------------------------------------------------------------
+
+    def meta(self, text: str) -> bool:
+        command, _, arg = text.partition(" ")
+        command = _ALIASES.get(command, command)
+        arg = arg.strip()
+        if command == ":quit":
+            return False
+        if command == ":help":
+            self.write(self.help(arg))
+        elif command == ":steps":
+            used, budget = self.session.steps_used, self.session.max_steps
+            self.write(f"steps: {used:,} used of {budget:,}")
+        elif command == ":policy":
+            self.write(self.policy_text())
+        elif command == ":receipts":
+            self.write(self.receipts_text())
+        elif command == ":reset":
+            self.session.reset()
+            self.write("session reset: every definition is gone and the step count is back to 0")
+        elif command == ":load":
+            self.load(arg)
+        else:
+            self.write(f"unknown command {command}; :help lists the commands")
+        return True
+
+    def help(self, topic: str = "") -> str:
+        if not topic:
+            width = max(len(c) for c in META_COMMANDS)
+            commands = "\n".join(f"  {c.ljust(width)}  {summary}" for c, summary in META_COMMANDS.items())
+            where = getattr(self.history, "filename", None)
+            return HELP.format(commands=commands, history=where or "memory (this session only)")
+        signatures = builtin_signatures()
+        if topic in signatures:
+            signature, _ = signatures[topic]
+            return f"{signature}\n{_builtin_doc(topic)}".rstrip()
+        if topic in KEYWORDS:
+            return f"{topic}: a DAL keyword (see docs/language.md)"
+        if topic in META_COMMANDS or f":{topic}" in META_COMMANDS:
+            name = topic if topic.startswith(":") else f":{topic}"
+            return f"{name}  {META_COMMANDS[name]}"
+        return f"no help for {topic!r}: try a builtin name, a keyword or a :command"
+
+    def policy_text(self) -> str:
+        policy = getattr(self.session, "policy", None)
+        describe = getattr(policy, "describe", None)
+        if callable(describe):
+            return str(describe())
+        return f"policy: {self.policy_summary}"
+
+    def receipts_text(self) -> str:
+        try:
+            import dal.receipts  # noqa: F401  (only its presence matters here)
+        except ImportError:
+            return "receipts arrive with the receipts feature"
+        receipts = getattr(self.session, "loop_receipts", None)
+        if receipts is None:
+            return "this session keeps no receipts yet"
+        items = list(receipts() if callable(receipts) else receipts)
+        if not items:
+            return "no loop has exited yet"
+        return "\n".join(_receipt_line(r) for r in items)
+
+    def load(self, arg: str) -> None:
+        if not arg:
+            self.write("usage: :load FILE")
+            return
+        path = Path(arg).expanduser()
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            self.write(f"cannot read {path}: {getattr(e, 'strerror', None) or e}")
+            return
+        self.evaluate(source, filename=str(path))
+
+
+def _builtin_doc(name: str) -> str:
+    try:
+        from dal.builtins import BUILTINS
+    except ImportError:
+        return ""
+    return (getattr(BUILTINS.get(name), "doc", "") or "").strip()
+
+
+def _receipt_line(receipt: Any) -> str:
+    summary = getattr(receipt, "summary", None)
+    if callable(summary):
+        return str(summary())
+    return str(receipt)
+
+
+def _newline_with_indent(buf: Buffer) -> None:
+    line = buf.document.current_line_before_cursor
+    indent = line[: len(line) - len(line.lstrip())]
+    if line.split("#", 1)[0].rstrip().endswith(("{", "[", "(")):
+        indent += INDENT
+    buf.insert_text("\n" + indent)
+
+
+def _dedent_then_insert(closer: str) -> Callable[[KeyPressEvent], None]:
+    def handler(event: KeyPressEvent) -> None:
+        buf = event.current_buffer
+        before = buf.document.current_line_before_cursor
+        if before and not before.strip():
+            buf.delete_before_cursor(min(len(INDENT), len(before)))
+        buf.insert_text(closer)
+
+    return handler

@@ -1,0 +1,182 @@
+"""The REPL in-process: prompt-toolkit's pipe input and dummy output drive a real session."""
+
+from __future__ import annotations
+
+import _thread
+import argparse
+import threading
+from pathlib import Path
+
+import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+
+from dal.repl.completer import DalCompleter, inside_string_or_comment
+from dal.repl.history import default_history_path
+
+ENTER = "\r"
+
+
+def test_a_multi_line_fn_then_a_call(drive, history_file: Path) -> None:
+    out = drive("fn add(a, b) {" + ENTER + "return a + b" + ENTER + "}" + ENTER + "add(40, 2)" + ENTER)
+    assert "42" in out.splitlines()
+    assert "add" in drive.repl.session.names()
+    # The fn went into history as one entry of three lines, auto-indented.
+    assert "+fn add(a, b) {\n+    return a + b\n+}\n" in history_file.read_text()
+
+
+def test_history_is_written_on_demand(drive, history_file: Path) -> None:
+    assert not history_file.parent.exists()
+    drive("let x = 1" + ENTER + "x" + ENTER)
+    entries = [line[1:] for line in history_file.read_text().splitlines() if line.startswith("+")]
+    assert entries == ["let x = 1", "x"]
+
+
+def test_an_error_then_a_correct_input(drive) -> None:
+    out = drive("y + 1" + ENTER + "let y = 2" + ENTER + "y + 1" + ENTER)
+    lines = out.splitlines()
+    assert any(line.startswith("error[") for line in lines), out
+    caret = next(i for i, line in enumerate(lines) if "^" in line)
+    assert lines[caret - 1].endswith("y + 1"), "the caret sits under the source line"
+    assert lines[-1] == "3"
+
+
+def test_state_persists_and_expressions_print_in_dal_form(drive) -> None:
+    out = drive('let m = {"a": [1, true, null]}' + ENTER + "m" + ENTER + "m.a" + ENTER + '"s"' + ENTER)
+    lines = out.splitlines()
+    assert '{"a": [1, true, null]}' in lines
+    assert "[1, true, null]" in lines
+    assert '"s"' in lines
+
+
+def test_ctrl_c_at_the_prompt_clears_the_line(drive) -> None:
+    out = drive("let lost = 1\x03" + "let kept = 2" + ENTER + "kept" + ENTER)
+    assert "lost" not in drive.repl.session.names()
+    assert out.splitlines()[-1] == "2"
+
+
+def test_tab_completes_a_name_in_scope(drive) -> None:
+    out = drive("let total_count = 5" + ENTER + "total_c\t" + ENTER)
+    assert out.splitlines()[-1] == "5"
+
+
+def test_esc_enter_runs_an_incomplete_input_and_shows_its_syntax_error(drive) -> None:
+    out = drive("fn broken() {" + "\x1b\r" + "let after = 1" + ENTER + "after" + ENTER)
+    assert "error[syntax]" in out
+    assert out.splitlines()[-1] == "1"
+
+
+def test_two_empty_lines_run_an_incomplete_input(drive) -> None:
+    out = drive("let xs = [1," + ENTER + ENTER + ENTER + "1 + 1" + ENTER)
+    assert "error[syntax]" in out
+    assert out.splitlines()[-1] == "2"
+
+
+def test_meta_commands(drive, workspace: Path, tmp_path: Path) -> None:
+    script = tmp_path / "lib.dal"
+    script.write_text('fn greet(n) { return "hi " + n }\n')
+    out = drive(
+        ":help" + ENTER + ":help split" + ENTER + ":steps" + ENTER + ":policy" + ENTER + ":receipts" + ENTER
+        + f":load {script}" + ENTER + 'greet("dal")' + ENTER + ":nope" + ENTER
+        + ":reset" + ENTER + ":steps" + ENTER + ":quit" + ENTER + "1 + 1" + ENTER
+    )  # fmt: skip
+    assert ":load" in out and "Ctrl-D" in out  # :help
+    assert "split(" in out  # :help split shows the signature
+    assert "steps:" in out and "used of 1,000,000" in out
+    assert "policy" in out
+    assert '"hi dal"' in out  # :load ran the script into the session
+    assert "unknown command :nope" in out
+    assert "steps: 0 used of 1,000,000" in out  # :reset
+    assert out.rstrip().endswith("steps: 0 used of 1,000,000")  # :quit left before 1 + 1
+
+
+def test_banner_names_version_workspace_and_policy(drive, workspace: Path) -> None:
+    import dal
+
+    first = drive("").splitlines()[0]
+    assert dal.__version__ in first and str(workspace) in first and "policy" in first
+
+
+def test_ctrl_c_during_an_evaluation_interrupts_it_and_keeps_the_state(session, workspace, capsys) -> None:
+    from dal.repl.app import Repl
+
+    repl = Repl(session, workspace=workspace, color=False)
+    repl.handle("let before = 7")
+    # SIGINT reaches the main thread while the loop runs in the worker, as Ctrl-C in a terminal does.
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    try:
+        repl.handle("while true { }")
+    finally:
+        timer.cancel()
+    repl.handle("before")
+    out = capsys.readouterr().out
+    assert "interrupted" in out
+    assert out.splitlines()[-1] == "7"
+
+
+def test_plain_input_when_stdin_is_not_a_terminal(session, workspace, capsys) -> None:
+    from dal.repl.app import Repl
+
+    repl = Repl(session, workspace=workspace, color=False)
+    repl.run_plain(["fn f(x) {\n", "  return x * 2\n", "}\n", "f(21)\n"])
+    assert capsys.readouterr().out.splitlines()[-1] == "42"
+
+
+def _complete(completer: DalCompleter, text: str, requested: bool = True) -> dict[str, str]:
+    event = CompleteEvent(completion_requested=requested)
+    return {c.text: c.display_meta_text for c in completer.get_completions(Document(text), event)}
+
+
+def test_completion_candidates(session) -> None:
+    from dal.repl.app import META_COMMANDS
+
+    session.execute("let counter = 1")
+    session.execute("fn compute(x) { return x }")
+    completer = DalCompleter(session.names, META_COMMANDS)
+
+    found = _complete(completer, "co")
+    assert found["counter"] == "defined"
+    assert found["compute"] == "defined"
+    assert found["contains"].startswith("contains(")  # a builtin shows its signature
+    assert found["continue"] == "keyword"
+
+    assert _complete(completer, "let x = spl")["split"].startswith("split(")
+    assert _complete(completer, 'print("co') == {}  # inside a string
+    assert _complete(completer, "# co") == {}  # inside a comment
+    assert _complete(completer, "counter.co") == {}  # a field: unknown statically
+    assert set(_complete(completer, ":re")) == {":receipts", ":reset"}
+    assert "keys" in _complete(completer, ":help ke")
+
+
+def test_a_user_definition_shadows_the_builtin_in_completion(session) -> None:
+    session.execute("fn record(state, operation, outcome) { return state }")
+    completer = DalCompleter(session.names, {})
+    assert _complete(completer, "recor")["record"] == "defined"
+
+
+def test_inside_string_or_comment() -> None:
+    assert inside_string_or_comment('x = "abc')
+    assert not inside_string_or_comment('x = "a\\"b" + ')
+    assert inside_string_or_comment('x = "a" # note')
+    assert not inside_string_or_comment('x = "#" + ')
+    assert not inside_string_or_comment('"abc\nx')  # strings end with their line
+
+
+def test_history_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert default_history_path({"XDG_STATE_HOME": str(tmp_path)}) == tmp_path / "dal" / "history"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    expected = tmp_path / ".local" / "state" / "dal" / "history"
+    assert default_history_path({}) == expected
+    assert default_history_path({"XDG_STATE_HOME": "relative/ignored"}) == expected
+
+
+def test_the_repl_command_registers_its_flags() -> None:
+    from dal.cli.repl_cmd import register, run_repl
+
+    parser = argparse.ArgumentParser(prog="dal")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["repl", "--max-steps", "10", "--history", "h.txt"])
+    assert args.command == "repl" and args.max_steps == 10 and args.history == Path("h.txt")
+    assert args.func is run_repl
+    assert parser.parse_args(["repl"]).max_steps == 1_000_000

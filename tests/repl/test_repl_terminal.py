@@ -1,0 +1,56 @@
+"""The REPL in a real terminal: tmux runs it, keys are sent, the screen is read back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _prompts(screen: str) -> int:
+    # capture-pane trims trailing spaces, so an empty prompt reads "dal>".
+    return sum(1 for line in screen.splitlines() if line.startswith("dal>"))
+
+
+def test_a_session_in_a_real_terminal(terminal, workspace: Path, repl_env, repl_argv: list[str]) -> None:
+    argv = repl_argv
+    terminal.start(argv, cwd=workspace, env=repl_env)
+    terminal.wait_for(lambda s: "Type :help" in s and s.rstrip().endswith("dal>"))
+
+    # A multi-line fn: Enter continues while the brace is open.
+    terminal.type_line("fn add(a, b) {")
+    terminal.wait_for("... ")
+    terminal.type_line("return a + b")
+    terminal.type_line("}")
+    terminal.wait_for(lambda s: _prompts(s) == 2)
+
+    # An expression result.
+    terminal.type_line("add(40, 2)")
+    screen = terminal.wait_for(lambda s: "\n42\n" in s)
+
+    # An error with its caret, and the session goes on.
+    terminal.type_line("add(missing, 1)")
+    screen = terminal.wait_for(lambda s: "^" in s and _prompts(s) == 4)
+    lines = screen.splitlines()
+    assert any(line.startswith("error[") and "missing" in line for line in lines), screen
+    caret_line = next(line for line in lines if line.strip().startswith("|") and "^" in line)
+    source_line = lines[lines.index(caret_line) - 1]
+    assert "add(missing, 1)" in source_line
+    assert source_line.index("missing") == caret_line.index("^"), "the caret points at the name"
+
+    # Ctrl-C during an endless loop interrupts it and keeps the state.
+    terminal.type_line("while true { }")
+    terminal.wait_for(lambda s: s.rstrip().endswith("while true { }"))
+    terminal.send("C-c")
+    terminal.wait_for(lambda s: "interrupted" in s and _prompts(s) == 6)
+    terminal.type_line("add(1, 2)")
+    terminal.wait_for(lambda s: "\n3\n" in s)
+
+    # Ctrl-C at the prompt drops the line.
+    terminal.send("let dropped = 1")
+    terminal.send("C-c")
+    terminal.type_line(":steps")
+    terminal.wait_for("used of 1,000,000")
+
+    # Ctrl-D ends it.
+    terminal.send("C-d")
+    terminal.wait_for("[exited]")
+    assert (Path(repl_env["XDG_STATE_HOME"]) / "dal" / "history").is_file()
