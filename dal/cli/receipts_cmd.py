@@ -1,0 +1,200 @@
+"""`dal receipts` and `dal receipt show`: read-only inspection of the run store.
+
+Neither command writes anything: the store is opened read-only and never created, so running them in
+a folder without runs says "no runs yet" and leaves the folder as it was.
+
+Exit codes: 0 shown (or nothing to show yet for `dal receipts`), 1 no such run or the store cannot be
+read, 2 usage error (argparse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from dal.receipts.markdown import render_markdown
+from dal.receipts.render import render, use_colour
+from dal.receipts.store import NoStore, Store, StoreError, store_path
+
+STATUSES = ("completed", "failed", "exhausted", "waiting", "interrupted", "rejected", "skipped", "running")
+
+
+def _add_store_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store", metavar="PATH", help="the run store (default: $DAL_STORE, else WORKSPACE/.dal/dal.db)"
+    )
+    parser.add_argument(
+        "--workspace",
+        metavar="DIR",
+        type=Path,
+        help="the workspace whose store to read (default: the current directory)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def register(subparsers: Any) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """Add `receipts` and `receipt show` to the main CLI's subcommands; each sets `func(args) -> int`."""
+    listing = subparsers.add_parser(
+        "receipts",
+        help="list runs, newest first",
+        description="List runs from the run store, newest first. Read-only.",
+    )
+    _add_store_flags(listing)
+    listing.add_argument("--status", choices=STATUSES, help="only runs with this status")
+    listing.add_argument(
+        "--operation", metavar="OP", help="only runs of this operation or key (globs allowed: 'deploy:*')"
+    )
+    listing.add_argument(
+        "--limit", type=int, default=20, metavar="N", help="show at most N runs (default: 20; 0 for all)"
+    )
+    listing.add_argument("--waiting", action="store_true", help="only runs waiting for a person or a resume")
+    listing.set_defaults(func=cmd_receipts, handler=cmd_receipts)
+
+    receipt = subparsers.add_parser(
+        "receipt",
+        help="show one run's receipt",
+        description="Inspect one run's receipt. Read-only.",
+    )
+    actions = receipt.add_subparsers(dest="receipt_action", metavar="show")
+    show = actions.add_parser(
+        "show",
+        help="render one receipt: status, evidence, artifacts, external effect and the next safe move",
+        description="Render one run's receipt. RUN is a run id, a unique prefix of one, an operation or key "
+        "(its newest run), or `latest`.",
+    )
+    show.add_argument("ref", metavar="RUN|OPERATION|latest", nargs="?", default="latest")
+    _add_store_flags(show)
+    show.add_argument("--md", action="store_true", help="print the markdown receipt")
+    show.set_defaults(func=cmd_receipt_show, handler=cmd_receipt_show)
+
+    def no_action(args: argparse.Namespace) -> int:
+        receipt.print_usage(sys.stderr)
+        print("dal receipt: say what to do, e.g. `dal receipt show latest`", file=sys.stderr)
+        return 2
+
+    receipt.set_defaults(func=no_action, handler=no_action)
+    return listing, show
+
+
+def _open(args: argparse.Namespace) -> Store:
+    return Store(store_path(getattr(args, "store", None), getattr(args, "workspace", None)), readonly=True)
+
+
+def _fail(message: str, err: TextIO) -> int:
+    print(f"dal: {message}", file=err)
+    return 1
+
+
+def _duration(ms: float | None) -> str:
+    if ms is None:
+        return "-"
+    if ms < 1000:
+        return f"{ms:.0f}ms"
+    if ms < 120_000:
+        return f"{ms / 1000:.1f}s"
+    return f"{ms / 60_000:.1f}m"
+
+
+def _started(ts: str | None) -> str:
+    # 2026-11-29T19:12:00.123Z -> 2026-11-29 19:12:00Z: seconds are enough in a table.
+    return f"{ts[:10]} {ts[11:19]}Z" if ts and len(ts) >= 19 else (ts or "-")
+
+
+def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """`dal receipts`: a table of runs, newest first (or `--json`: a list of run rows)."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    limit = None if args.limit is not None and args.limit <= 0 else args.limit
+    filters = {"status": args.status, "operation": args.operation, "waiting": args.waiting}
+    try:
+        with _open(args) as store:
+            rows = store.list_runs(limit=limit, **filters)
+            total = store.count_runs(**filters) if limit is not None and len(rows) == limit else len(rows)
+    except NoStore as e:
+        if args.json:
+            print("[]", file=out)
+        else:
+            print(f"no runs yet (no run store at {e.path})", file=out)
+        return 0
+    except StoreError as e:
+        return _fail(str(e), err)
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False), file=out)
+        return 0
+    if not rows:
+        print("no runs match" if any(filters.values()) else "no runs yet", file=out)
+        return 0
+    colour = use_colour(out)
+    header = ("RUN", "OPERATION", "STATUS", "RETRY", "STARTED", "DURATION")
+    table = [
+        (
+            r["run_id"],
+            r["operation"],
+            r["status"],
+            r["retry"] or "-",
+            _started(r["started_at"]),
+            _duration(r["duration_ms"]),
+        )
+        for r in rows
+    ]
+    widths = [max(len(header[i]), *(len(row[i]) for row in table)) for i in range(len(header))]
+    widths[1] = min(widths[1], 48)
+
+    def line(cells: tuple[str, ...]) -> str:
+        parts = []
+        for i, cell in enumerate(cells):
+            text = cell if len(cell) <= widths[i] else cell[: widths[i] - 1] + "…"
+            parts.append(text.ljust(widths[i]))
+        return "  ".join(parts).rstrip()
+
+    print(line(header), file=out)
+    for row in table:
+        text = line(row)
+        if colour and row[2] in ("failed", "rejected", "waiting", "exhausted", "interrupted"):
+            text = text.replace(
+                row[2], f"\x1b[{'31' if row[2] in ('failed', 'rejected') else '33'}m{row[2]}\x1b[0m", 1
+            )
+        print(text, file=out)
+    if total > len(rows):
+        print(f"… {len(rows)} of {total} runs shown; use --limit N (0 for all)", file=out)
+    return 0
+
+
+def cmd_receipt_show(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """`dal receipt show REF`: render one receipt (`--json` the stored receipt, `--md` the markdown)."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        with _open(args) as store:
+            receipt = store.find(args.ref)
+    except NoStore as e:
+        return _fail(f"no runs yet (no run store at {e.path})", err)
+    except StoreError as e:
+        return _fail(str(e), err)
+    if args.json:
+        print(json.dumps(receipt, indent=2, ensure_ascii=False), file=out)
+    elif args.md:
+        out.write(render_markdown(receipt))
+    else:
+        out.write(render(receipt, colour=use_colour(out)))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """A standalone parser with just these commands (tests, and `python -m dal.cli.receipts_cmd`)."""
+    parser = argparse.ArgumentParser(prog="dal")
+    register(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse `argv` with build_parser() and run the chosen command."""
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
