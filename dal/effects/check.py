@@ -1,0 +1,207 @@
+"""The static gate: parse a command, check every program and every path against the policy, decide.
+
+Decision order is deny > approval > allow: one denied part denies the whole command; otherwise one part
+needing approval makes the whole command wait for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+
+import attrs
+
+from dal.effects import paths as P
+from dal.effects.policy import TRUSTED_PATH, Policy
+from dal.effects.programs import INTERPRETERS, analyze_argv, git_is_network, model_class
+from dal.effects.shell import CommandList, ShellDenied, parse_command
+
+__all__ = ["Decision", "check_command", "find_program", "check_redirect_target"]
+
+_SEVERITY = {"read": 0, "local": 1, "external": 2}
+_BUILTINS = frozenset(
+    "cd export set unset alias unalias read shift exit return local declare typeset readonly let wait "
+    "jobs fg bg kill umask ulimit shopt hash history type getopts printenv".split()
+)
+
+
+@attrs.frozen
+class Decision:
+    allowed: bool
+    reason: str
+    effect_class: str | None = None
+    approval_required: bool = False
+    idempotent: bool = False
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    programs: tuple[str, ...] = ()
+    # What the executor runs: the checked plan and each program's absolute path on the trusted PATH.
+    plan: CommandList | None = attrs.field(default=None, eq=False, repr=False)
+    executables: tuple[tuple[str, str], ...] = attrs.field(default=(), eq=False, repr=False)
+
+    def to_json(self) -> dict:
+        return {
+            "allowed": self.allowed,
+            "approval_required": self.approval_required,
+            "reason": self.reason,
+            "class": self.effect_class,
+            "idempotent": self.idempotent,
+            "programs": list(self.programs),
+            "reads": list(self.reads),
+            "writes": list(self.writes),
+        }
+
+
+class _Denied(Exception):
+    pass
+
+
+@functools.lru_cache(maxsize=256)
+def find_program(name: str) -> str | None:
+    """The absolute path of `name` on the trusted PATH, never the caller's PATH."""
+    return shutil.which(name, path=TRUSTED_PATH)
+
+
+def _check_path(raw: str, kind: str, policy: Policy) -> str:
+    """Return the resolved path of `raw` if `kind` ("read", "write", "write_nofollow") is allowed there."""
+    ws = policy.workspace
+    resolved = P.resolve(raw, ws, follow_final=kind != "write_nofollow")
+    why = P.special_denial(raw, resolved)
+    if why:
+        raise _Denied(why)
+    if resolved == P.NULL_DEVICE:
+        return resolved
+    roots = policy.read_roots if kind == "read" else policy.write_roots
+    if not P.within(resolved, roots):
+        verb = "reads" if kind == "read" else "writes"
+        direct = resolved == os.path.normpath(os.path.join(ws, raw))
+        where = "" if direct else f" (resolves to {resolved})"
+        raise _Denied(f"{verb} outside the allowed roots: {raw}{where}")
+    if kind == "write_nofollow" and resolved == ws:
+        raise _Denied(f"would remove or move the workspace itself: {raw}")
+    return resolved
+
+
+def check_redirect_target(raw: str, write: bool, policy: Policy) -> str | None:
+    """Resolve a redirection target again at open time; None if it is no longer allowed."""
+    try:
+        return _check_path(raw, "write" if write else "read", policy)
+    except _Denied:
+        return None
+
+
+def _program(name: str, policy: Policy) -> str:
+    if "/" in name:
+        raise _Denied(f"path-qualified program {name!r}: use a bare name, resolved on {TRUSTED_PATH}")
+    if name in policy.denied:
+        raise _Denied(f"{name} is denied by {policy.source}")
+    if name not in policy.allowed:
+        if name in INTERPRETERS:
+            raise _Denied(f"{name} runs other programs or code; allow it by name in the policy if you must")
+        if name in _BUILTINS:
+            raise _Denied(f"{name} is a shell builtin; DAL runs no shell")
+        raise _Denied(f"{name} is not an allowed program (add it with --allow-run={name} or [run] allow)")
+    exe = find_program(name)
+    if exe is None:
+        raise _Denied(f"{name} not found on the trusted PATH {TRUSTED_PATH}")
+    return exe
+
+
+def check_command(command: str, policy: Policy) -> Decision:
+    """Decide whether `command` may run under `policy`. Never raises: a problem is a denial."""
+    try:
+        return _check(command, policy)
+    except _Denied as e:
+        return Decision(False, str(e))
+    except ShellDenied as e:
+        return Decision(False, f"{e} is not allowed")
+    except Exception as e:  # a bug must never turn into "allowed"
+        return Decision(False, f"cannot analyse command: {type(e).__name__}: {e}")
+
+
+def _check(command: str, policy: Policy) -> Decision:
+    if not isinstance(command, str):
+        raise _Denied("command is not a string")
+    plan = parse_command(command)
+    ws = policy.workspace
+    reads: list[str] = []
+    writes: list[str] = []
+    programs: list[str] = []
+    executables: dict[str, str] = {}
+    klass = "read"
+    idempotent = True
+    approvals: list[str] = []
+
+    def is_dir(p: str) -> bool:
+        return os.path.isdir(os.path.join(ws, p))
+
+    for cmd in plan.simple_commands():
+        name = cmd.argv[0]
+        executables[name] = _program(name, policy)
+        if name not in programs:
+            programs.append(name)
+        use = analyze_argv(cmd.argv, is_dir)
+        rule = policy.rule(name)
+        if use is None:
+            # No model: the policy trusts this program with its arguments; the sandbox still walls it in.
+            part_class = "external" if policy.allow_net else "local"
+            part_idem = False
+        else:
+            if use.unsafe:
+                raise _Denied(use.unsafe)
+            part_class = model_class(name) or "local"
+            part_idem = use.idempotent
+            if name == "git" and git_is_network(cmd.argv):
+                part_class = "external"
+            for raw in use.reads:
+                reads.append(P.display(_check_path(raw, "read", policy), ws))
+            for raw in use.writes:
+                writes.append(P.display(_check_path(raw, "write", policy), ws))
+            for raw in use.writes_nofollow:
+                writes.append(P.display(_check_path(raw, "write_nofollow", policy), ws))
+        for r in cmd.redirects:
+            if r.target is None:
+                continue
+            if r.op == "<":
+                reads.append(P.display(_check_path(r.target, "read", policy), ws))
+            else:
+                resolved = _check_path(r.target, "write", policy)
+                if resolved != P.NULL_DEVICE:
+                    writes.append(P.display(resolved, ws))
+                    part_class = part_class if _SEVERITY[part_class] >= 1 else "local"
+                    if r.op == ">>":
+                        part_idem = False
+        if rule is not None and rule.effect_class:
+            part_class = rule.effect_class
+        if rule is not None and rule.idempotent is not None:
+            part_idem = rule.idempotent
+        elif part_class == "external":
+            part_idem = False
+        if _SEVERITY[part_class] > _SEVERITY[klass]:
+            klass = part_class
+        idempotent = idempotent and part_idem
+        if name in policy.approval or (rule is not None and rule.approval):
+            if name not in approvals:
+                approvals.append(name)
+
+    common = dict(
+        effect_class=klass,
+        idempotent=idempotent,
+        reads=tuple(dict.fromkeys(reads)),
+        writes=tuple(dict.fromkeys(writes)),
+        programs=tuple(programs),
+        plan=plan,
+        executables=tuple(executables.items()),
+    )
+    if approvals:
+        return Decision(
+            True,
+            f"{', '.join(approvals)} requires approval ({policy.source})",
+            approval_required=True,
+            **common,
+        )
+    outside = any(p.startswith("/") and p != P.NULL_DEVICE for p in (*reads, *writes))
+    where = "inside the allowed roots" if outside else "inside the workspace"
+    what = {"read": "reads only", "local": "changes files", "external": "acts outside the machine"}[klass]
+    return Decision(True, f"{', '.join(programs)} allowed by {policy.source}: {what} {where}", **common)

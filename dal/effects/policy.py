@@ -1,0 +1,251 @@
+"""The effect policy: which programs may run, with which class, where they may read and write.
+
+Sources, later ones adding to earlier ones: the built-in default toolset, a TOML file (`dal.toml` at the
+workspace root or an explicit `--policy FILE`), then Deno-style flags. See docs/policy.md for every key.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+
+import attrs
+
+from dal.effects.programs import DEFAULT_TOOLSET
+
+__all__ = ["Policy", "PolicyError", "ProgramRule", "EFFECT_CLASSES", "TRUSTED_PATH"]
+
+EFFECT_CLASSES = ("read", "local", "external")
+TRUSTED_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+class PolicyError(Exception):
+    """A bad policy file or flag; the message names the file (or flag) and the key."""
+
+
+@attrs.frozen
+class ProgramRule:
+    """Per-program settings from `[programs.NAME]`; None means "use the built-in default"."""
+
+    name: str
+    effect_class: str | None = None
+    idempotent: bool | None = None
+    approval: bool | None = None
+
+
+@attrs.frozen
+class Policy:
+    workspace: str
+    allowed: frozenset[str]
+    denied: frozenset[str] = frozenset()
+    approval: frozenset[str] = frozenset()
+    rules: tuple[ProgramRule, ...] = ()
+    read_roots: tuple[str, ...] = ()
+    write_roots: tuple[str, ...] = ()
+    allow_net: bool = False
+    timeout: float | None = None
+    max_output: int | None = None
+    source: str = "default policy"
+    _rule_index: dict[str, ProgramRule] = attrs.field(init=False, eq=False, hash=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_rule_index", {r.name: r for r in self.rules})
+
+    def rule(self, name: str) -> ProgramRule | None:
+        return self._rule_index.get(name)
+
+    @classmethod
+    def default(cls, workspace: Path | str) -> Policy:
+        """The built-in policy: the default toolset, reads and writes inside the workspace, no network."""
+        return cls.load(Path(workspace), None, _skip_file=True)
+
+    @classmethod
+    def load(
+        cls,
+        workspace: Path | str,
+        policy_file: Path | str | None = None,
+        *,
+        allow_run: Iterable[str] = (),
+        allow_read: Iterable[str] = (),
+        allow_write: Iterable[str] = (),
+        allow_net: bool = False,
+        require_approval: Iterable[str] = (),
+        _skip_file: bool = False,
+    ) -> Policy:
+        """Build the policy for `workspace` from the defaults, the TOML file and the flags.
+
+        With no `policy_file`, `WORKSPACE/dal.toml` is read when it exists. Raises PolicyError.
+        """
+        ws = os.path.realpath(os.fspath(workspace))
+        if not os.path.isdir(ws):
+            raise PolicyError(f"--workspace: {workspace} is not a directory")
+        data: dict = {}
+        source = "default policy"
+        if policy_file is not None:
+            path = Path(policy_file)
+            if not path.is_file():
+                raise PolicyError(f"--policy: {policy_file}: no such file")
+            data, source = _read_toml(path), str(path)
+        elif not _skip_file and os.path.isfile(os.path.join(ws, "dal.toml")):
+            path = Path(ws, "dal.toml")
+            data, source = _read_toml(path), str(path)
+        return _build(
+            ws,
+            data,
+            source,
+            _names(allow_run, "--allow-run"),
+            _names(require_approval, "--require-approval"),
+            _split(allow_read),
+            _split(allow_write),
+            allow_net,
+        )
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise PolicyError(f"{path}: invalid TOML: {e}") from e
+    except OSError as e:
+        raise PolicyError(f"{path}: {e.strerror}") from e
+
+
+def _split(values: Iterable[str] | str) -> list[str]:
+    if isinstance(values, str):
+        values = [values]
+    out = []
+    for v in values:
+        out += [p.strip() for p in str(v).split(",") if p.strip()]
+    return out
+
+
+def _names(values: Iterable[str] | str, where: str) -> list[str]:
+    names = _split(values)
+    for n in names:
+        if "/" in n or n.strip() != n or not n:
+            raise PolicyError(f"{where}: {n!r} is not a bare program name")
+    return names
+
+
+_TOP_KEYS = {"run", "paths", "network", "programs", "limits"}
+_SECTION_KEYS = {
+    "run": {"defaults", "allow", "deny", "require_approval"},
+    "paths": {"read", "write"},
+    "network": {"allow"},
+    "limits": {"timeout", "max_output"},
+}
+_PROGRAM_KEYS = {"class", "idempotent", "approval", "allow"}
+
+
+def _want(cond: bool, source: str, key: str, what: str) -> None:
+    if not cond:
+        raise PolicyError(f"{source}: {key}: {what}")
+
+
+def _str_list(value: object, source: str, key: str) -> list[str]:
+    _want(
+        isinstance(value, list) and all(isinstance(x, str) for x in value),
+        source,
+        key,
+        "expected a list of strings",
+    )
+    return list(value)  # type: ignore[arg-type]
+
+
+def _build(
+    ws: str,
+    data: dict,
+    source: str,
+    flag_run: list[str],
+    flag_approval: list[str],
+    flag_read: list[str],
+    flag_write: list[str],
+    flag_net: bool,
+) -> Policy:
+    for key in data:
+        _want(
+            key in _TOP_KEYS, source, key, f"unknown section (expected one of {', '.join(sorted(_TOP_KEYS))})"
+        )
+    for section, keys in _SECTION_KEYS.items():
+        table = data.get(section, {})
+        _want(isinstance(table, dict), source, section, "expected a table")
+        for key in table:
+            _want(key in keys, source, f"{section}.{key}", "unknown key")
+    run = data.get("run", {})
+    defaults = run.get("defaults", True)
+    _want(isinstance(defaults, bool), source, "run.defaults", "expected true or false")
+    allowed = set(DEFAULT_TOOLSET) if defaults else set()
+    allowed |= set(_str_list(run.get("allow", []), source, "run.allow"))
+    denied = set(_str_list(run.get("deny", []), source, "run.deny"))
+    approval = set(_str_list(run.get("require_approval", []), source, "run.require_approval"))
+
+    rules = []
+    programs = data.get("programs", {})
+    _want(isinstance(programs, dict), source, "programs", "expected a table of [programs.NAME] tables")
+    for name, table in programs.items():
+        key = f"programs.{name}"
+        _want(isinstance(table, dict), source, key, "expected a table")
+        _want("/" not in name and name != "", source, key, "expected a bare program name")
+        for k in table:
+            _want(k in _PROGRAM_KEYS, source, f"{key}.{k}", "unknown key")
+        klass = table.get("class")
+        _want(
+            klass is None or klass in EFFECT_CLASSES,
+            source,
+            f"{key}.class",
+            "expected one of read, local, external",
+        )
+        for k in ("idempotent", "approval", "allow"):
+            _want(isinstance(table.get(k, False), bool), source, f"{key}.{k}", "expected true or false")
+        if table.get("allow", True):
+            allowed.add(name)
+        rules.append(ProgramRule(name, klass, table.get("idempotent"), table.get("approval")))
+
+    paths = data.get("paths", {})
+    read = [*_str_list(paths.get("read", []), source, "paths.read"), *flag_read]
+    write = [*_str_list(paths.get("write", []), source, "paths.write"), *flag_write]
+    net = data.get("network", {}).get("allow", False)
+    _want(isinstance(net, bool), source, "network.allow", "expected true or false")
+
+    limits = data.get("limits", {})
+    timeout = limits.get("timeout")
+    _want(
+        timeout is None
+        or (isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0),
+        source,
+        "limits.timeout",
+        "expected a positive number of seconds",
+    )
+    max_output = limits.get("max_output")
+    _want(
+        max_output is None
+        or (isinstance(max_output, int) and not isinstance(max_output, bool) and max_output > 0),
+        source,
+        "limits.max_output",
+        "expected a positive integer",
+    )
+
+    # Writes: the workspace unless roots are named, then only those (`--allow-write=out/` narrows).
+    # Reads: the workspace plus named roots plus every write root.
+    write_roots = tuple(_roots(ws, write)) or (ws,)
+    read_roots = tuple(dict.fromkeys([ws, *_roots(ws, read), *write_roots]))
+    return Policy(
+        workspace=ws,
+        allowed=frozenset(allowed | set(flag_run) | set(flag_approval) | approval),
+        denied=frozenset(denied),
+        approval=frozenset(approval | set(flag_approval)),
+        rules=tuple(rules),
+        read_roots=read_roots,
+        write_roots=write_roots,
+        allow_net=bool(net or flag_net),
+        timeout=float(timeout) if timeout is not None else None,
+        max_output=max_output,
+        source=source,
+    )
+
+
+def _roots(ws: str, entries: list[str]) -> list[str]:
+    return [os.path.realpath(os.path.join(ws, os.path.expanduser(e))) for e in entries]

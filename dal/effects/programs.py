@@ -1,0 +1,763 @@
+"""Argument models of known programs: which arguments are paths read or written, which flags are unsafe.
+
+Options are parsed the way GNU getopt does (clusters, `-oVALUE`, `--long=VALUE`, unique prefixes of long
+options, `--` ends options, options after operands). An option the model does not know is denied rather
+than guessed at: an unknown option might take a path.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+
+import attrs
+
+__all__ = ["ArgUse", "ProgramModel", "MODELS", "DEFAULT_TOOLSET", "INTERPRETERS", "analyze"]
+
+# Kinds of an option value: a plain value, a path read, a path written, or a flag (no value).
+FLAG, VALUE, READ, WRITE, OPTIONAL = "flag", "value", "read", "write", "optional"
+
+
+@attrs.frozen
+class ArgUse:
+    """What one simple command does with its arguments, as far as its model can tell."""
+
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    # Written without following a final symlink (rm, mv's source): the link itself is what changes.
+    writes_nofollow: tuple[str, ...] = ()
+    unsafe: str | None = None
+    idempotent: bool = True
+
+
+class Unsafe(Exception):
+    pass
+
+
+@attrs.frozen
+class Parsed:
+    options: tuple[tuple[str, str | None], ...]  # (canonical name, value)
+    operands: tuple[str, ...]
+
+    def has(self, *names: str) -> bool:
+        return any(n in names for n, _ in self.options)
+
+    def values(self, *names: str) -> list[str]:
+        return [v for n, v in self.options if n in names and v is not None]
+
+
+@attrs.frozen
+class ProgramModel:
+    name: str
+    effect_class: str  # "read" or "local"
+    short: Mapping[str, str] = attrs.field(factory=dict)  # char -> kind
+    long: Mapping[str, str] = attrs.field(factory=dict)  # name -> kind
+    unsafe: Mapping[str, str] = attrs.field(factory=dict)  # "-L" / "--dereference" -> why
+    operands: str = "read"  # read | write | none
+    raw: bool = False  # echo/printf/true: no option parsing, every argument is a string
+    numeric_short: bool = False  # head -5, grep -3
+    custom: Callable[[Parsed, Callable[[str], bool]], ArgUse] | None = None
+    idempotent: Callable[[Parsed], bool] | bool = True
+
+
+def _short(flags: str = "", **kinds: str) -> dict[str, str]:
+    d = dict.fromkeys(flags, FLAG)
+    d.update(kinds)
+    return d
+
+
+def _long(flags: str = "", **kinds: str) -> dict[str, str]:
+    d = dict.fromkeys(flags.split(), FLAG)
+    d.update({k.replace("_", "-"): v for k, v in kinds.items()})
+    return d
+
+
+def _parse(model: ProgramModel, args: tuple[str, ...]) -> Parsed:
+    options: list[tuple[str, str | None]] = []
+    operands: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            operands.extend(args[i:])
+            break
+        if arg.startswith("--"):
+            name, eq, value = arg[2:].partition("=")
+            full = _match_long(model, name)
+            kind = model.long[full]
+            if kind == FLAG and eq:
+                raise Unsafe(f"option --{full} takes no value")
+            if kind in (VALUE, READ, WRITE) and not eq:
+                if i >= len(args):
+                    raise Unsafe(f"option --{full} needs a value")
+                value = args[i]
+                i += 1
+            options.append((f"--{full}", value if (eq or kind in (VALUE, READ, WRITE)) else None))
+            _kinded(model, f"--{full}", kind, options[-1][1])
+            continue
+        if arg.startswith("-") and arg != "-":
+            if model.numeric_short and arg[1:].isdigit():
+                options.append(("-NUM", arg[1:]))
+                continue
+            j = 1
+            while j < len(arg):
+                ch = arg[j]
+                kind = model.short.get(ch)
+                if kind is None:
+                    raise Unsafe(f"unknown option -{ch}")
+                if kind == FLAG:
+                    options.append((f"-{ch}", None))
+                    _kinded(model, f"-{ch}", kind, None)
+                    j += 1
+                    continue
+                value = arg[j + 1 :]
+                if not value:
+                    if i >= len(args):
+                        raise Unsafe(f"option -{ch} needs a value")
+                    value = args[i]
+                    i += 1
+                options.append((f"-{ch}", value))
+                _kinded(model, f"-{ch}", kind, value)
+                break
+            continue
+        operands.append(arg)
+    return Parsed(tuple(options), tuple(operands))
+
+
+def _kinded(model: ProgramModel, name: str, kind: str, value: str | None) -> None:
+    why = model.unsafe.get(name)
+    if why:
+        raise Unsafe(f"{model.name} {name}: {why}")
+
+
+def _match_long(model: ProgramModel, name: str) -> str:
+    if name in model.long:
+        return name
+    hits = [n for n in model.long if n.startswith(name)] if name else []
+    if len(hits) == 1:  # GNU accepts any unique prefix: --target means --target-directory
+        return hits[0]
+    if not hits:
+        raise Unsafe(f"unknown option --{name}")
+    raise Unsafe(f"ambiguous option --{name}")
+
+
+def _path_values(model: ProgramModel, parsed: Parsed, kind: str) -> list[str]:
+    out = []
+    for name, value in parsed.options:
+        if value is None:
+            continue
+        k = model.long.get(name[2:]) if name.startswith("--") else model.short.get(name[1:])
+        if k == kind and value != "-":
+            out.append(value)
+    return out
+
+
+def analyze(model: ProgramModel, argv: tuple[str, ...], is_dir: Callable[[str], bool]) -> ArgUse:
+    """Return the paths `argv` reads and writes under `model`; `unsafe` says why it must be denied."""
+    if model.raw:
+        return ArgUse()
+    try:
+        parsed = _parse(model, argv[1:])
+    except Unsafe as e:
+        return ArgUse(unsafe=str(e))
+    reads = _path_values(model, parsed, READ)
+    writes = _path_values(model, parsed, WRITE)
+    idem = model.idempotent(parsed) if callable(model.idempotent) else model.idempotent
+    if model.custom is not None:
+        try:
+            use = model.custom(parsed, is_dir)
+        except Unsafe as e:
+            return ArgUse(unsafe=str(e))
+        return ArgUse(
+            reads=tuple(reads) + use.reads,
+            writes=tuple(writes) + use.writes,
+            writes_nofollow=use.writes_nofollow,
+            unsafe=use.unsafe,
+            idempotent=idem and use.idempotent,
+        )
+    operands = [o for o in parsed.operands if o != "-"]
+    if model.operands == "read":
+        reads += operands
+    elif model.operands == "write":
+        writes += operands
+    elif model.operands == "write_nofollow":
+        return ArgUse(tuple(reads), tuple(writes), tuple(operands), idempotent=idem)
+    return ArgUse(tuple(reads), tuple(writes), idempotent=idem)
+
+
+# --- custom operand rules -------------------------------------------------------------------------
+
+_TEST_UNARY_FILE = {
+    "-b",
+    "-c",
+    "-d",
+    "-e",
+    "-f",
+    "-g",
+    "-G",
+    "-h",
+    "-k",
+    "-L",
+    "-N",
+    "-O",
+    "-p",
+    "-r",
+    "-s",
+    "-S",
+    "-u",
+    "-w",
+    "-x",
+}
+_TEST_BINARY_FILE = {"-ef", "-nt", "-ot"}
+
+
+def _test_args(argv: tuple[str, ...]) -> ArgUse:
+    args = list(argv[1:])
+    if argv[0] == "[" and args and args[-1] == "]":
+        args = args[:-1]
+    reads: list[str] = []
+    for i, a in enumerate(args):
+        if a in _TEST_UNARY_FILE and i + 1 < len(args):
+            reads.append(args[i + 1])
+        elif a in _TEST_BINARY_FILE and 0 < i < len(args) - 1:
+            reads += [args[i - 1], args[i + 1]]
+    return ArgUse(reads=tuple(reads))
+
+
+def _grep(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
+    operands = list(p.operands)
+    if not p.has("-e", "--regexp", "-f", "--file") and operands:
+        operands = operands[1:]  # the pattern
+    if not operands and p.has("-r", "--recursive", "-d", "--directories"):
+        operands = ["."]
+    return ArgUse(reads=tuple(o for o in operands if o != "-"))
+
+
+def _copy_targets(p: Parsed, is_dir: Callable[[str], bool], verb: str) -> tuple[list[str], list[str]]:
+    """Return (sources, written paths) of cp/mv, computing `DIR/name` when the target is a directory."""
+    target_dir = p.values("-t", "--target-directory")
+    operands = list(p.operands)
+    if len(target_dir) > 1:
+        raise Unsafe(f"{verb} with more than one target directory")
+    if target_dir:
+        dest, sources, into = target_dir[0], operands, True
+    else:
+        if len(operands) < 2:
+            return operands, []
+        dest, sources = operands[-1], operands[:-1]
+        into = not p.has("-T", "--no-target-directory") and (len(sources) > 1 or is_dir(dest))
+    if not into:
+        return sources, [dest]
+    parents = p.has("--parents")
+    written = []
+    for s in sources:
+        name = s if parents else os.path.basename(s.rstrip("/")) or s
+        written.append(os.path.join(dest, name))
+    return sources, written
+
+
+def _cp(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
+    sources, written = _copy_targets(p, is_dir, "cp")
+    return ArgUse(reads=tuple(sources), writes=tuple(written))
+
+
+def _mv(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
+    sources, written = _copy_targets(p, is_dir, "mv")
+    return ArgUse(reads=tuple(sources), writes=tuple(written), writes_nofollow=tuple(sources))
+
+
+def _uniq(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
+    ops = [o for o in p.operands]
+    reads = tuple(o for o in ops[:1] if o != "-")
+    writes = tuple(o for o in ops[1:2] if o != "-")
+    return ArgUse(reads=reads + tuple(ops[2:]), writes=writes)
+
+
+def _diff(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
+    if p.has("-r", "--recursive") and not p.has("--no-dereference"):
+        raise Unsafe("diff -r follows symlinks out of the tree; add --no-dereference")
+    return ArgUse(reads=tuple(o for o in p.operands if o != "-"))
+
+
+def _none(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
+    return ArgUse()
+
+
+# find's expression language: primaries that are safe, how many arguments each takes, and which
+# arguments are paths. Anything else (-exec, -delete, -fprint, -L, ...) is refused by name.
+_FIND_PRIMARIES: dict[str, int] = {
+    **dict.fromkeys(
+        "-name -iname -path -ipath -wholename -iwholename -regex -iregex -type -xtype "
+        "-maxdepth -mindepth -size -mtime -mmin -atime -amin -ctime -cmin -perm -user -group "
+        "-uid -gid -links -inum -lname -ilname -printf -regextype -used -fstype".split(),
+        1,
+    ),
+    **dict.fromkeys(
+        "-empty -print -print0 -prune -quit -depth -xdev -mount -readable -writable -executable "
+        "-ls -true -false -not ! -a -and -o -or ( ) , -nouser -nogroup -daystart -noleaf "
+        "-ignore_readdir_race -noignore_readdir_race".split(),
+        0,
+    ),
+}
+_FIND_PATH_PRIMARIES = {"-newer": 1, "-anewer": 1, "-cnewer": 1, "-samefile": 1}
+_FIND_UNSAFE = {
+    "-exec": "runs a program",
+    "-execdir": "runs a program",
+    "-ok": "runs a program",
+    "-okdir": "runs a program",
+    "-delete": "deletes files",
+    "-fprint": "writes a file",
+    "-fprint0": "writes a file",
+    "-fprintf": "writes a file",
+    "-fls": "writes a file",
+    "-follow": "follows symlinks out of the tree",
+    "-L": "follows symlinks out of the tree",
+    "-H": "follows symlinks",
+    "-files0-from": "reads unchecked paths",
+}
+
+
+def _analyze_find(argv: tuple[str, ...]) -> ArgUse:
+    args = list(argv[1:])
+    i = 0
+    while i < len(args) and args[i] in ("-P", "-H", "-L", "-O0", "-O1", "-O2", "-O3", "-D"):
+        if args[i] in _FIND_UNSAFE:
+            return ArgUse(unsafe=f"find {args[i]}: {_FIND_UNSAFE[args[i]]}")
+        i += 2 if args[i] == "-D" else 1
+    starts = []
+    while i < len(args) and not (args[i].startswith("-") or args[i] in ("(", "!", ")", ",")):
+        starts.append(args[i])
+        i += 1
+    reads = starts or ["."]
+    while i < len(args):
+        a = args[i]
+        if a in _FIND_UNSAFE:
+            return ArgUse(unsafe=f"find {a}: {_FIND_UNSAFE[a]}")
+        if a in _FIND_PATH_PRIMARIES:
+            if i + 1 >= len(args):
+                return ArgUse(unsafe=f"find {a} needs a value")
+            reads.append(args[i + 1])
+            i += 2
+            continue
+        n = _FIND_PRIMARIES.get(a)
+        if n is None:
+            return ArgUse(unsafe=f"find: unknown or unsupported primary {a!r}")
+        if i + n >= len(args) + (0 if n else 1) and n:
+            return ArgUse(unsafe=f"find {a} needs a value")
+        i += 1 + n
+    return ArgUse(reads=tuple(reads))
+
+
+_GIT_GLOBAL_UNSAFE = {
+    "-c": "sets configuration, which can name programs to run",
+    "--config-env": "sets configuration, which can name programs to run",
+    "--exec-path": "changes where git finds its programs",
+    "-C": "changes the directory git runs in",
+    "--git-dir": "points git at another repository",
+    "--work-tree": "points git at another tree",
+}
+_GIT_SUBCOMMAND_UNSAFE = {
+    "config": "changes configuration, which can name programs to run",
+    "daemon": "serves the repository",
+    "submodule": "runs nested repositories",
+    "filter-branch": "runs shell snippets",
+    "difftool": "runs external tools",
+    "mergetool": "runs external tools",
+    "instaweb": "starts a server",
+}
+_GIT_NETWORK = {"push", "fetch", "pull", "clone", "ls-remote", "send-email", "request-pull", "remote"}
+
+
+def _analyze_git(argv: tuple[str, ...]) -> ArgUse:
+    args = list(argv[1:])
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        name = args[i].split("=", 1)[0]
+        for bad, why in _GIT_GLOBAL_UNSAFE.items():
+            if name == bad or (bad.startswith("--") and len(name) > 3 and bad.startswith(name)):
+                return ArgUse(unsafe=f"git {bad}: {why}")
+        if name.startswith("-c"):
+            return ArgUse(unsafe=f"git -c: {_GIT_GLOBAL_UNSAFE['-c']}")
+        i += 1
+    sub = args[i] if i < len(args) else ""
+    if sub in _GIT_SUBCOMMAND_UNSAFE:
+        return ArgUse(unsafe=f"git {sub}: {_GIT_SUBCOMMAND_UNSAFE[sub]}")
+    for a in args[i + 1 :]:
+        if a.startswith("--upload-pack") or a.startswith("--receive-pack") or a.startswith("--exec"):
+            return ArgUse(unsafe=f"git {a.split('=', 1)[0]}: names a program to run")
+    return ArgUse(idempotent=sub in ("status", "log", "diff", "show", "ls-files", "rev-parse", "branch", ""))
+
+
+def git_is_network(argv: tuple[str, ...]) -> bool:
+    return any(a in _GIT_NETWORK for a in argv[1:] if not a.startswith("-"))
+
+
+# --- the models -----------------------------------------------------------------------------------
+
+_HV = "help version"
+_CP_UNSAFE = {"-L": "follows symlinks out of the tree", "--dereference": "follows symlinks out of the tree"}
+_HEAD_LONG = _long(f"quiet silent verbose zero-terminated {_HV}", bytes=VALUE, lines=VALUE)
+_SUMS = ProgramModel(
+    "sha256sum",
+    "read",
+    _short("btzw", c=FLAG),
+    _long(f"binary tag text zero ignore-missing quiet status strict warn check {_HV}"),
+    unsafe={
+        "-c": "reads a list of paths that cannot be checked",
+        "--check": "reads a list of paths that cannot be checked",
+    },
+)
+
+
+def _models() -> dict[str, ProgramModel]:
+    m: list[ProgramModel] = [
+        ProgramModel("echo", "read", raw=True),
+        ProgramModel("printf", "read", raw=True),
+        ProgramModel("true", "read", raw=True),
+        ProgramModel("false", "read", raw=True),
+        ProgramModel("test", "read", raw=True),
+        ProgramModel("[", "read", raw=True),
+        ProgramModel("sleep", "read", raw=True),
+        ProgramModel("seq", "read", raw=True),
+        ProgramModel("pwd", "read", _short("LP"), _long(f"logical physical {_HV}"), operands="none"),
+        ProgramModel(
+            "basename",
+            "read",
+            _short("az", s=VALUE),
+            _long(f"multiple zero {_HV}", suffix=VALUE),
+            operands="none",
+        ),
+        ProgramModel("dirname", "read", _short("z"), _long(f"zero {_HV}"), operands="none"),
+        ProgramModel(
+            "cat",
+            "read",
+            _short("AbeEnstTuv"),
+            _long(
+                f"show-all number-nonblank show-ends number squeeze-blank show-tabs show-nonprinting {_HV}"
+            ),
+        ),
+        ProgramModel(
+            "ls",
+            "read",
+            _short("aAbBcCdfFgGhHiklmnNopqQrRsStuUvxXZ1", I=VALUE, T=VALUE, w=VALUE, L=FLAG),
+            _long(
+                f"all almost-all author escape ignore-backups file-type full-time group-directories-first "
+                f"no-group human-readable si dereference-command-line "
+                f"dereference-command-line-symlink-to-dir inode kibibytes literal numeric-uid-gid "
+                f"quote-name reverse recursive size context zero directory dereference {_HV}",
+                block_size=VALUE,
+                color=OPTIONAL,
+                classify=OPTIONAL,
+                format=VALUE,
+                hide=VALUE,
+                hyperlink=OPTIONAL,
+                indicator_style=VALUE,
+                ignore=VALUE,
+                quoting_style=VALUE,
+                sort=VALUE,
+                time=VALUE,
+                time_style=VALUE,
+                tabsize=VALUE,
+                width=VALUE,
+            ),
+            unsafe={
+                "-L": "follows symlinks out of the tree",
+                "--dereference": "follows symlinks out of the tree",
+            },
+        ),
+        ProgramModel(
+            "grep",
+            "read",
+            _short(
+                "EFGPiyvwxcLloqsbHhnTZzaIrUV",
+                e=VALUE,
+                f=READ,
+                m=VALUE,
+                A=VALUE,
+                B=VALUE,
+                C=VALUE,
+                d=VALUE,
+                D=VALUE,
+                R=FLAG,
+            ),
+            _long(
+                f"extended-regexp fixed-strings basic-regexp perl-regexp ignore-case no-ignore-case "
+                f"word-regexp line-regexp null-data no-messages invert-match max-count byte-offset "
+                f"line-number line-buffered with-filename no-filename only-matching quiet silent text "
+                f"recursive dereference-recursive files-without-match files-with-matches count "
+                f"initial-tab null binary {_HV}",
+                regexp=VALUE,
+                file=READ,
+                label=VALUE,
+                binary_files=VALUE,
+                directories=VALUE,
+                devices=VALUE,
+                include=VALUE,
+                exclude=VALUE,
+                exclude_from=READ,
+                exclude_dir=VALUE,
+                before_context=VALUE,
+                after_context=VALUE,
+                context=VALUE,
+                color=OPTIONAL,
+                colour=OPTIONAL,
+            )
+            | {"max-count": VALUE},
+            unsafe={
+                "-R": "follows every symlink while recursing",
+                "--dereference-recursive": "follows every symlink while recursing",
+            },
+            numeric_short=True,
+            custom=_grep,
+        ),
+        ProgramModel(
+            "wc",
+            "read",
+            _short("clmwL"),
+            _long(f"bytes chars lines max-line-length words {_HV}", total=VALUE, files0_from=READ),
+            unsafe={"--files0-from": "reads a list of paths that cannot be checked"},
+        ),
+        ProgramModel(
+            "touch",
+            "local",
+            _short("acfhm", d=VALUE, t=VALUE, r=READ),
+            _long(f"no-create no-dereference {_HV}", date=VALUE, reference=READ, time=VALUE),
+            operands="write",
+        ),
+        ProgramModel(
+            "mkdir",
+            "local",
+            _short("pv", m=VALUE),
+            _long(f"parents verbose {_HV}", mode=VALUE),
+            operands="write",
+            idempotent=lambda p: p.has("-p", "--parents"),
+        ),
+        ProgramModel(
+            "cp",
+            "local",
+            _short("abdfHilLnPpRrsuvxT", t=WRITE, S=VALUE),
+            _long(
+                f"archive attributes-only copy-contents force interactive link no-clobber no-dereference "
+                f"parents recursive remove-destination strip-trailing-slashes symbolic-link "
+                f"no-target-directory verbose one-file-system dereference {_HV}",
+                backup=OPTIONAL,
+                preserve=OPTIONAL,
+                no_preserve=VALUE,
+                reflink=OPTIONAL,
+                sparse=VALUE,
+                suffix=VALUE,
+                target_directory=WRITE,
+                update=OPTIONAL,
+            ),
+            unsafe=_CP_UNSAFE,
+            custom=_cp,
+        ),
+        ProgramModel(
+            "mv",
+            "local",
+            _short("bfinuvT", t=WRITE, S=VALUE),
+            _long(
+                f"force interactive no-clobber strip-trailing-slashes no-target-directory verbose {_HV}",
+                backup=OPTIONAL,
+                suffix=VALUE,
+                target_directory=WRITE,
+                update=OPTIONAL,
+            ),
+            custom=_mv,
+            idempotent=False,
+        ),
+        ProgramModel(
+            "rm",
+            "local",
+            _short("fiIrRdv"),
+            _long(
+                f"force one-file-system recursive dir verbose no-preserve-root {_HV}",
+                interactive=OPTIONAL,
+                preserve_root=OPTIONAL,
+            ),
+            unsafe={"--no-preserve-root": "removes /"},
+            operands="write_nofollow",
+            idempotent=lambda p: p.has("-f", "--force"),
+        ),
+        ProgramModel("head", "read", _short("qvz", c=VALUE, n=VALUE), _HEAD_LONG, numeric_short=True),
+        ProgramModel(
+            "tail",
+            "read",
+            _short("qvzfF", c=VALUE, n=VALUE, s=VALUE),
+            _HEAD_LONG
+            | _long("retry", follow=OPTIONAL, pid=VALUE, sleep_interval=VALUE, max_unchanged_stats=VALUE),
+            unsafe={"-f": "waits for ever", "-F": "waits for ever", "--follow": "waits for ever"},
+            numeric_short=True,
+        ),
+        ProgramModel(
+            "sort",
+            "read",
+            _short("bdfgiMhnRrVcCmsuz", k=VALUE, t=VALUE, S=VALUE, T=WRITE, o=WRITE),
+            _long(
+                f"ignore-leading-blanks dictionary-order ignore-case general-numeric-sort ignore-nonprinting "
+                f"month-sort human-numeric-sort numeric-sort random-sort reverse version-sort debug merge "
+                f"stable unique zero-terminated {_HV}",
+                random_source=READ,
+                sort=VALUE,
+                batch_size=VALUE,
+                check=OPTIONAL,
+                compress_program=VALUE,
+                files0_from=READ,
+                key=VALUE,
+                output=WRITE,
+                buffer_size=VALUE,
+                field_separator=VALUE,
+                temporary_directory=WRITE,
+                parallel=VALUE,
+            ),
+            unsafe={
+                "--compress-program": "runs a program",
+                "--files0-from": "reads a list of paths that cannot be checked",
+            },
+        ),
+        ProgramModel(
+            "uniq",
+            "read",
+            _short("cdDiuz", f=VALUE, s=VALUE, w=VALUE),
+            _long(
+                f"count repeated unique ignore-case zero-terminated {_HV}",
+                all_repeated=OPTIONAL,
+                skip_fields=VALUE,
+                group=OPTIONAL,
+                skip_chars=VALUE,
+                check_chars=VALUE,
+            ),
+            custom=_uniq,
+        ),
+        ProgramModel(
+            "diff",
+            "read",
+            _short(
+                "abBcdeEfinNpqrstTuwy",
+                C=VALUE,
+                U=VALUE,
+                D=VALUE,
+                F=VALUE,
+                I=VALUE,
+                S=VALUE,
+                x=VALUE,
+                X=READ,
+                W=VALUE,
+                l=FLAG,
+            ),
+            _long(
+                f"normal brief report-identical-files ed rcs side-by-side left-column "
+                f"suppress-common-lines show-c-function expand-tabs initial-tab suppress-blank-empty "
+                f"recursive no-dereference new-file unidirectional-new-file ignore-file-name-case "
+                f"no-ignore-file-name-case ignore-case ignore-tab-expansion ignore-trailing-space "
+                f"ignore-space-change ignore-all-space ignore-blank-lines text strip-trailing-cr minimal "
+                f"speed-large-files paginate {_HV}",
+                context=OPTIONAL,
+                unified=OPTIONAL,
+                width=VALUE,
+                show_function_line=VALUE,
+                label=VALUE,
+                tabsize=VALUE,
+                exclude=VALUE,
+                exclude_from=READ,
+                starting_file=VALUE,
+                from_file=READ,
+                to_file=READ,
+                ignore_matching_lines=VALUE,
+                old_line_format=VALUE,
+                new_line_format=VALUE,
+                unchanged_line_format=VALUE,
+                line_format=VALUE,
+                old_group_format=VALUE,
+                new_group_format=VALUE,
+                changed_group_format=VALUE,
+                unchanged_group_format=VALUE,
+                horizon_lines=VALUE,
+                color=OPTIONAL,
+                palette=VALUE,
+                ifdef=VALUE,
+            ),
+            unsafe={"-l": "runs pr", "--paginate": "runs pr"},
+            custom=_diff,
+        ),
+        ProgramModel(
+            "stat",
+            "read",
+            _short("Lft", c=VALUE),
+            _long(f"dereference file-system terse {_HV}", format=VALUE, printf=VALUE, cached=VALUE),
+        ),
+        ProgramModel(
+            "tee",
+            "local",
+            _short("aip"),
+            _long(f"append ignore-interrupts {_HV}", output_error=OPTIONAL),
+            operands="write",
+            idempotent=lambda p: not p.has("-a", "--append"),
+        ),
+        ProgramModel(
+            "tr",
+            "read",
+            _short("cCdst"),
+            _long(f"complement delete squeeze-repeats truncate-set1 {_HV}"),
+            operands="none",
+        ),
+        ProgramModel(
+            "cut",
+            "read",
+            _short("nsz", b=VALUE, c=VALUE, d=VALUE, f=VALUE),
+            _long(
+                f"complement only-delimited zero-terminated {_HV}",
+                bytes=VALUE,
+                characters=VALUE,
+                delimiter=VALUE,
+                fields=VALUE,
+                output_delimiter=VALUE,
+            ),
+        ),
+    ]
+    for name in ("sha256sum", "sha1sum", "sha512sum", "md5sum", "b2sum"):
+        m.append(attrs.evolve(_SUMS, name=name))
+    return {x.name: x for x in m}
+
+
+MODELS: dict[str, ProgramModel] = _models()
+
+# Models that need their own code rather than option tables.
+SPECIAL: dict[str, Callable[[tuple[str, ...]], ArgUse]] = {
+    "find": _analyze_find,
+    "test": _test_args,
+    "[": _test_args,
+    "git": _analyze_git,
+}
+MODEL_CLASSES = {"find": "read", "git": "local"}
+
+# The default toolset: read-only and workspace-local programs whose models are complete enough to trust.
+DEFAULT_TOOLSET: frozenset[str] = frozenset(MODELS) | {"find"}
+
+# Programs that run other programs or code: never allowed unless a policy names them.
+INTERPRETERS: frozenset[str] = frozenset(
+    "sh bash dash zsh ksh mksh fish csh tcsh busybox python python3 python2 perl ruby node nodejs deno "
+    "bun php lua tclsh awk gawk mawk nawk sed ed vi vim env xargs timeout nohup sudo su doas command exec "
+    "eval source . builtin nice ionice chroot setsid stdbuf unbuffer script strace ltrace gdb watch "
+    "parallel make ssh "
+    "time trap".split()
+)
+
+
+def model_class(name: str) -> str | None:
+    if name in MODELS:
+        return MODELS[name].effect_class
+    return MODEL_CLASSES.get(name)
+
+
+def analyze_argv(argv: tuple[str, ...], is_dir: Callable[[str], bool]) -> ArgUse | None:
+    """Analyse `argv` with the model of its program; None when DAL has no model for it."""
+    name = argv[0]
+    special = SPECIAL.get(name)
+    if special is not None:
+        return special(argv)
+    model = MODELS.get(name)
+    if model is None:
+        return None
+    return analyze(model, argv, is_dir)

@@ -1,0 +1,445 @@
+"""Parse a shell command string into DAL's own command plan, or deny it.
+
+tree-sitter-bash does the tokenising; this module accepts only an allowlist of what it produces
+(simple commands of quoted or plain words, `&&`, `||`, `;`, `|`, and a few redirections) and turns
+that into frozen plan objects. The executor runs the plan, never the string, so what was checked is
+what runs. Everything else raises `ShellDenied` naming the construct.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import attrs
+import tree_sitter
+import tree_sitter_bash
+
+__all__ = [
+    "CommandList",
+    "Pipeline",
+    "Redirect",
+    "ShellDenied",
+    "SimpleCommand",
+    "parse_command",
+]
+
+
+class ShellDenied(Exception):
+    """The command uses syntax outside the allowlist; the message names the construct."""
+
+
+@attrs.frozen
+class Redirect:
+    """One redirection. `fd` is 0, 1 or 2, or -1 for `&>`/`&>>` (stdout and stderr together).
+
+    `op` is `<`, `>`, `>>` (a file `target`) or `>&` (duplicate `dup_fd` onto `fd`).
+    """
+
+    fd: int
+    op: str
+    target: str | None = None
+    dup_fd: int | None = None
+
+
+@attrs.frozen
+class SimpleCommand:
+    argv: tuple[str, ...]
+    redirects: tuple[Redirect, ...] = ()
+
+
+@attrs.frozen
+class Pipeline:
+    commands: tuple[SimpleCommand, ...]
+
+
+@attrs.frozen
+class CommandList:
+    """Pipelines joined by `ops[i]` (one of `&&`, `||`, `;`) between `items[i]` and `items[i+1]`.
+
+    Bash gives `&&` and `||` equal precedence, left to right, so a flat list runs exactly like bash.
+    """
+
+    items: tuple[Pipeline, ...]
+    ops: tuple[str, ...] = ()
+
+    def simple_commands(self) -> tuple[SimpleCommand, ...]:
+        return tuple(c for p in self.items for c in p.commands)
+
+
+_PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+
+# Names a user recognises, for constructs we refuse.
+_CONSTRUCTS = {
+    "command_substitution": "command substitution $(...)",
+    "process_substitution": "process substitution <(...)",
+    "simple_expansion": "variable expansion $VAR",
+    "expansion": "parameter expansion ${...}",
+    "arithmetic_expansion": "arithmetic expansion $((...))",
+    "ansi_c_string": "ANSI-C quoting $'...'",
+    "translated_string": 'locale quoting $"..."',
+    "heredoc_redirect": "heredoc <<",
+    "herestring_redirect": "here-string <<<",
+    "subshell": "subshell (...)",
+    "compound_statement": "command group { ...; }",
+    "function_definition": "function definition",
+    "for_statement": "for loop",
+    "c_style_for_statement": "for loop",
+    "while_statement": "while/until loop",
+    "if_statement": "if statement",
+    "case_statement": "case statement",
+    "variable_assignment": "variable assignment or environment prefix",
+    "variable_assignments": "variable assignment",
+    "declaration_command": "declaration (export/local/declare)",
+    "unset_command": "unset",
+    "negated_command": "negation ! before a command",
+    "comment": "comment #",
+    "brace_expression": "brace expansion {a,b}",
+    "arithmetic_command": "arithmetic command ((...))",
+    "ERROR": "syntax error",
+    "extglob_pattern": "extended glob",
+}
+
+_WORDLIKE = {"word", "raw_string", "string", "concatenation", "number"}
+# Unquoted characters that mean an expansion or an operator to bash; a `word` node carrying one
+# means tree-sitter and bash might disagree, so we refuse rather than guess.
+_UNQUOTED_BAD = {
+    "$": "variable expansion $",
+    "`": "command substitution with backticks",
+    "*": "glob *",
+    "?": "glob ?",
+    "[": "glob [...]",
+    "]": "glob [...]",
+    "{": "brace expansion {...}",
+    "}": "brace expansion {...}",
+    "~": "tilde expansion ~",
+    "(": "parenthesis",
+    ")": "parenthesis",
+    "<": "redirection",
+    ">": "redirection",
+    "&": "& operator",
+    "|": "| operator",
+    ";": "; operator",
+    "\n": "newline",
+}
+
+
+def _describe(node: tree_sitter.Node) -> str:
+    if node.type == "command_substitution" and node.text.startswith(b"`"):
+        return "command substitution with backticks"
+    if node.type == "test_command" and node.text.startswith(b"[["):
+        return "[[ ... ]] test"
+    name = _CONSTRUCTS.get(node.type)
+    if name:
+        return name
+    if not node.is_named:
+        return f"operator {node.type!r}"
+    return f"unsupported shell construct {node.type!r}"
+
+
+def _deny(node: tree_sitter.Node) -> ShellDenied:
+    return ShellDenied(_describe(node))
+
+
+def _decode_unquoted(raw: str) -> str:
+    out = []
+    i = 0
+    while i < len(raw):
+        ch = raw[i]
+        if ch == "\\":
+            if i + 1 >= len(raw):
+                raise ShellDenied("trailing backslash")
+            nxt = raw[i + 1]
+            if nxt == "\n":
+                raise ShellDenied("line continuation")
+            out.append(nxt)
+            i += 2
+            continue
+        bad = _UNQUOTED_BAD.get(ch)
+        if bad:
+            raise ShellDenied(bad)
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _decode_double(raw: str) -> str:
+    # Inside "...", backslash escapes only $ ` " \ and newline; everything else is literal.
+    out = []
+    i = 0
+    while i < len(raw):
+        ch = raw[i]
+        if ch == "\\" and i + 1 < len(raw) and raw[i + 1] in '$`"\\\n':
+            if raw[i + 1] != "\n":
+                out.append(raw[i + 1])
+            i += 2
+            continue
+        if ch == "$":
+            raise ShellDenied("variable expansion $ inside double quotes")
+        if ch == "`":
+            raise ShellDenied("command substitution with backticks")
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _word(node: tree_sitter.Node) -> str:
+    t = node.type
+    text = node.text.decode("utf-8", errors="surrogateescape")
+    if t in ("word", "number"):
+        return _decode_unquoted(text)
+    if t == "raw_string":
+        return text[1:-1]
+    if t == "string":
+        for child in node.children:
+            if child.type != "string_content" and not (child.type == '"' and not child.is_named):
+                raise _deny(child)
+        # Decode the whole body: tree-sitter leaves newlines inside quotes out of string_content.
+        return _decode_double(text[1:-1])
+    if t == "concatenation":
+        return "".join(_word(c) for c in node.children)
+    raise _deny(node)
+
+
+def _redirect(node: tree_sitter.Node) -> Redirect:
+    if node.type != "file_redirect":
+        raise _deny(node)
+    fd: int | None = None
+    op: str | None = None
+    dest: tree_sitter.Node | None = None
+    for child in node.children:
+        if child.type == "file_descriptor":
+            fd = int(child.text)
+        elif not child.is_named:
+            op = child.type
+        else:
+            dest = child
+    if op is None or dest is None:
+        raise ShellDenied("incomplete redirection")
+    if op in (">&", "<&") and fd is None and op == ">&" and dest.type != "number":
+        raise ShellDenied("redirection >&FILE (use &> FILE)")
+    if op == ">&":
+        target_fd = dest.text.decode()
+        if dest.type != "number" or target_fd not in ("1", "2"):
+            raise ShellDenied(f"redirection >&{target_fd}")
+        src = 1 if fd is None else fd
+        if src not in (1, 2):
+            raise ShellDenied(f"redirection of file descriptor {src}")
+        return Redirect(fd=src, op=">&", dup_fd=int(target_fd))
+    if op in ("&>", "&>>"):
+        if fd is not None:
+            raise ShellDenied(f"redirection {fd}{op}")
+        return Redirect(fd=-1, op=">" if op == "&>" else ">>", target=_word(dest))
+    if op == "<":
+        if fd not in (None, 0):
+            raise ShellDenied(f"redirection {fd}<")
+        return Redirect(fd=0, op="<", target=_word(dest))
+    if op in (">", ">>"):
+        src = 1 if fd is None else fd
+        if src not in (1, 2):
+            raise ShellDenied(f"redirection of file descriptor {src}")
+        return Redirect(fd=src, op=op, target=_word(dest))
+    raise ShellDenied(f"redirection {op}")
+
+
+def _program_name(node: tree_sitter.Node) -> str:
+    # Only a plain unquoted, unescaped word may name a program: `\rm`, `'r'm` and `"rm"` are the
+    # classic ways to dodge alias- and name-based filters.
+    if node.child_count != 1 or node.children[0].type != "word":
+        raise ShellDenied("quoted or computed program name")
+    text = node.children[0].text.decode("utf-8", errors="surrogateescape")
+    if "\\" in text:
+        raise ShellDenied("backslash in program name")
+    return _decode_unquoted(text)
+
+
+def _simple(node: tree_sitter.Node) -> SimpleCommand:
+    argv: list[str] = []
+    redirects: list[Redirect] = []
+    for child in node.children:
+        if child.type == "command_name":
+            argv.append(_program_name(child))
+        elif child.type in _WORDLIKE:
+            if not argv:
+                raise _deny(child)
+            argv.append(_word(child))
+        elif child.type == "file_redirect":
+            redirects.append(_redirect(child))
+        else:
+            raise _deny(child)
+    if not argv:
+        raise ShellDenied("command without a program")
+    return SimpleCommand(tuple(argv), tuple(redirects))
+
+
+def _test_tokens(node: tree_sitter.Node, out: list[tree_sitter.Node]) -> None:
+    for child in node.children:
+        if child.type in _WORDLIKE or child.type == "test_operator":
+            out.append(child)
+        elif child.type in ("unary_expression", "binary_expression"):
+            _test_tokens(child, out)
+        elif not child.is_named and child.type in ("!", "=", "==", "!="):
+            out.append(child)
+        else:
+            raise _deny(child)
+
+
+def _test_command(node: tree_sitter.Node) -> SimpleCommand:
+    """`[ ... ]` gets its own node in tree-sitter; flatten it back into the argv `[` really sees."""
+    if node.text.startswith(b"[["):
+        raise _deny(node)
+    kids = node.children
+    if len(kids) < 2 or kids[0].type != "[" or kids[-1].type != "]":
+        raise _deny(node)
+    tokens: list[tree_sitter.Node] = []
+    for child in kids[1:-1]:
+        if child.type in _WORDLIKE or child.type == "test_operator":
+            tokens.append(child)
+        elif child.type in ("unary_expression", "binary_expression"):
+            _test_tokens(child, tokens)
+        else:
+            raise _deny(child)
+    every = [kids[0], *tokens, kids[-1]]
+    for a, b in zip(every, every[1:], strict=False):
+        if a.end_byte >= b.start_byte:  # glued tokens: bash would read one word, tree-sitter two
+            raise ShellDenied("test expression that cannot be analysed")
+    argv = ["["]
+    for tok in tokens:
+        if tok.type == "test_operator" or not tok.is_named:
+            argv.append(_decode_unquoted(tok.text.decode()))
+        else:
+            argv.append(_word(tok))
+    argv.append("]")
+    return SimpleCommand(tuple(argv))
+
+
+def _statement(node: tree_sitter.Node, items: list[Pipeline], ops: list[str]) -> None:
+    """Append `node` (a list, pipeline or command) to the flat list `items`/`ops`."""
+    t = node.type
+    if t == "list":
+        for child in node.children:
+            if child.is_named:
+                _statement(child, items, ops)
+            elif child.type in ("&&", "||"):
+                ops.append(child.type)
+            else:
+                raise _deny(child)
+    elif t == "pipeline":
+        commands: list[SimpleCommand] = []
+        for child in node.children:
+            if not child.is_named:
+                if child.type != "|":
+                    raise ShellDenied(f"pipe operator {child.type}")
+                continue
+            sub_items: list[Pipeline] = []
+            _statement(child, sub_items, [])
+            if len(sub_items) != 1 or len(sub_items[0].commands) != 1:
+                raise _deny(child)
+            commands.append(sub_items[0].commands[0])
+        items.append(Pipeline(tuple(commands)))
+    elif t == "redirected_statement":
+        body = node.children[0]
+        redirects = tuple(_redirect(c) for c in node.children[1:])
+        start = len(items)
+        _statement(body, items, ops)
+        if len(items) == start or body.type not in (
+            "command",
+            "list",
+            "pipeline",
+            "redirected_statement",
+            "test_command",
+        ):
+            raise _deny(body)
+        # tree-sitter hangs `a && b > f` on the whole list; bash binds it to the last simple command.
+        last = items[-1]
+        cmd = last.commands[-1]
+        cmd = SimpleCommand(cmd.argv, cmd.redirects + redirects)
+        items[-1] = Pipeline(last.commands[:-1] + (cmd,))
+    elif t == "command":
+        items.append(Pipeline((_simple(node),)))
+    elif t == "test_command":
+        items.append(Pipeline((_test_command(node),)))
+    else:
+        raise _deny(node)
+
+
+_NEWLINE_OUTSIDE_QUOTES = re.compile(rb"\n")
+
+
+def _check_newlines(root: tree_sitter.Node, src: bytes) -> None:
+    if b"\n" not in src:
+        return
+    quoted: list[tuple[int, int]] = []
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.type in ("raw_string", "string"):
+            quoted.append((n.start_byte, n.end_byte))
+        else:
+            stack.extend(n.children)
+    for m in _NEWLINE_OUTSIDE_QUOTES.finditer(src):
+        if not any(a <= m.start() < b for a, b in quoted):
+            raise ShellDenied("newline separator")
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(command: str) -> CommandList | str:
+    try:
+        return _parse(command)
+    except ShellDenied as e:
+        return str(e)
+
+
+def _parse(command: str) -> CommandList:
+    if "\x00" in command:
+        raise ShellDenied("NUL byte")
+    src = command.encode("utf-8", errors="surrogateescape")
+    tree = _PARSER.parse(src)
+    root = tree.root_node
+    if root.has_error:
+        bad = _first_error(root)
+        raise ShellDenied("syntax error" if bad is None else f"syntax error near {bad!r}")
+    _check_newlines(root, src)
+    items: list[Pipeline] = []
+    ops: list[str] = []
+    expect_statement = True
+    for child in root.children:
+        if child.is_named:
+            if child.type == "comment":
+                raise _deny(child)
+            if not expect_statement:
+                raise ShellDenied("newline separator")
+            _statement(child, items, ops)
+            expect_statement = False
+        elif child.type == ";":
+            if expect_statement:
+                raise ShellDenied("empty command before ;")
+            ops.append(";")
+            expect_statement = True
+        else:
+            raise ShellDenied(f"{child.type} separator" if child.type == "&" else _describe(child))
+    if not items:
+        raise ShellDenied("empty command")
+    if len(ops) == len(items):  # trailing `;`
+        ops.pop()
+    if len(ops) != len(items) - 1:
+        raise ShellDenied("command list that cannot be analysed")
+    return CommandList(tuple(items), tuple(ops))
+
+
+def _first_error(root: tree_sitter.Node) -> str | None:
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.type == "ERROR" or n.is_missing:
+            return n.text.decode("utf-8", errors="replace")[:20]
+        stack.extend(reversed(n.children))
+    return None
+
+
+def parse_command(command: str) -> CommandList:
+    """Parse `command` into a plan; raise `ShellDenied` naming the first construct outside the allowlist."""
+    result = _parse_cached(command)
+    if isinstance(result, str):
+        raise ShellDenied(result)
+    return result
