@@ -20,7 +20,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -412,68 +412,86 @@ class Store:
 
         With `validate` the receipt is checked against `dal.receipt/v1` first (ReceiptSchemaError).
         """
+        self.save_receipts([receipt], validate=validate)
+
+    def save_receipts(self, receipts: Iterable[dict[str, Any]], *, validate: bool = True) -> int:
+        """save_receipt() for many receipts in one transaction (imports, tests); returns how many."""
+        batch = list(receipts)
+        if not batch:
+            return 0
         if validate:
             from dal.receipts.schema import validate as check
 
-            check(receipt)
+            for receipt in batch:
+                check(receipt)
+        what = (
+            f"saving the receipt of {batch[0]['run_id']}"
+            if len(batch) == 1
+            else f"saving {len(batch)} receipts"
+        )
+        with self._write(what) as c:
+            for receipt in batch:
+                self._insert_receipt(c, receipt)
+        return len(batch)
+
+    def _insert_receipt(self, c: sqlite3.Connection, receipt: dict[str, Any]) -> None:
         loops = receipt.get("loops") or []
         # The loops live in their own table; the stored run receipt keeps an empty list in their place so
         # get_run() can put them back in the same key order.
         body = json.dumps({**receipt, "loops": []}, ensure_ascii=False, separators=(",", ":"))
         run_id = receipt["run_id"]
         script = receipt.get("script") or {}
-        with self._write(f"saving the receipt of {run_id}") as c:
-            c.execute(
-                "INSERT INTO runs (run_id, operation, key, status, retry, external_effect, blocker,"
-                " script_path,"
-                " started_at, finished_at, duration_ms, previous_run, skipped_of, pid, receipt)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (run_id) DO UPDATE SET operation = excluded.operation, key = excluded.key,"
-                " status = excluded.status, retry = excluded.retry,"
-                " external_effect = excluded.external_effect,"
-                " blocker = excluded.blocker, script_path = excluded.script_path,"
-                " started_at = excluded.started_at, finished_at = excluded.finished_at,"
-                " duration_ms = excluded.duration_ms, previous_run = excluded.previous_run,"
-                " skipped_of = excluded.skipped_of, receipt = excluded.receipt",
+        c.execute(
+            "INSERT INTO runs (run_id, operation, key, status, retry, external_effect, blocker,"
+            " script_path,"
+            " started_at, finished_at, duration_ms, previous_run, skipped_of, pid, receipt)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (run_id) DO UPDATE SET operation = excluded.operation, key = excluded.key,"
+            " status = excluded.status, retry = excluded.retry,"
+            " external_effect = excluded.external_effect,"
+            " blocker = excluded.blocker, script_path = excluded.script_path,"
+            " started_at = excluded.started_at, finished_at = excluded.finished_at,"
+            " duration_ms = excluded.duration_ms, previous_run = excluded.previous_run,"
+            " skipped_of = excluded.skipped_of, receipt = excluded.receipt",
+            (
+                run_id,
+                receipt["operation"],
+                receipt.get("key"),
+                receipt["status"],
+                receipt.get("retry"),
+                receipt.get("external_effect"),
+                receipt.get("blocker"),
+                script.get("path"),
+                receipt["attempted_at"],
+                receipt.get("finished_at"),
+                receipt.get("duration_ms"),
+                receipt.get("previous_run"),
+                receipt.get("skipped_of"),
+                os.getpid(),
+                body,
+            ),
+        )
+        c.execute("DELETE FROM loops WHERE run_id = ?", (run_id,))
+        c.executemany(
+            'INSERT INTO loops (run_id, idx, kind, file, line, "column", exit, clause, iterations,'
+            " receipt)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
                 (
                     run_id,
-                    receipt["operation"],
-                    receipt.get("key"),
-                    receipt["status"],
-                    receipt.get("retry"),
-                    receipt.get("external_effect"),
-                    receipt.get("blocker"),
-                    script.get("path"),
-                    receipt["attempted_at"],
-                    receipt.get("finished_at"),
-                    receipt.get("duration_ms"),
-                    receipt.get("previous_run"),
-                    receipt.get("skipped_of"),
-                    os.getpid(),
-                    body,
-                ),
-            )
-            c.execute("DELETE FROM loops WHERE run_id = ?", (run_id,))
-            c.executemany(
-                'INSERT INTO loops (run_id, idx, kind, file, line, "column", exit, clause, iterations,'
-                " receipt)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        run_id,
-                        i,
-                        lp["kind"],
-                        lp["file"],
-                        lp["line"],
-                        lp["column"],
-                        lp["exit"],
-                        lp.get("clause"),
-                        lp["iterations"],
-                        json.dumps(lp, ensure_ascii=False, separators=(",", ":")),
-                    )
-                    for i, lp in enumerate(loops)
-                ],
-            )
+                    i,
+                    lp["kind"],
+                    lp["file"],
+                    lp["line"],
+                    lp["column"],
+                    lp["exit"],
+                    lp.get("clause"),
+                    lp["iterations"],
+                    json.dumps(lp, ensure_ascii=False, separators=(",", ":")),
+                )
+                for i, lp in enumerate(loops)
+            ],
+        )
 
     def _assemble(self, conn: sqlite3.Connection, run_id: str, body: str) -> dict[str, Any]:
         receipt = json.loads(body)

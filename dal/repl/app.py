@@ -373,16 +373,16 @@ class Repl:
 
     def receipts_text(self) -> str:
         try:
-            import dal.receipts  # noqa: F401  (only its presence matters here)
+            from dal.receipts.render import describe_loop
         except ImportError:
             return "receipts arrive with the receipts feature"
         receipts = getattr(self.session, "loop_receipts", None)
         if receipts is None:
-            return "this session keeps no receipts yet"
+            return "receipts arrive with the receipts feature"
         items = list(receipts() if callable(receipts) else receipts)
         if not items:
-            return "no loop has exited yet"
-        return "\n".join(_receipt_line(r) for r in items)
+            return "no loop has exited yet in this session"
+        return "\n".join(describe_loop(r) if isinstance(r, dict) else str(r) for r in items)
 
     def load(self, arg: str) -> None:
         if not arg:
@@ -403,13 +403,6 @@ def _builtin_doc(name: str) -> str:
     except ImportError:
         return ""
     return (getattr(BUILTINS.get(name), "doc", "") or "").strip()
-
-
-def _receipt_line(receipt: Any) -> str:
-    summary = getattr(receipt, "summary", None)
-    if callable(summary):
-        return str(summary())
-    return str(receipt)
 
 
 def _newline_with_indent(buf: Buffer) -> None:

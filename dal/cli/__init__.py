@@ -1,0 +1,1 @@
+"""The `dal` command line."""

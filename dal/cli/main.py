@@ -1,0 +1,207 @@
+"""The `dal` command line: a thin layer over the engine, the runner and the store.
+
+Exit codes of `dal run`: 0 completed or skipped, 1 failed, 2 rejected or usage error, 3 waiting,
+4 exhausted, 130 interrupted (143 when stopped by SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+from dal import __version__
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_EXHAUSTED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+
+DESCRIPTION = """\
+DAL runs tool-loop scripts whose every step is counted, every shell effect is checked by a policy
+before it runs, and every loop exit and run end leaves a durable receipt.
+
+common commands:
+  dal run script.dal            run a script (exit 0 completed, 1 failed, 2 rejected,
+                                3 waiting for a person, 4 budget exhausted, 130 interrupted)
+  dal check script.dal          parse and check a script without running anything
+  dal fmt script.dal            print the script in canonical layout (--write to rewrite it)
+  dal policy check "CMD"        say whether the policy allows a shell command, and why
+  dal receipts                  list runs, newest first
+  dal receipt show latest       show one run's receipt and the next safe move
+  dal repl                      interactive session (also: `dal` alone on a terminal)
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # usage errors exit 2 with the usage line
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"dal: error: {message}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _optional(module: str) -> Any:
+    """Subcommands that live in other modules register themselves if present."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        if e.name and module.startswith(e.name.split(".")[0]) and e.name != module:
+            raise
+        return None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="dal",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"dal {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    from dal.cli import run_cmd
+
+    run_cmd.register(sub)
+
+    c = sub.add_parser(
+        "check",
+        help="parse and statically check scripts; runs nothing",
+        description="Parse and resolve each script: syntax errors, undefined names, wrong arity, "
+        "`break` outside a loop... and warn about `while` loops with no declared bound. Runs nothing. "
+        "Exit 0 when clean or only warnings, 2 on errors.",
+    )
+    c.add_argument("scripts", nargs="+", type=Path, metavar="SCRIPT")
+    c.add_argument("--json", action="store_true", help="print diagnostics as JSON")
+    c.set_defaults(func=_cmd_check)
+
+    f = sub.add_parser(
+        "fmt",
+        help="print a script in canonical layout",
+        description="Print the script in DAL's canonical layout: one statement per line, four-space "
+        "indentation, comments kept. With --write, rewrite the file in place (atomically).",
+    )
+    f.add_argument("scripts", nargs="+", type=Path, metavar="SCRIPT")
+    f.add_argument("--write", "-w", action="store_true", help="rewrite the files instead of printing")
+    f.add_argument("--check", action="store_true", help="exit 1 if a file is not formatted; change nothing")
+    f.set_defaults(func=_cmd_fmt)
+
+    for name in ("dal.cli.policy_cmd", "dal.cli.receipts_cmd", "dal.cli.durable_cmd", "dal.cli.repl_cmd",
+                 "dal.cli.test_cmd"):
+        mod = _optional(name)
+        if mod is not None and hasattr(mod, "register"):
+            mod.register(sub)
+    return p
+
+
+def read_script(path: Path) -> str:
+    """Read a script or exit 2 with a message naming the file."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        _die(f"no such script: {path}")
+    except IsADirectoryError:
+        _die(f"{path} is a directory, not a script")
+    except OSError as e:
+        _die(f"cannot read {path}: {e.strerror}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        _die(f"{path} is not UTF-8 text (invalid byte at offset {e.start})")
+    raise AssertionError  # pragma: no cover
+
+
+def _die(message: str, code: int = EXIT_USAGE) -> Any:
+    sys.stderr.write(f"dal: error: {message}\n")
+    raise SystemExit(code)
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    import json
+
+    from dal.diagnostics import render, want_color
+    from dal.eval.interpreter import check_source
+
+    color = want_color(sys.stderr)
+    worst = EXIT_OK
+    report = []
+    for path in args.scripts:
+        source = read_script(path)
+        checked, errors = check_source(source, str(path))
+        warnings = checked.warnings if checked is not None else []
+        for e in errors:
+            report.append({"severity": "error", **e.to_json()})
+            if not args.json:
+                sys.stderr.write(render(e, color) + "\n\n")
+        for w in warnings:
+            report.append({"severity": "warning", **w.to_json()})
+            if not args.json:
+                sys.stderr.write(render(w, color, severity="warning") + "\n\n")
+        if errors:
+            worst = EXIT_USAGE
+        if not args.json:
+            status = (
+                f"{len(errors)} error{'s' if len(errors) != 1 else ''}"
+                if errors
+                else "ok" + (f", {len(warnings)} warning{'s' if len(warnings) != 1 else ''}" if warnings else "")
+            )
+            sys.stderr.write(f"{path}: {status}\n")
+    if args.json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    return worst
+
+
+def _cmd_fmt(args: argparse.Namespace) -> int:
+    from dal.diagnostics import render, want_color
+    from dal.syntax.format import format_source
+    from dal.errors import DalError
+
+    changed = 0
+    for path in args.scripts:
+        source = read_script(path)
+        try:
+            out = format_source(source, str(path))
+        except DalError as e:
+            sys.stderr.write(render(e, want_color(sys.stderr)) + "\n")
+            return EXIT_USAGE
+        if args.check:
+            if out != source:
+                changed += 1
+                sys.stderr.write(f"{path}: would reformat\n")
+        elif args.write:
+            if out != source:
+                from dal.fsutil import atomic_write_text
+
+                atomic_write_text(path, out)
+                sys.stderr.write(f"{path}: reformatted\n")
+        else:
+            sys.stdout.write(out)
+    return 1 if changed else EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    # Big integers print in full: DAL integers have arbitrary precision.
+    if hasattr(sys, "set_int_max_str_digits"):
+        sys.set_int_max_str_digits(0)
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+    parser = build_parser()
+    if not argv:
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            repl = _optional("dal.cli.repl_cmd")
+            if repl is not None:
+                return int(repl.run_repl(parser.parse_args(["repl"])))
+        parser.print_help()
+        return EXIT_USAGE
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        sys.stderr.write("dal: interrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK

@@ -1,0 +1,73 @@
+"""The one renderer for every DAL diagnostic: message, file:line:col, source line, carets.
+
+Used by the CLI, the REPL, receipts and golden files alike. Colour only when asked for; callers
+decide with `want_color(stream)` which honours NO_COLOR and non-terminals.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TextIO
+
+from dal.errors import DalError
+
+_RED = "\x1b[1;31m"
+_YELLOW = "\x1b[1;33m"
+_BLUE = "\x1b[1;34m"
+_BOLD = "\x1b[1m"
+_RESET = "\x1b[0m"
+
+
+def want_color(stream: TextIO) -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _source_line(source: str | None, line: int) -> str | None:
+    if source is None or line <= 0:
+        return None
+    lines = source.splitlines()
+    if line > len(lines):
+        return None
+    return lines[line - 1]
+
+
+def render(err: DalError, color: bool = False, *, severity: str = "error") -> str:
+    """Render `err` as a caret diagnostic (no trailing newline)."""
+
+    def c(code: str, text: str) -> str:
+        return f"{code}{text}{_RESET}" if color else text
+
+    head_color = _YELLOW if severity == "warning" else _RED
+    out = [c(head_color, f"{severity}[{err.kind}]") + c(_BOLD, f": {err.message}")]
+    s = err.span
+    fname = err.filename or "<unknown>"
+    if s.line > 0:
+        out.append(c(_BLUE, " --> ") + f"{fname}:{s.line}:{s.column}")
+        text = _source_line(err.source, s.line)
+        if text is not None:
+            text = text.expandtabs(1)
+            gutter = " " * len(str(s.line))
+            out.append(c(_BLUE, f"{gutter} |"))
+            out.append(c(_BLUE, f"{s.line} |") + f" {text}")
+            start = max(s.column - 1, 0)
+            if s.end_line == s.line and s.end_column > s.column:
+                width = s.end_column - s.column
+            else:
+                width = max(len(text) - start, 1)
+            width = max(1, min(width, max(len(text) - start, 1)))
+            out.append(c(_BLUE, f"{gutter} |") + " " + " " * start + c(head_color, "^" * width))
+    else:
+        out.append(c(_BLUE, " --> ") + fname)
+    if err.help:
+        out.append(c(_BLUE, " = ") + f"help: {err.help}")
+    for frame in reversed(err.call_stack):
+        out.append(
+            c(_BLUE, " = ")
+            + f"in {frame.function}, called at {frame.filename}:{frame.span.line}:{frame.span.column}"
+        )
+    return "\n".join(out)

@@ -1,0 +1,126 @@
+"""DAL's one error type hierarchy.
+
+Errors are data: a kind, a message, a span, the file, the DAL call stack and optional help lines.
+`dal.diagnostics` is the only module that renders them. A bug inside DAL itself is an
+`InternalError`, never confused with a mistake in the user's script.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from dal.syntax.ast import NO_SPAN, Span
+
+
+@attrs.define
+class StackFrame:
+    """One DAL call: the function called and where the call happened."""
+
+    function: str
+    filename: str
+    span: Span
+
+
+class DalError(Exception):
+    """Every error a user can cause. `kind` names the class for renderers and receipts."""
+
+    kind = "runtime"
+
+    def __init__(
+        self,
+        message: str,
+        span: Span | None = None,
+        *,
+        filename: str | None = None,
+        source: str | None = None,
+        help: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.span = span or NO_SPAN
+        self.filename = filename
+        self.source = source
+        self.help = help
+        self.call_stack: list[StackFrame] = []
+
+    def located(self, span: Span, filename: str | None = None) -> DalError:
+        """Attach a span if the raiser had none (builtins raise without knowing the call site)."""
+        if self.span is NO_SPAN:
+            self.span = span
+        if self.filename is None:
+            self.filename = filename
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.span
+        line = ""
+        if self.source is not None and s.line > 0:
+            lines = self.source.splitlines()
+            if s.line <= len(lines):
+                line = lines[s.line - 1]
+        return {
+            "kind": self.kind,
+            "message": self.message,
+            "file": self.filename or "<unknown>",
+            "line": s.line,
+            "column": s.column,
+            "end_line": s.end_line,
+            "end_column": s.end_column,
+            "source_line": line,
+            "call_stack": [
+                {"function": f.function, "file": f.filename, "line": f.span.line, "column": f.span.column}
+                for f in self.call_stack
+            ],
+        }
+
+
+class DalSyntaxError(DalError):
+    kind = "syntax"
+
+
+class DalNameError(DalError):
+    kind = "name"
+
+
+class DalTypeError(DalError):
+    kind = "type"
+
+
+class DalRuntimeError(DalError):
+    kind = "runtime"
+
+
+class BudgetExhausted(DalError):
+    """A step, effect or time budget ran out. `budget` names which one."""
+
+    kind = "budget"
+
+    def __init__(self, message: str, span: Span | None = None, *, budget: str = "steps", **kw: Any) -> None:
+        super().__init__(message, span, **kw)
+        self.budget = budget
+
+
+class Interrupted(DalError):
+    """Ctrl-C, SIGTERM or a REPL interrupt stopped the script."""
+
+    kind = "interrupted"
+
+    def __init__(self, message: str, span: Span | None = None, *, signal_name: str = "SIGINT", **kw: Any):
+        super().__init__(message, span, **kw)
+        self.signal_name = signal_name
+
+
+class InternalError(DalError):
+    """A bug in DAL, not in the script."""
+
+    kind = "internal"
+
+
+@attrs.define
+class Diagnostic:
+    """A warning or error found by `dal check` (static: no call stack)."""
+
+    severity: str  # "error" | "warning"
+    error: DalError

@@ -1,0 +1,1 @@
+"""Eval: values, builtins, the closure compiler and the step-metered runtime."""

@@ -1,0 +1,501 @@
+"""The builtin functions, in one table.
+
+Each builtin is `impl(rt, args, span)`, registered with its arity and a docstring whose `Example:`
+runs as a test (code lines, then the expected output as `# ` lines). Builtins take their subject
+first: `contains(haystack, needle)`, `split(s, sep)`. They raise DAL errors without a location;
+the call site adds it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json as _json
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+from dal.errors import DalRuntimeError, DalTypeError
+from dal.eval.runtime import FailSignal, FinishSignal, Runtime
+from dal.eval.values import Builtin, dal_eq, display, json_text, to_json_value, type_name
+
+BUILTINS: dict[str, Builtin] = {}
+
+
+def builtin(signature: str, min_args: int, max_args: int | None = -1) -> Callable[[Any], Any]:
+    """Register `impl` under the name in `signature`; max_args -1 means exactly min_args."""
+
+    def deco(impl: Callable[..., Any]) -> Callable[..., Any]:
+        name = signature.split("(", 1)[0]
+        hi = min_args if max_args == -1 else max_args
+        BUILTINS[name] = Builtin(name, impl, min_args, hi, signature, inspect.cleandoc(impl.__doc__ or ""))
+        return impl
+
+    return deco
+
+
+def arities() -> dict[str, tuple[int, int | None]]:
+    return {name: (b.min_args, b.max_args) for name, b in BUILTINS.items()}
+
+
+def _want(v: Any, t: type | tuple[type, ...], what: str, fn: str, pos: str = "") -> None:
+    ok = type(v) in (t if isinstance(t, tuple) else (t,))
+    if not ok:
+        where = f" {pos}" if pos else ""
+        raise DalTypeError(f"`{fn}` needs a {what}{where}, got {type_name(v)}")
+
+
+# --- output and conversion ------------------------------------------------------------------
+
+
+@builtin("print(value, ...)", 0, None)
+def _print(rt: Runtime, args: list[Any], span: Any) -> None:
+    """Write the values separated by one space, then a newline. Strings print raw, run results as
+    their summary, everything else as compact JSON.
+
+    Example:
+        print("attempt", 2, [true, null], {"a": 1})
+        # attempt 2 [true, null] {"a": 1}
+    """
+    rt.write(" ".join(display(a) for a in args) + "\n")
+
+
+@builtin("str(value)", 1)
+def _str(rt: Runtime, args: list[Any], span: Any) -> str:
+    """Convert a value to the string `print` would show.
+
+    Example:
+        print(str(3) + "/" + str(4.5) + " " + str([1, "a"]))
+        # 3/4.5 [1, "a"]
+    """
+    return display(args[0])
+
+
+@builtin("int(value)", 1)
+def _int(rt: Runtime, args: list[Any], span: Any) -> int:
+    """Convert a number (truncating toward zero) or a decimal string to an integer.
+
+    Example:
+        print(int("42") + 1, int(3.9), int(-3.9))
+        # 43 3 -3
+    """
+    v = args[0]
+    t = type(v)
+    if t is int:
+        return v
+    if t is float:
+        if not math.isfinite(v):
+            raise DalRuntimeError("cannot convert an infinite float to an integer")
+        return int(v)
+    if t is str:
+        text = v.strip()
+        try:
+            return int(text, 10)
+        except ValueError:
+            raise DalRuntimeError(f"cannot convert {_json.dumps(v)} to an integer") from None
+    raise DalTypeError(f"`int` needs a number or a string, got {type_name(v)}")
+
+
+@builtin("float(value)", 1)
+def _float(rt: Runtime, args: list[Any], span: Any) -> float:
+    """Convert a number or a decimal string to a float.
+
+    Example:
+        print(float("2.5") * 2, float(3))
+        # 5.0 3.0
+    """
+    v = args[0]
+    t = type(v)
+    if t is int:
+        try:
+            return float(v)
+        except OverflowError:
+            raise DalRuntimeError("integer too large to convert to a float") from None
+    if t is float:
+        return v
+    if t is str:
+        try:
+            r = float(v.strip())
+        except ValueError:
+            raise DalRuntimeError(f"cannot convert {_json.dumps(v)} to a float") from None
+        if not math.isfinite(r):
+            raise DalRuntimeError(f"cannot convert {_json.dumps(v)} to a finite float")
+        return r
+    raise DalTypeError(f"`float` needs a number or a string, got {type_name(v)}")
+
+
+@builtin("type(value)", 1)
+def _type(rt: Runtime, args: list[Any], span: Any) -> str:
+    """The name of a value's type: null, boolean, integer, float, string, list, map, function, run result.
+
+    Example:
+        print(type(1), type(1.5), type("a"), type([]), type({}), type(null))
+        # integer float string list map null
+    """
+    return type_name(args[0])
+
+
+@builtin("json(value)", 1)
+def _json_fn(rt: Runtime, args: list[Any], span: Any) -> str:
+    """Serialise a value as compact JSON text.
+
+    Example:
+        print(json({"ok": true, "n": [1, 2]}))
+        # {"ok": true, "n": [1, 2]}
+    """
+    return json_text(args[0])
+
+
+@builtin("parse_json(text)", 1)
+def _parse_json(rt: Runtime, args: list[Any], span: Any) -> Any:
+    """Parse JSON text into DAL values.
+
+    Example:
+        let v = parse_json("{\\"a\\": [1, 2.5, null]}")
+        print(v.a[1])
+        # 2.5
+    """
+    text = args[0]
+    _want(text, str, "string", "parse_json")
+
+    def bad_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not valid JSON")
+
+    try:
+        return _json.loads(text, parse_constant=bad_constant)
+    except (ValueError, RecursionError) as e:
+        raise DalRuntimeError(f"invalid JSON: {e}") from None
+
+
+# --- collections ------------------------------------------------------------------------------
+
+
+@builtin("len(value)", 1)
+def _len(rt: Runtime, args: list[Any], span: Any) -> int:
+    """Count the characters of a string, the items of a list or the keys of a map.
+
+    Example:
+        print(len("héllo"), len([1, 2]), len({"a": 1}))
+        # 5 2 1
+    """
+    v = args[0]
+    if type(v) in (str, list, dict):
+        return len(v)
+    raise DalTypeError(f"`len` needs a string, list or map, got {type_name(v)}")
+
+
+@builtin("append(list, item)", 2)
+def _append(rt: Runtime, args: list[Any], span: Any) -> list[Any]:
+    """Add `item` to the end of `list` and return the same list (it is changed in place, not
+    copied, so appending is amortised O(1)).
+
+    Example:
+        let xs = [1]
+        let ys = append(xs, 2)
+        print(xs, ys)
+        # [1, 2] [1, 2]
+    """
+    xs, item = args
+    _want(xs, list, "list", "append", "as its first argument")
+    xs.append(item)
+    return xs
+
+
+@builtin("contains(haystack, needle)", 2)
+def _contains(rt: Runtime, args: list[Any], span: Any) -> bool:
+    """Whether a string contains a substring, a list an equal item, a map a key, or the stdout of a
+    run result a substring.
+
+    Example:
+        print(contains("present\\n", "present"), contains([1, [2]], [2]), contains({"a": 1}, "b"))
+        # true true false
+    """
+    h, n = args
+    t = type(h)
+    if t is str:
+        _want(n, str, "string", "contains", "to search a string for")
+        return n in h
+    if t is list:
+        return any(dal_eq(x, n) for x in h)
+    if t is dict:
+        _want(n, str, "string key", "contains", "to look up in a map")
+        return n in h
+    stdout = getattr(h, "stdout", None)
+    if isinstance(stdout, str):
+        _want(n, str, "string", "contains", "to search a run result for")
+        return n in stdout
+    raise DalTypeError(f"`contains` needs a string, list, map or run result, got {type_name(h)}")
+
+
+@builtin("keys(map)", 1)
+def _keys(rt: Runtime, args: list[Any], span: Any) -> list[str]:
+    """The keys of a map, in insertion order.
+
+    Example:
+        print(keys({"b": 1, "a": 2}))
+        # ["b", "a"]
+    """
+    m = args[0]
+    _want(m, dict, "map", "keys")
+    return list(m)
+
+
+@builtin("values(map)", 1)
+def _values(rt: Runtime, args: list[Any], span: Any) -> list[Any]:
+    """The values of a map, in insertion order.
+
+    Example:
+        print(values({"b": 1, "a": 2}))
+        # [1, 2]
+    """
+    m = args[0]
+    _want(m, dict, "map", "values")
+    return list(m.values())
+
+
+@builtin("range(n) or range(start, stop)", 1, 2)
+def _range(rt: Runtime, args: list[Any], span: Any) -> list[int]:
+    """The list of integers `0 … n-1` (or `start … stop-1`).
+
+    Example:
+        print(range(3), range(2, 5))
+        # [0, 1, 2] [2, 3, 4]
+    """
+    for a in args:
+        _want(a, int, "integer", "range")
+    start, stop = (0, args[0]) if len(args) == 1 else (args[0], args[1])
+    if stop - start > rt.max_steps:
+        raise DalRuntimeError(
+            f"range of {stop - start:,} items is larger than the step budget ({rt.max_steps:,})"
+        )
+    return list(range(start, stop))
+
+
+# --- strings --------------------------------------------------------------------------------------
+
+
+@builtin("split(s, sep)", 2)
+def _split(rt: Runtime, args: list[Any], span: Any) -> list[str]:
+    """Split a string on every occurrence of a non-empty separator.
+
+    Example:
+        print(split("a,b,,c", ","))
+        # ["a", "b", "", "c"]
+    """
+    s, sep = args
+    _want(s, str, "string", "split", "as its first argument")
+    _want(sep, str, "string", "split", "as its separator")
+    if sep == "":
+        raise DalRuntimeError("`split` needs a non-empty separator")
+    return s.split(sep)
+
+
+@builtin("join(list, sep)", 2)
+def _join(rt: Runtime, args: list[Any], span: Any) -> str:
+    """Join a list of strings with a separator.
+
+    Example:
+        print(join(["a", "b", "c"], "-"))
+        # a-b-c
+    """
+    xs, sep = args
+    _want(xs, list, "list", "join", "as its first argument")
+    _want(sep, str, "string", "join", "as its separator")
+    for i, x in enumerate(xs):
+        if type(x) is not str:
+            raise DalTypeError(
+                f"`join` needs a list of strings, but item {i} is a {type_name(x)}",
+                help="convert items first with str(...)",
+            )
+    return sep.join(xs)
+
+
+@builtin("trim(s)", 1)
+def _trim(rt: Runtime, args: list[Any], span: Any) -> str:
+    """Remove leading and trailing whitespace.
+
+    Example:
+        print("[" + trim("  hi \\n") + "]")
+        # [hi]
+    """
+    _want(args[0], str, "string", "trim")
+    return args[0].strip()
+
+
+@builtin("replace(s, old, new)", 3)
+def _replace(rt: Runtime, args: list[Any], span: Any) -> str:
+    """Replace every occurrence of `old` in `s` with `new`.
+
+    Example:
+        print(replace("a-b-c", "-", "+"))
+        # a+b+c
+    """
+    for a in args:
+        _want(a, str, "string", "replace")
+    if args[1] == "":
+        raise DalRuntimeError("`replace` needs a non-empty string to replace")
+    return args[0].replace(args[1], args[2])
+
+
+@builtin("startswith(s, prefix)", 2)
+def _startswith(rt: Runtime, args: list[Any], span: Any) -> bool:
+    """Whether `s` begins with `prefix`.
+
+    Example:
+        print(startswith("draft.md", "draft"), startswith("x", "draft"))
+        # true false
+    """
+    for a in args:
+        _want(a, str, "string", "startswith")
+    return args[0].startswith(args[1])
+
+
+@builtin("endswith(s, suffix)", 2)
+def _endswith(rt: Runtime, args: list[Any], span: Any) -> bool:
+    """Whether `s` ends with `suffix`.
+
+    Example:
+        print(endswith("draft.md", ".md"))
+        # true
+    """
+    for a in args:
+        _want(a, str, "string", "endswith")
+    return args[0].endswith(args[1])
+
+
+# --- the world and the run ----------------------------------------------------------------------
+
+
+@builtin("now()", 0)
+def _now(rt: Runtime, args: list[Any], span: Any) -> float:
+    """The current time as seconds since the Unix epoch (a float).
+
+    Example:
+        print(now() > 1700000000)
+        # true
+    """
+    return rt.now()
+
+
+@builtin("env(name)", 1)
+def _env(rt: Runtime, args: list[Any], span: Any) -> str | None:
+    """The value of an environment variable of the `dal` process, or null when it is not set.
+
+    Example:
+        print(env("DAL_SURELY_NOT_SET_ANYWHERE"))
+        # null
+    """
+    _want(args[0], str, "string", "env")
+    return os.environ.get(args[0])
+
+
+@builtin("record(state, operation, outcome)", 3)
+def _record(rt: Runtime, args: list[Any], span: Any) -> Any:
+    """Append `{"attempt": state.attempt, "operation": operation, "outcome": outcome}` to
+    `state.evidence` and return `state` — exactly the article's own `fn record` — and add the entry to
+    the evidence of the loop that is running.
+
+    Example:
+        let state = {"attempt": 1, "evidence": []}
+        state = record(state, "check", "missing")
+        print(state.evidence)
+        # [{"attempt": 1, "operation": "check", "outcome": "missing"}]
+    """
+    state, operation, outcome = args
+    _want(state, dict, "map", "record", "as its state")
+    for key in ("attempt", "evidence"):
+        if key not in state:
+            raise DalRuntimeError(
+                f'`record` needs a state map with "{key}"; this one has: '
+                + (", ".join(f'"{k}"' for k in state) or "no keys")
+            )
+    ev = state["evidence"]
+    _want(ev, list, "list", "record", "in state.evidence")
+    entry = {"attempt": state["attempt"], "operation": operation, "outcome": outcome}
+    ev.append(entry)
+    state["evidence"] = ev
+    if rt.loops:
+        rt.add_evidence(
+            {"kind": "record", "operation": display(operation), "outcome": display(outcome),
+             "attempt": to_json_value(state["attempt"])}
+        )
+    if rt.on_effect is not None and hasattr(rt.on_effect, "record"):
+        rt.on_effect.record(entry)
+    return state
+
+
+@builtin("run(command)", 1)
+def _run(rt: Runtime, args: list[Any], span: Any) -> Any:
+    """Run a shell command after the policy checks it, and return its result. The result prints
+    as its summary; `.ok`, `.code`, `.stdout`, `.stderr` and `.status` give the details, and
+    `contains(result, text)` searches its stdout.
+
+    Example:
+        let r = run("echo hello")
+        print(r, r.ok, r.code)
+        # hello true 0
+    """
+    cmd = args[0]
+    _want(cmd, str, "string", "run", "(the shell command)")
+    if rt.effects is None:
+        raise DalRuntimeError("run() is not available here: no effect runner is configured")
+    return rt.effects(cmd, span)
+
+
+@builtin("operation(key)", 1)
+def _operation(rt: Runtime, args: list[Any], span: Any) -> None:
+    """Name this run's operation key (before its first effect). A later invocation with the key of a
+    completed run is skipped instead of repeating its effects.
+
+    Example:
+        operation("article-draft:2026-09-02:tool-loop")
+        print("keyed")
+        # keyed
+    """
+    key = args[0]
+    _want(key, str, "string", "operation")
+    if not key.strip():
+        raise DalRuntimeError("an operation key must not be empty")
+    if rt.state.get("effects_started"):
+        raise DalRuntimeError(
+            "operation(...) must come before the first run(): effects already ran under another identity"
+        )
+    setter = rt.state.get("set_operation")
+    if setter is not None:
+        setter(key, span)
+    rt.state["operation"] = key
+
+
+@builtin("finish(value)", 0, 1)
+def _finish(rt: Runtime, args: list[Any], span: Any) -> None:
+    """End the run now as completed; the value becomes the receipt's `result`.
+
+    Example:
+        print("done")
+        finish({"verified": true})
+        print("never printed")
+        # done
+    """
+    raise FinishSignal(args[0] if args else None, span)
+
+
+@builtin("fail(value)", 0, 1)
+def _fail(rt: Runtime, args: list[Any], span: Any) -> None:
+    """End the run now as failed. A map may set `blocker` (a string) and `retry` (one of none,
+    inspect, resume, repair, replay, escalate) for the receipt.
+
+    Example:
+        fail({"status": "verification_failed", "blocker": "framing paragraph missing", "retry": "inspect"})
+    """
+    value = args[0] if args else None
+    if type(value) is dict:
+        retry = value.get("retry")
+        allowed = ("none", "inspect", "resume", "repair", "replay", "escalate")
+        if retry is not None and retry not in allowed:
+            raise DalRuntimeError(
+                f"fail(): retry must be one of {', '.join(allowed)}; got {display(retry)}"
+            )
+        blocker = value.get("blocker")
+        if blocker is not None and type(blocker) is not str:
+            raise DalTypeError(f"fail(): blocker must be a string, got {type_name(blocker)}")
+    raise FailSignal(value, span)

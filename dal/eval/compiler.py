@@ -1,0 +1,890 @@
+"""The closure compiler: every AST node becomes a Python closure once, before the script runs.
+
+Running a script is then calling closures; nothing dispatches on node types at run time. A
+statement closure takes the current frame (a list: slot 0 the closure's free cells, slot 1 the
+return value, then the locals) and returns None, or BREAK / CONTINUE / RETURN to unwind.
+
+Steps: each statement charges `1 + (number of expression nodes it evaluates)` when it starts, all at
+once (so `a and b` costs the same whether or not `b` runs: counts stay deterministic and cheap).
+Loop conditions charge per evaluation, `for` charges one step per item bound.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dal.errors import (
+    BudgetExhausted,
+    DalError,
+    DalNameError,
+    DalRuntimeError,
+    DalTypeError,
+    Interrupted,
+    StackFrame,
+)
+from dal.eval import ops
+from dal.eval.runtime import FailSignal, FinishSignal, LoopFrame, LoopSite, Runtime, WaitSignal
+from dal.eval.values import UNSET, Builtin, Cell, Function, type_name
+from dal.resolve.resolver import BUILTIN, FREE, GLOBAL, LOCAL, Resolution, conjuncts
+from dal.syntax import ast
+
+BREAK = "break"
+CONTINUE = "continue"
+RETURN = "return"
+
+Frame = list[Any]
+Code = Callable[[Frame], Any]
+
+
+def node_cost(e: Any) -> int:
+    """Steps an expression costs: one per node, a function literal counts once."""
+    if e is None:
+        return 0
+    t = type(e)
+    if t is ast.Literal or t is ast.Name or t is ast.FnExpr:
+        return 1
+    if t is ast.ListLit:
+        return 1 + sum(node_cost(x) for x in e.items)
+    if t is ast.MapLit:
+        return 1 + sum(node_cost(v) for _, v in e.entries)
+    if t is ast.Unary:
+        return 1 + node_cost(e.operand)
+    if t is ast.Binary or t is ast.Logical:
+        return 1 + node_cost(e.left) + node_cost(e.right)
+    if t is ast.Call:
+        return 1 + node_cost(e.callee) + sum(node_cost(a) for a in e.args)
+    if t is ast.Field:
+        return 1 + node_cost(e.obj)
+    if t is ast.Index:
+        return 1 + node_cost(e.obj) + node_cost(e.index)
+    raise AssertionError(f"unknown node {e!r}")  # pragma: no cover
+
+
+def _loop_exit_reason(exc: BaseException) -> str:
+    if isinstance(exc, BudgetExhausted):
+        return "budget"
+    if isinstance(exc, Interrupted):
+        return "interrupted"
+    if isinstance(exc, FinishSignal):
+        return "finish"
+    if isinstance(exc, FailSignal):
+        return "fail"
+    if isinstance(exc, WaitSignal):
+        return "waiting"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    return "error"
+
+
+class Compiler:
+    def __init__(
+        self,
+        rt: Runtime,
+        res: Resolution,
+        *,
+        filename: str,
+        source: str,
+        builtins: dict[str, Builtin],
+        globals_: dict[str, Any],
+    ) -> None:
+        self.rt = rt
+        self.res = res
+        self.filename = filename
+        self.source = source
+        self.builtins = builtins
+        self.G = globals_
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def _err(self, cls: type[DalError], message: str, span: ast.Span, help: str | None = None) -> DalError:
+        return cls(message, span, filename=self.filename, source=self.source, help=help)
+
+    def _text(self, span: ast.Span) -> str:
+        return self.source[span.start : span.end]
+
+    def _charge(self, cost: int, span: ast.Span, run: Code) -> Code:
+        rt = self.rt
+
+        def charged(f: Frame) -> Any:
+            rt.steps += cost
+            if rt.steps > rt.limit:
+                rt.over_limit(span)
+            return run(f)
+
+        return charged
+
+    # --- program and blocks ---------------------------------------------------------------
+
+    def program(self, prog: ast.Program) -> Code:
+        return self.block(prog.body, prog)
+
+    def block(
+        self,
+        stmts: tuple[ast.Stmt, ...],
+        owner: Any,
+        *,
+        exclude_cells: tuple[int, ...] = (),
+        prelude: Code | None = None,
+    ) -> Code:
+        fns = [s for s in stmts if isinstance(s, ast.FnDef)]
+        rest = [s for s in stmts if not isinstance(s, ast.FnDef)]
+        code = [self.stmt(s) for s in fns] + [self.stmt(s) for s in rest]
+        cells = tuple(k for k in self.res.block_cells.get(id(owner), ()) if k not in exclude_cells)
+        if prelude is not None:
+            code.insert(0, prelude)
+
+        if cells:
+            inner = self._seq(code)
+
+            def with_cells(f: Frame) -> Any:
+                for k in cells:
+                    f[k] = Cell(UNSET)
+                return inner(f)
+
+            return with_cells
+        return self._seq(code)
+
+    @staticmethod
+    def _seq(code: list[Code]) -> Code:
+        if not code:
+            return lambda f: None
+        if len(code) == 1:
+            return code[0]
+        if len(code) == 2:
+            a, b = code
+
+            def two(f: Frame) -> Any:
+                r = a(f)
+                if r is not None:
+                    return r
+                return b(f)
+
+            return two
+        code_t = tuple(code)
+
+        def seq(f: Frame) -> Any:
+            for s in code_t:
+                r = s(f)
+                if r is not None:
+                    return r
+            return None
+
+        return seq
+
+    # --- statements -----------------------------------------------------------------------
+
+    def stmt(self, st: ast.Stmt) -> Code:
+        method = getattr(self, "s_" + type(st).__name__)
+        return method(st)
+
+    def s_Let(self, st: ast.Let) -> Code:
+        b = self.res.decls[id(st)]
+        value = self.expr(st.value)
+        return self._charge(1 + node_cost(st.value), st.span, self._store(b, value))
+
+    def _store(self, b: Any, value: Code) -> Code:
+        if b.is_global:
+            G, name = self.G, b.name
+
+            def store_global(f: Frame) -> None:
+                G[name] = value(f)
+
+            return store_global
+        k = b.slot
+        if b.captured:
+
+            def store_cell(f: Frame) -> None:
+                f[k].value = value(f)
+
+            return store_cell
+
+        def store_local(f: Frame) -> None:
+            f[k] = value(f)
+
+        return store_local
+
+    def s_Assign(self, st: ast.Assign) -> Code:
+        value = self.expr(st.value)
+        target = st.target
+        cost = 1 + node_cost(st.value)
+        if isinstance(target, ast.Name):
+            kind, what = self.res.refs[id(target)]
+            if kind == LOCAL:
+                return self._charge(cost, st.span, self._store(what, value))
+            if kind == GLOBAL:
+                G, name = self.G, what
+
+                def assign_global(f: Frame) -> None:
+                    v = value(f)
+                    if name not in G:
+                        raise self._err(DalNameError, f"`{name}` is assigned before its `let` ran", target.span)
+                    G[name] = v
+
+                return self._charge(cost, st.span, assign_global)
+            if kind == FREE:
+                i = what
+
+                def assign_free(f: Frame) -> None:
+                    f[0][i].value = value(f)
+
+                return self._charge(cost, st.span, assign_free)
+            raise AssertionError(kind)  # pragma: no cover
+        obj = self.expr(target.obj)
+        cost += node_cost(target.obj)
+        set_item = ops.set_item
+        tspan = target.span
+        if isinstance(target, ast.Field):
+            key = target.name
+
+            def assign_field(f: Frame) -> None:
+                v = value(f)
+                o = obj(f)
+                if type(o) is dict:
+                    o[key] = v
+                else:
+                    set_item(o, key, v, tspan, self, field=True)
+
+            return self._charge(cost, st.span, assign_field)
+        index = self.expr(target.index)
+        cost += node_cost(target.index)
+
+        def assign_index(f: Frame) -> None:
+            v = value(f)
+            set_item(obj(f), index(f), v, tspan, self)
+
+        return self._charge(cost, st.span, assign_index)
+
+    def s_ExprStmt(self, st: ast.ExprStmt) -> Code:
+        e = self.expr(st.expr)
+
+        def expr_stmt(f: Frame) -> None:
+            e(f)
+
+        return self._charge(1 + node_cost(st.expr), st.span, expr_stmt)
+
+    def _cond(self, e: ast.Expr, what: str) -> Code:
+        c = self.expr(e)
+        span = e.span
+
+        def cond(f: Frame) -> bool:
+            v = c(f)
+            if v is True:
+                return True
+            if v is False:
+                return False
+            raise self._err(
+                DalTypeError,
+                f"{what} must be a boolean, got {type_name(v)}",
+                span,
+                help="compare explicitly, e.g. `len(xs) > 0` or `x != null`",
+            )
+
+        return cond
+
+    def s_If(self, st: ast.If) -> Code:
+        conds = [self._cond(c, "an `if` condition") for c, _ in st.branches]
+        blocks = [self.block(b.body, b) for _, b in st.branches]
+        orelse = self.block(st.orelse.body, st.orelse) if st.orelse is not None else None
+        rt = self.rt
+        if len(conds) == 1:
+            c0, b0 = conds[0], blocks[0]
+            if orelse is None:
+
+                def if_(f: Frame) -> Any:
+                    if c0(f):
+                        return b0(f)
+                    return None
+
+            else:
+                e0 = orelse
+
+                def if_(f: Frame) -> Any:
+                    if c0(f):
+                        return b0(f)
+                    return e0(f)
+
+            return self._charge(1 + node_cost(st.branches[0][0]), st.span, if_)
+        later = [
+            (self._charge(node_cost(c), c.span, cc), b)
+            for (c, _), cc, b in zip(st.branches[1:], conds[1:], blocks[1:], strict=True)
+        ]
+        first_c, first_b = conds[0], blocks[0]
+
+        def if_chain(f: Frame) -> Any:
+            if first_c(f):
+                return first_b(f)
+            for c, b in later:
+                if c(f):
+                    return b(f)
+            if orelse is not None:
+                return orelse(f)
+            return None
+
+        del rt
+        return self._charge(1 + node_cost(st.branches[0][0]), st.span, if_chain)
+
+    def _loop_site(self, st: ast.While | ast.For) -> LoopSite:
+        if isinstance(st, ast.While):
+            header = "while " + self._text(st.cond.span)
+            clauses = tuple(self._text(c.span) for c in conjuncts(st.cond))
+        else:
+            header = f"for {st.var} in " + self._text(st.iterable.span)
+            clauses = ()
+        return LoopSite(
+            kind="while" if isinstance(st, ast.While) else "for",
+            span=st.span,
+            header=" ".join(header.split()),
+            conjuncts=tuple(" ".join(c.split()) for c in clauses),
+            reads=self.res.loop_reads.get(id(st), ()),
+            filename=self.filename,
+        )
+
+    def _snapshotter(self, st: ast.While | ast.For) -> Callable[[Frame], dict[str, Any]]:
+        """Read the variables the loop condition names, as they are at the loop's exit."""
+        readers: list[tuple[str, Code]] = []
+        wanted = list(self.res.loop_reads.get(id(st), ()))
+        found: dict[str, ast.Name] = {}
+        root = st.cond if isinstance(st, ast.While) else st.iterable
+
+        def walk(e: Any) -> None:
+            if isinstance(e, ast.Name):
+                found.setdefault(e.id, e)
+            elif isinstance(e, ast.FnExpr):
+                return
+            elif isinstance(e, tuple):
+                for x in e:
+                    walk(x)
+            elif hasattr(e, "__attrs_attrs__"):
+                for a in e.__attrs_attrs__:
+                    if a.name != "span":
+                        walk(getattr(e, a.name))
+
+        walk(root)
+        for name in wanted:
+            node = found.get(name)
+            if node is not None and id(node) in self.res.refs and self.res.refs[id(node)][0] != BUILTIN:
+                readers.append((name, self._name_reader(node, checked=False)))
+
+        def snapshot(f: Frame) -> dict[str, Any]:
+            out = {}
+            for name, r in readers:
+                try:
+                    out[name] = r(f)
+                except Exception:  # a name not yet bound at exit time
+                    continue
+            return out
+
+        return snapshot
+
+    def _finish_loop(self, lf: LoopFrame, reason: str, clause: str | None, f: Frame, snap: Any) -> None:
+        rt = self.rt
+        rt.loops.pop()
+        rec = rt.recorder
+        if rec is not None:
+            rec.loop_exit(lf, reason, clause, rt.steps - lf.started_steps, time.time(), snap(f))
+
+    def s_While(self, st: ast.While) -> Code:
+        rt = self.rt
+        site = self._loop_site(st)
+        parts = conjuncts(st.cond)
+        conds = [self._cond(p, "a `while` condition") for p in parts]
+        cond_cost = 1 + node_cost(st.cond)
+        body = self.block(st.body.body, st.body)
+        snap = self._snapshotter(st)
+        finish = self._finish_loop
+        span = st.cond.span
+        clause_texts = site.conjuncts
+        n = len(conds)
+        single = conds[0] if n == 1 else None
+        cond_t = tuple(conds)
+
+        def while_(f: Frame) -> Any:
+            lf = LoopFrame(site, rt.steps, time.time())
+            rt.loops.append(lf)
+            clause = None
+            try:
+                while True:
+                    rt.steps += cond_cost
+                    if rt.steps > rt.limit:
+                        rt.over_limit(span)
+                    if single is not None:
+                        if not single(f):
+                            clause = clause_texts[0]
+                            break
+                    else:
+                        failed = -1
+                        for i in range(n):
+                            if not cond_t[i](f):
+                                failed = i
+                                break
+                        if failed >= 0:
+                            clause = clause_texts[failed]
+                            break
+                    lf.iterations += 1
+                    r = body(f)
+                    if r is not None:
+                        if r is BREAK:
+                            reason = "break"
+                            break
+                        if r is CONTINUE:
+                            continue
+                        finish(lf, "return", None, f, snap)
+                        return r
+                else:  # pragma: no cover
+                    pass
+            except BaseException as exc:
+                finish(lf, _loop_exit_reason(exc), None, f, snap)
+                raise
+            if clause is not None:
+                finish(lf, "condition", clause, f, snap)
+            else:
+                finish(lf, reason, None, f, snap)
+            return None
+
+        return self._charge(1, st.span, while_)
+
+    def s_For(self, st: ast.For) -> Code:
+        rt = self.rt
+        site = self._loop_site(st)
+        b = self.res.decls[id(st)]
+        iterable = self.expr(st.iterable)
+        slot, captured = b.slot, b.captured
+
+        if captured:
+
+            def bind(f: Frame, v: Any) -> None:
+                f[slot].value = v
+        else:
+
+            def bind(f: Frame, v: Any) -> None:
+                f[slot] = v
+
+        cells = tuple(self.res.block_cells.get(id(st.body), ()))
+        # the body block must not recreate cells itself: for_ does it before binding the variable
+        body = self.block(st.body.body, st.body, exclude_cells=cells)
+        snap = self._snapshotter(st)
+        finish = self._finish_loop
+        ispan = st.iterable.span
+        to_items = ops.iter_items
+
+        def for_(f: Frame) -> Any:
+            items = to_items(iterable(f), ispan, self)
+            lf = LoopFrame(site, rt.steps, time.time())
+            rt.loops.append(lf)
+            try:
+                for item in items:
+                    rt.steps += 1
+                    if rt.steps > rt.limit:
+                        rt.over_limit(st.span)
+                    if cells:
+                        for k in cells:
+                            f[k] = Cell(UNSET)
+                    bind(f, item)
+                    lf.iterations += 1
+                    r = body(f)
+                    if r is not None:
+                        if r is BREAK:
+                            finish(lf, "break", None, f, snap)
+                            return None
+                        if r is CONTINUE:
+                            continue
+                        finish(lf, "return", None, f, snap)
+                        return r
+            except BaseException as exc:
+                finish(lf, _loop_exit_reason(exc), None, f, snap)
+                raise
+            finish(lf, "end", None, f, snap)
+            return None
+
+        return self._charge(1 + node_cost(st.iterable), st.span, for_)
+
+    def s_FnDef(self, st: ast.FnDef) -> Code:
+        b = self.res.decls[id(st)]
+        make = self._make_function(st, st.name)
+        if b.is_global:
+            G, name = self.G, b.name
+
+            def define_global(f: Frame) -> None:
+                G[name] = make(f)
+
+            return self._charge(1, st.span, define_global)
+        k = b.slot
+        if b.captured:
+
+            def define_cell(f: Frame) -> None:
+                f[k].value = make(f)
+
+            return self._charge(1, st.span, define_cell)
+
+        def define_local(f: Frame) -> None:
+            f[k] = make(f)
+
+        return self._charge(1, st.span, define_local)
+
+    def s_Break(self, st: ast.Break) -> Code:
+        return self._charge(1, st.span, lambda f: BREAK)
+
+    def s_Continue(self, st: ast.Continue) -> Code:
+        return self._charge(1, st.span, lambda f: CONTINUE)
+
+    def s_Return(self, st: ast.Return) -> Code:
+        if st.value is None:
+
+            def ret_null(f: Frame) -> str:
+                f[1] = None
+                return RETURN
+
+            return self._charge(1, st.span, ret_null)
+        value = self.expr(st.value)
+
+        def ret(f: Frame) -> str:
+            f[1] = value(f)
+            return RETURN
+
+        return self._charge(1 + node_cost(st.value), st.span, ret)
+
+    # --- functions ------------------------------------------------------------------------
+
+    def _make_function(self, node: ast.FnDef | ast.FnExpr, name: str) -> Callable[[Frame], Function]:
+        info = self.res.funcs[id(node)]
+        params = self.res.params.get(id(node), [])
+        param_slots = tuple(p.slot for p in params)
+        param_cells = tuple(p.captured for p in params)
+        body = self.block(node.body.body, node.body, exclude_cells=param_slots)
+        sources = tuple(info.free_sources)
+        nslots = info.nslots
+        filename, span, pnames = self.filename, node.span, node.params
+
+        def make(f: Frame) -> Function:
+            cells = tuple(f[i] if kind == "cell" else f[0][i] for kind, i in sources)
+            return Function(name, pnames, nslots, body, cells, span, filename, param_slots, param_cells)
+
+        return make
+
+    # --- expressions ----------------------------------------------------------------------
+
+    def expr(self, e: ast.Expr) -> Code:
+        return getattr(self, "e_" + type(e).__name__)(e)
+
+    def e_Literal(self, e: ast.Literal) -> Code:
+        v = e.value
+        return lambda f: v
+
+    def _name_reader(self, e: ast.Name, checked: bool = True) -> Code:
+        kind, what = self.res.refs[id(e)]
+        if kind == LOCAL:
+            k = what.slot
+            if what.captured:
+
+                def read_cell(f: Frame) -> Any:
+                    v = f[k].value
+                    if v is UNSET:
+                        raise self._err(DalNameError, f"`{e.id}` is used before its `let` ran", e.span)
+                    return v
+
+                return read_cell
+            return lambda f: f[k]
+        if kind == FREE:
+            i = what
+
+            def read_free(f: Frame) -> Any:
+                v = f[0][i].value
+                if v is UNSET:
+                    raise self._err(DalNameError, f"`{e.id}` is used before its `let` ran", e.span)
+                return v
+
+            return read_free
+        if kind == GLOBAL:
+            G, name = self.G, what
+
+            def read_global(f: Frame) -> Any:
+                try:
+                    return G[name]
+                except KeyError:
+                    raise self._err(DalNameError, f"`{name}` is used before its `let` ran", e.span) from None
+
+            return read_global
+        if kind == BUILTIN:
+            fn = self.builtins[what]
+            return lambda f: fn
+        raise AssertionError(kind)  # pragma: no cover
+
+    def e_Name(self, e: ast.Name) -> Code:
+        return self._name_reader(e)
+
+    def e_ListLit(self, e: ast.ListLit) -> Code:
+        items = tuple(self.expr(x) for x in e.items)
+        if not items:
+            return lambda f: []
+        return lambda f: [x(f) for x in items]
+
+    def e_MapLit(self, e: ast.MapLit) -> Code:
+        entries = tuple((k, self.expr(v)) for k, v in e.entries)
+        if not entries:
+            return lambda f: {}
+        return lambda f: {k: v(f) for k, v in entries}
+
+    def e_Unary(self, e: ast.Unary) -> Code:
+        x = self.expr(e.operand)
+        span = e.span
+        if e.op == "not":
+
+            def not_(f: Frame) -> bool:
+                v = x(f)
+                if v is True:
+                    return False
+                if v is False:
+                    return True
+                raise self._err(DalTypeError, f"`not` needs a boolean, got {type_name(v)}", span)
+
+            return not_
+        neg = ops.neg
+
+        def neg_(f: Frame) -> Any:
+            v = x(f)
+            if type(v) is int:
+                return -v
+            return neg(v, span, self)
+
+        return neg_
+
+    def e_Logical(self, e: ast.Logical) -> Code:
+        a = self.expr(e.left)
+        b = self.expr(e.right)
+        op = e.op
+        lspan, rspan = e.left.span, e.right.span
+
+        def bad(v: Any, span: ast.Span) -> DalError:
+            return self._err(
+                DalTypeError,
+                f"`{op}` needs booleans, got {type_name(v)}",
+                span,
+                help="compare explicitly, e.g. `x != null`",
+            )
+
+        if op == "and":
+
+            def and_(f: Frame) -> bool:
+                v = a(f)
+                if v is False:
+                    return False
+                if v is not True:
+                    raise bad(v, lspan)
+                w = b(f)
+                if w is True or w is False:
+                    return w
+                raise bad(w, rspan)
+
+            return and_
+
+        def or_(f: Frame) -> bool:
+            v = a(f)
+            if v is True:
+                return True
+            if v is not False:
+                raise bad(v, lspan)
+            w = b(f)
+            if w is True or w is False:
+                return w
+            raise bad(w, rspan)
+
+        return or_
+
+    def e_Binary(self, e: ast.Binary) -> Code:
+        a = self.expr(e.left)
+        b = self.expr(e.right)
+        span = e.span
+        op = e.op
+        slow = ops.BINARY[op]
+        comp = self
+        if op == "+":
+
+            def add(f: Frame) -> Any:
+                x = a(f)
+                y = b(f)
+                if type(x) is int and type(y) is int:
+                    return x + y
+                return slow(x, y, span, comp)
+
+            return add
+        if op == "-":
+
+            def sub(f: Frame) -> Any:
+                x = a(f)
+                y = b(f)
+                if type(x) is int and type(y) is int:
+                    return x - y
+                return slow(x, y, span, comp)
+
+            return sub
+        if op == "<":
+
+            def lt(f: Frame) -> Any:
+                x = a(f)
+                y = b(f)
+                if type(x) is int and type(y) is int:
+                    return x < y
+                return slow(x, y, span, comp)
+
+            return lt
+        if op == "==":
+            eq = ops.dal_eq
+
+            def eq_(f: Frame) -> bool:
+                x = a(f)
+                y = b(f)
+                tx = type(x)
+                if tx is type(y) and (tx is str or tx is int):
+                    return x == y
+                return eq(x, y)
+
+            return eq_
+        if op == "!=":
+            eq = ops.dal_eq
+
+            def ne_(f: Frame) -> bool:
+                x = a(f)
+                y = b(f)
+                tx = type(x)
+                if tx is type(y) and (tx is str or tx is int):
+                    return x != y
+                return not eq(x, y)
+
+            return ne_
+
+        def binop(f: Frame) -> Any:
+            return slow(a(f), b(f), span, comp)
+
+        return binop
+
+    def e_Field(self, e: ast.Field) -> Code:
+        obj = self.expr(e.obj)
+        key = e.name
+        span = e.span
+        get_field = ops.get_field
+
+        def field(f: Frame) -> Any:
+            o = obj(f)
+            if type(o) is dict:
+                try:
+                    return o[key]
+                except KeyError:
+                    pass
+            return get_field(o, key, span, self)
+
+        return field
+
+    def e_Index(self, e: ast.Index) -> Code:
+        obj = self.expr(e.obj)
+        index = self.expr(e.index)
+        span = e.span
+        get_item = ops.get_item
+
+        def item(f: Frame) -> Any:
+            return get_item(obj(f), index(f), span, self)
+
+        return item
+
+    def e_FnExpr(self, e: ast.FnExpr) -> Code:
+        return self._make_function(e, "<anonymous>")
+
+    def e_Call(self, e: ast.Call) -> Code:
+        args = tuple(self.expr(a) for a in e.args)
+        nargs = len(args)
+        span = e.span
+        rt = self.rt
+        filename = self.filename
+        invoke = self.invoke
+        callee_node = e.callee
+        if isinstance(callee_node, ast.Name):
+            ref = self.res.refs.get(id(callee_node))
+            if ref is not None and ref[0] == BUILTIN:
+                bi = self.builtins[ref[1]]
+                impl = bi.impl
+                comp = self
+
+                def call_builtin(f: Frame) -> Any:
+                    try:
+                        return impl(rt, [a(f) for a in args], span)
+                    except DalError as err:
+                        raise err.located(span, filename) from None
+
+                del comp
+                return call_builtin
+        callee = self.expr(callee_node)
+
+        if nargs == 1:
+            a0 = args[0]
+
+            def call1(f: Frame) -> Any:
+                fn = callee(f)
+                if type(fn) is Function:
+                    return invoke(fn, [a0(f)], span)
+                return self.call_other(fn, [a0(f)], span)
+
+            return call1
+
+        def call(f: Frame) -> Any:
+            fn = callee(f)
+            if type(fn) is Function:
+                return invoke(fn, [a(f) for a in args], span)
+            return self.call_other(fn, [a(f) for a in args], span)
+
+        return call
+
+    def call_other(self, fn: Any, argv: list[Any], span: ast.Span) -> Any:
+        if type(fn) is Builtin:
+            n = len(argv)
+            if n < fn.min_args or (fn.max_args is not None and n > fn.max_args):
+                raise self._err(DalTypeError, f"`{fn.name}` takes {fn.signature}, but {n} arguments were given", span)
+            try:
+                return fn.impl(self.rt, argv, span)
+            except DalError as err:
+                raise err.located(span, self.filename) from None
+        raise self._err(DalTypeError, f"cannot call a {type_name(fn)}: only functions can be called", span)
+
+    def invoke(self, fn: Function, argv: list[Any], span: ast.Span) -> Any:
+        """Call a user function: new frame, depth check, call stack on error."""
+        rt = self.rt
+        params = fn.params
+        if len(argv) != len(params):
+            n = len(params)
+            raise self._err(
+                DalTypeError,
+                f"`{fn.name}` takes {n} argument{'s' if n != 1 else ''}, but {len(argv)} "
+                f"{'was' if len(argv) == 1 else 'were'} given",
+                span,
+            )
+        frame = [fn.cells, None, *argv]
+        extra = fn.nslots - len(frame)
+        if extra > 0:
+            frame.extend([None] * extra)
+        if True in fn.param_cells:
+            for i, (slot, c) in enumerate(zip(fn.param_slots, fn.param_cells, strict=True)):
+                if c:
+                    frame[slot] = Cell(argv[i])
+        rt.depth += 1
+        if rt.depth > rt.max_depth:
+            rt.depth -= 1
+            raise rt.too_deep(span)
+        try:
+            r = fn.body(frame)
+        except DalError as err:
+            err.call_stack.append(StackFrame(fn.name, self.filename, span))
+            raise
+        except RecursionError:
+            raise self._err(DalRuntimeError, "the call stack overflowed: is the recursion unbounded?", span) from None
+        finally:
+            rt.depth -= 1
+        if r is RETURN:
+            return frame[1]
+        return None
+
+
+def call_function(comp: Compiler, fn: Any, argv: list[Any], span: ast.Span) -> Any:
+    """Call any DAL callable from Python (builtins that take callbacks)."""
+    if type(fn) is Function:
+        return comp.invoke(fn, argv, span)
+    return comp.call_other(fn, argv, span)

@@ -1,0 +1,177 @@
+"""Parse, resolve, compile and run a script: the engine behind `dal run`, `dal check` and the REPL.
+
+Scripts run in a worker thread with a large stack and a high recursion limit, so that deep DAL
+recursion and deeply nested source end in a clean DAL error rather than a crash of the host.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import attrs
+
+from dal.errors import BudgetExhausted, DalError, DalRuntimeError, DalSyntaxError, InternalError, Interrupted
+from dal.eval.builtins import BUILTINS, arities
+from dal.eval.compiler import Compiler
+from dal.eval.runtime import FailSignal, FinishSignal, Runtime, WaitSignal
+from dal.resolve.resolver import ModuleState, Resolution, resolve
+from dal.syntax import ast
+from dal.syntax.parser import parse
+
+T = TypeVar("T")
+
+_STACK_BYTES = 512 * 1024 * 1024
+_RECURSION_LIMIT = 200_000
+
+
+def in_big_stack(fn: Callable[[], T]) -> T:
+    """Run `fn` in a thread with a large stack; re-raise what it raised. Ctrl-C reaches `fn`'s runtime
+    through `Runtime.interrupt`, which the caller wires to its signal handlers."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed back to the calling thread
+            box["error"] = e
+
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, _RECURSION_LIMIT))
+    old_size = threading.stack_size()
+    try:
+        threading.stack_size(_STACK_BYTES)
+        t = threading.Thread(target=target, name="dal-script", daemon=True)
+        t.start()
+    finally:
+        threading.stack_size(old_size)
+    while t.is_alive():
+        t.join(0.05)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+@attrs.define
+class Checked:
+    """A script that parsed and resolved: ready to compile."""
+
+    program: ast.Program
+    resolution: Resolution
+    warnings: list[DalError]
+    filename: str
+    source: str
+
+
+def check_source(
+    source: str, filename: str, *, state: ModuleState | None = None, repl: bool = False
+) -> tuple[Checked | None, list[DalError]]:
+    """Parse and resolve. Returns (checked, errors); `checked` is None when there are errors."""
+    try:
+        program = parse(source, filename)
+    except DalError as e:
+        return None, [e]
+    res = resolve(program, filename=filename, source=source, builtins=arities(), state=state, repl=repl)
+    if res.errors:
+        res.errors.sort(key=lambda e: (e.span.line, e.span.column))
+        return None, res.errors
+    return Checked(program, res, res.warnings, filename, source), []
+
+
+@attrs.define
+class Outcome:
+    """How an execution ended. `status`: completed, failed, exhausted, interrupted or waiting."""
+
+    status: str
+    error: DalError | None = None
+    result: Any = None
+    ended_by: str = "end"  # end | finish | fail | error | budget | interrupt | wait
+    wait: WaitSignal | None = None
+
+
+class Engine:
+    """Compiles and runs checked scripts against one runtime and one set of globals."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.globals: dict[str, Any] = {}
+        self.module_frame: list[Any] = [(), None]
+
+    def compile(self, checked: Checked) -> Callable[[], Any]:
+        comp = Compiler(
+            self.rt,
+            checked.resolution,
+            filename=checked.filename,
+            source=checked.source,
+            builtins=BUILTINS,
+            globals_=self.globals,
+        )
+        code = comp.program(checked.program)
+        module = checked.resolution.module
+        assert module is not None
+        frame = self.module_frame
+        if len(frame) < module.nslots:
+            frame.extend([None] * (module.nslots - len(frame)))
+        return lambda: code(frame)
+
+    def execute(self, checked: Checked) -> Outcome:
+        """Run a checked script to its end, however it ends. Never raises for a script's own failure."""
+        rt = self.rt
+        rt.filename, rt.source = checked.filename, checked.source
+
+        def go() -> Outcome:
+            try:
+                code = self.compile(checked)
+            except RecursionError:
+                return Outcome(
+                    "failed",
+                    DalSyntaxError("the script is nested too deeply to compile", checked.program.span,
+                                   filename=checked.filename, source=checked.source),
+                    ended_by="error",
+                )
+            rt.start_clock()
+            try:
+                code()
+                return Outcome("completed")
+            except FinishSignal as s:
+                return Outcome("completed", result=s.value, ended_by="finish")
+            except FailSignal as s:
+                return Outcome("failed", result=s.value, ended_by="fail")
+            except WaitSignal as s:
+                return Outcome("waiting", ended_by="wait", wait=s)
+            except BudgetExhausted as e:
+                return Outcome("exhausted", _with_source(e, checked), ended_by="budget")
+            except Interrupted as e:
+                return Outcome("interrupted", _with_source(e, checked), ended_by="interrupt")
+            except DalError as e:
+                return Outcome("failed", _with_source(e, checked), ended_by="error")
+            except RecursionError:
+                e = DalRuntimeError("the call stack overflowed: is the recursion unbounded?",
+                                    filename=checked.filename, source=checked.source)
+                return Outcome("failed", e, ended_by="error")
+            except MemoryError:
+                e = DalRuntimeError("out of memory: the script built a value too large to hold",
+                                    filename=checked.filename, source=checked.source)
+                return Outcome("failed", e, ended_by="error")
+            except Exception as e:  # a bug in DAL itself, not in the script
+                import traceback
+
+                detail = "".join(traceback.format_exception(e)).strip().splitlines()[-1]
+                err = InternalError(
+                    f"internal error in DAL (please report it): {detail}",
+                    filename=checked.filename, source=checked.source,
+                )
+                err.__cause__ = e
+                return Outcome("failed", err, ended_by="error")
+
+        return in_big_stack(go)
+
+
+def _with_source(e: DalError, checked: Checked) -> DalError:
+    if e.source is None:
+        e.source = checked.source
+    if e.filename is None:
+        e.filename = checked.filename
+    return e

@@ -1,0 +1,186 @@
+"""The runtime state of one execution: the step counter, budgets, call depth and open loops.
+
+Steps are charged in exactly one way: `rt.steps += n` followed by `if rt.steps > rt.limit:
+rt.over_limit(span)`. `limit` is the smaller of the step budget and the next moment to look at the
+clock and at interrupt requests, so a single comparison in the hot path guards every budget.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+
+from dal.errors import BudgetExhausted, DalRuntimeError, Interrupted
+from dal.syntax.ast import Span
+
+CHECK_EVERY = 20_000  # steps between clock / interrupt checks
+DEFAULT_MAX_STEPS = 1_000_000
+DEFAULT_MAX_DEPTH = 400
+
+
+class FinishSignal(Exception):
+    """`finish(value)`: end the run as completed with the script's own result."""
+
+    def __init__(self, value: Any, span: Span) -> None:
+        super().__init__("finish")
+        self.value = value
+        self.span = span
+
+
+class FailSignal(Exception):
+    """`fail(value)`: end the run as failed; a map may set `blocker` and `retry`."""
+
+    def __init__(self, value: Any, span: Span) -> None:
+        super().__init__("fail")
+        self.value = value
+        self.span = span
+
+
+class WaitSignal(Exception):
+    """An effect is held for a person (approval or uncertain outcome): the run stops as waiting."""
+
+    def __init__(self, reason: str, span: Span, detail: dict[str, Any] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.span = span
+        self.detail = detail or {}
+
+
+@attrs.define(eq=False, slots=True)
+class LoopSite:
+    """A `while` or `for` in the source, compiled once."""
+
+    kind: str
+    span: Span
+    header: str  # the loop's header text, e.g. `while a < b`
+    conjuncts: tuple[str, ...]  # source text of each top-level `and` clause (while only)
+    reads: tuple[str, ...]  # names the condition reads, snapshotted at exit
+    filename: str
+
+
+@attrs.define(eq=False, slots=True)
+class LoopFrame:
+    """An open loop: counts and evidence gathered while it runs."""
+
+    site: LoopSite
+    started_steps: int
+    started_at: float
+    iterations: int = 0
+    evidence: list[dict[str, Any]] = attrs.field(factory=list)
+    evidence_omitted: int = 0
+
+
+class Recorder(Protocol):
+    """Receives loop exits; the receipts layer implements it."""
+
+    def loop_exit(
+        self,
+        frame: LoopFrame,
+        reason: str,
+        clause: str | None,
+        steps: int,
+        ended_at: float,
+        snapshot: dict[str, Any],
+    ) -> None: ...
+
+
+EVIDENCE_CAP = 50
+
+
+class Runtime:
+    __slots__ = (
+        "steps", "limit", "max_steps", "deadline", "timeout", "depth", "max_depth", "loops",
+        "recorder", "write", "interrupt_reason", "filename", "source", "effects", "state", "now",
+        "_lock", "on_effect", "context",
+    )
+
+    def __init__(
+        self,
+        *,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        timeout: float | None = None,
+        write: Callable[[str], Any] | None = None,
+        recorder: Recorder | None = None,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+    ) -> None:
+        self.steps = 0
+        self.max_steps = max_steps
+        self.timeout = timeout
+        self.deadline = (time.monotonic() + timeout) if timeout else None
+        self.limit = min(max_steps, CHECK_EVERY)
+        self.depth = 0
+        self.max_depth = max_depth
+        self.loops: list[LoopFrame] = []
+        self.recorder = recorder
+        self.write = write or sys.stdout.write
+        self.interrupt_reason: str | None = None
+        self.filename = "<string>"
+        self.source = ""
+        self.effects: Any = None  # the effect handler (run()), set by the runner
+        self.state: dict[str, Any] = {}  # run-level facts: operation key, effect count...
+        self.now = time.time
+        self._lock = threading.Lock()
+        self.on_effect: Any = None
+        self.context: Any = None
+
+    def start_clock(self) -> None:
+        self.deadline = (time.monotonic() + self.timeout) if self.timeout else None
+
+    # --- the slow path of step charging ---------------------------------------------------
+
+    def over_limit(self, span: Span) -> None:
+        """Called when `steps` passed `limit`: a budget, the clock or an interrupt request."""
+        if self.interrupt_reason is not None:
+            reason, self.interrupt_reason = self.interrupt_reason, None
+            self.limit = min(self.max_steps, self.steps + CHECK_EVERY)
+            raise Interrupted(
+                f"interrupted by {reason}", span, filename=self.filename, source=self.source, signal_name=reason
+            )
+        if self.steps > self.max_steps:
+            raise BudgetExhausted(
+                f"step budget exhausted: {self.max_steps:,} steps used (--max-steps)",
+                span,
+                budget="steps",
+                filename=self.filename,
+                source=self.source,
+                help="raise --max-steps if the work is legitimate, or bound the loop",
+            )
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise BudgetExhausted(
+                f"time budget exhausted: the run took longer than {self.timeout:g}s (--timeout)",
+                span,
+                budget="time",
+                filename=self.filename,
+                source=self.source,
+            )
+        self.limit = min(self.max_steps, self.steps + CHECK_EVERY)
+
+    def interrupt(self, reason: str = "SIGINT") -> None:
+        """Ask the running script to stop at its next step (thread-safe)."""
+        self.interrupt_reason = reason
+        self.limit = -1
+
+    def too_deep(self, span: Span) -> DalRuntimeError:
+        return DalRuntimeError(
+            f"maximum call depth ({self.max_depth}) exceeded: is the recursion unbounded?",
+            span,
+            filename=self.filename,
+            source=self.source,
+        )
+
+    # --- loops and evidence ---------------------------------------------------------------
+
+    def add_evidence(self, entry: dict[str, Any]) -> None:
+        """Add an effect or `record` entry to every open loop (outer loops see inner work)."""
+        for lf in self.loops:
+            if len(lf.evidence) < EVIDENCE_CAP:
+                e = dict(entry)
+                e["iteration"] = lf.iterations
+                lf.evidence.append(e)
+            else:
+                lf.evidence_omitted += 1

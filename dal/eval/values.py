@@ -1,0 +1,213 @@
+"""DAL values and the operations every part of the runtime shares: display, equality, type names.
+
+DAL values are plain Python objects: None, bool, int, float, str, list, dict (string keys,
+insertion order), plus `Function` and `Builtin` below and the run result of `run()`. Lists and maps
+are shared by reference, as in JavaScript: `let b = a` makes `b` the same list as `a`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from dal.syntax.ast import Span
+
+
+class Cell:
+    """A variable captured by a closure. Each entry of its block makes a new one."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class _Unset:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+UNSET: Any = _Unset()
+
+
+@attrs.define(eq=False, slots=True)
+class Function:
+    """A user function: compiled body, captured cells and where it was defined."""
+
+    name: str
+    params: tuple[str, ...]
+    nslots: int
+    body: Callable[[list[Any]], Any]
+    cells: tuple[Cell, ...]
+    span: Span
+    filename: str
+    param_slots: tuple[int, ...] = ()
+    param_cells: tuple[bool, ...] = ()
+
+    def dal_repr(self) -> str:
+        return f"<fn {self.name}>"
+
+
+@attrs.define(eq=False, slots=True)
+class Builtin:
+    """A builtin function: `impl(rt, args, span)` with its arity and documentation."""
+
+    name: str
+    impl: Callable[..., Any]
+    min_args: int
+    max_args: int | None
+    signature: str
+    doc: str
+
+    def dal_repr(self) -> str:
+        return f"<builtin {self.name}>"
+
+
+def type_name(v: Any) -> str:
+    t = type(v)
+    if v is None:
+        return "null"
+    if t is bool:
+        return "boolean"
+    if t is int:
+        return "integer"
+    if t is float:
+        return "float"
+    if t is str:
+        return "string"
+    if t is list:
+        return "list"
+    if t is dict:
+        return "map"
+    if t is Function or t is Builtin:
+        return "function"
+    if hasattr(v, "summary"):
+        return "run result"
+    return t.__name__
+
+
+def is_number(v: Any) -> bool:
+    t = type(v)
+    return t is int or t is float
+
+
+def _float_text(x: float) -> str:
+    if math.isnan(x) or math.isinf(x):
+        return "null"
+    return repr(x)
+
+
+def to_json_value(v: Any) -> Any:
+    """A JSON-serialisable copy: run results become their summary, functions their name."""
+    t = type(v)
+    if v is None or t is bool or t is int or t is str:
+        return v
+    if t is float:
+        return v if math.isfinite(v) else None
+    if t is list:
+        return [to_json_value(x) for x in v]
+    if t is dict:
+        return {k: to_json_value(x) for k, x in v.items()}
+    if hasattr(v, "summary"):
+        return v.summary
+    if hasattr(v, "dal_repr"):
+        return v.dal_repr()
+    return str(v)
+
+
+def _json_text(v: Any, out: list[str]) -> None:
+    t = type(v)
+    if v is None:
+        out.append("null")
+    elif t is bool:
+        out.append("true" if v else "false")
+    elif t is int:
+        out.append(str(v))
+    elif t is float:
+        out.append(_float_text(v))
+    elif t is str:
+        out.append(json.dumps(v, ensure_ascii=False))
+    elif t is list:
+        out.append("[")
+        for i, x in enumerate(v):
+            if i:
+                out.append(", ")
+            _json_text(x, out)
+        out.append("]")
+    elif t is dict:
+        out.append("{")
+        for i, (k, x) in enumerate(v.items()):
+            if i:
+                out.append(", ")
+            out.append(json.dumps(k, ensure_ascii=False))
+            out.append(": ")
+            _json_text(x, out)
+        out.append("}")
+    elif hasattr(v, "summary"):
+        out.append(json.dumps(v.summary, ensure_ascii=False))
+    elif hasattr(v, "dal_repr"):
+        out.append(v.dal_repr())
+    else:  # pragma: no cover - every DAL value is handled above
+        out.append(json.dumps(str(v)))
+
+
+def json_text(v: Any) -> str:
+    """Compact JSON as `print` shows it: `{"a": 1, "b": [true, null]}`."""
+    out: list[str] = []
+    _json_text(v, out)
+    return "".join(out)
+
+
+def display(v: Any) -> str:
+    """How `print` and `str` show a value: strings raw, run results as their summary, else JSON."""
+    if type(v) is str:
+        return v
+    if hasattr(v, "summary") and type(v) not in (list, dict):
+        return v.summary
+    if type(v) in (list, dict) or v is None or type(v) in (bool, int, float):
+        return json_text(v)
+    if hasattr(v, "dal_repr"):
+        return v.dal_repr()
+    return json_text(v)
+
+
+def dal_repr(v: Any) -> str:
+    """DAL literal form, as the REPL echoes an expression: strings quoted."""
+    if type(v) is str:
+        return json.dumps(v, ensure_ascii=False)
+    if hasattr(v, "summary") and type(v) not in (list, dict):
+        return f"<run result: {v.summary}>"
+    return json_text(v)
+
+
+def dal_eq(a: Any, b: Any) -> bool:
+    """Structural equality. Booleans are not numbers; a run result equals its summary."""
+    if a is b:
+        return True
+    ta, tb = type(a), type(b)
+    if ta is bool or tb is bool:
+        return ta is tb and a == b
+    if (ta is int or ta is float) and (tb is int or tb is float):
+        return a == b
+    if ta is str and tb is str:
+        return a == b
+    if ta is list and tb is list:
+        return len(a) == len(b) and all(dal_eq(x, y) for x, y in zip(a, b, strict=True))
+    if ta is dict and tb is dict:
+        if len(a) != len(b):
+            return False
+        for k, x in a.items():
+            if k not in b or not dal_eq(x, b[k]):
+                return False
+        return True
+    sa = getattr(a, "summary", None) if ta not in (list, dict) else None
+    sb = getattr(b, "summary", None) if tb not in (list, dict) else None
+    if sa is not None or sb is not None:
+        return (sa if sa is not None else a) == (sb if sb is not None else b)
+    return False

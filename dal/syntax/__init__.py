@@ -1,0 +1,1 @@
+"""Syntax: source text to a typed AST (grammar, transformer, spans, unparser)."""
