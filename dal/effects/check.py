@@ -115,7 +115,7 @@ def check_command(command: str, policy: Policy) -> Decision:
     except _Denied as e:
         return Decision(False, str(e))
     except ShellDenied as e:
-        return Decision(False, f"{e} is not allowed")
+        return Decision(False, f"shell syntax not allowed: {e}")
     except Exception as e:  # a bug must never turn into "allowed"
         return Decision(False, f"cannot analyse command: {type(e).__name__}: {e}")
 

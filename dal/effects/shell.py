@@ -379,7 +379,8 @@ def _check_newlines(root: tree_sitter.Node, src: bytes) -> None:
             stack.extend(n.children)
     for m in _NEWLINE_OUTSIDE_QUOTES.finditer(src):
         if not any(a <= m.start() < b for a, b in quoted):
-            raise ShellDenied("newline separator")
+            cont = m.start() > 0 and src[m.start() - 1 : m.start()] == b"\\"
+            raise ShellDenied("line continuation" if cont else "newline separator")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -399,7 +400,6 @@ def _parse(command: str) -> CommandList:
     if root.has_error:
         bad = _first_error(root)
         raise ShellDenied("syntax error" if bad is None else f"syntax error near {bad!r}")
-    _check_newlines(root, src)
     items: list[Pipeline] = []
     ops: list[str] = []
     expect_statement = True
@@ -420,6 +420,7 @@ def _parse(command: str) -> CommandList:
             raise ShellDenied(f"{child.type} separator" if child.type == "&" else _describe(child))
     if not items:
         raise ShellDenied("empty command")
+    _check_newlines(root, src)
     if len(ops) == len(items):  # trailing `;`
         ops.pop()
     if len(ops) != len(items) - 1:

@@ -1,0 +1,324 @@
+"""The decision corpus: everyday commands a tool loop needs must be allowed, every escape denied for its reason.
+
+A policy that denies everything fails the ALLOW half; one that allows too much fails the DENY half.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dal.effects import Policy, check_command
+
+ALLOW = [
+    # the article's two commands
+    "test -e 'COO-FILESYSTEM/articles/drafts/example.md' && echo present || echo missing",
+    "mkdir -p 'COO-FILESYSTEM/articles/drafts' && printf '%s\\n' '# Draft' > 'COO-FILESYSTEM/articles/drafts/example.md'",
+    "ls",
+    "ls -la docs",
+    "ls -l --color=never",
+    "ls -R docs",
+    "ls -- docs",
+    "ls docs/../docs",
+    "cat notes.txt",
+    "cat ./notes.txt",
+    "cat 'my file.txt'",
+    'cat "my file.txt"',
+    "cat my\\ file.txt",
+    "cat -- notes.txt",
+    "cat link_in/a.md",
+    "cat sub/up/notes.txt",
+    "cat notes.txt | sort | uniq -c | sort -rn | head -5",
+    "cat notes.txt &> both.txt",
+    "grep -rn TODO .",
+    "grep -r --include='*.md' TODO docs",
+    'grep -r --include="*.md" TODO docs',
+    "grep -c beta notes.txt 2>&1",
+    "grep -e foo -e bar notes.txt",
+    "grep -f docs/a.md notes.txt",
+    "grep --file=docs/a.md notes.txt",
+    "grep -q beta notes.txt && echo yes",
+    "grep -l -r beta --exclude-dir=.git .",
+    "grep -- -x notes.txt",
+    "grep -A 2 -B1 TODO notes.txt",
+    "wc -l notes.txt",
+    "wc -l < notes.txt",
+    "wc -w 'my file.txt' docs/a.md",
+    "head -n 3 notes.txt",
+    "head -3 notes.txt",
+    "tail -n 2 notes.txt",
+    "tail -n +2 notes.txt",
+    "touch new.txt",
+    "touch -c notes.txt",
+    "cp notes.txt copy.txt",
+    "cp -r docs docs2",
+    "cp notes.txt docs/",
+    "cp -t docs notes.txt",
+    "cp --target-directory=docs notes.txt",
+    "cp --target=docs notes.txt",
+    "mv notes.txt renamed.txt",
+    "mv -t docs notes.txt",
+    "mkdir out",
+    "mkdir -p a/b/c && touch a/b/c/d.txt",
+    "echo hello > out.txt",
+    "echo more >> out.txt",
+    "echo hi >&2",
+    "echo done > /dev/null",
+    "ls nope 2>/dev/null || echo none",
+    "ls > listing.txt 2>&1",
+    "test ! -e missing.txt",
+    "[ -d docs ] && echo dir",
+    "[ -f notes.txt ]",
+    "[ ! -e x -o -d docs ]",
+    "test -n 'x' ; echo done",
+    "echo a; echo b",
+    "echo a;",
+    "printf '%s\\n' a b c",
+    'echo "quoted \\"inner\\" text"',
+    "echo 'single $HOME stays literal'",
+    'echo "not \\$HOME"',
+    "echo '--include=*.md'",
+    "echo a\\;b",
+    "echo '#not a comment'",
+    "echo 'two\nlines inside quotes'",
+    "find . -name '*.md'",
+    "find docs -maxdepth 2 -type f",
+    "find . -name '*.md' -print0",
+    "find . -newer notes.txt",
+    "find . \\( -name '*.md' -o -name '*.txt' \\) -print",
+    "sort -o sorted.txt notes.txt",
+    "sort notes.txt > sorted.txt",
+    "sort -k2 -t, notes.txt",
+    "uniq notes.txt uniq_out.txt",
+    "diff notes.txt docs/a.md",
+    "diff -u notes.txt docs/a.md",
+    "diff -r --no-dereference docs docs",
+    "stat notes.txt",
+    "stat -c %s notes.txt",
+    "sha256sum notes.txt",
+    "md5sum notes.txt docs/a.md",
+    "basename /some/where/file.txt",
+    "dirname a/b/c",
+    "pwd",
+    "true",
+    "false || true",
+    "rm -f copy.txt",
+    "rm -rf docs2",
+    "rm sub/up/notes.txt",
+    "rm link_out",
+    "rm -rf sub/up",
+    "tee out2.txt < notes.txt",
+    "cut -d, -f1 notes.txt",
+    "tr a-z A-Z < notes.txt",
+    "seq 1 5",
+    "sleep 0",
+]
+
+# (command, a fragment the denial reason must contain)
+DENY = [
+    # paths outside, directly or through `..`
+    ("cat /etc/passwd", "outside"),
+    ("cat ../outside/canary.txt", "outside"),
+    ("cat docs/../../outside/canary.txt", "outside"),
+    ("ls /", "outside"),
+    ("ls ..", "outside"),
+    ("stat /etc/passwd", "outside"),
+    ("find / -name x", "outside"),
+    ("grep x /etc/passwd", "outside"),
+    ("diff notes.txt /etc/passwd", "outside"),
+    # every kind of symlink
+    ("cat link_out/canary.txt", "outside"),
+    ("cat link_passwd", "outside"),
+    ("cat file_link_out", "outside"),
+    ("echo x > link_out/new", "outside"),
+    ("echo x > file_link_out", "outside"),
+    ("echo x > dangling", "outside"),
+    ("touch dangling", "outside"),
+    ("cp notes.txt link_out", "outside"),
+    ("rm link_out/canary.txt", "outside"),
+    ("ls link_out/", "outside"),
+    # redirections outside
+    ("echo x > ../outside/canary.txt", "outside"),
+    ("echo x >> /etc/passwd", "outside"),
+    ("printf x > /tmp/evil", "outside"),
+    ("cat < /etc/shadow", "outside"),
+    ("ls 2> /tmp/err", "outside"),
+    ("ls &> ../both", "outside"),
+    # writes outside through operands and option values
+    ("touch ../outside/x", "outside"),
+    ("mkdir /tmp/evil", "outside"),
+    ("cp notes.txt ../outside/", "outside"),
+    ("cp -t ../outside notes.txt", "outside"),
+    ("cp --target-directory=../outside notes.txt", "outside"),
+    ("cp --target=../outside notes.txt", "outside"),
+    ("cp --targ ../outside notes.txt", "outside"),
+    ("mv notes.txt /tmp/", "outside"),
+    ("mv ../outside/canary.txt here", "outside"),
+    ("grep -f /etc/passwd notes.txt", "outside"),
+    ("grep --file=/etc/passwd x", "outside"),
+    ("touch -r /etc/passwd x", "outside"),
+    ("sort -o /etc/x notes.txt", "outside"),
+    ("sort --output=../out notes.txt", "outside"),
+    ("uniq notes.txt /tmp/out", "outside"),
+    ("tee /tmp/x < notes.txt", "outside"),
+    ("find . -newer /etc/passwd", "outside"),
+    ("rm -rf /", "outside"),
+    ("rm -rf ..", "outside"),
+    ("rm -rf .", "workspace itself"),
+    ("rm -rf sub/up/", "workspace itself"),
+    ("mv . ../elsewhere", "outside"),
+    # unsafe flags
+    ("rm --no-preserve-root -rf /", "removes /"),
+    ("cp -L -r docs x", "-L"),
+    ("cp --dereference -r docs x", "--dereference"),
+    ("grep -R x .", "-R"),
+    ("grep --dereference-recursive x .", "symlink"),
+    ("wc --files0-from=list.txt", "files0-from"),
+    ("find . -exec cat notes.txt ;", "-exec"),
+    ("find . -execdir cat ;", "-execdir"),
+    ("find . -delete", "-delete"),
+    ("find . -fprint out.txt", "-fprint"),
+    ("find -L .", "-L"),
+    ("find . -follow", "-follow"),
+    ("find . -ok cat ;", "-ok"),
+    ("sort --compress-program=sh notes.txt", "runs a program"),
+    ("tail -f notes.txt", "-f"),
+    ("diff -r docs docs", "symlink"),
+    ("sha256sum -c sums.txt", "-c"),
+    ("ls -L -R docs", "-L"),
+    ("cat --bogus notes.txt", "unknown option"),
+    ("grep --fi=x y", "ambiguous"),
+    # /proc, /dev and bash's fake sockets
+    ("head /proc/self/environ", "/proc"),
+    ("cat /proc/1/cmdline", "/proc"),
+    ("echo x > /dev/tcp/127.0.0.1/80", "network"),
+    ("cat < /dev/tcp/example.com/80", "network"),
+    ("cat /dev/sda", "/dev"),
+    # substitution and expansion
+    ("echo $(id)", "command substitution"),
+    ("echo `id`", "backticks"),
+    ('echo "$(id)"', "command substitution"),
+    ("cat <(ls)", "process substitution"),
+    ("echo $HOME", "variable expansion"),
+    ("echo ${HOME}", "parameter expansion"),
+    ('echo "$HOME"', "expansion"),
+    ('echo x > "$HOME/x"', "expansion"),
+    ("echo $((1+1))", "arithmetic"),
+    ("echo $'\\x41'", "ANSI-C"),
+    ("cat 'a'$'b'", "ANSI-C"),
+    ("ls *.md", "glob"),
+    ("ls ?.md", "glob"),
+    ("ls [ab].md", "glob"),
+    ("grep --include=*.md x", "glob"),
+    ("echo {a,b}", "brace"),
+    ("cat ~/.ssh/id_rsa", "tilde"),
+    # heredocs, compound commands, assignments, separators
+    ("cat <<EOF\nx\nEOF", "heredoc"),
+    ("cat <<< x", "here-string"),
+    ("(ls)", "subshell"),
+    ("{ ls; }", "group"),
+    ("f() { ls; }; f", "function"),
+    ("for i in a; do echo x; done", "loop"),
+    ("while true; do ls; done", "loop"),
+    ("if true; then ls; fi", "if"),
+    ("case x in x) ls;; esac", "case"),
+    ("X=1 ls", "assignment"),
+    ("X=1", "assignment"),
+    ("export X=1", "declaration"),
+    ("ls &", "&"),
+    ("ls & ls", "&"),
+    ("ls\nls", "newline"),
+    ("echo a\\\nb", "line continuation"),
+    ("! ls", "negation"),
+    ("ls # comment", "comment"),
+    ("ls ;; ls", "';;'"),
+    ("ls |& wc", "|&"),
+    ("ls >| x", ">|"),
+    ("ls 3> x", "descriptor 3"),
+    ("echo x >& out.txt", ">&"),
+    ("ls 2>&-", "redirection"),
+    ("[[ -e x ]]", "[["),
+    ("echo ((", "syntax error"),
+    ("", "empty"),
+    # interpreters and wrappers
+    ("sh -c ls", "runs other programs"),
+    ("bash -c 'ls'", "runs other programs"),
+    ("python3 -c 'print(1)'", "runs other programs"),
+    ("env ls", "runs other programs"),
+    ("xargs rm", "runs other programs"),
+    ("timeout 5 ls", "runs other programs"),
+    ("nohup ls", "runs other programs"),
+    ("sudo ls", "runs other programs"),
+    ("command ls", "runs other programs"),
+    ("exec ls", "runs other programs"),
+    ("eval ls", "runs other programs"),
+    ("source x.sh", "runs other programs"),
+    (". x.sh", "runs other programs"),
+    ("awk '{print}' notes.txt", "runs other programs"),
+    ("sed -i s/a/b/ notes.txt", "runs other programs"),
+    ("cat notes.txt | sh", "runs other programs"),
+    ("ls && bash", "runs other programs"),
+    # programs by path or in disguise
+    ("/bin/ls", "path-qualified"),
+    ("./script.sh", "path-qualified"),
+    ("../bin/ls", "path-qualified"),
+    ("\\rm x", "backslash"),
+    ("'rm' x", "quoted"),
+    ('"ls"', "quoted"),
+    ("l's'", "quoted"),
+    ("curl http://example.com", "not an allowed program"),
+    ("git status", "not an allowed program"),
+    ("cd /", "builtin"),
+    ("nosuchprogram", "not an allowed program"),
+]
+
+
+@pytest.fixture(scope="module")
+def policy(shared_workspace: Path) -> Policy:
+    return Policy.load(shared_workspace)
+
+
+def test_corpus_is_big_enough() -> None:
+    assert len(ALLOW) + len(DENY) >= 120
+    assert len(set(ALLOW)) == len(ALLOW)
+    assert len({c for c, _ in DENY}) == len(DENY)
+
+
+@pytest.mark.parametrize("command", ALLOW)
+def test_everyday_command_is_allowed(command: str, policy: Policy) -> None:
+    decision = check_command(command, policy)
+    assert decision.allowed, decision.reason
+    assert not decision.approval_required
+
+
+@pytest.mark.parametrize(("command", "why"), DENY)
+def test_hostile_command_is_denied_for_its_reason(command: str, why: str, policy: Policy) -> None:
+    decision = check_command(command, policy)
+    assert not decision.allowed
+    assert why in decision.reason
+
+
+def test_article_commands_report_class_and_paths(policy: Policy) -> None:
+    check = check_command(ALLOW[0], policy)
+    assert check.effect_class == "read"
+    assert check.reads == ("COO-FILESYSTEM/articles/drafts/example.md",)
+    create = check_command(ALLOW[1], policy)
+    assert create.effect_class == "local"
+    assert create.idempotent
+    assert create.writes == ("COO-FILESYSTEM/articles/drafts", "COO-FILESYSTEM/articles/drafts/example.md")
+    assert create.programs == ("mkdir", "printf")
+
+
+def test_copy_into_directory_writes_the_file_inside_it(policy: Policy) -> None:
+    assert check_command("cp notes.txt docs/", policy).writes == ("docs/notes.txt",)
+    assert check_command("cp notes.txt docs", policy).writes == ("docs/notes.txt",)
+    assert check_command("mv notes.txt new.txt", policy).writes == ("new.txt", "notes.txt")
+
+
+def test_append_is_not_idempotent_and_mkdir_needs_p(policy: Policy) -> None:
+    assert not check_command("echo x >> log.txt", policy).idempotent
+    assert check_command("echo x > log.txt", policy).idempotent
+    assert not check_command("mkdir d", policy).idempotent
+    assert check_command("rm -f x", policy).idempotent
+    assert not check_command("rm x", policy).idempotent
