@@ -15,12 +15,32 @@ SHA = "a" * 64
 RUN_ID = "run_20260902T101500000Z_4f9a2c"
 
 
-def effect(seq: int, command: str, summary: str, *, status: str = "completed", cls: str | None = "read",
-           code: int | None = 0, iteration: int | None = None, **extra: Any) -> dict[str, Any]:
+def effect(
+    seq: int,
+    command: str,
+    summary: str,
+    *,
+    status: str = "completed",
+    cls: str | None = "read",
+    code: int | None = 0,
+    iteration: int | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     entry = {
-        "seq": seq, "command": command, "status": status, "class": cls, "code": code, "summary": summary,
-        "reason": None, "reads": [], "writes": [], "duration_ms": 3.5, "line": 12, "column": 17,
-        "loop_iteration": iteration, "replayed": False,
+        "seq": seq,
+        "command": command,
+        "status": status,
+        "class": cls,
+        "code": code,
+        "summary": summary,
+        "reason": None,
+        "reads": [],
+        "writes": [],
+        "duration_ms": 3.5,
+        "line": 12,
+        "column": 17,
+        "loop_iteration": iteration,
+        "replayed": False,
     }
     entry.update(extra)
     return entry
@@ -30,14 +50,31 @@ def record(iteration: int, operation: str, outcome: str) -> dict[str, Any]:
     return {"iteration": iteration, "kind": "record", "operation": operation, "outcome": outcome}
 
 
-def loop(*, exit: str = "condition", clause: str | None = None, iterations: int = 1,
-         evidence: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
+def loop(
+    *,
+    exit: str = "condition",
+    clause: str | None = None,
+    iterations: int = 1,
+    evidence: list[dict[str, Any]] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     entry = {
-        "kind": "while", "file": "article.dal", "line": 9, "column": 1, "source": WHILE_SOURCE,
-        "exit": exit, "clause": clause, "iterations": iterations, "steps": 40 * iterations,
-        "started_at": "2026-09-02T10:15:00.010Z", "duration_ms": 12.0,
+        "kind": "while",
+        "file": "article.dal",
+        "line": 9,
+        "column": 1,
+        "source": WHILE_SOURCE,
+        "exit": exit,
+        "clause": clause,
+        "iterations": iterations,
+        "steps": 40 * iterations,
+        "started_at": "2026-09-02T10:15:00.010Z",
+        "duration_ms": 12.0,
         "snapshot": {"state": {"status": "pending", "attempt": iterations, "max_attempts": 3}},
-        "evidence": evidence or [], "evidence_omitted": 0, "exits": 1, "aggregated": False,
+        "evidence": evidence or [],
+        "evidence_omitted": 0,
+        "exits": 1,
+        "aggregated": False,
     }
     entry.update(extra)
     return entry
@@ -77,37 +114,76 @@ def base_receipt(**overrides: Any) -> dict[str, Any]:
 def article_verified() -> dict[str, Any]:
     """The first article's loop, verified on the second attempt, ending with finish(receipt)."""
     check = "test -e '" + ARTICLE_PATH + "' && echo present || echo missing"
-    create = ("mkdir -p 'COO-FILESYSTEM/articles/drafts' && printf '%s\\n' '# Draft' > '" + ARTICLE_PATH + "'")
+    create = "mkdir -p 'COO-FILESYSTEM/articles/drafts' && printf '%s\\n' '# Draft' > '" + ARTICLE_PATH + "'"
     evidence = [
         record(1, "check_destination", "missing"),
         record(1, "create_destination", "command completed"),
         record(2, "check_destination", "present"),
     ]
     loop_evidence = [
-        {"iteration": 1, "kind": "effect", "operation": "run", "outcome": "missing", "seq": 1, "command": check,
-         "status": "completed", "code": 0},
+        {
+            "iteration": 1,
+            "kind": "effect",
+            "operation": "run",
+            "outcome": "missing",
+            "seq": 1,
+            "command": check,
+            "status": "completed",
+            "code": 0,
+        },
         evidence[0],
-        {"iteration": 1, "kind": "effect", "operation": "run", "outcome": "command completed", "seq": 2,
-         "command": create, "status": "completed", "code": 0},
+        {
+            "iteration": 1,
+            "kind": "effect",
+            "operation": "run",
+            "outcome": "command completed",
+            "seq": 2,
+            "command": create,
+            "status": "completed",
+            "code": 0,
+        },
         evidence[1],
-        {"iteration": 2, "kind": "effect", "operation": "run", "outcome": "present", "seq": 3, "command": check,
-         "status": "completed", "code": 0},
+        {
+            "iteration": 2,
+            "kind": "effect",
+            "operation": "run",
+            "outcome": "present",
+            "seq": 3,
+            "command": check,
+            "status": "completed",
+            "code": 0,
+        },
         evidence[2],
     ]
     return base_receipt(
         operation=ARTICLE_KEY,
         key=ARTICLE_KEY,
-        effects={"count": 3, "budget": None, "omitted": 0, "items": [
-            effect(1, check, "missing", iteration=1),
-            effect(2, create, "command completed", cls="local", iteration=1,
-                   writes=["COO-FILESYSTEM/articles/drafts", ARTICLE_PATH]),
-            effect(3, check, "present", iteration=2),
-        ]},
+        effects={
+            "count": 3,
+            "budget": None,
+            "omitted": 0,
+            "items": [
+                effect(1, check, "missing", iteration=1),
+                effect(
+                    2,
+                    create,
+                    "command completed",
+                    cls="local",
+                    iteration=1,
+                    writes=["COO-FILESYSTEM/articles/drafts", ARTICLE_PATH],
+                ),
+                effect(3, check, "present", iteration=2),
+            ],
+        },
         artifacts=[{"path": ARTICLE_PATH, "state": "exists", "size": 8, "sha256": "b" * 64}],
         result={
-            "path": ARTICLE_PATH, "status": "verified", "attempts": 2,
-            "evidence": [{"attempt": e["iteration"], "operation": e["operation"], "outcome": e["outcome"]}
-                         for e in evidence],
+            "path": ARTICLE_PATH,
+            "status": "verified",
+            "attempts": 2,
+            "evidence": [
+                {"attempt": e["iteration"], "operation": e["operation"], "outcome": e["outcome"]}
+                for e in evidence
+            ],
         },
         loops=[loop(clause='state.status == "pending"', iterations=2, evidence=loop_evidence)],
     )
@@ -117,13 +193,24 @@ def article_exhausted() -> dict[str, Any]:
     """The first article's loop when the write keeps failing: three attempts, then the script's fail()."""
     ev = []
     for i in (1, 2, 3):
-        ev += [record(i, "check_destination", "missing"),
-               record(i, "create_destination", "command failed (exit 1): Permission denied")]
+        ev += [
+            record(i, "check_destination", "missing"),
+            record(i, "create_destination", "command failed (exit 1): Permission denied"),
+        ]
     items = []
     for i in (1, 2, 3):
-        items += [effect(2 * i - 1, "test -e ...", "missing", iteration=i),
-                  effect(2 * i, "mkdir -p ...", "command failed (exit 1): Permission denied", status="failed",
-                         cls="local", code=1, iteration=i)]
+        items += [
+            effect(2 * i - 1, "test -e ...", "missing", iteration=i),
+            effect(
+                2 * i,
+                "mkdir -p ...",
+                "command failed (exit 1): Permission denied",
+                status="failed",
+                cls="local",
+                code=1,
+                iteration=i,
+            ),
+        ]
     stop = {"attempt": 3, "operation": "stop", "outcome": "attempt budget reached"}
     return base_receipt(
         operation=ARTICLE_KEY,
@@ -132,9 +219,15 @@ def article_exhausted() -> dict[str, Any]:
         retry="inspect",
         effects={"count": 6, "budget": None, "omitted": 0, "items": items},
         artifacts=[{"path": ARTICLE_PATH, "state": "missing", "size": None, "sha256": None}],
-        result={"path": ARTICLE_PATH, "status": "exhausted", "attempts": 3,
-                "evidence": [{"attempt": e["iteration"], "operation": e["operation"], "outcome": e["outcome"]}
-                             for e in ev] + [stop]},
+        result={
+            "path": ARTICLE_PATH,
+            "status": "exhausted",
+            "attempts": 3,
+            "evidence": [
+                {"attempt": e["iteration"], "operation": e["operation"], "outcome": e["outcome"]} for e in ev
+            ]
+            + [stop],
+        },
         loops=[loop(clause="state.attempt < state.max_attempts", iterations=3, evidence=ev)],
     )
 
@@ -146,14 +239,29 @@ def verification_failed() -> dict[str, Any]:
         status="failed",
         retry="inspect",
         blocker="required framing paragraph is missing",
-        effects={"count": 2, "budget": None, "omitted": 0, "items": [
-            effect(1, "printf '%s\\n' '# Draft' > " + ARTICLE_PATH, "command completed", cls="local",
-                   writes=[ARTICLE_PATH]),
-            effect(2, "grep -q 'framing' " + ARTICLE_PATH, "command failed (exit 1)", status="failed", code=1),
-        ]},
+        effects={
+            "count": 2,
+            "budget": None,
+            "omitted": 0,
+            "items": [
+                effect(
+                    1,
+                    "printf '%s\\n' '# Draft' > " + ARTICLE_PATH,
+                    "command completed",
+                    cls="local",
+                    writes=[ARTICLE_PATH],
+                ),
+                effect(
+                    2, "grep -q 'framing' " + ARTICLE_PATH, "command failed (exit 1)", status="failed", code=1
+                ),
+            ],
+        },
         artifacts=[{"path": ARTICLE_PATH, "state": "exists", "size": 8, "sha256": "c" * 64}],
-        result={"status": "verification_failed", "blocker": "required framing paragraph is missing",
-                "retry": "inspect"},
+        result={
+            "status": "verification_failed",
+            "blocker": "required framing paragraph is missing",
+            "retry": "inspect",
+        },
     )
 
 
@@ -162,9 +270,14 @@ def script_error() -> dict[str, Any]:
         status="failed",
         retry="repair",
         error={
-            "kind": "TypeError", "message": "cannot add string and int; use str(...)", "file": "article.dal",
-            "line": 14, "column": 9, "end_line": 14, "end_column": 27,
-            "source_line": "  let msg = \"attempt \" + state.attempt",
+            "kind": "TypeError",
+            "message": "cannot add string and int; use str(...)",
+            "file": "article.dal",
+            "line": 14,
+            "column": 9,
+            "end_line": 14,
+            "end_column": 27,
+            "source_line": '  let msg = "attempt " + state.attempt',
             "call_stack": [{"function": "<script>", "file": "article.dal", "line": 14, "column": 9}],
         },
         loops=[loop(exit="error", iterations=1)],
@@ -177,10 +290,21 @@ def waiting_approval() -> dict[str, Any]:
         retry="escalate",
         external_effect="pending_approval",
         blocker="approval required for sendmail",
-        effects={"count": 1, "budget": 10, "omitted": 0, "items": [
-            effect(4, "sendmail ops@example.com < report.txt", "waiting for approval", status="pending_approval",
-                   cls="external", code=None),
-        ]},
+        effects={
+            "count": 1,
+            "budget": 10,
+            "omitted": 0,
+            "items": [
+                effect(
+                    4,
+                    "sendmail ops@example.com < report.txt",
+                    "waiting for approval",
+                    status="pending_approval",
+                    cls="external",
+                    code=None,
+                ),
+            ],
+        },
     )
 
 
@@ -190,10 +314,21 @@ def waiting_uncertain() -> dict[str, Any]:
         retry="escalate",
         external_effect="uncertain",
         blocker="outcome of `curl -X POST https://api.example.com/publish` is unknown",
-        effects={"count": 1, "budget": None, "omitted": 0, "items": [
-            effect(2, "curl -X POST https://api.example.com/publish", "outcome unknown", status="uncertain",
-                   cls="external", code=None),
-        ]},
+        effects={
+            "count": 1,
+            "budget": None,
+            "omitted": 0,
+            "items": [
+                effect(
+                    2,
+                    "curl -X POST https://api.example.com/publish",
+                    "outcome unknown",
+                    status="uncertain",
+                    cls="external",
+                    code=None,
+                ),
+            ],
+        },
     )
 
 
@@ -206,9 +341,17 @@ def exhausted() -> dict[str, Any]:
         status="exhausted",
         retry="inspect",
         steps={"used": 1000, "budget": 1000},
-        error={"kind": "BudgetExhausted", "message": "step budget of 1000 used up", "file": "spin.dal",
-               "line": 3, "column": 1, "end_line": 3, "end_column": 6, "source_line": "while true {",
-               "call_stack": []},
+        error={
+            "kind": "BudgetExhausted",
+            "message": "step budget of 1000 used up",
+            "file": "spin.dal",
+            "line": 3,
+            "column": 1,
+            "end_line": 3,
+            "end_column": 6,
+            "source_line": "while true {",
+            "call_stack": [],
+        },
         loops=[loop(exit="budget", iterations=333, source="while true")],
     )
 
@@ -218,8 +361,17 @@ def rejected() -> dict[str, Any]:
         status="rejected",
         retry="repair",
         steps={"used": 0, "budget": 1_000_000},
-        error={"kind": "SyntaxError", "message": "unexpected '}'", "file": "broken.dal", "line": 7,
-               "column": 3, "end_line": 7, "end_column": 4, "source_line": "  }", "call_stack": []},
+        error={
+            "kind": "SyntaxError",
+            "message": "unexpected '}'",
+            "file": "broken.dal",
+            "line": 7,
+            "column": 3,
+            "end_line": 7,
+            "end_column": 4,
+            "source_line": "  }",
+            "call_stack": [],
+        },
         script={"path": "broken.dal", "sha256": SHA},
     )
 
@@ -264,6 +416,13 @@ def receipts() -> dict[str, Any]:
 def build() -> SimpleNamespace:
     """The builders themselves, for tests that shape their own receipts (no imports from conftest)."""
     return SimpleNamespace(
-        base=base_receipt, effect=effect, record=record, loop=loop, article_path=ARTICLE_PATH,
-        article_key=ARTICLE_KEY, while_source=WHILE_SOURCE, run_id=RUN_ID, statuses=ALL_STATUSES,
+        base=base_receipt,
+        effect=effect,
+        record=record,
+        loop=loop,
+        article_path=ARTICLE_PATH,
+        article_key=ARTICLE_KEY,
+        while_source=WHILE_SOURCE,
+        run_id=RUN_ID,
+        statuses=ALL_STATUSES,
     )

@@ -22,8 +22,12 @@ def test_huge_list_shows_length_head_and_tail_quickly() -> None:
     for _ in range(1000):
         out = compact(xs)
     elapsed = time.perf_counter() - start
-    assert out == {"$elided": "list", "length": 200_000, "head": [0, 1, 2, 3], "tail": [199_996, 199_997, 199_998,
-                                                                                       199_999]}
+    assert out == {
+        "$elided": "list",
+        "length": 200_000,
+        "head": [0, 1, 2, 3],
+        "tail": [199_996, 199_997, 199_998, 199_999],
+    }
     assert elapsed < 0.5  # a thousand snapshots of it: proportional to what is shown, not to its length
 
 
@@ -61,8 +65,10 @@ def test_run_results_and_functions_show_as_text() -> None:
         def dal_repr(self) -> str:
             return "<fn record(state, operation, outcome)>"
 
-    assert compact({"r": Result(), "f": Fn()}) == {"r": "command completed",
-                                                   "f": "<fn record(state, operation, outcome)>"}
+    assert compact({"r": Result(), "f": Fn()}) == {
+        "r": "command completed",
+        "f": "<fn record(state, operation, outcome)>",
+    }
 
 
 def test_unprintable_numbers_stay_json() -> None:
@@ -73,7 +79,9 @@ def test_unprintable_numbers_stay_json() -> None:
 
 values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=600),
-    lambda children: st.lists(children, max_size=30) | st.dictionaries(st.text(max_size=20), children, max_size=30),
+    lambda children: (
+        st.lists(children, max_size=30) | st.dictionaries(st.text(max_size=20), children, max_size=30)
+    ),
     max_leaves=300,
 )
 

@@ -41,7 +41,18 @@ def test_unknown_status_is_an_error() -> None:
         derive_retry("verified")
 
 
-@pytest.mark.parametrize("name", ["completed", "exhausted", "waiting", "interrupted", "rejected", "skipped",
-                                  "script_error", "waiting_uncertain"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "completed",
+        "exhausted",
+        "waiting",
+        "interrupted",
+        "rejected",
+        "skipped",
+        "script_error",
+        "waiting_uncertain",
+    ],
+)
 def test_fixture_receipts_carry_the_derived_class(receipts: dict, name: str) -> None:
     assert derive_retry_for(receipts[name]) == receipts[name]["retry"]

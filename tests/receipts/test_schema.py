@@ -19,8 +19,20 @@ def test_schema_file_ships_inside_the_package() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["completed", "failed", "exhausted", "waiting", "interrupted", "rejected", "skipped", "article_verified",
-     "article_exhausted", "verification_failed", "script_error", "waiting_uncertain"],
+    [
+        "completed",
+        "failed",
+        "exhausted",
+        "waiting",
+        "interrupted",
+        "rejected",
+        "skipped",
+        "article_verified",
+        "article_exhausted",
+        "verification_failed",
+        "script_error",
+        "waiting_uncertain",
+    ],
 )
 def test_every_kind_of_receipt_validates(receipts: dict, name: str) -> None:
     validate(receipts[name])

@@ -1,0 +1,356 @@
+"""The run store: receipts come back as saved, runs are found the way people name them, failures of the
+file itself are explained, and nothing already written is ever lost."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from dal.receipts.ids import new_run_id
+from dal.receipts.schema import ReceiptSchemaError
+from dal.receipts.store import SCHEMA_VERSION, NoStore, RunNotFound, Store, StoreError, store_path
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "ws" / ".dal" / "dal.db"
+
+
+def test_round_trip_keeps_the_receipt_exactly(db: Path, receipts: dict) -> None:
+    with Store(db) as store:
+        store.save_receipt(receipts["article_verified"])
+        back = store.get_run(receipts["article_verified"]["run_id"])
+    assert back == receipts["article_verified"]
+    # Same key order too: `dal receipt show --json` prints the receipt as the runtime made it.
+    assert json.dumps(back) == json.dumps(receipts["article_verified"])
+    assert db.is_file()
+
+
+def test_loop_receipts_are_rows_of_their_own(db: Path, receipts: dict) -> None:
+    with Store(db) as store:
+        store.save_receipt(receipts["article_exhausted"])
+        loops = store.loops(receipts["article_exhausted"]["run_id"])
+    assert [lp["clause"] for lp in loops] == ["state.attempt < state.max_attempts"]
+    rows = sqlite3.connect(db).execute("SELECT exit, clause, iterations FROM loops").fetchall()
+    assert rows == [("condition", "state.attempt < state.max_attempts", 3)]
+
+
+def test_saving_again_replaces_the_run(db: Path, receipts: dict) -> None:
+    r = receipts["interrupted"]
+    with Store(db) as store:
+        store.save_receipt(r)
+        r2 = dict(r, status="completed", retry="none", loops=[])
+        store.save_receipt(r2)
+        assert store.get_run(r["run_id"])["status"] == "completed"
+        assert store.loops(r["run_id"]) == []
+        assert store.count_runs() == 1
+
+
+def test_invalid_receipt_is_refused_before_anything_is_written(db: Path, build) -> None:
+    with Store(db) as store:
+        with pytest.raises(ReceiptSchemaError, match="status"):
+            store.save_receipt(build.base(status="ok"))
+        assert store.count_runs() == 0
+
+
+def many(build, n: int, **fields) -> list[dict]:
+    out = []
+    for i in range(n):
+        out.append(
+            build.base(
+                run_id=f"run_20261129T19{i // 60000 % 60:02d}{i // 1000 % 60:02d}{i % 1000:03d}Z_{i:06x}",
+                **fields,
+            )
+        )
+    return out
+
+
+def test_find_by_id_prefix_key_operation_and_latest(db: Path, receipts: dict, build) -> None:
+    first = receipts["article_verified"]  # run_20260902T101500000Z_4f9a2c, key article-draft:...
+    dup = receipts["skipped"]  # run_20260902T111500000Z_0a0b0c, same key, newer
+    other = build.base(run_id="run_20260902T091500000Z_ffffff", operation="script:other")
+    with Store(db) as store:
+        store.save_receipts([first, dup, other])
+        assert store.find(first["run_id"])["run_id"] == first["run_id"]
+        assert store.find("run_20260902T10")["run_id"] == first["run_id"]
+        assert store.find(build.article_key)["run_id"] == dup["run_id"]  # newest run of the key
+        assert store.find("script:other")["run_id"] == other["run_id"]
+        assert store.find("latest")["run_id"] == dup["run_id"]
+        assert store.find("  latest ")["run_id"] == dup["run_id"]
+        with pytest.raises(RunNotFound, match="matches several runs"):
+            store.find("run_20260902T")
+        with pytest.raises(RunNotFound, match="no run, operation or key matches 'nope'"):
+            store.find("nope")
+        with pytest.raises(RunNotFound, match="dal receipts"):
+            store.find("run_20991231T000000000Z_abcdef")
+
+
+def test_a_run_in_progress_is_listed_but_has_no_receipt(db: Path) -> None:
+    rid = new_run_id()
+    with Store(db) as store:
+        store.begin_run(rid, operation="script:slow", policy={"allow_run": ["echo"]})
+        assert store.list_runs()[0]["status"] == "running"
+        assert store.get_run(rid) is None
+        with pytest.raises(RunNotFound, match="has not finished yet"):
+            store.find(rid)
+        with pytest.raises(RunNotFound, match="no finished runs yet"):
+            store.find("latest")
+
+
+def test_list_filters_and_order(db: Path, receipts: dict, build) -> None:
+    with Store(db) as store:
+        store.save_receipts(
+            [receipts[n] for n in ("article_verified", "skipped")]
+            + [
+                build.base(
+                    run_id="run_20260903T000000000Z_000001",
+                    status="waiting",
+                    retry="escalate",
+                    external_effect="pending_approval",
+                    operation="deploy:web",
+                )
+            ]
+            + [
+                build.base(
+                    run_id="run_20260903T000000000Z_000002",
+                    status="failed",
+                    retry="inspect",
+                    operation="deploy:db",
+                )
+            ]
+        )
+        ids = [r["run_id"] for r in store.list_runs()]
+        assert ids == sorted(ids, reverse=True)
+        assert [r["status"] for r in store.list_runs(waiting=True)] == ["waiting"]
+        assert [r["operation"] for r in store.list_runs(status="failed")] == ["deploy:db"]
+        assert {r["operation"] for r in store.list_runs(operation="deploy:*")} == {"deploy:web", "deploy:db"}
+        assert len(store.list_runs(operation=build.article_key)) == 2
+        assert len(store.list_runs(limit=1)) == 1
+        assert store.count_runs(operation="deploy:*") == 2
+
+
+def test_ten_thousand_runs_list_well_under_a_second(db: Path, build) -> None:
+    with Store(db) as store:
+        store.save_receipts(many(build, 10_000), validate=False)
+        start = time.perf_counter()
+        rows = store.list_runs(limit=None)
+        latest = store.find("latest")
+        recent = store.list_runs(limit=20, status="completed")
+        elapsed = time.perf_counter() - start
+    assert len(rows) == 10_000 and len(recent) == 20
+    assert latest["run_id"] == rows[0]["run_id"]
+    assert elapsed < 0.5
+
+
+def test_journal_intent_then_result_survives_reopening(db: Path) -> None:
+    rid = new_run_id()
+    with Store(db) as store:
+        store.begin_run(rid, operation="op")
+        store.journal_intent(rid, 1, "echo hi", "read", detail={"decision": "allow"})
+        store.journal_intent(rid, 2, "sendmail ops@example.com", "external")
+        store.journal_result(rid, 1, {"status": "completed", "code": 0, "stdout": "hi\n"})
+    with Store(db) as store:
+        journal = store.journal(rid)
+    assert [(e["seq"], e["status"]) for e in journal] == [(1, "completed"), (2, "intent")]
+    assert journal[0]["result"]["stdout"] == "hi\n" and journal[0]["detail"] == {"decision": "allow"}
+    assert journal[1]["result"] is None  # an intent without a result: outcome unknown
+
+
+def test_journal_result_is_final(db: Path) -> None:
+    with Store(db) as store:
+        store.journal_intent("run_x", 1, "touch a", "local")
+        store.journal_intent("run_x", 1, "touch a", "local")  # again, still unknown: allowed
+        store.journal_result("run_x", 1, {"status": "completed"})
+        with pytest.raises(StoreError, match="already has a journaled result"):
+            store.journal_intent("run_x", 1, "touch a", "local")
+        with pytest.raises(StoreError, match="no intent journaled for effect 9"):
+            store.journal_result("run_x", 9, {"status": "completed"})
+
+
+def test_approvals_record_who_when_and_note(db: Path) -> None:
+    with Store(db) as store:
+        row = store.record_approval("run_x", 4, "approve", who="ana", note="checked the recipients")
+        store.record_approval("run_x", 4, "deny", who="bo")
+        decisions = store.approvals("run_x")
+    assert row["at"].endswith("Z")
+    assert [(d["decision"], d["who"], d["note"]) for d in decisions] == [
+        ("approve", "ana", "checked the recipients"),
+        ("deny", "bo", None),
+    ]
+
+
+def test_store_path_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DAL_STORE", raising=False)
+    assert store_path(None, tmp_path) == tmp_path / ".dal" / "dal.db"
+    monkeypatch.setenv("DAL_STORE", str(tmp_path / "env.db"))
+    assert store_path(None, tmp_path) == tmp_path / "env.db"
+    assert store_path(str(tmp_path / "flag.db"), tmp_path) == tmp_path / "flag.db"
+
+
+def test_reopening_keeps_the_schema_version(db: Path) -> None:
+    Store(db).close()
+    with Store(db) as store:
+        assert store.version == SCHEMA_VERSION
+    rows = sqlite3.connect(db).execute("SELECT version FROM schema_version").fetchall()
+    assert rows == [(SCHEMA_VERSION,)]
+
+
+# -- read-only access -----------------------------------------------------------------------------------
+
+
+def test_readonly_open_of_a_missing_store_creates_nothing(tmp_path: Path) -> None:
+    with pytest.raises(NoStore, match="no runs yet"):
+        Store(tmp_path / ".dal" / "dal.db", readonly=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_readonly_reader_leaves_no_side_files(db: Path, receipts: dict) -> None:
+    with Store(db) as store:
+        store.save_receipt(receipts["article_verified"])
+    before = sorted(p.name for p in db.parent.iterdir())
+    with Store(db, readonly=True) as ro:
+        assert ro.find("latest")["run_id"] == receipts["article_verified"]["run_id"]
+        assert len(ro.list_runs()) == 1
+        with pytest.raises(StoreError, match="read-only"):
+            ro.save_receipt(receipts["failed"])
+    assert sorted(p.name for p in db.parent.iterdir()) == before == ["dal.db"]
+
+
+def test_readonly_reader_sees_runs_written_after_it_opened(db: Path, receipts: dict) -> None:
+    with Store(db) as store:
+        store.save_receipt(receipts["article_verified"])
+    with Store(db, readonly=True) as ro:
+        assert ro.count_runs() == 1
+        with Store(db) as writer:
+            writer.save_receipt(receipts["skipped"])
+            assert ro.count_runs() == 2  # writer still open: read through the WAL
+        assert ro.find("latest")["status"] == "skipped"
+
+
+# -- the file itself going wrong --------------------------------------------------------------------------
+
+
+def test_locked_store_says_so_and_loses_nothing(db: Path, receipts: dict) -> None:
+    with Store(db) as store:
+        store.save_receipt(receipts["article_verified"])
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with Store(db, timeout=0.1) as store, pytest.raises(StoreError) as info:
+            store.save_receipt(receipts["failed"])
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    message = str(info.value)
+    assert "locked" in message and str(db) in message and "try again" in message
+    with Store(db) as store:
+        assert store.get_run(receipts["article_verified"]["run_id"]) == receipts["article_verified"]
+
+
+def test_readonly_store_says_what_to_do(db: Path, receipts: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    with Store(db) as store:
+        store.save_receipt(receipts["article_verified"])
+    if os.geteuid() != 0:
+        os.chmod(db, 0o444)
+        os.chmod(db.parent, 0o555)
+    else:  # root ignores file modes: open the file through SQLite's read-only mode instead
+        real = sqlite3.connect
+
+        def ro_connect(path, *args, **kwargs):
+            kwargs["uri"] = True
+            return real(f"file:{Path(path).as_posix()}?mode=ro", *args, **kwargs)
+
+        monkeypatch.setattr(sqlite3, "connect", ro_connect)
+    try:
+        with pytest.raises(StoreError) as info:
+            with Store(db) as store:
+                store.save_receipt(receipts["failed"])
+    finally:
+        monkeypatch.undo()
+        os.chmod(db.parent, 0o755)
+        os.chmod(db, 0o644)
+    message = str(info.value)
+    assert "read-only" in message and str(db) in message and "--store" in message
+    with Store(db, readonly=True) as ro:
+        assert ro.count_runs() == 1
+
+
+def test_garbage_file_is_reported_and_left_untouched(db: Path) -> None:
+    db.parent.mkdir(parents=True)
+    db.write_bytes(b"this is not sqlite\n" * 100)
+    before = db.read_bytes()
+    for readonly in (False, True):
+        with pytest.raises(StoreError) as info:
+            Store(db, readonly=readonly)
+        message = str(info.value)
+        assert "not a readable DAL store" in message and str(db) in message and "mv" in message
+    assert db.read_bytes() == before
+
+
+def test_damaged_pages_are_reported_not_a_traceback(db: Path, build) -> None:
+    with Store(db) as store:
+        store.save_receipts(many(build, 300), validate=False)
+    data = bytearray(db.read_bytes())
+    page = 4096
+    for offset in range(2 * page, len(data) - page, page):  # keep the header page, wreck the rest
+        data[offset : offset + 64] = b"\xff" * 64
+    db.write_bytes(bytes(data))
+    before = db.read_bytes()
+    with pytest.raises(StoreError, match="not a readable DAL store"):
+        with Store(db, readonly=True) as ro:
+            ro.list_runs(limit=None)
+            ro.find("latest")
+            assert ro.integrity_check() == []  # if reading happened to work, the check must still fail
+    assert db.read_bytes() == before
+
+
+def test_newer_store_is_refused_unchanged(db: Path, receipts: dict) -> None:
+    with Store(db) as store:
+        store.save_receipt(receipts["article_verified"])
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT INTO schema_version VALUES (99, '2030-01-01T00:00:00.000Z')")
+    conn.commit()
+    conn.close()
+    before = db.read_bytes()
+    for readonly in (False, True):
+        with pytest.raises(StoreError) as info:
+            Store(db, readonly=readonly)
+        assert "newer DAL" in str(info.value) and "99" in str(info.value) and str(db) in str(info.value)
+    assert db.read_bytes() == before
+
+
+def test_someone_elses_database_is_not_touched(db: Path) -> None:
+    db.parent.mkdir(parents=True)
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE invoices (id INTEGER)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="not a DAL run store"):
+        Store(db)
+    tables = sqlite3.connect(db).execute("SELECT name FROM sqlite_master").fetchall()
+    assert tables == [("invoices",)]
+
+
+def test_a_directory_is_not_a_store(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="is a directory"):
+        Store(tmp_path)
+    with pytest.raises(StoreError, match="is a directory"):
+        Store(tmp_path, readonly=True)
+
+
+def test_empty_file_is_an_empty_store(db: Path, receipts: dict) -> None:
+    db.parent.mkdir(parents=True)
+    db.touch()
+    with Store(db, readonly=True) as ro:
+        assert ro.list_runs() == [] and ro.count_runs() == 0
+        with pytest.raises(RunNotFound, match="no runs yet"):
+            ro.find("latest")
+    with Store(db) as store:
+        store.save_receipt(copy.deepcopy(receipts["completed"]))
+        assert store.count_runs() == 1
