@@ -65,9 +65,26 @@ def render(err: DalError, color: bool = False, *, severity: str = "error") -> st
         out.append(c(_BLUE, " --> ") + fname)
     if err.help:
         out.append(c(_BLUE, " = ") + f"help: {err.help}")
-    for frame in reversed(err.call_stack):
-        out.append(
-            c(_BLUE, " = ")
-            + f"in {frame.function}, called at {frame.filename}:{frame.span.line}:{frame.span.column}"
-        )
+    out.extend(c(_BLUE, " = ") + line for line in stack_lines(err))
     return "\n".join(out)
+
+
+def stack_lines(err: DalError, limit: int = 12) -> list[str]:
+    """The DAL call stack, outermost call first; runs of the same call collapse into one line."""
+    lines: list[str] = []
+    frames = list(reversed(err.call_stack))
+    i = 0
+    while i < len(frames):
+        f = frames[i]
+        j = i
+        while j + 1 < len(frames) and frames[j + 1] == f:
+            j += 1
+        text = f"in {f.function}, called at {f.filename}:{f.span.line}:{f.span.column}"
+        if j > i:
+            text += f" (and {j - i} more times)"
+        lines.append(text)
+        i = j + 1
+    if len(lines) > limit:
+        hidden = len(lines) - limit
+        lines = lines[: limit // 2] + [f"... {hidden} more calls ..."] + lines[-limit // 2 :]
+    return lines

@@ -151,8 +151,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _cmd_fmt(args: argparse.Namespace) -> int:
     from dal.diagnostics import render, want_color
-    from dal.syntax.format import format_source
     from dal.errors import DalError
+    from dal.syntax.format import format_source
 
     changed = 0
     for path in args.scripts:

@@ -66,13 +66,19 @@ class Checked:
 
 
 def check_source(
-    source: str, filename: str, *, state: ModuleState | None = None, repl: bool = False
+    source: str,
+    filename: str,
+    *,
+    state: ModuleState | None = None,
+    repl: bool = False,
+    program: ast.Program | None = None,
 ) -> tuple[Checked | None, list[DalError]]:
     """Parse and resolve. Returns (checked, errors); `checked` is None when there are errors."""
-    try:
-        program = parse(source, filename)
-    except DalError as e:
-        return None, [e]
+    if program is None:
+        try:
+            program = parse(source, filename)
+        except DalError as e:
+            return None, [e]
     res = resolve(program, filename=filename, source=source, builtins=arities(), state=state, repl=repl)
     if res.errors:
         res.errors.sort(key=lambda e: (e.span.line, e.span.column))

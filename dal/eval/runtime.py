@@ -20,7 +20,7 @@ from dal.syntax.ast import Span
 
 CHECK_EVERY = 20_000  # steps between clock / interrupt checks
 DEFAULT_MAX_STEPS = 1_000_000
-DEFAULT_MAX_DEPTH = 400
+DEFAULT_MAX_DEPTH = 1000
 
 
 class FinishSignal(Exception):

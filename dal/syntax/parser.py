@@ -137,6 +137,9 @@ class _Builder(Transformer):
 
     # --- expressions --------------------------------------------------------------------------
 
+    def repl_expr(self, ch: list[Any]) -> Any:
+        return ch[0]
+
     def name(self, ch: list[Any]) -> ast.Name:
         return ast.Name(str(ch[0]), span=_tok_span(ch[0]))
 
@@ -235,14 +238,20 @@ def _lark() -> Lark:
         keep_all_tokens=True,
         maybe_placeholders=False,
         transformer=_Builder(),
+        start=["start", "repl_expr"],
         cache=True,
     )
 
 
-def parse(source: str, filename: str = "<string>") -> ast.Program:
+def parse_expression(source: str, filename: str = "<string>") -> ast.Expr:
+    """Parse a single expression (the REPL echoes its value)."""
+    return parse(source, filename, start="repl_expr")  # type: ignore[return-value]
+
+
+def parse(source: str, filename: str = "<string>", *, start: str = "start") -> ast.Program:
     """Parse a whole script. Raises DalSyntaxError, located, for any malformed input."""
     try:
-        return _lark().parse(source)
+        return _lark().parse(source, start=start)
     except DalSyntaxError as e:
         e.filename, e.source = filename, source
         raise

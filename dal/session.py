@@ -1,0 +1,131 @@
+"""An interactive session: state kept between inputs, the resolver run per input.
+
+The REPL drives this; so can any host that feeds DAL one chunk at a time. An input that is a single
+expression yields its value (`is_expression`); statements yield nothing. Every error is raised as a
+`DalError` and leaves the session's state as it was before the failing statement.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+from lark.exceptions import UnexpectedEOF, UnexpectedInput
+
+from dal.errors import DalError, DalRuntimeError
+from dal.eval.builtins import BUILTINS
+from dal.eval.interpreter import Engine, check_source
+from dal.eval.runtime import DEFAULT_MAX_STEPS, Runtime
+from dal.eval.values import dal_repr
+from dal.resolve.resolver import ModuleState
+from dal.syntax import ast
+from dal.syntax.parser import parse_expression
+
+_RESULT = "_"  # the last expression's value, as in Python's REPL
+
+
+@attrs.define
+class ExecOutcome:
+    value: Any
+    is_expression: bool
+
+
+class Session:
+    def __init__(
+        self,
+        filename: str = "<repl>",
+        max_steps: int = DEFAULT_MAX_STEPS,
+        workspace: Path | None = None,
+        policy: Any = None,
+        write: Any = None,
+    ) -> None:
+        self.filename = filename
+        self.max_steps = max_steps
+        self.workspace = workspace or Path.cwd()
+        self.policy = policy
+        self._write = write
+        self.reset()
+
+    def reset(self) -> None:
+        self.rt = Runtime(max_steps=self.max_steps, write=self._write or (lambda s: sys.stdout.write(s)))
+        self.engine = Engine(self.rt)
+        self.state = ModuleState()
+        self._inputs = 0
+        effects = getattr(self, "effects", None)
+        if effects is not None:
+            self.rt.effects = effects
+
+    @property
+    def steps_used(self) -> int:
+        return self.rt.steps
+
+    def interrupt(self) -> None:
+        self.rt.interrupt("SIGINT")
+
+    def names(self) -> list[str]:
+        return sorted(n for n in self.state.globals if n != _RESULT)
+
+    def is_complete(self, source: str) -> bool:
+        """False while a block, list, call or string is still open (the parser decides)."""
+        from dal.syntax.parser import _lark
+
+        if not source.strip():
+            return True
+        try:
+            _lark().parse(source)
+        except UnexpectedEOF:
+            return False
+        except UnexpectedInput as e:
+            tok = getattr(e, "token", None)
+            if tok is not None and tok.type == "$END":
+                return False
+            char = getattr(e, "char", None)
+            if char == '"' and '"' not in source[e.pos_in_stream + 1 :]:
+                return False
+            return True
+        except DalError:
+            return True
+        except Exception:
+            return True
+        return True
+
+    def execute(self, source: str) -> ExecOutcome:
+        self._inputs += 1
+        filename = self.filename if self.filename != "<repl>" else f"<repl:{self._inputs}>"
+        program = None
+        try:
+            expr = parse_expression(source, filename)
+            program = ast.Program((ast.Let(_RESULT, expr, span=expr.span),), span=expr.span)
+        except DalError:
+            pass  # not a lone expression: statements
+        checked, errors = check_source(source, filename, state=_Scratch(self.state), repl=True, program=program)
+        if errors:
+            raise errors[0]
+        checked, errors = check_source(source, filename, state=self.state, repl=True, program=program)
+        if errors:  # pragma: no cover - the scratch pass found none
+            raise errors[0]
+        assert checked is not None
+        outcome = self.engine.execute(checked)
+        if outcome.error is not None:
+            raise outcome.error
+        if outcome.status == "failed":
+            raise DalRuntimeError(f"fail() was called with {dal_repr(outcome.result)}")
+        if outcome.ended_by == "finish":
+            return ExecOutcome(outcome.result, True)
+        if program is not None:
+            return ExecOutcome(self.engine.globals.get(_RESULT), True)
+        return ExecOutcome(None, False)
+
+
+class _Scratch(ModuleState):
+    """A throwaway copy of the module state, so a rejected input declares nothing."""
+
+    def __init__(self, real: ModuleState) -> None:
+        import copy
+
+        super().__init__(globals=dict(real.globals), module=copy.copy(real.module) if real.module else None)
+
+
+__all__ = ["BUILTINS", "ExecOutcome", "Session"]
