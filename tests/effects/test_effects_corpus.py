@@ -1,4 +1,4 @@
-"""The decision corpus: everyday commands a tool loop needs must be allowed, every escape denied for its reason.
+"""The decision corpus: everyday commands a tool loop needs are allowed, every escape denied for its reason.
 
 A policy that denies everything fails the ALLOW half; one that allows too much fails the DENY half.
 """
@@ -14,7 +14,8 @@ from dal.effects import Policy, check_command
 ALLOW = [
     # the article's two commands
     "test -e 'COO-FILESYSTEM/articles/drafts/example.md' && echo present || echo missing",
-    "mkdir -p 'COO-FILESYSTEM/articles/drafts' && printf '%s\\n' '# Draft' > 'COO-FILESYSTEM/articles/drafts/example.md'",
+    "mkdir -p 'COO-FILESYSTEM/articles/drafts' && "
+    "printf '%s\\n' '# Draft' > 'COO-FILESYSTEM/articles/drafts/example.md'",
     "ls",
     "ls -la docs",
     "ls -l --color=never",
