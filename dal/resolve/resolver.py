@@ -344,7 +344,7 @@ class Resolver:
         match e:
             case ast.Literal():
                 pass
-            case ast.Name(id=name):
+            case ast.Name():
                 ref = self._ref(scope, e)
                 if ref is None:
                     self._undefined(e, scope)
