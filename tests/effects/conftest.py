@@ -1,48 +1,11 @@
-"""A workspace with every kind of symlink next to an outside directory holding a canary."""
+"""Fixtures: a fresh workspace per test, or one shared read-only per module."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-
-CANARY = "canary: must never change\n"
-
-
-def build_workspace(root: Path) -> tuple[Path, Path]:
-    ws = root / "ws"
-    outside = root / "outside"
-    (ws / "docs").mkdir(parents=True)
-    (ws / "sub").mkdir()
-    outside.mkdir()
-    (outside / "canary.txt").write_text(CANARY)
-    (ws / "notes.txt").write_text("beta\nalpha\nbeta\nTODO: gamma\n")
-    (ws / "docs" / "a.md").write_text("# A\nTODO one\n")
-    (ws / "my file.txt").write_text("spaced\n")
-    os.symlink("../outside", ws / "link_out")  # directory symlink leaving the workspace
-    os.symlink("/etc/passwd", ws / "link_passwd")  # absolute file symlink
-    os.symlink("../outside/canary.txt", ws / "file_link_out")
-    os.symlink("../outside/created-by-dangling", ws / "dangling")  # a write would create its target
-    os.symlink("docs", ws / "link_in")  # stays inside
-    os.symlink("..", ws / "sub" / "up")  # back to the workspace root: still inside
-    return ws, outside
-
-
-def snapshot(path: Path) -> dict[str, bytes | str]:
-    """Every entry under `path` with its content (files) or link target (symlinks)."""
-    out: dict[str, bytes | str] = {}
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in dirnames + filenames:
-            p = Path(dirpath, name)
-            rel = str(p.relative_to(path))
-            if p.is_symlink():
-                out[rel] = "-> " + os.readlink(p)
-            elif p.is_file():
-                out[rel] = p.read_bytes()
-            else:
-                out[rel] = "dir"
-    return out
+from effects_workspace import build_workspace
 
 
 @pytest.fixture()

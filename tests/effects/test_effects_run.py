@@ -190,9 +190,7 @@ def test_the_wall_alone_blocks_a_write_outside(tmp_path: Path, outside_dir: Path
     policy = Policy.load(ws)
     command = f"touch {outside_dir}/escaped && mkdir {outside_dir}/dir"
     assert not check_command(command, policy).allowed  # the gate would have stopped it
-    walled = execute_checked(
-        command, _bypass(command, policy), EffectContext(policy=policy, use_sandbox=True)
-    )
+    walled = execute_checked(command, _bypass(command, policy), EffectContext(policy=policy, use_sandbox=True))
     assert walled.status == "failed" and "Read-only file system" in walled.stderr
     assert list(outside_dir.iterdir()) == []
     # The control: the same bypass without the wall does write outside, so the wall is what stopped it.
