@@ -50,9 +50,7 @@ def render_markdown(receipt: Mapping[str, Any]) -> str:
     evidence, omitted = evidence_of(receipt)
     lines += ["", "## Evidence", ""]
     if evidence:
-        lines += [
-            f"{i}. {op} — {outcome}" for i, (op, outcome) in enumerate(evidence[:MAX_EVIDENCE_LINES], 1)
-        ]
+        lines += [f"{i}. {op} — {outcome}" for i, (op, outcome) in enumerate(evidence[:MAX_EVIDENCE_LINES], 1)]
         rest = omitted + max(0, len(evidence) - MAX_EVIDENCE_LINES)
         if rest:
             lines.append(f"\n… {rest} more entries not kept")

@@ -123,9 +123,7 @@ def evidence_of(receipt: Mapping[str, Any]) -> tuple[list[tuple[str, str]], int]
         return [(one_line(e["operation"]), one_line(e.get("outcome"))) for e in records], omitted
     effects = receipt.get("effects") or {}
     items = effects.get("items") or []
-    return [(one_line(e["command"]), one_line(e.get("summary", ""))) for e in items], effects.get(
-        "omitted"
-    ) or 0
+    return [(one_line(e["command"]), one_line(e.get("summary", ""))) for e in items], effects.get("omitted") or 0
 
 
 def describe_loop(loop: Mapping[str, Any]) -> str:
@@ -137,7 +135,7 @@ def describe_loop(loop: Mapping[str, Any]) -> str:
     text = f"`{one_line(loop.get('source', ''), 100)}` ({loop.get('file')}:{loop.get('line')}) ended: {why}"
     text += f" after {n} iteration{'' if n == 1 else 's'}"
     if loop.get("aggregated"):
-        text += f" (the last of {loop.get('exits')} exits of this loop)"
+        text += f" (the last of {loop.get('exits', 0):,} exits of this loop)"
     return text
 
 
@@ -213,14 +211,9 @@ def next_action(receipt: Mapping[str, Any]) -> str:
     if status == "exhausted":
         why = f"{one_line(error.get('message'))} at {_where(error)}" if error else "a budget ran out"
         return (
-            f"inspect the evidence ({why}); fix the loop or raise --max-steps/--max-effects, "
-            f"then `{_rerun(receipt)}`"
+            f"inspect the evidence ({why}); fix the loop or raise --max-steps/--max-effects, then `{_rerun(receipt)}`"
         )
-    return (
-        "inspect the evidence above"
-        + (f": {blocker}" if blocker else "")
-        + f" (`dal receipt show {rid} --json`)"
-    )
+    return "inspect the evidence above" + (f": {blocker}" if blocker else "") + f" (`dal receipt show {rid} --json`)"
 
 
 # -- the terminal rendering --------------------------------------------------------------------------
@@ -287,8 +280,7 @@ def render(receipt: Mapping[str, Any], *, colour: bool = False) -> str:
         facts.append(
             (
                 "invocations",
-                f"{inv['invocations']} ({inv['new']} new, {inv['resumes']} resumed, "
-                f"{inv['duplicates']} duplicate)",
+                f"{inv['invocations']} ({inv['new']} new, {inv['resumes']} resumed, {inv['duplicates']} duplicate)",
             )
         )
     if receipt.get("previous_run"):
@@ -328,10 +320,7 @@ def render(receipt: Mapping[str, Any], *, colour: bool = False) -> str:
             gutter = f"{error.get('line')} | "
             out += [f"  {gutter}{src}", "  " + " " * (len(gutter) + col - 1) + paint("31", "^" * span)]
         for frame in (error.get("call_stack") or [])[-5:]:
-            out.append(
-                f"  in {frame.get('function')} at "
-                f"{frame.get('file')}:{frame.get('line')}:{frame.get('column')}"
-            )
+            out.append(f"  in {frame.get('function')} at {frame.get('file')}:{frame.get('line')}:{frame.get('column')}")
 
     loops = receipt.get("loops") or []
     if loops:

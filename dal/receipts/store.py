@@ -126,9 +126,7 @@ class RunNotFound(StoreError, LookupError):
     """No run in the store matches the reference."""
 
 
-def store_path(
-    store: str | os.PathLike[str] | None = None, workspace: str | os.PathLike[str] | None = None
-) -> Path:
+def store_path(store: str | os.PathLike[str] | None = None, workspace: str | os.PathLike[str] | None = None) -> Path:
     """Where the store lives: `--store PATH`, else `$DAL_STORE`, else `<workspace>/.dal/dal.db`."""
     chosen = store or os.environ.get(STORE_ENV) or None
     if chosen:
@@ -214,9 +212,7 @@ class Store:
                 self.path,
             ) from None
         with self._guard("opening it"):
-            conn = sqlite3.connect(
-                str(self.path), timeout=self._timeout, isolation_level=None, check_same_thread=False
-            )
+            conn = sqlite3.connect(str(self.path), timeout=self._timeout, isolation_level=None, check_same_thread=False)
             self._conn = conn
             conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -253,9 +249,7 @@ class Store:
                 )
             else:
                 self._immutable_stat = self._stat()
-                self._conn = sqlite3.connect(
-                    f"file:{uri_path}?mode=ro&immutable=1", uri=True, check_same_thread=False
-                )
+                self._conn = sqlite3.connect(f"file:{uri_path}?mode=ro&immutable=1", uri=True, check_same_thread=False)
             self._conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
 
     def _stat(self) -> tuple[int, int]:
@@ -321,9 +315,7 @@ class Store:
     @contextmanager
     def _write(self, doing: str) -> Iterator[sqlite3.Connection]:
         if self.readonly or self._conn is None:
-            raise StoreError(
-                f"the run store {self.path} was opened read-only; cannot write while {doing}.", self.path
-            )
+            raise StoreError(f"the run store {self.path} was opened read-only; cannot write while {doing}.", self.path)
         with self._lock, self._guard(doing):
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
@@ -424,11 +416,7 @@ class Store:
 
             for receipt in batch:
                 check(receipt)
-        what = (
-            f"saving the receipt of {batch[0]['run_id']}"
-            if len(batch) == 1
-            else f"saving {len(batch)} receipts"
-        )
+        what = f"saving the receipt of {batch[0]['run_id']}" if len(batch) == 1 else f"saving {len(batch)} receipts"
         with self._write(what) as c:
             for receipt in batch:
                 self._insert_receipt(c, receipt)
@@ -519,9 +507,7 @@ class Store:
             lambda c: (
                 [
                     json.loads(r[0])
-                    for r in c.execute(
-                        "SELECT receipt FROM loops WHERE run_id = ? ORDER BY idx", (run_id,)
-                    ).fetchall()
+                    for r in c.execute("SELECT receipt FROM loops WHERE run_id = ? ORDER BY idx", (run_id,)).fetchall()
                 ]
                 if self._has_tables(c)
                 else []
@@ -558,8 +544,7 @@ class Store:
             if len(rows) > 1:
                 shown = ", ".join(r[0] for r in rows[:5])
                 raise RunNotFound(
-                    f"{ref!r} matches several runs ({shown}{', …' if len(rows) > 5 else ''}); "
-                    "give more of the id",
+                    f"{ref!r} matches several runs ({shown}{', …' if len(rows) > 5 else ''}); give more of the id",
                     self.path,
                 )
             if rows:
@@ -623,17 +608,11 @@ class Store:
         where, args = self._filters(status=status, operation=operation, key=key, waiting=waiting)
         return self._read(
             "counting runs",
-            lambda c: (
-                c.execute(f"SELECT count(*) FROM runs{where}", args).fetchone()[0]
-                if self._has_tables(c)
-                else 0
-            ),
+            lambda c: c.execute(f"SELECT count(*) FROM runs{where}", args).fetchone()[0] if self._has_tables(c) else 0,
         )
 
     @staticmethod
-    def _filters(
-        *, status: str | None, operation: str | None, key: str | None, waiting: bool
-    ) -> tuple[str, list[Any]]:
+    def _filters(*, status: str | None, operation: str | None, key: str | None, waiting: bool) -> tuple[str, list[Any]]:
         clauses: list[str] = []
         args: list[Any] = []
         if status:

@@ -181,8 +181,7 @@ def article_verified() -> dict[str, Any]:
             "status": "verified",
             "attempts": 2,
             "evidence": [
-                {"attempt": e["iteration"], "operation": e["operation"], "outcome": e["outcome"]}
-                for e in evidence
+                {"attempt": e["iteration"], "operation": e["operation"], "outcome": e["outcome"]} for e in evidence
             ],
         },
         loops=[loop(clause='state.status == "pending"', iterations=2, evidence=loop_evidence)],
@@ -223,9 +222,7 @@ def article_exhausted() -> dict[str, Any]:
             "path": ARTICLE_PATH,
             "status": "exhausted",
             "attempts": 3,
-            "evidence": [
-                {"attempt": e["iteration"], "operation": e["operation"], "outcome": e["outcome"]} for e in ev
-            ]
+            "evidence": [{"attempt": e["iteration"], "operation": e["operation"], "outcome": e["outcome"]} for e in ev]
             + [stop],
         },
         loops=[loop(clause="state.attempt < state.max_attempts", iterations=3, evidence=ev)],
@@ -251,9 +248,7 @@ def verification_failed() -> dict[str, Any]:
                     cls="local",
                     writes=[ARTICLE_PATH],
                 ),
-                effect(
-                    2, "grep -q 'framing' " + ARTICLE_PATH, "command failed (exit 1)", status="failed", code=1
-                ),
+                effect(2, "grep -q 'framing' " + ARTICLE_PATH, "command failed (exit 1)", status="failed", code=1),
             ],
         },
         artifacts=[{"path": ARTICLE_PATH, "state": "exists", "size": 8, "sha256": "c" * 64}],

@@ -79,10 +79,8 @@ def test_unprintable_numbers_stay_json() -> None:
 
 values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=600),
-    lambda children: (
-        st.lists(children, max_size=30) | st.dictionaries(st.text(max_size=20), children, max_size=30)
-    ),
-    max_leaves=300,
+    lambda children: st.lists(children, max_size=30) | st.dictionaries(st.text(max_size=20), children, max_size=30),
+    max_leaves=120,
 )
 
 
