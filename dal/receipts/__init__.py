@@ -5,7 +5,7 @@ here: validate it (schema), store it (store), write its files (files), show it (
 """
 
 from dal.receipts.compact import compact
-from dal.receipts.files import atomic_write, write_receipt_files
+from dal.receipts.files import Persisted, atomic_write, persist, write_receipt_files
 from dal.receipts.ids import new_run_id, utc_timestamp
 from dal.receipts.markdown import render_markdown
 from dal.receipts.render import next_action, render
@@ -15,6 +15,7 @@ from dal.receipts.store import NoStore, RunNotFound, Store, StoreError, store_pa
 
 __all__ = [
     "NoStore",
+    "Persisted",
     "ReceiptSchemaError",
     "RunNotFound",
     "Store",
@@ -25,6 +26,7 @@ __all__ = [
     "derive_retry_for",
     "new_run_id",
     "next_action",
+    "persist",
     "render",
     "render_markdown",
     "store_path",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,3 +82,44 @@ def write_receipt_files(
     json_path = atomic_write(folder / f"{run_id}.json", receipt_json(receipt))
     md_path = atomic_write(folder / f"{run_id}.md", render_markdown(receipt))
     return json_path, md_path
+
+
+@dataclass(frozen=True)
+class Persisted:
+    """Where a receipt went: its files, its store, and the store problem if saving there failed."""
+
+    json_path: Path
+    md_path: Path
+    store_path: Path
+    store_error: Exception | None = None
+
+
+def persist(
+    receipt: dict[str, Any],
+    *,
+    workspace: str | os.PathLike[str] | None = None,
+    store: str | os.PathLike[str] | None = None,
+    receipts: str | os.PathLike[str] | None = None,
+    validate: bool = True,
+) -> Persisted:
+    """Save a finished run's receipt everywhere it belongs: the store first (the source of truth), then
+    `<run_id>.json` and `<run_id>.md`.
+
+    A StoreError (locked, read-only, corrupt store) does not stop the files from being written: it is
+    returned in `store_error` so the caller can say so in one line, and the receipt is not lost. A
+    receipt that does not match the schema raises ReceiptSchemaError before anything is written.
+    """
+    from dal.receipts.schema import validate as check
+    from dal.receipts.store import Store, StoreError, store_path
+
+    if validate:
+        check(receipt)
+    where = store_path(store, workspace)
+    problem: Exception | None = None
+    try:
+        with Store(where) as db:
+            db.save_receipt(receipt, validate=False)
+    except StoreError as e:
+        problem = e
+    json_path, md_path = write_receipt_files(receipt, receipts, workspace=workspace)
+    return Persisted(json_path, md_path, where, problem)

@@ -50,3 +50,36 @@ def test_failed_write_leaves_old_file_and_no_temp(tmp_path: Path, monkeypatch: p
         atomic_write(target, "new")
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
+
+
+def test_persist_saves_to_the_store_then_the_files(tmp_path: Path, receipts: dict, monkeypatch) -> None:
+    from dal.receipts.files import persist
+    from dal.receipts.store import Store
+
+    monkeypatch.delenv("DAL_STORE", raising=False)
+    r = receipts["article_verified"]
+    done = persist(r, workspace=tmp_path)
+    assert done.store_error is None and done.store_path == tmp_path / ".dal" / "dal.db"
+    assert done.json_path.is_file() and done.md_path.is_file()
+    with Store(done.store_path, readonly=True) as store:
+        assert store.get_run(r["run_id"]) == r
+
+
+def test_persist_still_writes_files_when_the_store_is_unusable(tmp_path: Path, receipts: dict) -> None:
+    from dal.receipts.files import persist
+
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"garbage" * 100)
+    done = persist(receipts["failed"], workspace=tmp_path, store=bad)
+    assert "not a readable DAL store" in str(done.store_error)
+    assert json.loads(done.json_path.read_text("utf-8")) == receipts["failed"]
+    assert bad.read_bytes() == b"garbage" * 100
+
+
+def test_persist_refuses_an_invalid_receipt_before_writing(tmp_path: Path, build) -> None:
+    from dal.receipts.files import persist
+    from dal.receipts.schema import ReceiptSchemaError
+
+    with pytest.raises(ReceiptSchemaError):
+        persist(build.base(status="ok"), workspace=tmp_path)
+    assert list(tmp_path.iterdir()) == []
