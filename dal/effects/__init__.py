@@ -79,9 +79,7 @@ def execute_checked(
         elif ctx.require_sandbox:
             blocked = attrs.evolve(decision, allowed=False, reason=f"sandbox required but unavailable: {why}")
             return _result(command, "denied", blocked, started)
-    outcome = execute_plan(
-        decision, ctx.policy, timeout=ctx.timeout, max_output=ctx.max_output, sandbox=sandbox
-    )
+    outcome = execute_plan(decision, ctx.policy, timeout=ctx.timeout, max_output=ctx.max_output, sandbox=sandbox)
     return EffectResult(
         command=command,
         status=outcome.status,

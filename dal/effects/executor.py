@@ -99,9 +99,7 @@ def _signal_code(code: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def execute_plan(
-    decision: Decision, policy: Policy, *, timeout: float, max_output: int, sandbox: bool
-) -> ExecOutcome:
+def execute_plan(decision: Decision, policy: Policy, *, timeout: float, max_output: int, sandbox: bool) -> ExecOutcome:
     """Run the plan of an allowed `decision`; the caller has already checked it."""
     plan = decision.plan
     if plan is None:

@@ -166,9 +166,7 @@ def _build(
     flag_net: bool,
 ) -> Policy:
     for key in data:
-        _want(
-            key in _TOP_KEYS, source, key, f"unknown section (expected one of {', '.join(sorted(_TOP_KEYS))})"
-        )
+        _want(key in _TOP_KEYS, source, key, f"unknown section (expected one of {', '.join(sorted(_TOP_KEYS))})")
     for section, keys in _SECTION_KEYS.items():
         table = data.get(section, {})
         _want(isinstance(table, dict), source, section, "expected a table")
@@ -213,16 +211,14 @@ def _build(
     limits = data.get("limits", {})
     timeout = limits.get("timeout")
     _want(
-        timeout is None
-        or (isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0),
+        timeout is None or (isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0),
         source,
         "limits.timeout",
         "expected a positive number of seconds",
     )
     max_output = limits.get("max_output")
     _want(
-        max_output is None
-        or (isinstance(max_output, int) and not isinstance(max_output, bool) and max_output > 0),
+        max_output is None or (isinstance(max_output, int) and not isinstance(max_output, bool) and max_output > 0),
         source,
         "limits.max_output",
         "expected a positive integer",

@@ -280,8 +280,8 @@ def _diff(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
     return ArgUse(reads=tuple(o for o in p.operands if o != "-"))
 
 
-def _none(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
-    return ArgUse()
+def _ls(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
+    return ArgUse(reads=tuple(o for o in p.operands) or (".",))
 
 
 # find's expression language: primaries that are safe, how many arguments each takes, and which
@@ -433,9 +433,7 @@ def _models() -> dict[str, ProgramModel]:
             "cat",
             "read",
             _short("AbeEnstTuv"),
-            _long(
-                f"show-all number-nonblank show-ends number squeeze-blank show-tabs show-nonprinting {_HV}"
-            ),
+            _long(f"show-all number-nonblank show-ends number squeeze-blank show-tabs show-nonprinting {_HV}"),
         ),
         ProgramModel(
             "ls",
@@ -465,6 +463,7 @@ def _models() -> dict[str, ProgramModel]:
                 "-L": "follows symlinks out of the tree",
                 "--dereference": "follows symlinks out of the tree",
             },
+            custom=_ls,
         ),
         ProgramModel(
             "grep",
@@ -585,8 +584,7 @@ def _models() -> dict[str, ProgramModel]:
             "tail",
             "read",
             _short("qvzfF", c=VALUE, n=VALUE, s=VALUE),
-            _HEAD_LONG
-            | _long("retry", follow=OPTIONAL, pid=VALUE, sleep_interval=VALUE, max_unchanged_stats=VALUE),
+            _HEAD_LONG | _long("retry", follow=OPTIONAL, pid=VALUE, sleep_interval=VALUE, max_unchanged_stats=VALUE),
             unsafe={"-f": "waits for ever", "-F": "waits for ever", "--follow": "waits for ever"},
             numeric_short=True,
         ),

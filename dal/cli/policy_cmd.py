@@ -1,0 +1,177 @@
+"""`dal policy check "CMD"`: say whether the policy allows a shell command, and why, without running it.
+
+Also the policy flags shared with `dal run` (`add_policy_flags`, `policy_from_args`, `context_from_args`).
+Exit codes of `dal policy check`: 0 allowed (also when it would need approval), 1 denied, 2 usage or
+policy error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from dal.effects import EffectContext, Policy, PolicyError, check_command, sandbox_status
+
+__all__ = ["add_policy_flags", "policy_from_args", "context_from_args", "register", "cmd_policy_check"]
+
+DEFAULT_EFFECT_TIMEOUT = 30.0
+DEFAULT_MAX_OUTPUT = 1 << 20
+
+
+class _Append(argparse.Action):
+    """Repeatable and comma-separated: `--allow-run=git,curl --allow-run=make` gives three names."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        items = list(getattr(namespace, self.dest, None) or [])
+        items += [v.strip() for v in str(values).split(",") if v.strip()]
+        setattr(namespace, self.dest, items)
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text.rstrip("s"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return v
+
+
+def add_policy_flags(parser: argparse.ArgumentParser) -> None:
+    """The effect-policy flags of `dal run` and `dal policy check`."""
+    g = parser.add_argument_group("effect policy")
+    g.add_argument(
+        "--workspace",
+        type=Path,
+        metavar="DIR",
+        help="the directory commands run in and may write to (default: the current directory)",
+    )
+    g.add_argument(
+        "--policy", type=Path, metavar="FILE", help="policy TOML file (default: WORKSPACE/dal.toml when it exists)"
+    )
+    g.add_argument(
+        "--allow-run",
+        action=_Append,
+        default=[],
+        metavar="PROG[,PROG...]",
+        help="also allow these programs (bare names; repeatable)",
+    )
+    g.add_argument(
+        "--allow-read",
+        action=_Append,
+        default=[],
+        metavar="PATH[,PATH...]",
+        help="also allow reads under these paths (relative to the workspace)",
+    )
+    g.add_argument(
+        "--allow-write",
+        action=_Append,
+        default=[],
+        metavar="PATH[,PATH...]",
+        help="allow writes only under these paths instead of the whole workspace",
+    )
+    g.add_argument("--allow-net", action="store_true", help="let programs use the network")
+    g.add_argument(
+        "--require-approval",
+        action=_Append,
+        default=[],
+        metavar="PROG[,PROG...]",
+        help="allow these programs, but only after a person approves each command",
+    )
+    g.add_argument(
+        "--effect-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help=f"timeout of each shell command (default {DEFAULT_EFFECT_TIMEOUT:g}s)",
+    )
+    g.add_argument(
+        "--require-sandbox",
+        action="store_true",
+        help="refuse to run commands when the bubblewrap sandbox is unavailable",
+    )
+
+
+def policy_from_args(args: argparse.Namespace) -> Policy:
+    """Build the Policy the flags describe; raises PolicyError naming the file or flag at fault."""
+    workspace = args.workspace if getattr(args, "workspace", None) is not None else Path.cwd()
+    return Policy.load(
+        workspace,
+        getattr(args, "policy", None),
+        allow_run=getattr(args, "allow_run", ()) or (),
+        allow_read=getattr(args, "allow_read", ()) or (),
+        allow_write=getattr(args, "allow_write", ()) or (),
+        allow_net=bool(getattr(args, "allow_net", False)),
+        require_approval=getattr(args, "require_approval", ()) or (),
+    )
+
+
+def context_from_args(args: argparse.Namespace, policy: Policy | None = None) -> EffectContext:
+    """The EffectContext the flags describe: timeout from the flag, else the policy file, else 30 s."""
+    policy = policy if policy is not None else policy_from_args(args)
+    timeout = getattr(args, "effect_timeout", None) or policy.timeout or DEFAULT_EFFECT_TIMEOUT
+    return EffectContext(
+        policy=policy,
+        timeout=timeout,
+        max_output=policy.max_output or DEFAULT_MAX_OUTPUT,
+        require_sandbox=bool(getattr(args, "require_sandbox", False)),
+    )
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `policy check` to the main CLI's subcommands; it sets `func(args) -> int`."""
+    policy = subparsers.add_parser(
+        "policy",
+        help="inspect the effect policy",
+        description="Inspect the effect policy that guards run().",
+    )
+    sub = policy.add_subparsers(dest="policy_command", metavar="SUBCOMMAND")
+    sub.required = True
+    check = sub.add_parser(
+        "check",
+        help="say whether a shell command is allowed, and why, without running it",
+        description="Check a shell command against the policy without running it: allow or deny, the "
+        "reason, the effect class and the paths it reads and writes. Exit 0 allowed (also when it "
+        "needs approval), 1 denied, 2 usage or policy error.",
+    )
+    check.add_argument("cmd", metavar="CMD", help="the shell command, as one argument")
+    check.add_argument("--json", action="store_true", help="print the decision as JSON")
+    add_policy_flags(check)
+    check.set_defaults(func=cmd_policy_check)
+    return policy
+
+
+def cmd_policy_check(args: argparse.Namespace) -> int:
+    try:
+        policy = policy_from_args(args)
+    except PolicyError as e:
+        sys.stderr.write(f"dal: error: {e}\n")
+        return 2
+    d = check_command(args.cmd, policy)
+    verdict = "deny" if not d.allowed else "approval required" if d.approval_required else "allow"
+    if args.json:
+        available, why = sandbox_status()
+        out = {
+            "decision": verdict,
+            "command": args.cmd,
+            **d.to_json(),
+            "policy": policy.source,
+            "workspace": policy.workspace,
+            "sandbox": {"available": available, "reason": why},
+        }
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+    else:
+        lines = [f"{verdict}: {d.reason}"]
+        if d.allowed:
+            lines += [
+                f"  class:      {d.effect_class}",
+                f"  reads:      {', '.join(d.reads) or '(none)'}",
+                f"  writes:     {', '.join(d.writes) or '(none)'}",
+                f"  programs:   {', '.join(d.programs)}",
+                f"  idempotent: {'yes' if d.idempotent else 'no'}",
+            ]
+        sys.stdout.write("\n".join(lines) + "\n")
+    return 0 if d.allowed else 1
