@@ -131,3 +131,12 @@ def test_long_evidence_is_capped_with_a_count(build) -> None:
 def test_multiline_outcomes_stay_on_one_line(build) -> None:
     r = build.base(result={"evidence": [{"operation": "list", "outcome": "a.md\nb.md\nc.md"}]})
     assert "1. list — a.md …\n" in render_markdown(r)
+
+
+def test_docs_show_the_same_receipts() -> None:
+    # docs/receipts.md quotes these receipts; keep the docs true to what DAL prints.
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "receipts.md").read_text("utf-8")
+    assert VERIFIED in docs
+    assert EXHAUSTED in docs

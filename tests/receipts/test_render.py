@@ -108,3 +108,10 @@ def test_many_loops_are_summarised(build) -> None:
 def test_aggregated_loop_site_says_so(build) -> None:
     r = build.base(loops=[build.loop(exit="end", iterations=3, exits=100_000, aggregated=True)])
     assert "went through every item after 3 iterations (the last of 100,000 exits of this loop)" in render(r)
+
+
+def test_docs_show_what_dal_prints(receipts: dict) -> None:
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "receipts.md").read_text("utf-8")
+    assert render(receipts["verification_failed"]) in docs
