@@ -127,16 +127,20 @@ def evidence_of(receipt: Mapping[str, Any]) -> tuple[list[tuple[str, str]], int]
 
 
 def describe_loop(loop: Mapping[str, Any]) -> str:
-    """`while … (file:line) ended: condition false at `clause` after N iterations`."""
+    """`while … (file:line) ended: condition false at `clause` after N iterations`; for an aggregated
+    receipt, how many exits it folds together and how the last one ended."""
     why = _EXIT_WORDS.get(loop.get("exit", ""), str(loop.get("exit")))
     if loop.get("exit") == "condition" and loop.get("clause"):
         why += f" at `{loop['clause']}`"
     n = loop.get("iterations", 0)
-    text = f"`{one_line(loop.get('source', ''), 100)}` ({loop.get('file')}:{loop.get('line')}) ended: {why}"
-    text += f" after {n} iteration{'' if n == 1 else 's'}"
+    where = f"`{one_line(loop.get('source', ''), 100)}` ({loop.get('file')}:{loop.get('line')})"
     if loop.get("aggregated"):
-        text += f" (the last of {loop.get('exits', 0):,} exits of this loop)"
-    return text
+        exits = loop.get("exits", 0)
+        return (
+            f"{where}: {exits:,} exit{'' if exits == 1 else 's'} aggregated, {n:,} iteration"
+            f"{'' if n == 1 else 's'} in all; the last ended: {why}"
+        )
+    return f"{where} ended: {why} after {n:,} iteration{'' if n == 1 else 's'}"
 
 
 def _q(text: str) -> str:

@@ -106,8 +106,8 @@ def test_many_loops_are_summarised(build) -> None:
 
 
 def test_aggregated_loop_site_says_so(build) -> None:
-    r = build.base(loops=[build.loop(exit="end", iterations=3, exits=100_000, aggregated=True)])
-    assert "went through every item after 3 iterations (the last of 100,000 exits of this loop)" in render(r)
+    r = build.base(loops=[build.loop(exit="end", iterations=300_000, exits=99_995, aggregated=True, snapshot={})])
+    assert ": 99,995 exits aggregated, 300,000 iterations in all; the last ended: went through every item" in render(r)
 
 
 def test_docs_show_what_dal_prints(receipts: dict) -> None:
