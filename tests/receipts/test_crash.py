@@ -64,6 +64,10 @@ def test_kill_9_while_writing_receipts(tmp_path: Path, receipts: dict) -> None:
         reported += out.split()
         assert proc.returncode == -signal.SIGKILL
 
+    # A reader straight after the crash (the WAL still holds the last commits) sees every saved run.
+    with Store(db, readonly=True) as reader:
+        assert set(reported) <= {r["run_id"] for r in reader.list_runs(limit=None)}
+
     with Store(db) as store:
         assert store.integrity_check() == []
         stored = {r["run_id"] for r in store.list_runs(limit=None)}
