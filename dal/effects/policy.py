@@ -200,6 +200,8 @@ def _build(
             _want(isinstance(table.get(k, False), bool), source, f"{key}.{k}", "expected true or false")
         if table.get("allow", True):
             allowed.add(name)
+        else:  # configure without allowing, or take a default program away
+            allowed.discard(name)
         rules.append(ProgramRule(name, klass, table.get("idempotent"), table.get("approval")))
 
     paths = data.get("paths", {})
