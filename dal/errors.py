@@ -124,3 +124,9 @@ class Diagnostic:
 
     severity: str  # "error" | "warning"
     error: DalError
+
+
+class DivergenceError(DalError):
+    """On resume, the script asked for a different effect than the journal holds at that point."""
+
+    kind = "divergence"

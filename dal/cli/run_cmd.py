@@ -1,27 +1,19 @@
-"""`dal run`: run one script under its budgets, policy and receipts."""
+"""`dal run`: run one script under its budgets, its policy and its receipts."""
 
 from __future__ import annotations
 
 import argparse
-import signal
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
-EXIT_BY_STATUS = {
-    "completed": 0,
-    "skipped": 0,
-    "failed": 1,
-    "rejected": 2,
-    "waiting": 3,
-    "exhausted": 4,
-    "interrupted": 130,
-}
+from dal.cli.policy_cmd import add_policy_flags, context_from_args, policy_from_args
 
 
 def _positive_int(text: str) -> int:
     try:
-        v = int(text.replace("_", ""))
+        v = int(text.replace("_", "").replace(",", ""))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if v <= 0:
@@ -39,60 +31,163 @@ def _seconds(text: str) -> float:
     return v
 
 
-def add_budget_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-steps", type=_positive_int, default=1_000_000, metavar="N",
+def add_run_flags(p: argparse.ArgumentParser) -> None:
+    """Budgets, store and output flags shared by `dal run` and `dal resume`."""
+    b = p.add_argument_group("budgets")
+    b.add_argument("--max-steps", type=_positive_int, default=1_000_000, metavar="N",
                    help="step budget: every statement and expression costs one step (default 1,000,000)")
-    p.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
+    b.add_argument("--max-effects", type=_positive_int, default=None, metavar="N",
+                   help="effect budget: the number of run() calls allowed (default: no limit)")
+    b.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
                    help="wall-clock budget for the whole run (default: none)")
+    r = p.add_argument_group("receipts and durability")
+    r.add_argument("--store", type=Path, default=None, metavar="PATH",
+                   help="the run store (default: WORKSPACE/.dal/dal.db, or $DAL_STORE)")
+    r.add_argument("--receipts", type=Path, default=None, metavar="DIR",
+                   help="where <run_id>.json and <run_id>.md go (default: WORKSPACE/.dal/receipts)")
+    r.add_argument("--wait", type=_seconds, default=None, metavar="SECONDS",
+                   help="when another process runs the same key, wait this long for it instead of exiting 3")
+    o = p.add_argument_group("output")
+    o.add_argument("-v", "--verbose", action="store_true", help="print each loop receipt as it is emitted")
+    o.add_argument("-q", "--quiet", action="store_true", help="print nothing but the script's own output")
+    o.add_argument("--json", action="store_true",
+                   help="host mode: print only the final run receipt as JSON on stdout (script output "
+                   "goes to stderr)")
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "run",
         help="run a script",
-        description="Run a DAL script. The whole script is parsed and checked before anything runs. "
-        "Exit codes: 0 completed or skipped, 1 failed, 2 rejected (syntax or name errors) or usage "
-        "error, 3 waiting for a person, 4 a budget ran out, 130 interrupted (143 on SIGTERM).",
+        description="Run a DAL script. The whole script is parsed and checked before anything runs; every "
+        "run() is checked by the policy before it executes; every loop exit and the run's end leave a "
+        "receipt (in the store and as .dal/receipts/<run_id>.json and .md).\n\n"
+        "exit codes: 0 completed or skipped, 1 failed, 2 rejected (syntax or name errors) or usage error, "
+        "3 waiting for a person (approval, uncertain effect, busy key), 4 a budget ran out, "
+        "130 interrupted (143 on SIGTERM)",
     )
     p.add_argument("script", type=Path, metavar="SCRIPT")
-    add_budget_flags(p)
+    p.add_argument("--key", metavar="KEY",
+                   help="operation key: a second run with the key of a completed run is skipped; one of an "
+                   "interrupted or waiting run resumes it")
+    add_run_flags(p)
+    add_policy_flags(p)
     p.set_defaults(func=cmd_run)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from dal.cli.main import read_script
-    from dal.diagnostics import render, want_color
-    from dal.eval.interpreter import Engine, check_source
-    from dal.eval.runtime import Runtime
+def policy_args_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The policy flags as plain data, stored with the run so `dal resume` rebuilds the same policy."""
+    return {
+        "workspace": str(args.workspace) if getattr(args, "workspace", None) else None,
+        "policy": str(args.policy) if getattr(args, "policy", None) else None,
+        "allow_run": list(getattr(args, "allow_run", []) or []),
+        "allow_read": list(getattr(args, "allow_read", []) or []),
+        "allow_write": list(getattr(args, "allow_write", []) or []),
+        "allow_net": bool(getattr(args, "allow_net", False)),
+        "require_approval": list(getattr(args, "require_approval", []) or []),
+        "effect_timeout": getattr(args, "effect_timeout", None),
+        "require_sandbox": bool(getattr(args, "require_sandbox", False)),
+    }
 
-    source = read_script(args.script)
-    color = want_color(sys.stderr)
-    checked, errors = check_source(source, str(args.script))
-    if errors:
-        for e in errors:
-            sys.stderr.write(render(e, color) + "\n\n")
-        sys.stderr.write(f"dal: {args.script} was rejected: nothing ran\n")
-        return EXIT_BY_STATUS["rejected"]
-    assert checked is not None
-    rt = Runtime(max_steps=args.max_steps, timeout=args.timeout, write=sys.stdout.write)
-    engine = Engine(rt)
-    got: dict[str, str] = {}
 
-    def on_signal(signum: int, frame: Any) -> None:
-        name = signal.Signals(signum).name
-        got["signal"] = name
-        rt.interrupt(name)
+def request_from_args(args: argparse.Namespace, script: Path, **extra: Any) -> Any:
+    from dal.effects import PolicyError
+    from dal.runner.runner import RunRequest
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        outcome = engine.execute(checked)
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-    sys.stdout.flush()
-    if outcome.error is not None:
-        sys.stderr.write(render(outcome.error, color) + "\n")
-    code = EXIT_BY_STATUS[outcome.status]
-    if outcome.status == "interrupted" and got.get("signal") == "SIGTERM":
-        code = 143
-    return code
+        policy = policy_from_args(args)
+    except PolicyError as e:
+        sys.stderr.write(f"dal: error: {e}\n")
+        raise SystemExit(2) from None
+    ctx = context_from_args(args, policy)
+    workspace = Path(args.workspace) if getattr(args, "workspace", None) else Path.cwd()
+    out = sys.stderr if args.json else sys.stdout
+    return RunRequest(
+        script=script,
+        workspace=workspace,
+        policy=policy,
+        max_steps=args.max_steps,
+        max_effects=args.max_effects,
+        timeout=args.timeout,
+        effect_timeout=ctx.timeout,
+        max_output=ctx.max_output,
+        key=getattr(args, "key", None),
+        store=args.store,
+        receipts_dir=args.receipts,
+        require_sandbox=ctx.require_sandbox,
+        wait=args.wait,
+        policy_args=policy_args_of(args),
+        write=out.write,
+        on_loop_receipt=_print_loop if args.verbose and not args.json else None,
+        **extra,
+    )
+
+
+def _print_loop(loop: dict[str, Any]) -> None:
+    from dal.receipts.render import describe_loop
+
+    sys.stderr.write(f"dal: loop receipt: {describe_loop(loop)}\n")
+
+
+_SANDBOX_WARNED = False
+
+
+def warn_sandbox(req: Any, quiet: bool) -> None:
+    """Say once when commands will run without the bubblewrap wall."""
+    from dal.effects import sandbox_status
+
+    global _SANDBOX_WARNED
+    ok, why = sandbox_status()
+    if not ok and not req.require_sandbox and not quiet and not _SANDBOX_WARNED:
+        _SANDBOX_WARNED = True
+        sys.stderr.write(f"dal: warning: no sandbox ({why}); commands are checked by the policy only\n")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return run_and_report(args, request_from_args(args, args.script))
+
+
+def run_and_report(args: argparse.Namespace, req: Any) -> int:
+    from dal.diagnostics import render, want_color
+    from dal.runner.runner import RunnerError, execute
+
+    warn_sandbox(req, args.quiet or args.json)
+    try:
+        report = execute(req)
+    except RunnerError as e:
+        sys.stderr.write(f"dal: error: {e}\n")
+        return e.exit_code
+    (sys.stderr if args.json else sys.stdout).flush()
+    receipt = report.receipt
+    if report.error is not None and not args.json:
+        sys.stderr.write(render(report.error, want_color(sys.stderr)) + "\n")
+    if args.json:
+        sys.stdout.write(json.dumps(receipt, indent=2, ensure_ascii=False) + "\n")
+    elif not args.quiet:
+        sys.stderr.write(summary_line(receipt, report) + "\n")
+    return report.exit_code
+
+
+def summary_line(receipt: dict[str, Any], report: Any) -> str:
+    """One calm line: what happened, where the receipt is, and what to do next when it matters."""
+    import os
+
+    status = receipt["status"]
+    where = report.md_path
+    if where is not None:
+        try:
+            where = os.path.relpath(where)
+        except ValueError:
+            pass
+    parts = [f"dal: {status}"]
+    if status == "skipped":
+        parts.append(f"(operation {receipt['operation']!r} already completed in {receipt['skipped_of']})")
+    steps = receipt["steps"]
+    parts.append(f"· {steps['used']:,} steps · {receipt['effects']['count']} effects")
+    parts.append(f"· receipt {where}" if where else f"· run {receipt['run_id']}")
+    line = " ".join(parts)
+    if status in ("waiting", "failed", "exhausted", "interrupted"):
+        from dal.receipts.render import next_action
+
+        line += f"\ndal: next: {next_action(receipt)}"
+    return line

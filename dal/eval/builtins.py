@@ -374,7 +374,7 @@ def _now(rt: Runtime, args: list[Any], span: Any) -> float:
         print(now() > 1700000000)
         # true
     """
-    return rt.now()
+    return rt.observe("now()", rt.now)
 
 
 @builtin("env(name)", 1)
@@ -385,8 +385,9 @@ def _env(rt: Runtime, args: list[Any], span: Any) -> str | None:
         print(env("DAL_SURELY_NOT_SET_ANYWHERE"))
         # null
     """
-    _want(args[0], str, "string", "env")
-    return os.environ.get(args[0])
+    name = args[0]
+    _want(name, str, "string", "env")
+    return rt.observe(f"env({name})", lambda: os.environ.get(name))
 
 
 @builtin("record(state, operation, outcome)", 3)

@@ -25,7 +25,7 @@ from dal.errors import (
     StackFrame,
 )
 from dal.eval import ops
-from dal.eval.runtime import FailSignal, FinishSignal, LoopFrame, LoopSite, Runtime, WaitSignal
+from dal.eval.runtime import FailSignal, FinishSignal, LoopFrame, LoopSite, Runtime, SkipSignal, WaitSignal
 from dal.eval.values import UNSET, Builtin, Cell, Function, type_name
 from dal.resolve.resolver import BUILTIN, FREE, GLOBAL, LOCAL, Resolution, conjuncts
 from dal.syntax import ast
@@ -73,6 +73,8 @@ def _loop_exit_reason(exc: BaseException) -> str:
         return "fail"
     if isinstance(exc, WaitSignal):
         return "waiting"
+    if isinstance(exc, SkipSignal):  # operation() named a completed run: the script stops cleanly
+        return "finish"
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted"
     return "error"
@@ -383,7 +385,8 @@ class Compiler:
         rt.loops.pop()
         rec = rt.recorder
         if rec is not None:
-            rec.loop_exit(lf, reason, clause, rt.steps - lf.started_steps, time.time(), snap(f))
+            # the snapshot is taken lazily: a recorder aggregating a hot loop site skips it
+            rec.loop_exit(lf, reason, clause, rt.steps - lf.started_steps, time.time(), lambda: snap(f))
 
     def s_While(self, st: ast.While) -> Code:
         rt = self.rt

@@ -16,7 +16,7 @@ import attrs
 from dal.errors import BudgetExhausted, DalError, DalRuntimeError, DalSyntaxError, InternalError, Interrupted
 from dal.eval.builtins import BUILTINS, arities
 from dal.eval.compiler import Compiler
-from dal.eval.runtime import FailSignal, FinishSignal, Runtime, WaitSignal
+from dal.eval.runtime import FailSignal, FinishSignal, Runtime, SkipSignal, WaitSignal
 from dal.resolve.resolver import ModuleState, Resolution, resolve
 from dal.syntax import ast
 from dal.syntax.parser import parse
@@ -147,6 +147,8 @@ class Engine:
                 return Outcome("failed", result=s.value, ended_by="fail")
             except WaitSignal as s:
                 return Outcome("waiting", ended_by="wait", wait=s)
+            except SkipSignal as s:
+                return Outcome("skipped", result=s.of_run, ended_by="skip")
             except BudgetExhausted as e:
                 return Outcome("exhausted", _with_source(e, checked), ended_by="budget")
             except Interrupted as e:

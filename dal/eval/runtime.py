@@ -51,6 +51,14 @@ class WaitSignal(Exception):
         self.detail = detail or {}
 
 
+class SkipSignal(Exception):
+    """The operation key names a completed run: stop before any effect, record a skipped run."""
+
+    def __init__(self, of_run: str) -> None:
+        super().__init__(of_run)
+        self.of_run = of_run
+
+
 @attrs.define(eq=False, slots=True)
 class LoopSite:
     """A `while` or `for` in the source, compiled once."""
@@ -85,7 +93,7 @@ class Recorder(Protocol):
         clause: str | None,
         steps: int,
         ended_at: float,
-        snapshot: dict[str, Any],
+        snapshot: Callable[[], dict[str, Any]],
     ) -> None: ...
 
 
@@ -96,7 +104,7 @@ class Runtime:
     __slots__ = (
         "steps", "limit", "max_steps", "deadline", "timeout", "depth", "max_depth", "loops",
         "recorder", "write", "interrupt_reason", "filename", "source", "effects", "state", "now",
-        "_lock", "on_effect", "context",
+        "_lock", "on_effect", "context", "observe",
     )
 
     def __init__(
@@ -127,6 +135,8 @@ class Runtime:
         self._lock = threading.Lock()
         self.on_effect: Any = None
         self.context: Any = None
+        # How builtins read values the outside world decides (`now`, `env`); the runner journals them.
+        self.observe: Callable[[str, Callable[[], Any]], Any] = lambda what, produce: produce()
 
     def start_clock(self) -> None:
         self.deadline = (time.monotonic() + self.timeout) if self.timeout else None

@@ -1,0 +1,1 @@
+"""Runner: one run of a script end to end — policy, effects and their journal, receipts, the store."""

@@ -1,0 +1,69 @@
+"""One key, one runner: an exclusive lock per operation key.
+
+`flock` locks belong to the open file: the kernel releases them when the holder exits, however it
+exits (kill -9 included), so a dead holder never blocks the key and its run becomes resumable.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+
+class KeyBusy(Exception):
+    def __init__(self, key: str, holder: dict[str, Any]) -> None:
+        pid = holder.get("pid", "?")
+        run = holder.get("run_id")
+        super().__init__(
+            f"operation {key!r} is being run by process {pid}" + (f" (run {run})" if run else "")
+            + "; wait for it with --wait SECONDS, or inspect it with `dal receipts`"
+        )
+        self.key = key
+        self.holder = holder
+
+
+class KeyLock:
+    def __init__(self, folder: Path, key: str) -> None:
+        digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / f"{digest}.lock"
+        self.key = key
+        self._fd: int | None = None
+
+    def acquire(self, run_id: str, wait: float | None = None) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + (wait or 0.0)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = self._read_holder(fd)
+                    os.close(fd)
+                    raise KeyBusy(self.key, holder) from None
+                time.sleep(0.05)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "run_id": run_id, "key": self.key}).encode(), 0)
+        self._fd = fd
+
+    @staticmethod
+    def _read_holder(fd: int) -> dict[str, Any]:
+        try:
+            data = os.pread(fd, 4096, 0)
+            return json.loads(data.decode() or "{}")
+        except (OSError, ValueError):
+            return {}
+
+    def release(self) -> None:
+        if self._fd is not None:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self._fd)
+                self._fd = None
