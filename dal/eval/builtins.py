@@ -17,7 +17,7 @@ from typing import Any
 
 from dal.errors import DalRuntimeError, DalTypeError
 from dal.eval.runtime import FailSignal, FinishSignal, Runtime
-from dal.eval.values import Builtin, dal_eq, display, json_text, to_json_value, type_name
+from dal.eval.values import Builtin, a_type_name, dal_eq, display, json_text, to_json_value, type_name, with_article
 
 BUILTINS: dict[str, Builtin] = {}
 
@@ -42,7 +42,7 @@ def _want(v: Any, t: type | tuple[type, ...], what: str, fn: str, pos: str = "")
     ok = type(v) in (t if isinstance(t, tuple) else (t,))
     if not ok:
         where = f" {pos}" if pos else ""
-        raise DalTypeError(f"`{fn}` needs a {what}{where}, got {type_name(v)}")
+        raise DalTypeError(f"`{fn}` needs {with_article(what)}{where}, got {type_name(v)}")
 
 
 # --- output and conversion ------------------------------------------------------------------
@@ -304,7 +304,7 @@ def _join(rt: Runtime, args: list[Any], span: Any) -> str:
     for i, x in enumerate(xs):
         if type(x) is not str:
             raise DalTypeError(
-                f"`join` needs a list of strings, but item {i} is a {type_name(x)}",
+                f"`join` needs a list of strings, but item {i} is {a_type_name(x)}",
                 help="convert items first with str(...)",
             )
     return sep.join(xs)

@@ -26,7 +26,7 @@ from dal.errors import (
 )
 from dal.eval import ops
 from dal.eval.runtime import FailSignal, FinishSignal, LoopFrame, LoopSite, Runtime, SkipSignal, WaitSignal
-from dal.eval.values import UNSET, Builtin, Cell, Function, type_name
+from dal.eval.values import UNSET, Builtin, Cell, Function, a_type_name, type_name
 from dal.resolve.resolver import BUILTIN, FREE, GLOBAL, LOCAL, Resolution, conjuncts
 from dal.syntax import ast
 
@@ -846,7 +846,7 @@ class Compiler:
                 return fn.impl(self.rt, argv, span)
             except DalError as err:
                 raise err.located(span, self.filename) from None
-        raise self._err(DalTypeError, f"cannot call a {type_name(fn)}: only functions can be called", span)
+        raise self._err(DalTypeError, f"cannot call {a_type_name(fn)}: only functions can be called", span)
 
     def invoke(self, fn: Function, argv: list[Any], span: ast.Span) -> Any:
         """Call a user function: new frame, depth check, call stack on error."""

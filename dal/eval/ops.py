@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from dal.errors import DalRuntimeError, DalTypeError
-from dal.eval.values import dal_eq, display, type_name
+from dal.eval.values import a_type_name, dal_eq, display, type_name
 
 __all__ = ["BINARY", "dal_eq", "get_field", "get_item", "iter_items", "neg", "set_item"]
 
@@ -137,7 +137,7 @@ def get_field(o: Any, key: str, span: Any, comp: Any) -> Any:
                 span,
                 help="its fields are: ok, code, stdout, stderr, status, summary",
             ) from None
-    raise comp._err(DalTypeError, f"cannot read field `{key}` of a {type_name(o)}", span)
+    raise comp._err(DalTypeError, f"cannot read field `{key}` of {a_type_name(o)}", span)
 
 
 def _list_index(xs: Any, i: Any, span: Any, comp: Any) -> int:
@@ -163,7 +163,7 @@ def get_item(o: Any, i: Any, span: Any, comp: Any) -> Any:
             return o[i]
         except KeyError:
             raise _missing_key(o, i, span, comp) from None
-    raise comp._err(DalTypeError, f"cannot index a {type_name(o)}", span)
+    raise comp._err(DalTypeError, f"cannot index {a_type_name(o)}", span)
 
 
 def set_item(o: Any, i: Any, v: Any, span: Any, comp: Any, field: bool = False) -> None:
@@ -177,7 +177,7 @@ def set_item(o: Any, i: Any, v: Any, span: Any, comp: Any, field: bool = False) 
         o[_list_index(o, i, span, comp)] = v
         return
     what = f"field `{i}`" if field else "an element"
-    raise comp._err(DalTypeError, f"cannot set {what} of a {type_name(o)}", span)
+    raise comp._err(DalTypeError, f"cannot set {what} of {a_type_name(o)}", span)
 
 
 def iter_items(v: Any, span: Any, comp: Any) -> list[Any]:
@@ -185,4 +185,4 @@ def iter_items(v: Any, span: Any, comp: Any) -> list[Any]:
     t = type(v)
     if t is list or t is dict or t is str:
         return list(v)
-    raise comp._err(DalTypeError, f"cannot loop over a {type_name(v)}", span, help="loop over a list, map or string")
+    raise comp._err(DalTypeError, f"cannot loop over {a_type_name(v)}", span, help="loop over a list, map or string")

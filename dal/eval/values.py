@@ -92,6 +92,17 @@ def type_name(v: Any) -> str:
     return t.__name__
 
 
+def a_type_name(v: Any) -> str:
+    """The type name with its article, for messages: `an integer`, `a list`, `null`."""
+    return with_article(type_name(v))
+
+
+def with_article(name: str) -> str:
+    if name == "null":
+        return name
+    return ("an " if name[0] in "aeiou" else "a ") + name
+
+
 def is_number(v: Any) -> bool:
     t = type(v)
     return t is int or t is float
