@@ -83,6 +83,25 @@ def _check_path(raw: str, kind: str, policy: Policy) -> str:
     return resolved
 
 
+_TREE_LIMIT = 10_000
+
+
+def _check_tree(top: str, policy: Policy) -> None:
+    """Deny if a symlink below `top` (a directory about to be written into recursively) leads out."""
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(top):
+        for name in dirnames + filenames:
+            seen += 1
+            if seen > _TREE_LIMIT:
+                raise _Denied(f"{P.display(top, policy.workspace)}: too many entries to check a recursive write")
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                target = os.path.realpath(path)
+                if not P.within(target, policy.write_roots):
+                    shown = P.display(path, policy.workspace)
+                    raise _Denied(f"writes outside the allowed roots: {shown} (resolves to {target})")
+
+
 def check_redirect_target(raw: str, write: bool, policy: Policy) -> str | None:
     """Resolve a redirection target again at open time; None if it is no longer allowed."""
     try:
@@ -157,7 +176,10 @@ def _check(command: str, policy: Policy) -> Decision:
             for raw in use.reads:
                 reads.append(P.display(_check_path(raw, "read", policy), ws))
             for raw in use.writes:
-                writes.append(P.display(_check_path(raw, "write", policy), ws))
+                resolved = _check_path(raw, "write", policy)
+                writes.append(P.display(resolved, ws))
+                if use.writes_into_trees and os.path.isdir(resolved):
+                    _check_tree(resolved, policy)
             for raw in use.writes_nofollow:
                 writes.append(P.display(_check_path(raw, "write_nofollow", policy), ws))
         for r in cmd.redirects:

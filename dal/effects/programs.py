@@ -28,6 +28,9 @@ class ArgUse:
     writes_nofollow: tuple[str, ...] = ()
     unsafe: str | None = None
     idempotent: bool = True
+    # Writes descend into existing directories (cp -r): a symlink anywhere below a written directory
+    # would be written through, so the checker walks those trees too.
+    writes_into_trees: bool = False
 
 
 class Unsafe(Exception):
@@ -175,6 +178,7 @@ def analyze(model: ProgramModel, argv: tuple[str, ...], is_dir: Callable[[str], 
             writes_nofollow=use.writes_nofollow,
             unsafe=use.unsafe,
             idempotent=idem and use.idempotent,
+            writes_into_trees=use.writes_into_trees,
         )
     operands = [o for o in parsed.operands if o != "-"]
     if model.operands == "read":
@@ -238,6 +242,8 @@ def _copy_targets(p: Parsed, is_dir: Callable[[str], bool], verb: str) -> tuple[
     """Return (sources, written paths) of cp/mv, computing `DIR/name` when the target is a directory."""
     target_dir = p.values("-t", "--target-directory")
     operands = list(p.operands)
+    if any("/" in s for s in p.values("-S", "--suffix")):
+        raise Unsafe(f"{verb} --suffix with a slash writes the backup elsewhere")
     if len(target_dir) > 1:
         raise Unsafe(f"{verb} with more than one target directory")
     if target_dir:
@@ -259,7 +265,8 @@ def _copy_targets(p: Parsed, is_dir: Callable[[str], bool], verb: str) -> tuple[
 
 def _cp(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
     sources, written = _copy_targets(p, is_dir, "cp")
-    return ArgUse(reads=tuple(sources), writes=tuple(written))
+    recursive = p.has("-r", "-R", "-a", "--recursive", "--archive")
+    return ArgUse(reads=tuple(sources), writes=tuple(written), writes_into_trees=recursive)
 
 
 def _mv(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
@@ -343,7 +350,7 @@ def _analyze_find(argv: tuple[str, ...]) -> ArgUse:
         n = _FIND_PRIMARIES.get(a)
         if n is None:
             return ArgUse(unsafe=f"find: unknown or unsupported primary {a!r}")
-        if i + n >= len(args) + (0 if n else 1) and n:
+        if n and i + n >= len(args):
             return ArgUse(unsafe=f"find {a} needs a value")
         i += 1 + n
     return ArgUse(reads=tuple(reads))

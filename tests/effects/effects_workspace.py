@@ -24,6 +24,9 @@ def build_workspace(root: Path) -> tuple[Path, Path]:
     os.symlink("../outside/created-by-dangling", ws / "dangling")  # a write would create its target
     os.symlink("docs", ws / "link_in")  # stays inside
     os.symlink("..", ws / "sub" / "up")  # back to the workspace root: still inside
+    # An existing tree with a symlink deep inside: `cp -r docs dest` would write through dest/docs/a.md.
+    (ws / "dest" / "docs").mkdir(parents=True)
+    os.symlink("../../../outside/canary.txt", ws / "dest" / "docs" / "a.md")
     return ws, outside
 
 

@@ -54,6 +54,8 @@ ALLOW = [
     "touch -c notes.txt",
     "cp notes.txt copy.txt",
     "cp -r docs docs2",
+    "cp -r docs sub",
+    "cp -b --suffix=.bak notes.txt copy.txt",
     "cp notes.txt docs/",
     "cp -t docs notes.txt",
     "cp --target-directory=docs notes.txt",
@@ -139,6 +141,9 @@ DENY = [
     ("cp notes.txt link_out", "outside"),
     ("rm link_out/canary.txt", "outside"),
     ("ls link_out/", "outside"),
+    ("cp -r docs dest", "dest/docs/a.md"),
+    ("cp -a docs/ dest/", "dest/docs/a.md"),
+    ("cp docs/a.md dest/docs", "outside"),
     # redirections outside
     ("echo x > ../outside/canary.txt", "outside"),
     ("echo x >> /etc/passwd", "outside"),
@@ -171,6 +176,8 @@ DENY = [
     ("mv . ../elsewhere", "outside"),
     # unsafe flags
     ("rm --no-preserve-root -rf /", "removes /"),
+    ("cp --suffix=/../../x -b notes.txt copy.txt", "suffix"),
+    ("mv -S /x -b notes.txt copy.txt", "suffix"),
     ("cp -L -r docs x", "-L"),
     ("cp --dereference -r docs x", "--dereference"),
     ("grep -R x .", "-R"),

@@ -21,7 +21,8 @@ PROGRAMS = ["cat", "ls", "touch", "mkdir", "cp", "mv", "rm", "echo", "printf", "
             "head", "wc", "uniq", "test", "diff", "stat", "sh", "env", "xargs"]  # fmt: skip
 # Paths inside, outside directly, through `..`, and through each kind of symlink. OUT is replaced by the
 # absolute path of the canary directory. No system paths: a gate bug must not be able to hurt the host.
-PATHS = ["notes.txt", "docs", "docs/a.md", "new.txt", "new dir", ".", "sub", "sub/up", "sub/up/notes.txt",
+PATHS = ["notes.txt", "docs", "docs/a.md", "dest", "dest/docs", "new.txt", "new dir", ".", "sub", "sub/up",
+         "sub/up/notes.txt",
          "link_in", "link_in/a.md", "link_out", "link_out/canary.txt", "link_out/new", "dangling",
          "file_link_out", "..", "../outside", "../outside/canary.txt", "docs/../../outside/x", "OUT",
          "OUT/canary.txt", "OUT/new", "/dev/null"]  # fmt: skip
