@@ -208,6 +208,11 @@ def next_action(receipt: Mapping[str, Any]) -> str:
             f"inspect: the script no longer matches the journal at {_where(error)} "
             f"({one_line(error.get('message'))}); see `dal receipt show {rid} --json`"
         )
+    if error is not None and error.get("kind") == "internal":
+        return (
+            f"DAL itself failed ({one_line(error.get('message'))}); inspect the evidence and report the bug "
+            f"with `dal receipt show {rid} --json`"
+        )
     artifacts = receipt.get("artifacts") or []
     if artifacts:
         shown = ", ".join(f"inspect {_q(a['path'])} ({a['state']})" for a in artifacts[:3])

@@ -11,10 +11,13 @@ The table (also in docs/receipts.md) is checked top to bottom; the first matchin
 | waiting     | -                                                 | resume     |
 | interrupted | -                                                 | resume     |
 | exhausted   | -                                                 | inspect    |
-| failed      | error kind is a divergence from the journal       | inspect    |
-| failed      | error kind is an effect timeout, nothing external | replay     |
+| failed      | error kind `divergence` (script vs journal)       | inspect    |
+| failed      | error kind `internal` (a bug in DAL itself)       | inspect    |
 | failed      | any other error (a DAL error in the script)       | repair     |
 | failed      | fail(value) without a retry of its own            | inspect    |
+
+`replay` is never derived: only the script knows its operation is idempotent, so only
+`fail({"retry": "replay"})` chooses it.
 """
 
 from __future__ import annotations
@@ -24,10 +27,9 @@ from typing import Any
 
 RETRY_CLASSES: tuple[str, ...] = ("none", "inspect", "resume", "repair", "replay", "escalate")
 
-# Error kinds that mean the journal and the script disagree: the operator must look before anything reruns.
-DIVERGENCE_KINDS = frozenset({"divergence", "DivergenceError"})
-# Error kinds that mean an effect ran out of time; rerunning the same idempotent work is the fix.
-TIMEOUT_KINDS = frozenset({"timeout", "effect_timeout", "EffectTimeout"})
+# Error kinds (dal.errors) after which a person must look before anything reruns: the journal and the
+# script disagree, or DAL itself failed. Editing the script is not the fix for either.
+INSPECT_KINDS = frozenset({"divergence", "internal"})
 
 
 def derive_retry(
@@ -57,10 +59,8 @@ def derive_retry(
     if status == "failed":
         if error_kind is None:
             return "inspect"
-        if error_kind in DIVERGENCE_KINDS:
+        if error_kind in INSPECT_KINDS:
             return "inspect"
-        if error_kind in TIMEOUT_KINDS and external_effect == "none":
-            return "replay"
         return "repair"
     raise ValueError(f"unknown run status {status!r}")
 

@@ -52,6 +52,17 @@ def test_divergence_says_inspect_the_journal(receipts: dict) -> None:
     assert next_action(r).startswith("inspect: the script no longer matches the journal at article.dal:14:9")
 
 
+def test_internal_error_asks_for_a_bug_report(receipts: dict) -> None:
+    r = receipts["script_error"]
+    r["retry"] = "inspect"
+    r["error"]["kind"] = "internal"
+    r["error"]["message"] = "KeyError: 'x'"
+    assert next_action(r) == (
+        "DAL itself failed (KeyError: 'x'); inspect the evidence and report the bug with "
+        f"`dal receipt show {RID} --json`"
+    )
+
+
 def test_show_has_status_line_facts_evidence_artifacts_and_external_effect(receipts: dict) -> None:
     text = render(receipts["verification_failed"])
     lines = text.splitlines()

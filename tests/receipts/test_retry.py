@@ -18,9 +18,9 @@ from dal.receipts.retry import RETRY_CLASSES, derive_retry, derive_retry_for
         ("failed", "none", "TypeError", "repair"),
         ("failed", "none", None, "inspect"),  # the script's own fail(value)
         ("failed", "none", "divergence", "inspect"),
-        ("failed", "none", "timeout", "replay"),
-        ("failed", "performed", "timeout", "repair"),
-        ("failed", "uncertain", "timeout", "escalate"),
+        ("failed", "none", "internal", "inspect"),
+        ("failed", "performed", "type", "repair"),
+        ("failed", "uncertain", "runtime", "escalate"),
         ("exhausted", "none", "BudgetExhausted", "inspect"),
         ("exhausted", "uncertain", None, "escalate"),
         ("waiting", "pending_approval", None, "escalate"),
