@@ -841,7 +841,15 @@ class Compiler:
         if type(fn) is Builtin:
             n = len(argv)
             if n < fn.min_args or (fn.max_args is not None and n > fn.max_args):
-                raise self._err(DalTypeError, f"`{fn.name}` takes {fn.signature}, but {n} arguments were given", span)
+                lo, hi = fn.min_args, fn.max_args
+                want = f"{lo}" if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
+                raise self._err(
+                    DalTypeError,
+                    f"`{fn.name}` takes {want} argument{'s' if want != '1' else ''}, but {n} "
+                    f"{'was' if n == 1 else 'were'} given",
+                    span,
+                    help=f"usage: {fn.signature}",
+                )
             try:
                 return fn.impl(self.rt, argv, span)
             except DalError as err:
