@@ -21,10 +21,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from dal.receipts.render import (
-    MAX_EVIDENCE_LINES,
     attempts_of,
     describe_loop,
-    evidence_of,
+    evidence_lines,
     next_action,
     one_line,
     paths_of,
@@ -47,15 +46,8 @@ def render_markdown(receipt: Mapping[str, Any]) -> str:
     if attempts is not None:
         lines.append(f"- attempts: {attempts}")
 
-    evidence, omitted = evidence_of(receipt)
     lines += ["", "## Evidence", ""]
-    if evidence:
-        lines += [f"{i}. {op} — {outcome}" for i, (op, outcome) in enumerate(evidence[:MAX_EVIDENCE_LINES], 1)]
-        rest = omitted + max(0, len(evidence) - MAX_EVIDENCE_LINES)
-        if rest:
-            lines.append(f"\n… {rest} more entries not kept")
-    else:
-        lines.append("No evidence recorded.")
+    lines += evidence_lines(receipt) or ["No evidence recorded."]
 
     run = (
         f"- run: {receipt['run_id']} ({receipt['status']}, {receipt.get('attempted_at')}, "

@@ -69,61 +69,99 @@ def script_status(receipt: Mapping[str, Any]) -> str | None:
     return status if isinstance(status, str) and status else None
 
 
-def attempts_of(receipt: Mapping[str, Any]) -> int | None:
-    """Attempts as the script counted them: `result.attempts`, else an `attempt(s)` counter in the
-    snapshot of the only loop (the article's `state.attempt`). None when the script kept no count: loop
-    iterations are not attempts, so they are not passed off as such."""
+def _accounts(receipt: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Where the script keeps its own account of the work, most authoritative first: its result map, then
+    each loop's snapshot and the maps in it (the article's `state`), last loop first."""
+    out: list[Mapping[str, Any]] = []
+    result = _result_map(receipt)
+    if result and "$elided" not in result:
+        out.append(result)
+    for loop in reversed(receipt.get("loops") or []):
+        snapshot = loop.get("snapshot") or {}
+        out.append(snapshot)
+        out += [v for v in snapshot.values() if isinstance(v, Mapping) and "$elided" not in v]
+    return out
 
-    def counter(m: Mapping[str, Any]) -> int | None:
+
+def _items(value: Any) -> tuple[list[tuple[int, Any]], int] | None:
+    """A list, or a compacted one (`$elided` with head and tail), as (position, item) pairs and its length."""
+    if isinstance(value, list):
+        return list(enumerate(value, 1)), len(value)
+    if isinstance(value, Mapping) and value.get("$elided") == "list" and isinstance(value.get("length"), int):
+        head, tail, n = value.get("head") or [], value.get("tail") or [], value["length"]
+        return list(enumerate(head, 1)) + list(enumerate(tail, n - len(tail) + 1)), n
+    return None
+
+
+def attempts_of(receipt: Mapping[str, Any]) -> int | None:
+    """Attempts as the script counted them: `result.attempts`, else an `attempt(s)` counter in a loop
+    snapshot (the article's `state.attempt`). None when the script kept no count: loop iterations are
+    not attempts, so they are not passed off as such."""
+    for account in _accounts(receipt):
         for name in ("attempts", "attempt"):
-            value = m.get(name)
+            value = account.get(name)
             if isinstance(value, int) and not isinstance(value, bool):
                 return value
-        return None
-
-    found = counter(_result_map(receipt))
-    if found is not None:
-        return found
-    loops = receipt.get("loops") or []
-    if len(loops) == 1:
-        snapshot = loops[0].get("snapshot") or {}
-        found = counter(snapshot)
-        for value in snapshot.values():
-            if found is None and isinstance(value, Mapping) and "$elided" not in value:
-                found = counter(value)
-        return found
     return None
 
 
 def paths_of(receipt: Mapping[str, Any]) -> list[str]:
-    """The paths the run is about: `result.path`/`result.paths` when the script named them, else
-    its artifacts."""
-    result = _result_map(receipt)
-    if isinstance(result.get("path"), str):
-        return [result["path"]]
-    if isinstance(result.get("paths"), list):
-        return [p for p in result["paths"] if isinstance(p, str)]
-    return [a["path"] for a in receipt.get("artifacts") or []]
+    """The paths the run is about: `path`/`paths` where the script keeps them (its result, or the
+    article's `state.path`), else the files it wrote (a folder made on the way to a file is left out)."""
+    for account in _accounts(receipt):
+        if isinstance(account.get("path"), str):
+            return [account["path"]]
+        if isinstance(account.get("paths"), list):
+            return [p for p in account["paths"] if isinstance(p, str)]
+    written = [a["path"] for a in receipt.get("artifacts") or []]
+    return [p for p in written if not any(q.startswith(p.rstrip("/") + "/") for q in written)]
 
 
-def evidence_of(receipt: Mapping[str, Any]) -> tuple[list[tuple[str, str]], int]:
-    """Numbered evidence as (operation, outcome) pairs and how many entries were left out.
+Evidence = list[tuple[int, str, str]]
 
-    The script's own evidence list (`result.evidence`, the article's shape) wins; else the `record`
-    entries of the loops; else every effect (command and summary) in order.
+
+def evidence_of(receipt: Mapping[str, Any]) -> tuple[Evidence, int]:
+    """Numbered evidence as (number, operation, outcome) and how many entries exist beyond those shown.
+
+    The first source that has any wins: the script's own evidence list (`result.evidence`, or the
+    article's `state.evidence` in a loop snapshot), the `record` entries of the loops, every effect.
+    Numbers are positions in the source, so a gap shows where a compacted list left entries out.
     """
-    result = _result_map(receipt)
-    own = result.get("evidence")
-    if isinstance(own, list) and own and all(isinstance(e, Mapping) and "operation" in e for e in own):
-        return [(one_line(e["operation"]), one_line(e.get("outcome"))) for e in own], 0
+    for account in _accounts(receipt):
+        found = _items(account.get("evidence"))
+        if found is None:
+            continue
+        pairs, total = found
+        entries = [(i, e) for i, e in pairs if isinstance(e, Mapping) and "operation" in e]
+        if entries and len(entries) == len(pairs):
+            shown = [(i, one_line(e["operation"]), one_line(e.get("outcome"))) for i, e in entries]
+            return shown, total - len(shown)
     loops = receipt.get("loops") or []
     records = [e for lp in loops for e in lp.get("evidence") or [] if e.get("kind") == "record"]
     if records:
         omitted = sum(lp.get("evidence_omitted") or 0 for lp in loops)
-        return [(one_line(e["operation"]), one_line(e.get("outcome"))) for e in records], omitted
+        return [(i, one_line(e["operation"]), one_line(e.get("outcome"))) for i, e in enumerate(records, 1)], omitted
     effects = receipt.get("effects") or {}
     items = effects.get("items") or []
-    return [(one_line(e["command"]), one_line(e.get("summary", ""))) for e in items], effects.get("omitted") or 0
+    shown = [(i, one_line(e["command"]), one_line(e.get("summary", ""))) for i, e in enumerate(items, 1)]
+    return shown, effects.get("omitted") or 0
+
+
+def evidence_lines(receipt: Mapping[str, Any], indent: str = "") -> list[str]:
+    """`1. check_destination — missing` lines, at most MAX_EVIDENCE_LINES, with `…` where entries were
+    left out and a count of them at the end."""
+    evidence, omitted = evidence_of(receipt)
+    lines: list[str] = []
+    previous = 0
+    for n, op, outcome in evidence[:MAX_EVIDENCE_LINES]:
+        if n != previous + 1:
+            lines.append(f"{indent}…")
+        lines.append(f"{indent}{n}. {op} — {outcome}")
+        previous = n
+    rest = omitted + max(0, len(evidence) - MAX_EVIDENCE_LINES)
+    if rest:
+        lines.append(f"{indent}… {rest} more not kept in the receipt")
+    return lines
 
 
 def describe_loop(loop: Mapping[str, Any]) -> str:
@@ -300,14 +338,9 @@ def render(receipt: Mapping[str, Any], *, colour: bool = False) -> str:
     width = max(len(k) for k, _ in facts)
     out += [f"  {k.ljust(width)}  {v}" for k, v in facts]
 
-    evidence, omitted = evidence_of(receipt)
+    evidence = evidence_lines(receipt, "  ")
     if evidence:
-        out += ["", "evidence"]
-        for i, (op, outcome) in enumerate(evidence[:MAX_EVIDENCE_LINES], 1):
-            out.append(f"  {i}. {op} — {outcome}")
-        rest = omitted + max(0, len(evidence) - MAX_EVIDENCE_LINES)
-        if rest:
-            out.append(f"  … {rest} more not shown")
+        out += ["", "evidence", *evidence]
 
     artifacts = receipt.get("artifacts") or []
     if artifacts:

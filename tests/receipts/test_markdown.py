@@ -125,7 +125,7 @@ def test_long_evidence_is_capped_with_a_count(build) -> None:
     r = build.base(loops=[build.loop(iterations=80, evidence=evidence, evidence_omitted=920)])
     text = render_markdown(r)
     assert "50. poll — not yet" in text and "51. poll" not in text
-    assert "… 950 more entries not kept" in text
+    assert "… 950 more not kept in the receipt" in text
 
 
 def test_multiline_outcomes_stay_on_one_line(build) -> None:
@@ -140,3 +140,58 @@ def test_docs_show_the_same_receipts() -> None:
     docs = (Path(__file__).resolve().parents[2] / "docs" / "receipts.md").read_text("utf-8")
     assert VERIFIED in docs
     assert EXHAUSTED in docs
+
+
+def test_the_article_script_as_written_uses_its_own_state(build) -> None:
+    # The article defines its own `fn record` and never calls finish(): its account of the work is
+    # `state`, which the loop's snapshot holds (the condition reads it).
+    state = {
+        "attempt": 2,
+        "max_attempts": 3,
+        "path": build.article_path,
+        "status": "verified",
+        "evidence": [
+            {"attempt": 1, "operation": "check_destination", "outcome": "missing"},
+            {"attempt": 1, "operation": "create_destination", "outcome": "command completed"},
+            {"attempt": 2, "operation": "check_destination", "outcome": "present"},
+        ],
+    }
+    r = build.base(
+        operation=build.article_key,
+        artifacts=[
+            {"path": "COO-FILESYSTEM/articles/drafts", "state": "exists", "size": None, "sha256": None},
+            {"path": build.article_path, "state": "exists", "size": 8, "sha256": "b" * 64},
+        ],
+        loops=[build.loop(iterations=2, snapshot={"state": state})],
+    )
+    assert render_markdown(r).startswith(
+        "# Tool-loop receipt\n\n"
+        "- operation: article-draft:2026-09-02:tool-loop\n"
+        "- path: COO-FILESYSTEM/articles/drafts/example.md\n"
+        "- status: completed\n"
+        "- attempts: 2\n\n"
+        "## Evidence\n\n"
+        "1. check_destination — missing\n"
+        "2. create_destination — command completed\n"
+        "3. check_destination — present\n"
+    )
+
+
+def test_compacted_evidence_keeps_its_numbers(build) -> None:
+    head = [{"operation": "poll", "outcome": f"try {i}"} for i in (1, 2)]
+    tail = [{"operation": "poll", "outcome": f"try {i}"} for i in (99, 100)]
+    evidence = {"$elided": "list", "length": 100, "head": head, "tail": tail}
+    text = render_markdown(build.base(result={"evidence": evidence}))
+    assert "1. poll — try 1\n2. poll — try 2\n…\n99. poll — try 99\n100. poll — try 100\n" in text
+    assert "… 96 more not kept in the receipt" in text
+
+
+def test_folders_made_on_the_way_are_not_the_path(build) -> None:
+    r = build.base(
+        artifacts=[
+            {"path": "out", "state": "exists", "size": None, "sha256": None},
+            {"path": "out/a.md", "state": "exists", "size": 1, "sha256": "b" * 64},
+            {"path": "out/b.md", "state": "missing", "size": None, "sha256": None},
+        ]
+    )
+    assert "- paths: out/a.md, out/b.md\n" in render_markdown(r)
