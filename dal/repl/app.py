@@ -30,7 +30,8 @@ from prompt_toolkit.output import Output
 from prompt_toolkit.styles import Style
 
 import dal
-from dal.repl.completer import DalCompleter, builtin_signatures
+from dal.repl import completeness
+from dal.repl.completer import DalCompleter, builtin_signatures, builtins_table
 from dal.repl.lexer import KEYWORDS, DalLexer
 
 PROMPT = "dal> "
@@ -126,10 +127,8 @@ class Repl:
     # -- the prompt --------------------------------------------------------------------------
 
     def is_complete(self, text: str) -> bool:
-        try:
-            return bool(self.session.is_complete(text))
-        except Exception:  # let the input run: its syntax error is more useful than a stuck prompt
-            return True
+        # The grammar decides (see dal/repl/completeness.py for why not Session.is_complete).
+        return completeness.is_complete(text)
 
     def ready_to_run(self, document: Document) -> bool:
         """Whether Enter at this point runs the input rather than opening a new line."""
@@ -260,9 +259,18 @@ class Repl:
                 self.write(self.highlight(text))
 
     def _execute(self, source: str, filename: str | None) -> Any:
-        if filename is not None and self._execute_takes_filename:
+        if filename is None:
+            return self.session.execute(source)
+        if self._execute_takes_filename:
             return self.session.execute(source, filename=filename)
-        return self.session.execute(source)
+        # Session names its inputs after `session.filename`: borrow it so errors in a loaded
+        # script point into that file.
+        saved = self.session.filename
+        self.session.filename = filename
+        try:
+            return self.session.execute(source)
+        finally:
+            self.session.filename = saved
 
     def in_worker(self, fn: Callable[[], Any]) -> tuple[Any, BaseException | None]:
         """Run `fn` in a thread; Ctrl-C meanwhile interrupts the session instead of the REPL."""
@@ -297,7 +305,7 @@ class Repl:
 
     def repr(self, value: Any) -> str:
         try:
-            from dal.values import dal_repr
+            from dal.eval.values import dal_repr
         except ImportError:
             return repr(value)
         return dal_repr(value)
@@ -398,11 +406,8 @@ class Repl:
 
 
 def _builtin_doc(name: str) -> str:
-    try:
-        from dal.builtins import BUILTINS
-    except ImportError:
-        return ""
-    return (getattr(BUILTINS.get(name), "doc", "") or "").strip()
+    table = builtins_table() or {}
+    return (getattr(table.get(name), "doc", "") or "").strip()
 
 
 def _newline_with_indent(buf: Buffer) -> None:

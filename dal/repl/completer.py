@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
+from typing import Any
 
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
@@ -14,15 +16,24 @@ from dal.repl.lexer import BUILTIN_NAMES, KEYWORDS
 _IDENT_AT_END = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def builtins_table() -> dict[str, Any] | None:
+    """The interpreter's builtin table (name -> Builtin with .signature and .doc), if importable."""
+    for module in ("dal.eval.builtins", "dal.builtins"):
+        try:
+            return importlib.import_module(module).BUILTINS
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
 @lru_cache(maxsize=1)
 def builtin_signatures() -> dict[str, tuple[str, str]]:
     """name -> (signature, first line of its doc), from the interpreter's table when it is there."""
-    try:
-        from dal.builtins import BUILTINS
-    except ImportError:  # the lexer's list keeps completion useful without the interpreter
+    table_of = builtins_table()
+    if table_of is None:  # the lexer's list keeps completion useful without the interpreter
         return {name: (f"{name}(...)", "") for name in BUILTIN_NAMES}
     table: dict[str, tuple[str, str]] = {}
-    for name, b in BUILTINS.items():
+    for name, b in table_of.items():
         doc = (getattr(b, "doc", "") or "").strip()
         table[name] = (getattr(b, "signature", "") or f"{name}(...)", doc.splitlines()[0] if doc else "")
     return table

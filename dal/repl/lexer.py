@@ -36,7 +36,7 @@ KEYWORDS: tuple[str, ...] = (
 BUILTIN_NAMES: tuple[str, ...] = (
     "run", "record", "append", "contains", "len", "keys", "values", "str", "int", "float",
     "split", "join", "trim", "replace", "startswith", "endswith", "range", "print", "now",
-    "env", "operation", "finish", "fail", "json", "parse_json",
+    "env", "operation", "finish", "fail", "json", "parse_json", "type",
 )  # fmt: skip
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"

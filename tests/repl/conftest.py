@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -38,7 +39,9 @@ def history_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def drive(session, workspace: Path, history_file: Path, capsys: pytest.CaptureFixture[str]):
-    """`drive(keys) -> output`: type `keys` into a fresh in-process REPL, then Ctrl-D.
+    """`drive(keys, *later) -> output`: type into a fresh in-process REPL, then Ctrl-D.
+
+    `later` chunks are typed 0.2 s apart, for keys that must wait for background work (completion).
 
     Keys use terminal bytes: "\\r" is Enter, "\\t" Tab, "\\x03" Ctrl-C, "\\x1b\\r" Esc Enter.
     The REPL is left on `drive.repl` for inspection.
@@ -49,7 +52,7 @@ def drive(session, workspace: Path, history_file: Path, capsys: pytest.CaptureFi
     from dal.repl.app import Repl
     from dal.repl.history import LazyFileHistory
 
-    def run(keys: str) -> str:
+    def run(keys: str, *later: str) -> str:
         with create_pipe_input() as pipe:
             repl = Repl(
                 session,
@@ -60,8 +63,19 @@ def drive(session, workspace: Path, history_file: Path, capsys: pytest.CaptureFi
                 color=False,
             )
             run.repl = repl  # type: ignore[attr-defined]
-            pipe.send_text(keys + "\x04")
+            pipe.send_text(keys)
+
+            def type_the_rest() -> None:
+                for chunk in later:
+                    time.sleep(0.2)
+                    pipe.send_text(chunk)
+                time.sleep(0.1 if later else 0)
+                pipe.send_text("\x04")
+
+            typist = threading.Thread(target=type_the_rest, daemon=True)
+            typist.start()
             assert repl.run() == 0
+            typist.join()
         return capsys.readouterr().out
 
     return run

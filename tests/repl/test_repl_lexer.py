@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import re
@@ -9,6 +10,8 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lark import Lark
+from lark.lexer import PatternStr, TerminalDef
 from pygments.token import (
     Comment,
     Error,
@@ -31,12 +34,10 @@ def lex(text: str) -> list[tuple[object, str]]:
     return [(tok, val) for _, tok, val in DalLexer().get_tokens_unprocessed(text) if val.strip()]
 
 
-def grammar_literals() -> set[str]:
-    """Every anonymous terminal ("let", "{", "==", ...) the grammar spells out."""
-    text = grammar_path().read_text()
-    text = re.sub(r"//[^\n]*", "", text)
-    rules = text.split("COMP_OP:")[0]  # the named terminals below are regexes, not literals
-    return set(re.findall(r'"((?:[^"\\]|\\.)+)"', rules))
+@functools.cache
+def grammar_terminals() -> list[TerminalDef]:
+    """Every terminal of the grammar as Lark compiles it (literals and regexes alike)."""
+    return Lark(grammar_path().read_text(), parser="lalr").terminals
 
 
 EXPECTED_LITERAL = {
@@ -50,18 +51,51 @@ EXPECTED_LITERAL = {
     "not": Operator.Word,
     **{kw: Keyword for kw in ("if", "else", "while", "for", "in", "break", "continue", "return")},
     **{p: Punctuation for p in "{}()[],:;."},
-    "=": Operator,
-    "-": Operator,
+    **{op: Operator for op in ("=", "==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "/", "%")},
+}
+
+# Samples of each regex terminal (each must match the grammar's own pattern) and their token type.
+REGEX_SAMPLES: dict[str, list[tuple[str, object]]] = {
+    "NAME": [("x", Name), ("attempt_2", Name), ("_", Name)],
+    "INT": [("0", Number.Integer), ("12345678901234567890", Number.Integer)],
+    "FLOAT": [("3.25", Number.Float), ("1.5e-3", Number.Float), ("2E10", Number.Float)],
+    "STRING": [('"plain"', String.Double), ('"\\n\\u00e9"', String.Escape)],
+    "COMMENT": [("# note", Comment.Single)],
+    "COMP_OP": [(op, Operator) for op in ("==", "!=", "<=", ">=", "<", ">")],
+    "ADD_OP": [("+", Operator), ("-", Operator)],
+    "MUL_OP": [(op, Operator) for op in "*/%"],
 }
 
 
-def test_the_grammar_literals_are_all_covered() -> None:
-    assert grammar_literals() == set(EXPECTED_LITERAL)
+def test_every_grammar_terminal_is_known_to_the_lexer() -> None:
+    for term in grammar_terminals():
+        if term.name.startswith("__IGNORE"):
+            continue  # whitespace
+        if isinstance(term.pattern, PatternStr):
+            assert term.pattern.value in EXPECTED_LITERAL, f"new literal {term.pattern.value!r}: add it here"
+        else:
+            assert term.name in REGEX_SAMPLES, f"new terminal {term.name}: teach dal/repl/lexer.py and this test"
 
 
 @pytest.mark.parametrize("literal", sorted(EXPECTED_LITERAL))
-def test_each_grammar_literal_gets_its_token_type(literal: str) -> None:
+def test_each_literal_gets_its_token_type(literal: str) -> None:
     assert lex(literal) == [(EXPECTED_LITERAL[literal], literal)]
+
+
+@pytest.mark.parametrize(
+    ("terminal", "sample", "expected"),
+    [(name, text, tok) for name, samples in REGEX_SAMPLES.items() for text, tok in samples],
+)
+def test_each_regex_terminal_gets_its_token_type(terminal: str, sample: str, expected: object) -> None:
+    patterns = {t.name: t.pattern for t in grammar_terminals()}
+    if terminal in patterns:  # the sample is a real instance of the grammar's terminal
+        assert re.fullmatch(patterns[terminal].to_regexp(), sample)
+    tokens = lex(sample)
+    assert "".join(v for _, v in tokens) == sample
+    assert all(tok not in Error for tok, _ in tokens)
+    assert expected in {tok for tok, _ in tokens}
+    if terminal != "STRING":
+        assert len(tokens) == 1
 
 
 @pytest.mark.parametrize(
@@ -125,10 +159,11 @@ def test_lists_match_the_interpreter_when_it_is_there() -> None:
         from dal.syntax.keywords import KEYWORDS as INTERPRETER_KEYWORDS
 
         assert set(KEYWORDS) == set(INTERPRETER_KEYWORDS)
-    if importlib.util.find_spec("dal.builtins") is not None:
-        from dal.builtins import BUILTINS
+    from dal.repl.completer import builtins_table
 
-        assert set(BUILTINS) <= set(BUILTIN_NAMES), "add the new builtins to dal/repl/lexer.py"
+    table = builtins_table()
+    if table is not None:
+        assert set(table) <= set(BUILTIN_NAMES), "add the new builtins to dal/repl/lexer.py"
 
 
 ARTICLE_LOOP = """\

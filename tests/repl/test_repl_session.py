@@ -56,7 +56,9 @@ def test_ctrl_c_at_the_prompt_clears_the_line(drive) -> None:
 
 
 def test_tab_completes_a_name_in_scope(drive) -> None:
-    out = drive("let total_count = 5" + ENTER + "total_c\t" + ENTER)
+    # Completion runs in the background: give it a moment before the keys that depend on it.
+    # The first Enter takes the highlighted completion, the second runs the input.
+    out = drive("let total_count = 5" + ENTER + "total_c", "\t", ENTER, ENTER)
     assert out.splitlines()[-1] == "5"
 
 
@@ -97,9 +99,12 @@ def test_banner_names_version_workspace_and_policy(drive, workspace: Path) -> No
     assert dal.__version__ in first and str(workspace) in first and "policy" in first
 
 
-def test_ctrl_c_during_an_evaluation_interrupts_it_and_keeps_the_state(session, workspace, capsys) -> None:
+def test_ctrl_c_during_an_evaluation_interrupts_it_and_keeps_the_state(workspace, capsys) -> None:
     from dal.repl.app import Repl
+    from dal.session import Session
 
+    # A budget far beyond what 0.3 s can use, so only the interrupt can end the loop.
+    session = Session(filename="<repl>", max_steps=10**15, workspace=workspace)
     repl = Repl(session, workspace=workspace, color=False)
     repl.handle("let before = 7")
     # SIGINT reaches the main thread while the loop runs in the worker, as Ctrl-C in a terminal does.
