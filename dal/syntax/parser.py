@@ -326,10 +326,12 @@ def _unclosed(source: str, upto: int) -> tuple[str, Span] | None:
 
 
 def _end_span(source: str) -> Span:
-    line = source.count("\n") + 1
-    last = source.rsplit("\n", 1)[-1]
+    """Just after the script's last character that is not whitespace (not on a blank line past it)."""
+    text = source.rstrip()
+    line = text.count("\n") + 1
+    last = text.rsplit("\n", 1)[-1]
     col = len(last) + 1
-    return Span(line, col, line, col + 1, len(source), len(source))
+    return Span(line, col, line, col + 1, len(text), len(text))
 
 
 def _friendly(e: UnexpectedInput, source: str, filename: str) -> DalSyntaxError:
@@ -385,6 +387,8 @@ def _friendly(e: UnexpectedInput, source: str, filename: str) -> DalSyntaxError:
     if text in KEYWORDS and "NAME" in expected:
         return err(f"`{text}` is a keyword and cannot be used as a name", span,
                    help=f"choose another name, e.g. `{text}_`")
+    if text == "}" and "LET" in expected and "RBRACE" not in expected:
+        return err("unexpected `}`: there is no open block to close", span)
     if text == "}" and expected & _EXPR_START:
         return err("expected an expression before `}`", span)
     if "RBRACE" in expected and (expected <= {"RBRACE", "SEMICOLON"} or expected <= {"RBRACE", "SEMICOLON", "$END"}):
