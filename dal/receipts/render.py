@@ -332,7 +332,9 @@ def render(receipt: Mapping[str, Any], *, colour: bool = False) -> str:
         )
     if receipt.get("previous_run"):
         facts.append(("previous run", receipt["previous_run"]))
-    if receipt.get("blocker"):
+    error = receipt.get("error")
+    # After a DAL error the blocker is usually its message; the error section below already says it.
+    if receipt.get("blocker") and not (isinstance(error, Mapping) and error.get("message") == receipt["blocker"]):
         facts.append(("blocker", paint("1", receipt["blocker"])))
     facts.append(("external", receipt.get("external_effect", "none")))
     width = max(len(k) for k, _ in facts)
@@ -350,7 +352,6 @@ def render(receipt: Mapping[str, Any], *, colour: bool = False) -> str:
             state = paint("32" if a["state"] == "exists" else "33", a["state"].ljust(7))
             out.append(f"  {state}  {a['path']}{extra}")
 
-    error = receipt.get("error")
     if isinstance(error, Mapping):
         out += ["", f"error  {_where(error)}  {error.get('kind')}: {error.get('message')}"]
         if error.get("source_line"):

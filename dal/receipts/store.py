@@ -331,15 +331,26 @@ class Store:
         if self._conn is None:
             raise StoreError(f"the run store {self.path} is closed.", self.path)
         with self._lock, self._guard(doing):
-            result = fn(self._conn)
-            if self._immutable_stat is not None:
-                # Read as immutable: if a writer started meanwhile, read again through the WAL.
-                wal = Path(str(self.path) + "-wal")
-                if wal.exists() or self._stat() != self._immutable_stat:
-                    self._conn.close()
-                    self._connect_readonly()
-                    result = fn(self._conn)
+            if self._immutable_stat is None:
+                return fn(self._conn)
+            # Reading as immutable: if a writer started meanwhile, what we read may be stale or torn, so
+            # read again through the WAL, and only then believe an error.
+            try:
+                result = fn(self._conn)
+                changed = False
+            except sqlite3.DatabaseError:
+                if not self._changed():
+                    raise
+                changed = True
+            if changed or self._changed():
+                self._conn.close()
+                self._connect_readonly()
+                result = fn(self._conn)
             return result
+
+    def _changed(self) -> bool:
+        wal = Path(str(self.path) + "-wal")
+        return wal.exists() or self._stat() != self._immutable_stat
 
     def close(self) -> None:
         """Close the connection (in WAL mode the last writer to close also folds the WAL back)."""

@@ -126,3 +126,11 @@ def test_docs_show_what_dal_prints(receipts: dict) -> None:
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "receipts.md").read_text("utf-8")
     assert render(receipts["verification_failed"]) in docs
+
+
+def test_blocker_that_repeats_the_error_is_said_once(receipts: dict) -> None:
+    r = receipts["script_error"]
+    r["blocker"] = r["error"]["message"]
+    assert render(r).count("cannot add string and int") == 2  # the error line and `next:`
+    r["blocker"] = "the input file is missing"
+    assert "  blocker    the input file is missing" in render(r)
