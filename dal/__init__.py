@@ -2,6 +2,28 @@
 
 The runtime counts every step against a budget, checks every shell effect against a policy,
 and leaves a durable receipt at every loop exit and at every run's end.
+
+The embedding API (see docs/api.md) is imported lazily so that `dal check` starts fast:
+
+    import dal
+    receipt = dal.run("script.dal", key="job-42")
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
+
+_API = ("run", "resume", "approve", "deny", "receipts", "receipt", "check", "Receipt", "Diagnostic",
+        "DalUsageError", "DalStoreError")
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from dal import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'dal' has no attribute {name!r}")

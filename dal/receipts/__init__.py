@@ -34,3 +34,19 @@ __all__ = [
     "validate",
     "write_receipt_files",
 ]
+
+
+# `dal.receipts(...)` is also the embedding API's listing function (docs/api.md). Once this package is
+# imported it is the attribute `dal.receipts`, so the package itself forwards calls to the API.
+import sys as _sys  # noqa: E402
+import types as _types  # noqa: E402
+
+
+class _CallablePackage(_types.ModuleType):
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        from dal.api import receipts
+
+        return receipts(*args, **kwargs)  # type: ignore[arg-type]
+
+
+_sys.modules[__name__].__class__ = _CallablePackage

@@ -1,0 +1,354 @@
+"""The Python embedding API: what the `dal` command line does, as functions.
+
+    import dal
+    receipt = dal.run("examples/article_loop.dal", workspace="/srv/job", key="article-draft:2026-09-02")
+    if receipt.status == "waiting":
+        dal.approve(receipt.run_id, workspace="/srv/job")
+        receipt = dal.resume(receipt.run_id, workspace="/srv/job")
+
+A script's own failure is never an exception: the receipt says what happened (`status`, `error`,
+`retry`, `blocker`). Exceptions are for misuse only: `DalUsageError` for bad arguments or an unknown
+run, `DalStoreError` for a store that cannot be read or written.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from dal.errors import DalError
+
+__all__ = [
+    "DalStoreError",
+    "DalUsageError",
+    "Diagnostic",
+    "Receipt",
+    "approve",
+    "check",
+    "deny",
+    "receipts",
+    "resume",
+    "run",
+]
+
+
+class DalUsageError(ValueError):
+    """The API was called wrongly: a bad argument, a missing script, an unknown run, a busy key."""
+
+
+class DalStoreError(RuntimeError):
+    """The run store cannot be opened, read or written; the message names the file and what to do."""
+
+
+@attrs.frozen
+class Receipt:
+    """A run receipt (`dal.receipt/v1`): the schema's fields as attributes, the dict as `.data`."""
+
+    data: dict[str, Any] = attrs.field(repr=False)
+    output: str = attrs.field(default="", repr=False)  # what the script printed (for dal.run)
+
+    def __getattr__(self, name: str) -> Any:
+        data = object.__getattribute__(self, "data")
+        if name in data:
+            return data[name]
+        raise AttributeError(f"a receipt has no field {name!r}")
+
+    def __repr__(self) -> str:
+        d = self.data
+        return f"Receipt(run_id={d['run_id']!r}, status={d['status']!r}, retry={d['retry']!r})"
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.data)
+
+    def to_markdown(self) -> str:
+        from dal.receipts.markdown import render_markdown
+
+        return render_markdown(self.data)
+
+    def render(self) -> str:
+        """The human rendering `dal receipt show` prints, with the suggested next move."""
+        from dal.receipts.render import render
+
+        return render(self.data)
+
+
+@attrs.frozen
+class Diagnostic:
+    severity: str  # "error" | "warning"
+    kind: str
+    message: str
+    file: str
+    line: int
+    column: int
+    rendered: str
+
+
+def check(source: str, *, filename: str = "<string>") -> list[Diagnostic]:
+    """Parse and resolve `source` without running it: every error and warning, located."""
+    from dal.diagnostics import render
+    from dal.eval.interpreter import check_source
+
+    if not isinstance(source, str):
+        raise DalUsageError("check() takes the script's text as a string")
+    checked, errors = check_source(source, filename)
+    warnings = checked.warnings if checked is not None else []
+    out = []
+    for sev, items in (("error", errors), ("warning", warnings)):
+        for e in items:
+            out.append(Diagnostic(sev, e.kind, e.message, e.filename or filename, e.span.line, e.span.column,
+                                  render(e, False, severity=sev)))
+    return out
+
+
+def _policy(workspace: Path, policy: Any) -> Any:
+    from dal.effects import Policy, PolicyError
+
+    if policy is None:
+        try:
+            return Policy.load(workspace)
+        except PolicyError as e:
+            raise DalUsageError(str(e)) from None
+    if isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, dict):
+        try:
+            return Policy.load(workspace, policy.get("file"), **{k: v for k, v in policy.items() if k != "file"})
+        except (PolicyError, TypeError) as e:
+            raise DalUsageError(f"bad policy: {e}") from None
+    if isinstance(policy, str | os.PathLike):
+        try:
+            return Policy.load(workspace, Path(policy))
+        except PolicyError as e:
+            raise DalUsageError(str(e)) from None
+    raise DalUsageError("policy must be a dal.effects.Policy, a dict of policy flags, or a TOML file path")
+
+
+def _workspace(workspace: str | os.PathLike[str] | None) -> Path:
+    ws = Path(workspace) if workspace is not None else Path.cwd()
+    if not ws.is_dir():
+        raise DalUsageError(f"workspace {ws} is not a directory")
+    return ws.resolve()
+
+
+def _store(store: str | os.PathLike[str] | None, ws: Path) -> Path:
+    from dal.runner.runner import default_store
+
+    return Path(store) if store is not None else default_store(ws)
+
+
+def run(
+    source_or_path: str | os.PathLike[str],
+    *,
+    key: str | None = None,
+    policy: Any = None,
+    workspace: str | os.PathLike[str] | None = None,
+    store: str | os.PathLike[str] | None = None,
+    receipts_dir: str | os.PathLike[str] | None = None,
+    max_steps: int = 1_000_000,
+    max_effects: int | None = None,
+    timeout: float | None = None,
+    effect_timeout: float = 30.0,
+    filename: str | None = None,
+) -> Receipt:
+    """Run a script (a path to a `.dal` file, or its source text) and return its receipt.
+
+    What the script prints is captured in `receipt.output`. Nothing about the script's own outcome
+    raises: read `receipt.status`.
+    """
+    from dal.runner.runner import RunnerError, RunRequest, execute
+
+    ws = _workspace(workspace)
+    if isinstance(source_or_path, os.PathLike) or (
+        isinstance(source_or_path, str) and source_or_path.endswith(".dal") and "\n" not in source_or_path
+    ):
+        path = Path(source_or_path)
+        if not path.is_file():
+            raise DalUsageError(f"no such script: {path}")
+        script, source = path, None
+    elif isinstance(source_or_path, str):
+        script, source = Path(filename or "<string>"), source_or_path
+    else:
+        raise DalUsageError("run() takes a path to a .dal script or the script's source text")
+    if not isinstance(max_steps, int) or max_steps <= 0:
+        raise DalUsageError("max_steps must be a positive integer")
+    buf = io.StringIO()
+    req = RunRequest(
+        script=script,
+        source=source,
+        workspace=ws,
+        policy=_policy(ws, policy),
+        max_steps=max_steps,
+        max_effects=max_effects,
+        timeout=timeout,
+        effect_timeout=effect_timeout,
+        key=key,
+        store=_store(store, ws),
+        receipts_dir=Path(receipts_dir) if receipts_dir is not None else None,
+        write=buf.write,
+        handle_signals=False,
+    )
+    try:
+        report = execute(req)
+    except RunnerError as e:
+        _raise_for(e)
+    return Receipt(report.receipt, buf.getvalue())
+
+
+def _raise_for(e: Exception) -> Any:
+    text = str(e)
+    if "store" in text.lower():
+        raise DalStoreError(text) from None
+    raise DalUsageError(text) from None
+
+
+def _open(store: str | os.PathLike[str] | None, workspace: str | os.PathLike[str] | None, readonly: bool) -> Any:
+    from dal.receipts import NoStore, Store, StoreError
+
+    ws = _workspace(workspace)
+    try:
+        return Store(_store(store, ws), readonly=readonly)
+    except NoStore as e:
+        raise DalUsageError(str(e)) from None
+    except StoreError as e:
+        raise DalStoreError(str(e)) from None
+
+
+def receipts(
+    *,
+    workspace: str | os.PathLike[str] | None = None,
+    store: str | os.PathLike[str] | None = None,
+    status: str | None = None,
+    operation: str | None = None,
+    waiting: bool = False,
+    limit: int | None = 50,
+) -> list[Receipt]:
+    """Stored run receipts, newest first (runs that died before writing one are left out)."""
+    from dal.receipts import StoreError
+
+    try:
+        with _open(store, workspace, readonly=True) as db:
+            rows = db.list_runs(status=status, operation=operation, waiting=waiting, limit=limit)
+            out = []
+            for row in rows:
+                data = db.get_run(row["run_id"])
+                if data:
+                    out.append(Receipt(data))
+            return out
+    except DalUsageError as e:
+        if "no runs yet" in str(e):
+            return []
+        raise
+    except StoreError as e:
+        raise DalStoreError(str(e)) from None
+
+
+def receipt(
+    ref: str, *, workspace: str | os.PathLike[str] | None = None, store: str | os.PathLike[str] | None = None
+) -> Receipt:
+    """One receipt by run id, unique prefix, operation key, or `latest` (as `dal receipt show`)."""
+    from dal.receipts import RunNotFound, StoreError
+
+    try:
+        with _open(store, workspace, readonly=True) as db:
+            return Receipt(db.find(ref))
+    except RunNotFound as e:
+        raise DalUsageError(str(e)) from None
+    except StoreError as e:
+        raise DalStoreError(str(e)) from None
+
+
+def _decide(
+    run_id: str, decision: str, effect: int | None, note: str | None, who: str | None,
+    workspace: Any, store: Any,
+) -> dict[str, Any]:
+    from dal.receipts import RunNotFound, StoreError
+
+    try:
+        with _open(store, workspace, readonly=False) as db:
+            data = db.find(run_id)
+            if data.get("status") != "waiting":
+                raise DalUsageError(f"run {data['run_id']} is {data.get('status')}, not waiting: nothing to decide")
+            seq = effect
+            if seq is None:
+                pending = [e for e in data["effects"]["items"] if e["status"] in ("pending_approval", "uncertain")]
+                seq = pending[-1]["seq"] if pending else None
+                if seq is None:
+                    seq = _pending_seq(db, data["run_id"])
+            if seq is None:
+                raise DalUsageError(f"run {data['run_id']} has no effect waiting for a decision")
+            return db.record_approval(data["run_id"], seq, decision, who=who, note=note)
+    except RunNotFound as e:
+        raise DalUsageError(str(e)) from None
+    except StoreError as e:
+        raise DalStoreError(str(e)) from None
+
+
+def _pending_seq(db: Any, run_id: str) -> int | None:
+    journal = [row for row in db.journal(run_id) if row["seq"] > 0]
+    pending = [row for row in journal if row.get("result") is None]
+    if pending:
+        return pending[-1]["seq"]
+    return (journal[-1]["seq"] + 1) if journal else 1
+
+
+def approve(
+    run_id: str, *, effect: int | None = None, note: str | None = None, who: str | None = None,
+    workspace: str | os.PathLike[str] | None = None, store: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Approve the waiting effect of a run (or effect number `effect`); `resume` then executes it once."""
+    return _decide(run_id, "approved", effect, note, who, workspace, store)
+
+
+def deny(
+    run_id: str, *, effect: int | None = None, note: str | None = None, who: str | None = None,
+    workspace: str | os.PathLike[str] | None = None, store: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Deny the waiting effect; on `resume` the script receives a `denied` result for it."""
+    return _decide(run_id, "denied", effect, note, who, workspace, store)
+
+
+def resume(
+    run_id: str,
+    *,
+    workspace: str | os.PathLike[str] | None = None,
+    store: str | os.PathLike[str] | None = None,
+    policy: Any = None,
+    max_steps: int = 1_000_000,
+) -> Receipt:
+    """Resume a waiting or interrupted run: replay its journal, continue from the first open effect."""
+    from dal.runner.runner import RunnerError, RunRequest, execute
+
+    ws = _workspace(workspace)
+    original = receipt(run_id, workspace=ws, store=store)
+    script = Path(original.script["path"])
+    if not script.is_absolute():
+        script = ws / script
+    if not script.is_file():
+        raise DalUsageError(f"the script of run {original.run_id} is gone: {script}")
+    buf = io.StringIO()
+    req = RunRequest(
+        script=script,
+        workspace=ws,
+        policy=_policy(ws, policy),
+        max_steps=max_steps,
+        store=_store(store, ws),
+        resume=original.run_id,
+        write=buf.write,
+        handle_signals=False,
+    )
+    try:
+        report = execute(req)
+    except RunnerError as e:
+        _raise_for(e)
+    return Receipt(report.receipt, buf.getvalue())
+
+
+def __dir__() -> list[str]:  # pragma: no cover
+    return __all__
+
+
+_ = DalError  # re-exported for hosts that catch DAL errors from check()
