@@ -110,10 +110,10 @@ def persist(
     receipt that does not match the schema raises ReceiptSchemaError before anything is written.
     """
     from dal.receipts.schema import validate as check
-    from dal.receipts.store import Store, StoreError, store_path
+    from dal.receipts.store import VALIDATE_SAMPLE, Store, StoreError, store_path
 
     if validate:
-        check(receipt)
+        check(receipt, sample=VALIDATE_SAMPLE)
     where = store_path(store, workspace)
     problem: Exception | None = None
     try:

@@ -109,3 +109,30 @@ def test_run_ids_sort_by_time_and_are_unique() -> None:
 
 def test_fresh_ids_and_timestamps_validate(build) -> None:
     validate(build.base(run_id=new_run_id(), attempted_at=utc_timestamp(), finished_at=utc_timestamp()))
+
+
+def test_sampled_check_is_fast_and_names_the_real_entry(build) -> None:
+    import time
+
+    def big() -> dict:
+        evidence = [build.record(i, "poll", "not yet") for i in range(50)]
+        loops = [build.loop(evidence=[dict(e) for e in evidence]) for _ in range(100)]
+        items = [build.effect(i, "echo hi", "hi") for i in range(100)]
+        return build.base(loops=loops, effects={"count": 100, "budget": None, "items": items, "omitted": 0})
+
+    receipt = big()
+    start = time.perf_counter()
+    validate(receipt, sample=8)
+    assert time.perf_counter() - start < 0.2  # the whole check takes about a second
+
+    receipt["loops"][99]["evidence"][49]["kind"] = "bad"
+    receipt["effects"]["items"][99]["status"] = "bad"
+    receipt["loops"][2]["evidence"][3]["kind"] = "bad"
+    with pytest.raises(ReceiptSchemaError) as info:
+        validate(receipt, sample=8)
+    assert info.value.problems == [
+        "effects.items[99].status: 'bad' is not one of ['completed', 'failed', 'denied', 'timeout', "
+        "'pending_approval', 'uncertain']",
+        "loops[2].evidence[3].kind: 'bad' is not one of ['effect', 'record']",
+        "loops[99].evidence[49].kind: 'bad' is not one of ['effect', 'record']",
+    ]
