@@ -170,7 +170,18 @@ def run(
             raise DalUsageError(f"no such script: {path}")
         script, source = path, None
     elif isinstance(source_or_path, str):
-        script, source = Path(filename or "<string>"), source_or_path
+        # Source text is kept as a content-addressed file in the workspace, so that `resume` can replay
+        # exactly this script later.
+        import hashlib
+
+        digest = hashlib.sha256(source_or_path.encode("utf-8")).hexdigest()[:16]
+        script = ws / ".dal" / "scripts" / (filename or f"{digest}.dal")
+        script.parent.mkdir(parents=True, exist_ok=True)
+        if not script.exists() or script.read_text(encoding="utf-8") != source_or_path:
+            from dal.fsutil import atomic_write_text
+
+            atomic_write_text(script, source_or_path)
+        source = None
     else:
         raise DalUsageError("run() takes a path to a .dal script or the script's source text")
     if not isinstance(max_steps, int) or max_steps <= 0:
