@@ -154,9 +154,7 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
     for row in table:
         text = line(row)
         if colour and row[2] in ("failed", "rejected", "waiting", "exhausted", "interrupted"):
-            text = text.replace(
-                row[2], f"\x1b[{'31' if row[2] in ('failed', 'rejected') else '33'}m{row[2]}\x1b[0m", 1
-            )
+            text = text.replace(row[2], f"\x1b[{'31' if row[2] in ('failed', 'rejected') else '33'}m{row[2]}\x1b[0m", 1)
         print(text, file=out)
     if total > len(rows):
         print(f"… {len(rows)} of {total} runs shown; use --limit N (0 for all)", file=out)
@@ -170,6 +168,7 @@ def cmd_receipt_show(args: argparse.Namespace, out: TextIO | None = None, err: T
     try:
         with _open(args) as store:
             receipt = store.find(args.ref)
+            decisions = store.approvals(receipt["run_id"])
     except NoStore as e:
         return _fail(f"no runs yet (no run store at {e.path})", err)
     except StoreError as e:
@@ -177,9 +176,9 @@ def cmd_receipt_show(args: argparse.Namespace, out: TextIO | None = None, err: T
     if args.json:
         print(json.dumps(receipt, indent=2, ensure_ascii=False), file=out)
     elif args.md:
-        out.write(render_markdown(receipt))
+        out.write(render_markdown(receipt, decisions))
     else:
-        out.write(render(receipt, colour=use_colour(out)))
+        out.write(render(receipt, colour=use_colour(out), decisions=decisions))
     return 0
 
 

@@ -17,11 +17,12 @@ followed by an `## Outcome` list: the run, external effect, retry, blocker, arti
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dal.receipts.render import (
     attempts_of,
+    describe_decision,
     describe_loop,
     evidence_lines,
     next_action,
@@ -31,8 +32,9 @@ from dal.receipts.render import (
 )
 
 
-def render_markdown(receipt: Mapping[str, Any]) -> str:
-    """The markdown receipt of a run, ending with a newline."""
+def render_markdown(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The markdown receipt of a run, ending with a newline. `decisions` (Store.approvals() rows) are
+    listed when given: the file written at the end of a run has none yet."""
     lines = ["# Tool-loop receipt", "", f"- operation: {receipt['operation']}"]
     paths = paths_of(receipt)
     if len(paths) == 1:
@@ -74,5 +76,6 @@ def render_markdown(receipt: Mapping[str, Any]) -> str:
         )
     for loop in (receipt.get("loops") or [])[:10]:
         lines.append(f"- loop: {describe_loop(loop)}")
-    lines.append(f"- next: {next_action(receipt)}")
+    lines += [f"- decision: {describe_decision(d)}" for d in decisions]
+    lines.append(f"- next: {next_action(receipt, decisions)}")
     return "\n".join(lines) + "\n"

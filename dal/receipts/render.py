@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 MAX_EVIDENCE_LINES = 50
@@ -195,8 +195,18 @@ def _where(error: Mapping[str, Any]) -> str:
     return f"{error.get('file')}:{error.get('line')}:{error.get('column')}"
 
 
-def next_action(receipt: Mapping[str, Any]) -> str:
-    """The suggested next move as a concrete command or check (the `next:` line)."""
+def describe_decision(decision: Mapping[str, Any]) -> str:
+    """`effect 4: approved by ana at 2026-…Z (checked the recipients)`, from a row of Store.approvals()."""
+    text = f"effect {decision.get('seq')}: {decision.get('decision')} by {decision.get('who')} at {decision.get('at')}"
+    return text + (f" ({one_line(decision['note'], 100)})" if decision.get("note") else "")
+
+
+def next_action(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The suggested next move as a concrete command or check (the `next:` line).
+
+    `decisions` are the rows Store.approvals() holds for the run: once a person has decided about the
+    effect a waiting run stopped at, the next move is to resume it.
+    """
     rid = receipt["run_id"]
     status = receipt["status"]
     retry = receipt.get("retry")
@@ -209,6 +219,11 @@ def next_action(receipt: Mapping[str, Any]) -> str:
     if status == "skipped":
         done = receipt.get("skipped_of")
         return f"nothing to do: the operation already completed in {done} (`dal receipt show {done}`)"
+    held = (pending or uncertain)[-1:] if status == "waiting" else []
+    decided = [d for d in decisions if held and d.get("seq") == held[0]["seq"]]
+    if decided:
+        d = decided[-1]
+        return f"`dal resume {rid}` (effect {d['seq']} was {d.get('decision')} by {d.get('who')})"
     if pending:
         e = pending[-1]
         return (
@@ -286,9 +301,9 @@ def _duration(ms: float | None) -> str:
     return f"{ms / 60_000:.1f} min"
 
 
-def render(receipt: Mapping[str, Any], *, colour: bool = False) -> str:
+def render(receipt: Mapping[str, Any], *, colour: bool = False, decisions: Sequence[Mapping[str, Any]] = ()) -> str:
     """`dal receipt show`: status line, facts, numbered evidence, artifacts, external effect, error,
-    loops, and `next:`."""
+    loops, the decisions people recorded (Store.approvals()), and `next:`."""
 
     def paint(code: str, text: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if colour else text
@@ -373,5 +388,9 @@ def render(receipt: Mapping[str, Any], *, colour: bool = False) -> str:
         if rest:
             out.append(f"  … {rest} more loop receipts not shown")
 
-    out += ["", f"{paint('1', 'next:')} {next_action(receipt)}"]
+    if decisions:
+        out += ["", "decisions"]
+        out += [f"  {describe_decision(d)}" for d in decisions]
+
+    out += ["", f"{paint('1', 'next:')} {next_action(receipt, decisions)}"]
     return "\n".join(out) + "\n"

@@ -180,3 +180,14 @@ def test_real_dal_command(filled: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 0 and len(json.loads(proc.stdout)) == 3
+
+
+def test_show_includes_decisions_from_the_store(filled: Path, capsys) -> None:
+    with Store(filled / ".dal" / "dal.db") as store:
+        store.record_approval("run_20260903T000000000Z_000001", 4, "approved", who="ana", note="recipients ok")
+    w = ("--workspace", str(filled))
+    _, out, _ = dal(capsys, "receipt", "show", "latest", *w)
+    assert "  effect 4: approved by ana at " in out and "(recipients ok)" in out
+    assert out.endswith("next: `dal resume run_20260903T000000000Z_000001` (effect 4 was approved by ana)\n")
+    _, out, _ = dal(capsys, "receipt", "show", "latest", "--md", *w)
+    assert "- decision: effect 4: approved by ana at " in out

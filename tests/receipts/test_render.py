@@ -134,3 +134,18 @@ def test_blocker_that_repeats_the_error_is_said_once(receipts: dict) -> None:
     assert render(r).count("cannot add string and int") == 2  # the error line and `next:`
     r["blocker"] = "the input file is missing"
     assert "  blocker    the input file is missing" in render(r)
+
+
+def test_after_a_decision_the_next_move_is_resume(receipts: dict) -> None:
+    decision = {"seq": 4, "decision": "approved", "who": "ana", "at": "2026-09-02T11:00:00.000Z", "note": "ok"}
+    r = receipts["waiting"]
+    text = render(r, decisions=[decision])
+    assert "decisions\n  effect 4: approved by ana at 2026-09-02T11:00:00.000Z (ok)\n" in text
+    assert text.endswith(f"next: `dal resume {RID}` (effect 4 was approved by ana)\n")
+    # A decision about another effect does not answer this one.
+    assert "dal approve" in next_action(r, [dict(decision, seq=3)])
+
+
+def test_after_a_resolution_an_uncertain_effect_resumes(receipts: dict) -> None:
+    decision = {"seq": 2, "decision": "done", "who": "bo", "at": "2026-09-02T11:00:00.000Z", "note": None}
+    assert next_action(receipts["waiting_uncertain"], [decision]) == f"`dal resume {RID}` (effect 2 was done by bo)"
