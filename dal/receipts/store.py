@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from dal.receipts.ids import RUN_ID_RE, utc_timestamp
 
@@ -192,10 +193,14 @@ class Store:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._immutable_stat: tuple[int, int] | None = None
-        if readonly:
-            self._open_readonly()
-        else:
-            self._open_readwrite()
+        try:
+            if readonly:
+                self._open_readonly()
+            else:
+                self._open_readwrite()
+        except BaseException:
+            self.close()  # a store we refuse must not stay open (or locked) behind the error
+            raise
 
     # -- opening -------------------------------------------------------------------------------------
 
@@ -235,14 +240,14 @@ class Store:
             )
         self._connect_readonly()
         with self._guard("reading it"):
-            self._check_version(self._version(), writable=False)
+            self._check_version(self._version())
 
     def _connect_readonly(self) -> None:
         # A `mode=ro` connection to a WAL database creates -wal and -shm files that it cannot remove. When
         # no writer is active (no -wal file), read the file as immutable instead, which creates nothing;
         # _read() falls back to `mode=ro` if a writer appears while we read.
         wal = Path(str(self.path) + "-wal")
-        uri_path = self.path.resolve().as_posix()
+        uri_path = quote(self.path.resolve().as_posix())  # a `?`, `#` or `%` in the path must not end it
         with self._guard("opening it"):
             if wal.exists():
                 self._immutable_stat = None
@@ -274,7 +279,7 @@ class Store:
             return None
         return self._conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
 
-    def _check_version(self, version: int | None, *, writable: bool) -> None:
+    def _check_version(self, version: int | None) -> None:
         if version is not None and version > SCHEMA_VERSION:
             raise StoreError(
                 f"the run store {self.path} was written by a newer DAL (store version {version}; this DAL "
@@ -286,13 +291,13 @@ class Store:
     def _migrate(self) -> None:
         assert self._conn is not None
         version = self._version()
-        self._check_version(version, writable=True)
+        self._check_version(version)
         if version == SCHEMA_VERSION:
             return
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             version = self._version()  # another process may have migrated while we waited for the lock
-            self._check_version(version, writable=True)
+            self._check_version(version)
             for target in range((version or 0) + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[target]:
                     self._conn.execute(statement)
@@ -302,7 +307,8 @@ class Store:
                 )
             self._conn.execute("COMMIT")
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
             raise
 
     # -- plumbing ------------------------------------------------------------------------------------
@@ -371,6 +377,18 @@ class Store:
     def version(self) -> int:
         """The store's schema version (0 for an empty file opened read-only)."""
         return self._read("reading its version", lambda c: self._version() or 0)
+
+    def set_synchronous(self, level: str) -> None:
+        """Switch this connection between `FULL` (each commit fsynced before it returns; the default) and
+        `NORMAL` (commits survive kill -9 of the process but the last ones may roll back after a power
+        loss; the store stays consistent either way). The runner uses NORMAL and asks for FULL only
+        for journal entries whose loss could make an effect run twice (docs/durability.md)."""
+        level = level.upper()
+        if level not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous must be FULL or NORMAL, not {level!r}")
+        with self._lock, self._guard("setting its durability"):
+            if self._conn is not None and not self.readonly:
+                self._conn.execute(f"PRAGMA synchronous = {level}")
 
     def integrity_check(self) -> list[str]:
         """Problems SQLite finds in the file; `[]` when it is sound."""
@@ -515,6 +533,23 @@ class Store:
 
         return self._read(f"reading run {run_id}", read)
 
+    def run_row(self, run_id: str) -> dict[str, Any] | None:
+        """The summary row of `run_id` (as list_runs() gives it, plus `pid` and the parsed `policy`),
+        whether or not the run has a receipt yet; None when there is no such run."""
+
+        def read(c: sqlite3.Connection) -> dict[str, Any] | None:
+            if not self._has_tables(c):
+                return None
+            cur = c.execute(f"SELECT {_RUN_COLUMNS}, pid, policy FROM runs WHERE run_id = ?", (run_id,))
+            row = cur.fetchone()
+            if row is None:
+                return None
+            out = dict(zip([d[0] for d in cur.description], row, strict=True))
+            out["policy"] = json.loads(out["policy"]) if out["policy"] else None
+            return out
+
+        return self._read(f"reading run {run_id}", read)
+
     def loops(self, run_id: str) -> list[dict[str, Any]]:
         """The loop receipts of a run, in the order they were emitted."""
         return self._read(
@@ -634,7 +669,10 @@ class Store:
             clauses.append("status = ?")
             args.append(status)
         if waiting:
-            clauses.append("status = 'waiting'")
+            # A waiting run that a later run resumed (its previous_run) no longer waits for anyone.
+            clauses.append(
+                "status = 'waiting' AND run_id NOT IN (SELECT previous_run FROM runs WHERE previous_run IS NOT NULL)"
+            )
         if operation:
             op = "GLOB" if any(ch in operation for ch in "*?[") else "="
             clauses.append(f"(operation {op} ? OR key {op} ?)")
