@@ -354,3 +354,38 @@ def test_empty_file_is_an_empty_store(db: Path, receipts: dict) -> None:
     with Store(db) as store:
         store.save_receipt(copy.deepcopy(receipts["completed"]))
         assert store.count_runs() == 1
+
+
+def test_an_older_store_is_migrated_in_place_keeping_its_runs(
+    db: Path, receipts: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dal.receipts.store as store_module
+
+    with Store(db) as store:
+        store.save_receipt(receipts["article_verified"])
+    # A future DAL with a version 2 that adds a column.
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(store_module.MIGRATIONS, 2, ["ALTER TABLE runs ADD COLUMN host TEXT"])
+    with Store(db) as store:
+        assert store.version == 2
+        assert store.get_run(receipts["article_verified"]["run_id"]) == receipts["article_verified"]
+    columns = [row[1] for row in sqlite3.connect(db).execute("PRAGMA table_info(runs)")]
+    assert "host" in columns
+    versions = sqlite3.connect(db).execute("SELECT version FROM schema_version ORDER BY version").fetchall()
+    assert versions == [(1,), (2,)]
+
+
+def test_a_failed_migration_changes_nothing(db: Path, receipts: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dal.receipts.store as store_module
+
+    with Store(db) as store:
+        store.save_receipt(receipts["article_verified"])
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(store_module.MIGRATIONS, 2, ["ALTER TABLE runs ADD COLUMN host TEXT", "THIS IS NOT SQL"])
+    with pytest.raises(StoreError, match=str(db)):
+        Store(db)
+    monkeypatch.undo()
+    with Store(db) as store:
+        assert store.version == 1 and store.count_runs() == 1
+    columns = [row[1] for row in sqlite3.connect(db).execute("PRAGMA table_info(runs)")]
+    assert "host" not in columns
