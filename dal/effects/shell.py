@@ -256,17 +256,27 @@ def _program_name(node: tree_sitter.Node) -> str:
 def _simple(node: tree_sitter.Node) -> SimpleCommand:
     argv: list[str] = []
     redirects: list[Redirect] = []
+    prev_end = -1  # end of the previous word: tokens glued to it are the same word to bash
     for child in node.children:
+        glued = child.start_byte == prev_end
         if child.type == "command_name":
             argv.append(_program_name(child))
         elif child.type in _WORDLIKE:
             if not argv:
                 raise _deny(child)
-            argv.append(_word(child))
+            if glued:
+                if len(argv) == 1:
+                    raise ShellDenied("quoted or computed program name")
+                argv[-1] += _word(child)  # tree-sitter split one bash word, e.g. ''\`
+            else:
+                argv.append(_word(child))
         elif child.type == "file_redirect":
+            if glued:
+                raise ShellDenied("redirection glued to a word")
             redirects.append(_redirect(child))
         else:
             raise _deny(child)
+        prev_end = child.end_byte if child.type in _WORDLIKE or child.type == "command_name" else -1
     if not argv:
         raise ShellDenied("command without a program")
     return SimpleCommand(tuple(argv), tuple(redirects))
@@ -313,54 +323,67 @@ def _test_command(node: tree_sitter.Node) -> SimpleCommand:
     return SimpleCommand(tuple(argv))
 
 
-def _statement(node: tree_sitter.Node, items: list[Pipeline], ops: list[str]) -> None:
-    """Append `node` (a list, pipeline or command) to the flat list `items`/`ops`."""
+def _flatten(node: tree_sitter.Node, out: list[SimpleCommand | str]) -> None:
+    """Append `node` to `out` as a flat, in-order stream of simple commands and operators.
+
+    tree-sitter-bash nests lists and pipelines with the wrong precedence (`a && b | c` comes out as
+    `(a && b) | c`) and hangs `a && b > f` on the whole list. Bash's grammar for what we accept is
+    flat -- pipelines of simple commands joined by `&&`/`||`/`;` -- so the token order alone fixes the
+    meaning; `_assemble` rebuilds the plan from it with bash's precedence.
+    """
     t = node.type
-    if t == "list":
+    if t in ("list", "pipeline"):
         for child in node.children:
             if child.is_named:
-                _statement(child, items, ops)
-            elif child.type in ("&&", "||"):
-                ops.append(child.type)
+                _flatten(child, out)
+            elif child.type in ("&&", "||", "|"):
+                out.append(child.type)
             else:
-                raise _deny(child)
-    elif t == "pipeline":
-        commands: list[SimpleCommand] = []
-        for child in node.children:
-            if not child.is_named:
-                if child.type != "|":
-                    raise ShellDenied(f"pipe operator {child.type}")
-                continue
-            sub_items: list[Pipeline] = []
-            _statement(child, sub_items, [])
-            if len(sub_items) != 1 or len(sub_items[0].commands) != 1:
-                raise _deny(child)
-            commands.append(sub_items[0].commands[0])
-        items.append(Pipeline(tuple(commands)))
+                raise ShellDenied(f"operator {child.type}")
     elif t == "redirected_statement":
-        body = node.children[0]
-        redirects = tuple(_redirect(c) for c in node.children[1:])
-        start = len(items)
-        _statement(body, items, ops)
-        if len(items) == start or body.type not in (
-            "command",
-            "list",
-            "pipeline",
-            "redirected_statement",
-            "test_command",
-        ):
-            raise _deny(body)
-        # tree-sitter hangs `a && b > f` on the whole list; bash binds it to the last simple command.
-        last = items[-1]
-        cmd = last.commands[-1]
-        cmd = SimpleCommand(cmd.argv, cmd.redirects + redirects)
-        items[-1] = Pipeline(last.commands[:-1] + (cmd,))
+        body, *rest = node.children
+        if body.type == "file_redirect" or not body.is_named:
+            raise ShellDenied("redirection before the command")
+        _flatten(body, out)
+        last = out[-1] if out else None
+        if not isinstance(last, SimpleCommand):
+            raise _deny(node)
+        # Redirections written after a command belong to the simple command just before them.
+        out[-1] = SimpleCommand(last.argv, last.redirects + tuple(_redirect(c) for c in rest))
     elif t == "command":
-        items.append(Pipeline((_simple(node),)))
+        out.append(_simple(node))
     elif t == "test_command":
-        items.append(Pipeline((_test_command(node),)))
+        out.append(_test_command(node))
     else:
         raise _deny(node)
+
+
+def _assemble(tokens: list[SimpleCommand | str]) -> CommandList:
+    """Rebuild `cmd (| cmd)* ((&& | || | ;) cmd (| cmd)*)*` from the flat token stream."""
+    if tokens and tokens[-1] == ";":
+        tokens = tokens[:-1]  # a trailing `;` ends the list
+    items: list[Pipeline] = []
+    ops: list[str] = []
+    current: list[SimpleCommand] = []
+    expect_command = True
+    for tok in tokens:
+        if isinstance(tok, SimpleCommand):
+            if not expect_command:
+                raise ShellDenied("newline separator")
+            current.append(tok)
+            expect_command = False
+            continue
+        if expect_command:
+            raise ShellDenied(f"empty command before {tok}")
+        expect_command = True
+        if tok != "|":
+            items.append(Pipeline(tuple(current)))
+            ops.append(tok)
+            current = []
+    if expect_command:
+        raise ShellDenied("empty command" if not tokens else f"command missing after {tokens[-1]}")
+    items.append(Pipeline(tuple(current)))
+    return CommandList(tuple(items), tuple(ops))
 
 
 _NEWLINE_OUTSIDE_QUOTES = re.compile(rb"\n")
@@ -400,32 +423,44 @@ def _parse(command: str) -> CommandList:
     if root.has_error:
         bad = _first_error(root)
         raise ShellDenied("syntax error" if bad is None else f"syntax error near {bad!r}")
-    items: list[Pipeline] = []
-    ops: list[str] = []
-    expect_statement = True
+    tokens: list[SimpleCommand | str] = []
     for child in root.children:
+        if child.type == "comment":
+            raise _deny(child)
         if child.is_named:
-            if child.type == "comment":
-                raise _deny(child)
-            if not expect_statement:
-                raise ShellDenied("newline separator")
-            _statement(child, items, ops)
-            expect_statement = False
+            _flatten(child, tokens)
         elif child.type == ";":
-            if expect_statement:
-                raise ShellDenied("empty command before ;")
-            ops.append(";")
-            expect_statement = True
+            tokens.append(";")
         else:
             raise ShellDenied(f"{child.type} separator" if child.type == "&" else _describe(child))
-    if not items:
-        raise ShellDenied("empty command")
+    plan = _assemble(tokens)
     _check_newlines(root, src)
-    if len(ops) == len(items):  # trailing `;`
-        ops.pop()
-    if len(ops) != len(items) - 1:
-        raise ShellDenied("command list that cannot be analysed")
-    return CommandList(tuple(items), tuple(ops))
+    _check_coverage(root, src)
+    return plan
+
+
+_ATOMIC = {"word", "number", "raw_string", "string", "file_descriptor", "test_operator", "variable_name"}
+
+
+def _check_coverage(root: tree_sitter.Node, src: bytes) -> None:
+    """Every byte must belong to a token or be a blank between tokens.
+
+    tree-sitter silently skips some text (an escaped blank starting a word, for one); bash does not.
+    A gap holding anything but spaces and tabs means the parse is not what bash sees.
+    """
+    pos = 0
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.child_count and n.type not in _ATOMIC:
+            stack.extend(reversed(n.children))
+            continue
+        gap = src[pos : n.start_byte]
+        if gap.strip(b" \t"):
+            raise ShellDenied(f"text the parser skipped: {gap.decode('utf-8', errors='replace').strip()!r}")
+        pos = max(pos, n.end_byte)
+    if src[pos:].strip(b" \t"):
+        raise ShellDenied("trailing text the parser skipped")
 
 
 def _first_error(root: tree_sitter.Node) -> str | None:

@@ -1,0 +1,65 @@
+"""Differential test: for every command line the parser accepts, its argv is exactly what bash would pass.
+
+Words are generated from fragments in every quoting style (plain, '...', "...", backslash escapes) with
+the characters that trip parsers up; bash itself prints the words it sees, NUL-separated.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dal.effects.shell import ShellDenied, parse_command
+
+BASH = shutil.which("bash", path="/usr/bin:/bin")
+pytestmark = pytest.mark.skipif(BASH is None, reason="bash not installed")
+
+TRICKY = " \t'\"\\$`*?[]{}~#!=%,.:@+^-/&|;<>()\n"
+plain = st.text(alphabet="abcxyz019" + "*?[]{}~#!=%,.:@+^-/$`", min_size=1, max_size=4)
+single = st.text(alphabet="ab" + TRICKY.replace("'", ""), max_size=5).map(lambda s: f"'{s}'")
+double = st.text(alphabet="ab" + TRICKY, max_size=5).map(
+    lambda s: '"' + "".join("\\" + c if c in '"\\$`' else c for c in s) + '"'
+)
+raw_double = st.text(alphabet="ab $\\`!", max_size=4).map(lambda s: f'"{s}"')  # unescaped: often denied
+escaped = st.sampled_from(list(TRICKY.replace("\n", ""))).map(lambda c: "\\" + c)
+word = st.lists(st.one_of(plain, single, double, raw_double, escaped), min_size=1, max_size=3).map("".join)
+
+
+def bash_argv(words: list[str]) -> list[str]:
+    script = "printf '%s\\0' " + " ".join(words)
+    out = subprocess.run([BASH, "--norc", "--noprofile", "-c", script], capture_output=True, timeout=10,
+                         env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return out.stdout.decode("utf-8", errors="surrogateescape").split("\0")[:-1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(word, min_size=1, max_size=4))
+def test_accepted_words_mean_what_bash_means(words: list[str]) -> None:
+    try:
+        plan = parse_command("echo " + " ".join(words))
+    except ShellDenied:
+        return
+    assert len(plan.items) == 1 and len(plan.items[0].commands) == 1
+    cmd = plan.items[0].commands[0]
+    if cmd.redirects:  # an unquoted < or > in a fragment: a redirection to bash too
+        return
+    assert list(cmd.argv[1:]) == bash_argv(words)
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["'%s\\n'", "'# Draft'"],
+        ['"a\\"b"', "c\\ d", "'e\"f'", '"\\$x"'],
+        ["--include='*.md'", '--name="a b"', "x\\*"],
+        ["'multi\nline'", '"tab\there"', "a#b", "!", "a=b"],
+    ],
+)
+def test_examples_mean_what_bash_means(words: list[str]) -> None:
+    cmd = parse_command("echo " + " ".join(words)).items[0].commands[0]
+    assert list(cmd.argv[1:]) == bash_argv(words)
