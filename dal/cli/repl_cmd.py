@@ -8,7 +8,16 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_MAX_STEPS = 1_000_000
-DEFAULT_POLICY_SUMMARY = "default (read and local tools inside the workspace, no network)"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
     parser.add_argument(
         "--max-steps",
-        type=int,
+        type=_positive_int,
         default=DEFAULT_MAX_STEPS,
         metavar="N",
         help=f"step budget for the whole session (default: {DEFAULT_MAX_STEPS:,})",
@@ -58,41 +67,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _policy(args: argparse.Namespace, workspace: Path) -> tuple[Any, str]:
-    """The policy object for the session and a one-line description for the banner."""
+def _policy_and_context(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The policy and effect context the flags describe, exactly as `dal run` builds them."""
     try:
-        from dal.cli import policy_cmd
-    except ImportError:
-        return None, DEFAULT_POLICY_SUMMARY
-    load = getattr(policy_cmd, "policy_from_args", None) or getattr(policy_cmd, "load_policy", None)
-    if load is None:
-        return None, DEFAULT_POLICY_SUMMARY
-    policy = load(args)
-    summary = getattr(policy, "summary", None)
-    return policy, str(summary() if callable(summary) else summary or DEFAULT_POLICY_SUMMARY)
+        from dal.cli.policy_cmd import context_from_args, policy_from_args
+        from dal.effects import PolicyError
+    except ImportError:  # no effects yet: run() stays unavailable in the session
+        return None, None
+    try:
+        policy = policy_from_args(args)
+    except PolicyError as e:
+        raise _UsageError(str(e)) from None
+    return policy, context_from_args(args, policy)
+
+
+class _UsageError(Exception):
+    """A bad flag or policy file: reported in one line, exit 2."""
 
 
 def run_repl(args: argparse.Namespace) -> int:
     """Start the REPL with the parsed flags; returns the exit code."""
-    from dal.errors import DalError
     from dal.repl.app import Repl
     from dal.repl.history import LazyFileHistory, default_history_path
+    from dal.repl.wiring import SessionWiring
     from dal.session import Session
 
     workspace = Path(getattr(args, "workspace", None) or Path.cwd()).resolve()
     if not workspace.is_dir():
-        print(f"dal repl: the workspace {workspace} is not a directory", file=sys.stderr)
+        print(f"dal: error: the workspace {workspace} is not a directory", file=sys.stderr)
         return 2
+    args.workspace = workspace
     try:
-        policy, summary = _policy(args, workspace)
-    except DalError as e:
-        from dal.diagnostics import render, want_color
-
-        print(render(e, color=want_color(sys.stderr)), file=sys.stderr)
+        policy, context = _policy_and_context(args)
+    except _UsageError as e:
+        print(f"dal: error: {e}", file=sys.stderr)
         return 2
     session = Session(filename="<repl>", max_steps=args.max_steps, workspace=workspace, policy=policy)
     history = LazyFileHistory(args.history or default_history_path())
-    repl = Repl(session, workspace=workspace, policy_summary=summary, history=history)
+    repl = Repl(session, workspace=workspace, wiring=SessionWiring(session, context), history=history)
     if not sys.stdin.isatty():
         return repl.run_plain(sys.stdin)
     return repl.run()

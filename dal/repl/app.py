@@ -33,6 +33,7 @@ import dal
 from dal.repl import completeness
 from dal.repl.completer import DalCompleter, builtin_signatures, builtins_table
 from dal.repl.lexer import KEYWORDS, DalLexer
+from dal.repl.wiring import SessionWiring, describe_policy
 
 PROMPT = "dal> "
 INDENT = "    "
@@ -79,7 +80,7 @@ class Repl:
         session: Any,
         *,
         workspace: Path,
-        policy_summary: str = "default",
+        wiring: SessionWiring | None = None,
         history: History | None = None,
         input: Input | None = None,
         output: Output | None = None,
@@ -88,7 +89,9 @@ class Repl:
     ) -> None:
         self.session = session
         self.workspace = workspace
-        self.policy_summary = policy_summary
+        self.wiring = wiring if wiring is not None else SessionWiring(session)
+        self.wiring.attach()
+        self.policy_summary, self.policy_detail = describe_policy(getattr(session, "policy", None))
         self.history = history if history is not None else InMemoryHistory()
         self._stdout = stdout
         self.color = self._want_color() if color is None else color
@@ -325,6 +328,12 @@ class Repl:
             from dal.diagnostics import render
 
             self.write(render(error, color=self.color))
+            if error.kind == "budget" and self.session.steps_used >= self.session.max_steps:
+                # The budget belongs to the whole session (one run), so every later input would fail too.
+                self.write(
+                    "the session's step budget is spent: :reset starts again (definitions are lost), "
+                    "or restart with a larger --max-steps"
+                )
         else:
             # A bug in DAL, not in the input: say so plainly, keep the session.
             self.write(f"internal error (a bug in DAL, not in your input): {type(error).__name__}: {error}")
@@ -348,6 +357,7 @@ class Repl:
             self.write(self.receipts_text())
         elif command == ":reset":
             self.session.reset()
+            self.wiring.attach()
             self.write("session reset: every definition is gone and the step count is back to 0")
         elif command == ":load":
             self.load(arg)
@@ -373,24 +383,19 @@ class Repl:
         return f"no help for {topic!r}: try a builtin name, a keyword or a :command"
 
     def policy_text(self) -> str:
-        policy = getattr(self.session, "policy", None)
-        describe = getattr(policy, "describe", None)
-        if callable(describe):
-            return str(describe())
-        return f"policy: {self.policy_summary}"
+        return self.policy_detail
 
     def receipts_text(self) -> str:
+        items = self.wiring.loop_receipts()
         try:
             from dal.receipts.render import describe_loop
         except ImportError:
+            items = None
+        if items is None:
             return "receipts arrive with the receipts feature"
-        receipts = getattr(self.session, "loop_receipts", None)
-        if receipts is None:
-            return "receipts arrive with the receipts feature"
-        items = list(receipts() if callable(receipts) else receipts)
         if not items:
             return "no loop has exited yet in this session"
-        return "\n".join(describe_loop(r) if isinstance(r, dict) else str(r) for r in items)
+        return "\n".join(f"{i}. {describe_loop(r)}" for i, r in enumerate(items, 1))
 
     def load(self, arg: str) -> None:
         if not arg:

@@ -185,3 +185,84 @@ def test_the_repl_command_registers_its_flags() -> None:
     assert args.command == "repl" and args.max_steps == 10 and args.history == Path("h.txt")
     assert args.func is run_repl
     assert parser.parse_args(["repl"]).max_steps == 1_000_000
+
+
+def _dal_repl(argv: list[str], stdin: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    """`dal repl ARGV` with `stdin` piped in (not a terminal: the plain loop)."""
+    import io
+
+    from dal.cli.repl_cmd import build_parser, run_repl
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    return run_repl(build_parser().parse_args(argv))
+
+
+def test_run_obeys_the_same_policy_flags_as_dal_run(workspace, tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(workspace)
+    history = str(tmp_path / "h")
+    code = _dal_repl(
+        ["--history", history, "--allow-run=git"],
+        'let r = run("echo hello")\nr.ok\nr.stdout\nrun("curl http://example.com").status\n:policy\n',
+        monkeypatch,
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "true" in out.splitlines() and '"hello\\n"' in out
+    assert '"denied"' in out  # curl is not allowed: checked, never executed
+    assert "git" in next(line for line in out.splitlines() if line.startswith("programs:"))
+
+
+def test_a_bad_policy_file_is_a_usage_error(workspace, tmp_path, monkeypatch, capsys) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("this is [not toml")
+    code = _dal_repl(
+        ["--workspace", str(workspace), "--policy", str(bad), "--history", str(tmp_path / "h")], "", monkeypatch
+    )
+    assert code == 2
+    assert "bad.toml" in capsys.readouterr().err
+
+
+def test_loops_leave_receipts_visible_with_the_receipts_command(session, workspace, capsys) -> None:
+    from dal.repl.app import Repl
+
+    repl = Repl(session, workspace=workspace, color=False)
+    assert "no loop" in repl.receipts_text()
+    repl.handle("let i = 0")
+    repl.handle("while i < 3 { i = i + 1 }")
+    repl.handle(":receipts")
+    out = capsys.readouterr().out
+    assert "`while i < 3`" in out and "after 3 iterations" in out
+
+
+def test_an_interrupted_loop_gets_its_receipt(workspace, capsys) -> None:
+    from dal.repl.app import Repl
+    from dal.session import Session
+
+    repl = Repl(Session(max_steps=10**15, workspace=workspace), workspace=workspace, color=False)
+    timer = threading.Timer(0.2, _thread.interrupt_main)
+    timer.start()
+    try:
+        repl.handle("while true { }")
+    finally:
+        timer.cancel()
+    assert "interrupt" in repl.receipts_text()
+
+
+def test_a_spent_budget_says_how_to_go_on(workspace, capsys) -> None:
+    from dal.repl.app import Repl
+    from dal.session import Session
+
+    repl = Repl(Session(max_steps=1000, workspace=workspace), workspace=workspace, color=False)
+    repl.handle("while true { }")
+    out = capsys.readouterr().out
+    assert "error[budget]" in out and ":reset" in out
+    repl.handle(":reset")
+    repl.handle("1 + 1")
+    assert capsys.readouterr().out.splitlines()[-1] == "2"
+
+
+def test_an_unwritable_history_costs_the_history_not_the_session(drive, tmp_path, monkeypatch) -> None:
+    blocker = tmp_path / "state"
+    blocker.write_text("a file where the history folder should be")
+    out = drive("1 + 2" + ENTER)
+    assert out.splitlines()[-1] == "3"
