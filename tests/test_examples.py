@@ -121,3 +121,19 @@ def test_examples_pass_dal_check() -> None:
     assert proc.returncode == 0, proc.stderr
     # only the deliberately unbounded loop is warned about
     assert proc.stderr.count("warning[") == 1 and "budget_exhausted.dal" in proc.stderr
+
+
+def test_second_article_failure_receipt(tmp_path: Path) -> None:
+    """A draft written, verification failed: retry inspect, the artifact exists, nothing external."""
+    script = REPO / "examples" / "verification_failed.dal"
+    code, _, _, receipts = run_example(script, tmp_path)
+    assert code == 1
+    receipt = json.loads(next(receipts.glob("*.json")).read_text())
+    assert receipt["operation"] == "write_article_draft"
+    assert receipt["status"] == "failed"
+    assert receipt["result"]["status"] == "verification_failed"
+    assert receipt["retry"] == "inspect"
+    assert receipt["blocker"] == "required framing paragraph is missing"
+    assert receipt["external_effect"] == "none"
+    draft = {a["path"]: a for a in receipt["artifacts"]}["COO-FILESYSTEM/articles/drafts/example.md"]
+    assert draft["state"] == "exists" and draft["size"] == len("# Draft\nBody text.\n")
