@@ -64,7 +64,7 @@ def _fill(cmd: str, outside: Path) -> str:
     return cmd.replace("OUT", str(outside))
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(command)
 def test_allowed_commands_never_touch_anything_outside_the_workspace(cmd: str) -> None:
     root = Path(tempfile.mkdtemp(prefix="dal-prop-"))
