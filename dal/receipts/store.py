@@ -534,8 +534,9 @@ class Store:
         return self._read(f"reading run {run_id}", read)
 
     def run_row(self, run_id: str) -> dict[str, Any] | None:
-        """The summary row of `run_id` (as list_runs() gives it, plus `pid` and the parsed `policy`),
-        whether or not the run has a receipt yet; None when there is no such run."""
+        """The summary row of `run_id` (as list_runs() gives it, plus `pid`, the parsed `policy` and
+        `resumed_by`, the newest run that names it as previous_run), whether or not the run has a receipt
+        yet; None when there is no such run."""
 
         def read(c: sqlite3.Connection) -> dict[str, Any] | None:
             if not self._has_tables(c):
@@ -546,6 +547,10 @@ class Store:
                 return None
             out = dict(zip([d[0] for d in cur.description], row, strict=True))
             out["policy"] = json.loads(out["policy"]) if out["policy"] else None
+            later = c.execute(
+                "SELECT run_id FROM runs WHERE previous_run = ? ORDER BY run_id DESC LIMIT 1", (run_id,)
+            ).fetchone()
+            out["resumed_by"] = later[0] if later else None
             return out
 
         return self._read(f"reading run {run_id}", read)

@@ -5,11 +5,21 @@ ends, its result. On resume the journal of the previous attempt is replayed: an 
 journaled result returns that result without executing; the first one without continues live. An
 intent with no result is an unknown outcome: read effects and idempotent local effects run again;
 anything else waits for a person (`dal resolve`). An effect whose policy needs approval waits for
-`dal approve` / `dal deny`.
+`dal approve` / `dal deny`; its proposed command is journaled (marked `pending`) so that a resume
+checks the approved command is still the one the script asks for.
+
+Test-only crash hook: `DAL_TEST_CRASH_AT=BOUNDARY:SEQ[,BOUNDARY:SEQ...]` kills this process with SIGKILL
+at that boundary of effect SEQ, to test recovery from a crash at an exact point. Boundaries:
+`before-intent`, `after-intent` (intent journaled, nothing executed), `during` (the effect's programs
+are running: SIGKILL after `DAL_TEST_CRASH_DELAY` seconds, default 0.3), `after-exec` (executed, result
+not journaled), `after-result`. It is read once per run; nothing sets it outside the test suite.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
 from typing import Any
 
@@ -22,6 +32,8 @@ from dal.eval.runtime import Runtime, WaitSignal
 from dal.syntax.ast import Span
 
 EFFECT_ITEMS_CAP = 200
+CRASH_ENV = "DAL_TEST_CRASH_AT"
+CRASH_BOUNDARIES = ("before-intent", "after-intent", "during", "after-exec", "after-result")
 
 
 @attrs.define
@@ -34,6 +46,12 @@ class Prior:
     idempotent: bool
     result: dict[str, Any] | None  # None: intent without result
     kind: str = "effect"  # effect | value (now(), env())
+    detail: dict[str, Any] = attrs.Factory(dict)
+
+    @property
+    def pending(self) -> bool:
+        """Journaled as proposed (waiting for approval): it never started."""
+        return self.result is None and self.detail.get("pending") == "approval"
 
 
 def result_from_json(command: str, data: dict[str, Any], decision: Decision) -> EffectResult:
@@ -55,6 +73,36 @@ def result_to_json(r: EffectResult) -> dict[str, Any]:
     d = r.to_json()
     d.update(stdout=r.stdout, stderr=r.stderr, timeout_s=r.timeout_s)
     return d
+
+
+def rerunnable(effect_class: str | None, idempotent: bool) -> bool:
+    """May an effect whose outcome is unknown simply run again? Reads and idempotent local effects."""
+    return effect_class == "read" or (effect_class == "local" and idempotent)
+
+
+def _crash_plan() -> set[tuple[str, int]]:
+    """Parse DAL_TEST_CRASH_AT (test-only)."""
+    raw = os.environ.get(CRASH_ENV, "")
+    plan: set[tuple[str, int]] = set()
+    for part in raw.split(","):
+        name, _, num = part.strip().partition(":")
+        if name in CRASH_BOUNDARIES and num.strip().isdigit():
+            plan.add((name, int(num)))
+    return plan
+
+
+def _die_now() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _who(row: dict[str, Any] | None) -> str:
+    row = row or {}
+    text = f"{row.get('who') or 'an operator'}"
+    if row.get("at"):
+        text += f" at {row['at']}"
+    if row.get("note"):
+        text += f" ({row['note']})"
+    return text
 
 
 class EffectHandler:
@@ -81,12 +129,27 @@ class EffectHandler:
         self.seq = 0
         self.value_seq = 0
         self.count = 0
+        self.replayed = 0
         self.items: list[dict[str, Any]] = []
         self.omitted = 0
         self.writes: dict[str, None] = {}
         self.external_performed = False
         self.external_uncertain = False
         self.wait: dict[str, Any] | None = None
+        self._crash = _crash_plan()
+
+    # --- test-only crash hook --------------------------------------------------------------------
+
+    def _crash_at(self, boundary: str, seq: int) -> None:
+        if (boundary, seq) not in self._crash:
+            return
+        if boundary == "during":
+            delay = float(os.environ.get("DAL_TEST_CRASH_DELAY", "0.3"))
+            t = threading.Timer(delay, _die_now)
+            t.daemon = True
+            t.start()
+            return
+        _die_now()
 
     # --- values the world decides (now, env) ---------------------------------------------------
 
@@ -122,9 +185,11 @@ class EffectHandler:
         result: EffectResult | None = None
         if prior is not None:
             if prior.command != command:
+                was = prior.detail.get("line")
                 raise DivergenceError(
                     f"the script no longer matches the journal at effect {seq}: the journal holds "
-                    f"`{prior.command}`, the script now asks for `{command}`",
+                    f"`{prior.command}`" + (f" (from line {was})" if was else "")
+                    + f", the script now asks for `{command}` at line {span.line}",
                     span, filename=rt.filename, source=rt.source,
                     help="the script or its inputs changed since the interrupted attempt; inspect the "
                     "journal (dal receipt show) and start a new operation key if the change is intended",
@@ -132,15 +197,20 @@ class EffectHandler:
             if prior.result is not None:
                 result = result_from_json(command, prior.result, decision)
                 replayed = True
-            else:
+            elif not prior.pending:
                 result = self._unknown_outcome(seq, command, prior, decision, span)
                 replayed = result is not None
         if result is None:
             result = self._live(seq, command, decision, span)
         elif self.journal is not None:
-            self.journal.journal_intent(self.run_id, seq, command, decision.effect_class,
-                                        detail={"replayed": True, "line": span.line})
+            # The result is the earlier attempt's (or a person's resolution): carry it into this run's
+            # journal so that a later resume of this run replays it too.
+            self.journal.journal_intent(self.run_id, seq, command, result.decision.effect_class,
+                                        detail={"replayed": True, "line": span.line,
+                                                "idempotent": decision.idempotent})
             self.journal.journal_result(self.run_id, seq, result_to_json(result))
+        if replayed:
+            self.replayed += 1
         self._account(seq, result, span, replayed)
         return result
 
@@ -153,18 +223,25 @@ class EffectHandler:
         """An intent with no result: re-run it if that is safe, else hold it for a person."""
         row = self._decision_for(seq)
         verdict = (row or {}).get("decision", "")
-        who = (row or {}).get("who") or "an operator"
         if verdict == "resolved:done":
-            return EffectResult(command=command, status="completed", code=0, stdout="", stderr="", decision=decision)
+            return EffectResult(
+                command=command, status="completed", code=0, stdout="", stderr="",
+                decision=attrs.evolve(decision, reason=f"outcome unknown; resolved as done by {_who(row)}"),
+            )
         if verdict == "resolved:failed":
-            return EffectResult(command=command, status="failed", code=None, stdout="",
-                                stderr=f"resolved as failed by {who}", decision=decision)
+            return EffectResult(
+                command=command, status="failed", code=None, stdout="",
+                stderr=f"resolved as failed by {_who(row)}",
+                decision=attrs.evolve(decision, reason=f"outcome unknown; resolved as failed by {_who(row)}"),
+            )
         if verdict == "resolved:retry":
             return None
-        if prior.effect_class == "read" or (prior.effect_class == "local" and prior.idempotent):
+        if rerunnable(prior.effect_class, prior.idempotent):
             return None  # safe to run again
-        if prior.effect_class is None and verdict.startswith("approved"):
-            return None
+        why = (
+            "an external effect" if prior.effect_class == "external"
+            else "not idempotent" if prior.effect_class == "local" else "unclassified"
+        )
         self.wait = {
             "reason": "uncertain",
             "seq": seq,
@@ -175,10 +252,14 @@ class EffectHandler:
             self.external_uncertain = True
         if self.journal is not None:
             self.journal.journal_intent(self.run_id, seq, command, prior.effect_class,
-                                        detail={"uncertain": True, "idempotent": prior.idempotent})
+                                        detail={"uncertain": True, "idempotent": prior.idempotent,
+                                                "line": span.line})
+        self._hold_item(seq, command, "uncertain", prior.effect_class, decision, span,
+                        f"started by an earlier attempt that stopped before recording its result; {why}, "
+                        "so it is not run again until a person says what happened")
         raise WaitSignal(
             f"effect {seq} (`{command}`) may or may not have happened: it was started by an earlier attempt "
-            "that stopped before recording its result",
+            f"that stopped before recording its result ({why}, so DAL does not run it again)",
             span,
             self.wait,
         )
@@ -197,33 +278,70 @@ class EffectHandler:
             row = self._decision_for(seq)
             verdict = (row or {}).get("decision")
             if verdict == "denied":
-                who = row.get("who") or "an operator"  # type: ignore[union-attr]
-                note = row.get("note")  # type: ignore[union-attr]
-                denied = attrs.evolve(
-                    decision, allowed=False,
-                    reason=f"approval denied by {who}" + (f": {note}" if note else ""),
-                )
+                denied = attrs.evolve(decision, allowed=False, reason=f"approval denied by {_who(row)}")
                 result = EffectResult(command=command, status="denied", code=None, stdout="", stderr="",
                                       decision=denied)
                 if self.journal is not None:
                     self.journal.journal_intent(self.run_id, seq, command, decision.effect_class,
-                                                detail={"approval": "denied"})
+                                                detail={"approval": "denied", "line": span.line})
                     self.journal.journal_result(self.run_id, seq, result_to_json(result))
                 return result
             if verdict != "approved":
                 self.wait = {"reason": "pending_approval", "seq": seq, "command": command,
                              "effect_class": decision.effect_class}
+                if self.journal is not None:
+                    # The proposal, so that a resume checks the approved command is the one asked for.
+                    self.journal.journal_intent(self.run_id, seq, command, decision.effect_class,
+                                                detail={"pending": "approval", "line": span.line,
+                                                        "idempotent": decision.idempotent})
+                self._hold_item(seq, command, "pending_approval", decision.effect_class, decision, span,
+                                f"{decision.reason}; waiting for `dal approve` or `dal deny`")
                 raise WaitSignal(f"effect {seq} needs approval: `{command}`", span, self.wait)
+            decision = attrs.evolve(decision, reason=f"{decision.reason}; approved by {_who(row)}")
+        self._crash_at("before-intent", seq)
         if self.journal is not None:
+            extra: dict[str, Any] = {}
+            if getattr(self.journal, "takes_durable", False):
+                # Only an intent whose loss could make the effect run twice must reach the disk before
+                # the effect starts; every commit survives kill -9 anyway (see docs/durability.md).
+                extra["durable"] = not rerunnable(decision.effect_class, decision.idempotent)
             self.journal.journal_intent(
                 self.run_id, seq, command, decision.effect_class,
                 detail={"idempotent": decision.idempotent, "line": span.line,
                         "approved": bool(decision.approval_required)},
+                **extra,
             )
+        self._crash_at("after-intent", seq)
+        self._crash_at("during", seq)
         result = execute_checked(command, decision, self.ctx, _started=started)
+        self._crash_at("after-exec", seq)
         if self.journal is not None:
             self.journal.journal_result(self.run_id, seq, result_to_json(result))
+        self._crash_at("after-result", seq)
         return result
+
+    def _hold_item(self, seq: int, command: str, status: str, effect_class: str | None, decision: Decision,
+                   span: Span, reason: str) -> None:
+        """The receipt's entry for an effect held for a person (it did not execute in this run)."""
+        if len(self.items) >= EFFECT_ITEMS_CAP:
+            self.items.pop()
+            self.omitted += 1
+        self.items.append({
+            "seq": seq,
+            "command": command,
+            "status": status,
+            "class": effect_class,
+            "code": None,
+            "summary": "waiting for approval" if status == "pending_approval" else "outcome unknown",
+            "reason": reason,
+            "reads": list(decision.reads),
+            "writes": list(decision.writes),
+            "duration_ms": 0.0,
+            "line": span.line,
+            "column": span.column,
+            "loop_iteration": self.rt.loops[-1].iterations if self.rt.loops else None,
+            "replayed": False,
+        })
 
     def _account(self, seq: int, result: EffectResult, span: Span, replayed: bool) -> None:
         self.count += 1

@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from dal.effects import EffectContext, Policy
-from dal.errors import DalError, DalRuntimeError
+from dal.errors import DalError, DalRuntimeError, DivergenceError
 from dal.eval.interpreter import Engine, Outcome, check_source
 from dal.eval.runtime import Runtime, SkipSignal
 from dal.eval.values import display, to_json_value
@@ -97,9 +97,11 @@ def default_store(workspace: Path) -> Path:
     return workspace / ".dal" / "dal.db"
 
 
-def policy_json(policy: Policy, args: dict[str, Any]) -> dict[str, Any]:
-    """What the store keeps of a run's policy: where it came from and what it allowed."""
+def policy_json(policy: Policy, args: dict[str, Any], launch: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the store keeps of a run's policy: where it came from and what it allowed, and (`launch`)
+    what `dal resume` needs to run the same script again: absolute script path, workspace, budgets."""
     return {
+        "launch": launch or {},
         "source": policy.source,
         "args": args,
         "allowed": sorted(policy.allowed),
@@ -153,6 +155,7 @@ class _Run:
         self.begun = False
         self.skipped_of: str | None = None
         self.kind = "new"  # new | resume | duplicate
+        self.launch: dict[str, Any] = {}
 
     # --- store and key ---------------------------------------------------------------------
 
@@ -161,12 +164,17 @@ class _Run:
             path = self.req.store or default_store(self.workspace)
             try:
                 self.store = Store(path)
+                # Every commit survives kill -9; only intents that must never be lost pay an fsync
+                # (see _BeginFirst and docs/durability.md).
+                self.store.set_synchronous("NORMAL")
             except StoreError as e:
                 raise RunnerError(str(e)) from None
         return self.store
 
-    def enter_key(self, key: str, handler: EffectHandler | None) -> None:
-        """Lock the key; decide new attempt, resume or skip from the key's newest run."""
+    def enter_key(self, key: str, handler: EffectHandler | None, resuming: str | None = None) -> None:
+        """Lock the key; decide new attempt, resume or skip from the key's newest run.
+
+        `resuming`: the run `dal resume` named; it must still be the key's newest run."""
         store = self.open_store()
         self.key = key
         self.lock = KeyLock(store.path.parent / "locks", key)
@@ -175,8 +183,13 @@ class _Run:
         except KeyBusy as e:
             self.lock = None
             raise RunnerError(str(e), exit_code=3) from None
-        rows = store.list_runs(key=key, limit=1)
-        prev = rows[0] if rows else None
+        prev = newest_run_of_key(store, key)
+        if resuming is not None and (prev is None or prev["run_id"] != resuming):
+            later = f"run {prev['run_id']} ({prev['status']})" if prev else "a later run"
+            raise RunnerError(
+                f"run {resuming} was already continued by {later}: resume or inspect that one instead "
+                f"(`dal receipt show {key}`)"
+            )
         self.attempts = self._attempts_so_far(prev)
         if prev is None:
             self.kind = "new"
@@ -192,23 +205,38 @@ class _Run:
         self.previous = prev
         if status in RESUMABLE:
             if status == "running":
+                # We hold the key's lock, so the process that began this run is gone (kill -9, power
+                # loss): give it its receipt, then continue from its journal.
                 self._bury(prev)
             self.kind = "resume"
             if handler is not None:
                 self.load_replay(prev["run_id"], handler)
         else:
-            self.kind = "new"  # failed, exhausted, rejected: a new attempt linked to the last one
+            self.kind = "new"  # failed, exhausted: a new attempt linked to the last one
 
     def _attempts_so_far(self, prev: dict[str, Any] | None) -> dict[str, int]:
+        """The counts of the key's invocations before this one, from the newest receipt of the key; a
+        run that died before its receipt still counts as an invocation (a resume when it continued an
+        earlier run, else a new attempt)."""
         base = {"invocations": 0, "new": 0, "resumes": 0, "duplicates": 0}
-        if prev is not None and self.store is not None:
-            receipt = self.store.get_run(prev["run_id"])
-            got = (receipt or {}).get("attempts") or {}
-            for k in base:
-                if isinstance(got.get(k), int):
-                    base[k] = got[k]
-            if not receipt:  # a run that died before its receipt still counted as an invocation
-                base["invocations"] += 1
+        if prev is None or self.store is None:
+            return base
+        dead: list[dict[str, Any]] = []
+        row: dict[str, Any] | None = prev
+        receipt = None
+        while row is not None and len(dead) < 100:
+            receipt = self.store.get_run(row["run_id"])
+            if receipt is not None:
+                break
+            dead.append(row)
+            row = self.store.run_row(row["previous_run"]) if row.get("previous_run") else None
+        got = (receipt or {}).get("attempts") or {}
+        for k in base:
+            if isinstance(got.get(k), int):
+                base[k] = got[k]
+        for d in dead:
+            base["invocations"] += 1
+            base["resumes" if d.get("previous_run") else "new"] += 1
         return base
 
     def load_replay(self, run_id: str, handler: EffectHandler) -> None:
@@ -223,6 +251,7 @@ class _Run:
                 idempotent=bool(detail.get("idempotent")),
                 result=row.get("result"),
                 kind=detail.get("kind", "effect"),
+                detail=detail,
             )
         decisions: dict[int, dict[str, Any]] = {}
         for row in store.approvals(run_id):
@@ -234,50 +263,67 @@ class _Run:
     def _bury(self, prev: dict[str, Any]) -> None:
         """A run whose process died before writing its receipt: give it one, as interrupted."""
         store = self.open_store()
-        journal = store.journal(prev["run_id"])
+        info = store.run_row(prev["run_id"]) or {}
+        launch = (info.get("policy") or {}).get("launch") or {}
         items = []
-        for row in journal:
+        for row in store.journal(prev["run_id"]):
             if row["seq"] <= 0:
                 continue
             res = row.get("result") or {}
+            detail = row.get("detail") or {}
+            if res:
+                status = res.get("status", "completed")
+            elif detail.get("pending") == "approval":
+                status = "pending_approval"
+            else:
+                status = "uncertain"
             items.append({
-                "seq": row["seq"], "command": row["command"],
-                "status": res.get("status", "uncertain") if res else "uncertain",
-                "class": row.get("class"), "code": res.get("code"), "summary": res.get("summary", "outcome unknown"),
+                "seq": row["seq"], "command": row["command"], "status": status,
+                "class": row.get("class"), "code": res.get("code"),
+                "summary": res.get("summary") or ("outcome unknown" if status == "uncertain" else "not started"),
                 "reason": res.get("reason"), "reads": res.get("reads", []), "writes": res.get("writes", []),
-                "duration_ms": res.get("duration_ms", 0.0), "line": (row.get("detail") or {}).get("line", 0),
-                "column": 0, "loop_iteration": None, "replayed": False,
+                "duration_ms": res.get("duration_ms", 0.0), "line": detail.get("line", 0),
+                "column": 0, "loop_iteration": None, "replayed": bool(detail.get("replayed")),
             })
+        sha = launch.get("sha256")
+        attempts = None
+        if prev.get("key"):
+            attempts = self._attempts_so_far(store.run_row(prev["previous_run"]) if prev.get("previous_run") else None)
+            attempts["invocations"] += 1
+            attempts["resumes" if prev.get("previous_run") else "new"] += 1
         receipt = {
             "schema": SCHEMA,
             "run_id": prev["run_id"],
             "operation": prev["operation"],
             "key": prev.get("key"),
-            "script": {"path": prev.get("script_path") or "", "sha256": ""},
-            "workspace": str(self.workspace),
+            "script": {"path": prev.get("script_path") or "",
+                       "sha256": sha if isinstance(sha, str) and len(sha) == 64 else "0" * 64},
+            "workspace": str(launch.get("workspace") or self.workspace),
             "status": "interrupted",
             "attempted_at": prev["started_at"],
             "finished_at": utc_timestamp(),
             "duration_ms": 0.0,
-            "steps": {"used": 0, "budget": 0},
-            "effects": {"count": len(items), "budget": None, "items": items, "omitted": 0},
+            "steps": {"used": 0, "budget": int(launch.get("max_steps") or 0)},
+            "effects": {"count": len(items), "budget": launch.get("max_effects"), "items": items, "omitted": 0},
             "artifacts": [],
             "external_effect": "uncertain" if any(i["status"] == "uncertain" and i["class"] == "external"
-                                                  for i in items) else "none",
+                                                  for i in items) else
+                               "performed" if any(i["status"] in ("completed", "failed", "timeout")
+                                                  and i["class"] == "external" for i in items) else "none",
             "retry": "resume",
             "blocker": "the process running this operation died before writing its receipt (killed?); "
-                       "the next invocation with its key resumes it from the journal",
+                       "it is resumed from its journal",
             "error": None,
             "result": None,
             "loops": [],
             "loops_omitted": 0,
-            "attempts": None,
+            "attempts": attempts,
             "previous_run": prev.get("previous_run"),
             "skipped_of": None,
         }
         try:
             store.save_receipt(receipt)
-        except StoreError:
+        except (StoreError, ValueError):
             pass
 
     def begin(self, operation: str) -> None:
@@ -291,8 +337,8 @@ class _Run:
                 key=self.key,
                 script_path=str(self.req.script),
                 started_at=self.started_at,
-                previous_run=self.previous["run_id"] if self.previous else None,
-                policy=policy_json(self.req.policy, self.req.policy_args),
+                previous_run=self.previous["run_id"] if self.previous and self.kind != "duplicate" else None,
+                policy=policy_json(self.req.policy, self.req.policy_args, self.launch),
             )
         except StoreError as e:
             raise RunnerError(str(e)) from None
@@ -307,19 +353,135 @@ class _Run:
             self.store = None
 
 
+class _Abort(BaseException):
+    """Carries a RunnerError raised inside the script (operation("K") on a busy key) past the engine."""
+
+    def __init__(self, error: RunnerError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class _BeginFirst:
-    """The store as the effect journal, recording the run itself before the first journal entry."""
+    """The store as the effect journal, recording the run itself before the first journal entry.
+
+    The runner's connection commits with synchronous=NORMAL (every commit survives kill -9); an intent
+    marked `durable` (an effect that must not run twice: non-idempotent local, external) is committed
+    with synchronous=FULL, so that it is on disk before the effect starts, power loss included."""
+
+    takes_durable = True
 
     def __init__(self, store: Store, begin: Callable[[], None]) -> None:
         self._store = store
         self._begin = begin
 
-    def journal_intent(self, *args: Any, **kw: Any) -> None:
+    def journal_intent(self, *args: Any, durable: bool = False, **kw: Any) -> None:
         self._begin()
-        self._store.journal_intent(*args, **kw)
+        if not durable:
+            self._store.journal_intent(*args, **kw)
+            return
+        self._store.set_synchronous("FULL")
+        try:
+            self._store.journal_intent(*args, **kw)
+        finally:
+            self._store.set_synchronous("NORMAL")
 
     def journal_result(self, *args: Any, **kw: Any) -> None:
         self._store.journal_result(*args, **kw)
+
+
+def newest_run_of_key(store: Store, key: str) -> dict[str, Any] | None:
+    """The newest run of `key` that decides what the next invocation does. Rejected runs executed
+    nothing, so they are passed over: a broken script run under a completed key does not reopen it."""
+    rows = store.list_runs(key=key, limit=20)
+    for row in rows:
+        if row["status"] != "rejected":
+            return row
+    if len(rows) == 20:
+        for row in store.list_runs(key=key, limit=None):
+            if row["status"] != "rejected":
+                return row
+    return None
+
+
+def find_run(store: Store, ref: str) -> dict[str, Any]:
+    """The run `ref` names, as `Store.run_row()` gives it, even one that died before its receipt: a run id
+    or a unique prefix, a key or operation (its newest run), or `latest`. Raises RunNotFound."""
+    ref = ref.strip()
+    if ref.startswith("run_"):
+        row = store.run_row(ref)
+        if row is not None:
+            return row
+    elif ref and ref != "latest":
+        newest = newest_run_of_key(store, ref)
+        if newest is not None:
+            return store.run_row(newest["run_id"]) or newest
+    receipt = store.find(ref)
+    return store.run_row(receipt["run_id"]) or receipt
+
+
+def pid_alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _resumable(run: _Run, store: Store, ref: str) -> dict[str, Any]:
+    """The run `dal resume REF` continues; RunnerError when it cannot be resumed."""
+    try:
+        prev = find_run(store, ref)
+    except StoreError as e:
+        raise RunnerError(str(e)) from None
+    status = prev.get("status")
+    if status not in RESUMABLE:
+        hint = (f"run the script again with --key {prev['key']}" if prev.get("key") else "run the script again")
+        raise RunnerError(
+            f"run {prev['run_id']} is {status}: only waiting or interrupted runs resume"
+            + (" (a failed or exhausted run starts a new attempt: " + hint + ")"
+               if status in ("failed", "exhausted") else "")
+        )
+    return prev
+
+
+def _lock_keyless(run: _Run, store: Store, prev: dict[str, Any]) -> None:
+    """A run without a key has no key lock: lock its run id instead, and refuse while it still runs or
+    once a later run continued it."""
+    run.lock = KeyLock(store.path.parent / "locks", "run:" + prev["run_id"])
+    try:
+        run.lock.acquire(run.run_id, run.req.wait)
+    except KeyBusy as e:
+        run.lock = None
+        raise RunnerError(str(e), exit_code=3) from None
+    info = store.run_row(prev["run_id"]) or prev
+    if info.get("resumed_by"):
+        raise RunnerError(f"run {prev['run_id']} was already continued by run {info['resumed_by']}: "
+                          "resume or inspect that one instead")
+    if prev["status"] == "running" and info.get("pid") != os.getpid() and pid_alive(info.get("pid")):
+        raise RunnerError(f"run {prev['run_id']} is still running in process {info['pid']}", exit_code=3)
+
+
+def _unreached(handler: EffectHandler, outcome: Outcome, checked: Any) -> Outcome:
+    """A resumed script that completes without asking for effects its earlier attempt journaled has
+    diverged too: those effects happened (or may have), and the script no longer accounts for them."""
+    left = sorted((p for p in handler.replay.values() if p.seq > handler.seq and not p.pending), key=lambda p: p.seq)
+    if not left:
+        return outcome
+    first = left[0]
+    line = first.detail.get("line")
+    err = DivergenceError(
+        f"the script no longer matches the journal: it ended after {handler.seq} effect"
+        f"{'s' if handler.seq != 1 else ''}, but the earlier attempt journaled effect {first.seq} "
+        f"`{first.command}`" + (f" (line {line})" if line else "") + " that the script no longer asks for",
+        None, filename=checked.filename, source=checked.source,
+        help="the script or its inputs changed since the interrupted attempt; inspect the journal "
+        "(dal receipt show) and start a new operation key if the change is intended",
+    )
+    return Outcome("failed", err, ended_by="error")
 
 
 def execute(req: RunRequest) -> RunReport:
@@ -359,6 +521,15 @@ def _execute(run: _Run) -> RunReport:
         return _finish(run, source, operation, Outcome("rejected", errors[0], ended_by="error"),
                        rt=None, handler=None, recorder=None)
 
+    run.launch = {
+        "cwd": os.getcwd(),
+        "script": str(Path(req.script).resolve()),
+        "workspace": str(run.workspace),
+        "sha256": _sha256_text(source),
+        "max_steps": req.max_steps,
+        "max_effects": req.max_effects,
+        "timeout": req.timeout,
+    }
     rt = Runtime(max_steps=req.max_steps, timeout=req.timeout, write=req.write or sys.stdout.write)
     ctx = EffectContext(
         policy=req.policy,
@@ -379,25 +550,19 @@ def _execute(run: _Run) -> RunReport:
     rt.recorder = recorder
 
     if req.resume:
-        try:
-            prev = store.find(req.resume)
-        except StoreError as e:
-            raise RunnerError(str(e)) from None
-        if prev.get("status") not in RESUMABLE:
-            raise RunnerError(
-                f"run {prev['run_id']} is {prev.get('status')}: only waiting or interrupted runs resume "
-                f"(a failed or exhausted run starts a new attempt: run the script again"
-                + (f" with --key {prev['key']}" if prev.get("key") else "") + ")"
-            )
+        prev = _resumable(run, store, req.resume)
         if prev.get("key"):
-            run.key = prev["key"]
-            operation = prev["key"]
-        run.enter_key(run.key, handler) if run.key else None
-        if not run.key:
+            operation = state["operation"] = prev["key"]
+            run.enter_key(prev["key"], handler, resuming=prev["run_id"])
+        else:
+            _lock_keyless(run, store, prev)
             run.previous = prev
             run.kind = "resume"
+            if prev["status"] == "running":
+                run._bury(prev)
             run.load_replay(prev["run_id"], handler)
-
+            operation = prev["operation"]
+            state["operation"] = operation
     elif req.key:
         run.enter_key(req.key, handler)
 
@@ -413,7 +578,10 @@ def _execute(run: _Run) -> RunReport:
                     f"({run.key!r})"
                 )
             return
-        run.enter_key(key, handler)
+        try:
+            run.enter_key(key, handler)
+        except RunnerError as e:
+            raise _Abort(e) from None  # past the engine: a busy key is not the script's failure
         state["operation"] = key
         if run.kind == "duplicate":
             raise SkipSignal(run.skipped_of or "")
@@ -433,10 +601,14 @@ def _execute(run: _Run) -> RunReport:
             restore[s] = signal.signal(s, on_signal)
     try:
         outcome = Engine(rt).execute(checked)  # type: ignore[arg-type]
+    except _Abort as a:
+        raise a.error from None
     finally:
         for s, h in restore.items():
             signal.signal(s, h)
     operation = state["operation"]
+    if outcome.status == "completed" and run.kind == "resume":
+        outcome = _unreached(handler, outcome, checked)
     report = _finish(run, source, operation, outcome, rt, handler, recorder)
     report.signal_name = got.get("signal")
     if report.receipt["status"] == "interrupted" and got.get("signal") == "SIGTERM":

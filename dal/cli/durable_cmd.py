@@ -1,0 +1,209 @@
+"""`dal approve`, `dal deny`, `dal resolve` and `dal resume`: a person's decisions about a waiting run, and
+continuing it.
+
+RUN is what `dal receipt show` accepts: a run id, a unique prefix of one, an operation key (its newest
+run) or `latest`. `--effect N` defaults to the effect the run waits on.
+
+Exit codes of approve, deny and resolve: 0 recorded, 2 the run or effect cannot take that decision (not
+waiting, not pending, unknown run) or a usage error. `dal resume` exits like `dal run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from dal.receipts.store import Store, StoreError, store_path
+
+EXIT_USAGE = 2
+DECISIONS = {"approve": "approved", "deny": "denied"}
+RESOLUTIONS = ("done", "failed", "retry")
+
+
+class _Refused(Exception):
+    """The decision cannot be recorded; the message names the run or effect."""
+
+
+def _store_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", type=Path, default=None, metavar="PATH",
+                   help="the run store (default: $DAL_STORE, else WORKSPACE/.dal/dal.db)")
+    p.add_argument("--workspace", type=Path, default=None, metavar="DIR",
+                   help="the workspace whose store to use (default: the current directory)")
+
+
+def register(sub: Any) -> None:
+    for name, verb in (("approve", "approve"), ("deny", "deny")):
+        p = sub.add_parser(
+            name,
+            help=f"{verb} an effect that waits for approval",
+            description=f"Record that a person {'approves' if name == 'approve' else 'denies'} the effect a "
+            "waiting run proposed. Nothing runs now: `dal resume RUN` (or the same --key) then "
+            + ("executes the approved effect once." if name == "approve"
+               else "hands the script a `denied` result for it.")
+            + " Exit 0 recorded, 2 when the run is not waiting for approval of that effect.",
+        )
+        p.add_argument("ref", metavar="RUN", help="run id, unique prefix, operation key, or `latest`")
+        p.add_argument("--effect", type=int, default=None, metavar="N",
+                       help="the effect's sequence number (default: the one the run waits on)")
+        p.add_argument("--note", default=None, metavar="TEXT", help="why; kept with the decision")
+        _store_flags(p)
+        p.add_argument("--json", action="store_true", help="print the recorded decision as JSON")
+        p.set_defaults(func=cmd_decide, decision=DECISIONS[name])
+
+    r = sub.add_parser(
+        "resolve",
+        help="say what happened to an effect whose outcome is unknown",
+        description="An effect that was started but whose result was never recorded (the process died) "
+        "and that is not safe to run again holds its run as waiting. After checking, record what happened: "
+        "`done` (it took effect: resume returns a completed result without running it), `failed` (it did "
+        "not: resume returns a failed result), `retry` (run it again on resume). Exit 0 recorded, 2 when "
+        "the effect's outcome is not in question.",
+    )
+    r.add_argument("ref", metavar="RUN", help="run id, unique prefix, operation key, or `latest`")
+    r.add_argument("--effect", type=int, default=None, metavar="N",
+                   help="the effect's sequence number (default: the one the run waits on)")
+    r.add_argument("--as", dest="outcome", required=True, choices=RESOLUTIONS, help="what happened")
+    r.add_argument("--note", default=None, metavar="TEXT", help="what you checked; kept with the decision")
+    _store_flags(r)
+    r.add_argument("--json", action="store_true", help="print the recorded decision as JSON")
+    r.set_defaults(func=cmd_decide, decision=None)
+
+    from dal.cli.run_cmd import add_run_flags
+
+    s = sub.add_parser(
+        "resume",
+        help="continue a waiting or interrupted run",
+        description="Continue a waiting or interrupted run (or one whose process died): run its script "
+        "again with the policy flags and key it was started with, replaying the effect journal. Effects "
+        "with a recorded result are not executed again; approved effects execute once; effects whose "
+        "outcome is unknown run again only when safe (read, idempotent local) or when resolved as retry. "
+        "Budgets default to the run's own. Exit codes as `dal run`.",
+    )
+    s.add_argument("ref", metavar="RUN", help="run id, unique prefix, operation key, or `latest`")
+    s.add_argument("--workspace", type=Path, default=None, metavar="DIR",
+                   help="the workspace whose store to use (default: the run's own workspace)")
+    add_run_flags(s)
+    s.set_defaults(func=cmd_resume, max_steps=None)
+
+
+def _die(message: str, code: int = EXIT_USAGE) -> int:
+    sys.stderr.write(f"dal: error: {message}\n")
+    return code
+
+
+def _open(args: argparse.Namespace) -> Store:
+    path = store_path(args.store, args.workspace)
+    if not path.exists():
+        raise _Refused(f"no runs yet: there is no run store at {path}")
+    return Store(path)
+
+
+def _pending(store: Store, run: dict[str, Any], effect: int | None, want: str) -> dict[str, Any]:
+    """The effect item of `run` that a decision of kind `want` (pending_approval | uncertain) is about."""
+    from dal.runner.runner import RESUMABLE
+
+    rid = run["run_id"]
+    if run.get("resumed_by"):
+        raise _Refused(f"run {rid} was already continued by run {run['resumed_by']}: decide on that one")
+    if run["status"] not in RESUMABLE:
+        raise _Refused(f"run {rid} is {run['status']}, not waiting for a decision")
+    receipt = store.get_run(rid) or {}
+    items = (receipt.get("effects") or {}).get("items") or []
+    held = [i for i in items if i.get("status") in ("pending_approval", "uncertain")]
+    what = "waiting for approval" if want == "pending_approval" else "of unknown outcome"
+    if effect is None:
+        if not held:
+            raise _Refused(f"run {rid} is {run['status']} but no effect of it is {what}")
+        item = held[-1]
+    else:
+        found = [i for i in items if i.get("seq") == effect]
+        if not found:
+            raise _Refused(f"run {rid} has no effect {effect} (it recorded {len(items)} effect"
+                           f"{'s' if len(items) != 1 else ''})")
+        item = found[-1]
+    if item.get("status") != want:
+        state = item.get("status")
+        label = {"pending_approval": "waiting for approval", "uncertain": "of unknown outcome"}.get(state, state)
+        hint = ""
+        if state == "uncertain":
+            hint = f"; use `dal resolve {rid} --effect {item['seq']} --as done|failed|retry`"
+        elif state == "pending_approval":
+            hint = f"; use `dal approve {rid} --effect {item['seq']}` or `dal deny`"
+        raise _Refused(f"effect {item['seq']} of run {rid} (`{item['command']}`) is not {what}: it is {label}{hint}")
+    return item
+
+
+def cmd_decide(args: argparse.Namespace) -> int:
+    from dal.runner.runner import find_run
+
+    decision = args.decision or f"resolved:{args.outcome}"
+    want = "pending_approval" if args.decision else "uncertain"
+    try:
+        with _open(args) as store:
+            run = find_run(store, args.ref)
+            item = _pending(store, run, args.effect, want)
+            rid, seq = run["run_id"], item["seq"]
+            earlier = [r for r in store.approvals(rid) if r.get("seq") == seq]
+            row = store.record_approval(rid, seq, decision, note=args.note)
+    except _Refused as e:
+        return _die(str(e))
+    except StoreError as e:
+        return _die(str(e))
+    if args.json:
+        sys.stdout.write(json.dumps({**row, "command": item["command"]}, indent=2, ensure_ascii=False) + "\n")
+        return 0
+    verb = {"approved": "approved", "denied": "denied"}.get(decision, f"resolved as {args.outcome}")
+    line = f"dal: {verb} effect {seq} of {rid}: `{item['command']}`"
+    if earlier:
+        line += f" (replaces the earlier decision `{earlier[-1]['decision']}` by {earlier[-1]['who']})"
+    sys.stdout.write(line + f"\ndal: next: `dal resume {rid}`\n")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from dal.cli.run_cmd import request_from_args, run_and_report
+    from dal.runner.runner import find_run
+
+    path = args.store or store_path(None, args.workspace)
+    if not Path(path).exists():
+        return _die(f"no runs yet: there is no run store at {path}")
+    try:
+        with Store(path, readonly=True) as store:
+            run = find_run(store, args.ref)
+    except StoreError as e:
+        return _die(str(e))
+    policy = run.get("policy") or {}
+    stored = policy.get("args") or {}
+    launch = policy.get("launch") or {}
+    cwd = Path(launch.get("cwd") or ".")
+
+    def here(p: str | None) -> Path | None:
+        return None if not p else Path(p) if Path(p).is_absolute() or Path.cwd() == cwd else cwd / p
+
+    script = here(run.get("script_path"))
+    if launch.get("script") and (script is None or Path.cwd() != cwd or not script.exists()):
+        script = Path(launch["script"])  # the same file, named as the run named it when that still works
+    if script is None:
+        return _die(f"run {run['run_id']} does not say which script it ran")
+    ns = argparse.Namespace(**vars(args))
+    ns.workspace = args.workspace or here(stored.get("workspace")) or here(launch.get("workspace"))
+    ns.policy = here(stored.get("policy"))
+    ns.allow_run = list(stored.get("allow_run") or [])
+    ns.allow_read = list(stored.get("allow_read") or [])
+    ns.allow_write = list(stored.get("allow_write") or [])
+    ns.allow_net = bool(stored.get("allow_net"))
+    ns.require_approval = list(stored.get("require_approval") or [])
+    ns.effect_timeout = stored.get("effect_timeout")
+    ns.require_sandbox = bool(stored.get("require_sandbox"))
+    ns.key = None
+    if ns.max_steps is None:
+        ns.max_steps = int(launch.get("max_steps") or 1_000_000)
+    if ns.max_effects is None and launch.get("max_effects"):
+        ns.max_effects = int(launch["max_effects"])
+    if ns.timeout is None and launch.get("timeout"):
+        ns.timeout = float(launch["timeout"])
+    ns.store = Path(path)
+    return run_and_report(ns, request_from_args(ns, script, resume=run["run_id"]))
