@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from dal.receipts.markdown import render_markdown
-from dal.receipts.render import render, use_colour
+from dal.receipts.render import duration_text, render, use_colour
 from dal.receipts.store import NoStore, Store, StoreError, store_path
 
 STATUSES = ("completed", "failed", "exhausted", "waiting", "interrupted", "rejected", "skipped", "running")
@@ -88,16 +88,6 @@ def _fail(message: str, err: TextIO) -> int:
     return 1
 
 
-def _duration(ms: float | None) -> str:
-    if ms is None:
-        return "-"
-    if ms < 1000:
-        return f"{ms:.0f}ms"
-    if ms < 120_000:
-        return f"{ms / 1000:.1f}s"
-    return f"{ms / 60_000:.1f}m"
-
-
 def _started(ts: str | None) -> str:
     # 2026-11-29T19:12:00.123Z -> 2026-11-29 19:12:00Z: seconds are enough in a table.
     return f"{ts[:10]} {ts[11:19]}Z" if ts and len(ts) >= 19 else (ts or "-")
@@ -136,7 +126,7 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
             r["status"],
             r["retry"] or "-",
             _started(r["started_at"]),
-            _duration(r["duration_ms"]),
+            duration_text(r["duration_ms"]),
         )
         for r in rows
     ]

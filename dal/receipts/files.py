@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from dal.fsutil import atomic_write_text
 
 DEFAULT_RECEIPTS_DIR = Path(".dal") / "receipts"
 
@@ -26,25 +27,12 @@ def receipts_dir(
     return Path(workspace or ".") / DEFAULT_RECEIPTS_DIR
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> Path:
-    """Write `data` to `path` so that the file is always either the old one, absent, or whole."""
+def atomic_write(path: str | os.PathLike[str], text: str) -> Path:
+    """Write `text` to `path` so that the file is always either the old one, absent, or whole, and the
+    rename survives a crash (dal.fsutil writes and fsyncs the file; this also fsyncs its folder)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
-    # The temporary name starts with a dot and ends in .tmp, so listings and globs for *.json skip it.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write_text(path, text)
     _fsync_dir(path.parent)
     return path
 

@@ -291,9 +291,10 @@ def _size(n: int | None) -> str:
     return ""
 
 
-def _duration(ms: float | None) -> str:
+def duration_text(ms: float | None) -> str:
+    """`42 ms`, `2.5 s`, `3.1 min`: a duration as a person reads it."""
     if ms is None:
-        return "?"
+        return "-"
     if ms < 1000:
         return f"{ms:.0f} ms"
     if ms < 120_000:
@@ -329,7 +330,7 @@ def render(receipt: Mapping[str, Any], *, colour: bool = False, decisions: Seque
     facts.append(
         (
             "ran",
-            f"{receipt.get('attempted_at')}, {_duration(receipt.get('duration_ms'))}, "
+            f"{receipt.get('attempted_at')}, {duration_text(receipt.get('duration_ms'))}, "
             f"{steps.get('used', 0):,} of {steps.get('budget', 0):,} steps, {effects.get('count', 0)} effect"
             f"{'' if effects.get('count', 0) == 1 else 's'}",
         )

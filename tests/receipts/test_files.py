@@ -33,7 +33,7 @@ def test_receipts_dir_override(tmp_path: Path, receipts: dict) -> None:
 def test_atomic_write_replaces_whole_file(tmp_path: Path) -> None:
     target = tmp_path / "a.json"
     atomic_write(target, "old")
-    atomic_write(target, b"new")
+    atomic_write(target, "new")
     assert target.read_text() == "new"
     assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
 
