@@ -21,9 +21,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dal.receipts.render import (
+    MAX_ARTIFACT_LINES,
     attempts_of,
     describe_decision,
     describe_loop,
+    duration_text,
     evidence_lines,
     next_action,
     one_line,
@@ -53,7 +55,7 @@ def render_markdown(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str,
 
     run = (
         f"- run: {receipt['run_id']} ({receipt['status']}, {receipt.get('attempted_at')}, "
-        f"{receipt.get('duration_ms', 0):.0f} ms)"
+        f"{duration_text(receipt.get('duration_ms'))})"
     )
     lines += ["", "## Outcome", "", run]
     inv = receipt.get("attempts")
@@ -62,8 +64,13 @@ def render_markdown(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str,
             f"- invocations: {inv['invocations']} ({inv['new']} new, {inv['resumes']} resumed, "
             f"{inv['duplicates']} duplicate)"
         )
-    for artifact in receipt.get("artifacts") or []:
+    artifacts = receipt.get("artifacts") or []
+    for artifact in artifacts[:MAX_ARTIFACT_LINES]:
         lines.append(f"- artifact: {artifact['path']} — {artifact['state']}")
+    if len(artifacts) > MAX_ARTIFACT_LINES:
+        lines.append(
+            f"- artifacts: … {len(artifacts) - MAX_ARTIFACT_LINES} more (`dal receipt show {receipt['run_id']} --json`)"
+        )
     lines.append(f"- external effect: {receipt.get('external_effect', 'none')}")
     lines.append(f"- retry: {receipt.get('retry')}")
     if receipt.get("blocker"):

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 MAX_EVIDENCE_LINES = 50
+MAX_ARTIFACT_LINES = 20
 MAX_OUTCOME_CHARS = 160
 
 _STATUS_COLOUR = {
@@ -363,10 +364,12 @@ def render(receipt: Mapping[str, Any], *, colour: bool = False, decisions: Seque
     artifacts = receipt.get("artifacts") or []
     if artifacts:
         out += ["", "artifacts"]
-        for a in artifacts:
+        for a in artifacts[:MAX_ARTIFACT_LINES]:
             extra = f"  ({_size(a.get('size'))})" if a.get("size") is not None else ""
             state = paint("32" if a["state"] == "exists" else "33", a["state"].ljust(7))
             out.append(f"  {state}  {a['path']}{extra}")
+        if len(artifacts) > MAX_ARTIFACT_LINES:
+            out.append(f"  … {len(artifacts) - MAX_ARTIFACT_LINES} more (see --json)")
 
     if isinstance(error, Mapping):
         out += ["", f"error  {_where(error)}  {error.get('kind')}: {error.get('message')}"]

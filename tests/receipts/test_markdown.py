@@ -195,3 +195,10 @@ def test_folders_made_on_the_way_are_not_the_path(build) -> None:
         ]
     )
     assert "- paths: out/a.md, out/b.md\n" in render_markdown(r)
+
+
+def test_many_artifacts_are_capped(build) -> None:
+    artifacts = [{"path": f"out/{i}.md", "state": "exists", "size": 1, "sha256": "b" * 64} for i in range(30)]
+    text = render_markdown(build.base(artifacts=artifacts))
+    assert "- artifact: out/19.md — exists\n" in text and "out/20.md — exists" not in text
+    assert f"- artifacts: … 10 more (`dal receipt show {build.run_id} --json`)\n" in text
