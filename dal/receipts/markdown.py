@@ -42,7 +42,8 @@ def render_markdown(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str,
     if len(paths) == 1:
         lines.append(f"- path: {paths[0]}")
     elif paths:
-        lines.append(f"- paths: {', '.join(paths)}")
+        more = f", … {len(paths) - 5} more" if len(paths) > 5 else ""
+        lines.append(f"- paths: {', '.join(paths[:5])}{more}")
     # The script's own word (verified, verification_failed) is what the article's reader looks for; the
     # run's status is in the Outcome section below.
     lines.append(f"- status: {script_status(receipt) or receipt['status']}")

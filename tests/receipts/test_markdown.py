@@ -201,4 +201,5 @@ def test_many_artifacts_are_capped(build) -> None:
     artifacts = [{"path": f"out/{i}.md", "state": "exists", "size": 1, "sha256": "b" * 64} for i in range(30)]
     text = render_markdown(build.base(artifacts=artifacts))
     assert "- artifact: out/19.md — exists\n" in text and "out/20.md — exists" not in text
+    assert "- paths: out/0.md, out/1.md, out/2.md, out/3.md, out/4.md, … 25 more\n" in text
     assert f"- artifacts: … 10 more (`dal receipt show {build.run_id} --json`)\n" in text
