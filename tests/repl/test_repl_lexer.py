@@ -6,6 +6,7 @@ import functools
 import importlib.metadata
 import importlib.util
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -228,3 +229,14 @@ def test_pygments_finds_the_lexer_through_its_entry_point() -> None:
 
     assert isinstance(get_lexer_by_name("dal"), DalLexer)
     assert isinstance(get_lexer_for_filename("loop.dal"), DalLexer)
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.dal"))
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_every_example_highlights_without_an_error_token(script: Path) -> None:
+    text = script.read_text(encoding="utf-8")
+    tokens = list(DalLexer().get_tokens_unprocessed(text))
+    assert [(pos, val) for pos, tok, val in tokens if tok in Error] == []
+    assert "".join(v for _, _, v in tokens) == text
