@@ -14,10 +14,10 @@ import attrs
 
 from dal.effects import paths as P
 from dal.effects.policy import TRUSTED_PATH, Policy
-from dal.effects.programs import INTERPRETERS, analyze_argv, git_is_network, model_class
-from dal.effects.shell import CommandList, ShellDenied, parse_command
+from dal.effects.programs import INTERPRETERS, ArgUse, analyze_argv, git_is_network, model_class
+from dal.effects.shell import CommandList, ShellDenied, SimpleCommand, parse_command
 
-__all__ = ["Decision", "check_command", "find_program", "check_redirect_target"]
+__all__ = ["Decision", "check_command", "find_program", "check_redirect_target", "recheck"]
 
 _SEVERITY = {"read": 0, "local": 1, "external": 2}
 _BUILTINS = frozenset(
@@ -102,6 +102,46 @@ def _check_tree(top: str, policy: Policy) -> None:
                     raise _Denied(f"writes outside the allowed roots: {shown} (resolves to {target})")
 
 
+def _write_counts(target: str, ws: str) -> bool:
+    return P.resolve(target, ws) != P.NULL_DEVICE
+
+
+def _check_paths(cmd: SimpleCommand, use: ArgUse | None, policy: Policy) -> tuple[list[str], list[str]]:
+    """Resolve and check every path `cmd` reads and writes; (reads, writes) as resolved paths."""
+    reads: list[str] = []
+    writes: list[str] = []
+    if use is not None:
+        reads += (_check_path(raw, "read", policy) for raw in use.reads)
+        for raw in use.writes:
+            resolved = _check_path(raw, "write", policy)
+            writes.append(resolved)
+            if use.writes_into_trees and os.path.isdir(resolved):
+                _check_tree(resolved, policy)
+        writes += (_check_path(raw, "write_nofollow", policy) for raw in use.writes_nofollow)
+    for r in cmd.redirects:
+        if r.target is not None:
+            (reads if r.op == "<" else writes).append(_check_path(r.target, "read" if r.op == "<" else "write", policy))
+    return reads, writes
+
+
+def recheck(cmd: SimpleCommand, policy: Policy) -> str | None:
+    """Check one simple command's paths again just before it starts; the reason if it is now denied.
+
+    An earlier command of the same list may have changed the tree (`mv sub/up top && touch top/x` moves
+    a relative symlink so that it points out), so the paths are resolved again against the tree as it
+    is now.
+    """
+    ws = policy.workspace
+    try:
+        use = analyze_argv(cmd.argv, lambda p: os.path.isdir(os.path.join(ws, p)))
+        if use is not None and use.unsafe:
+            return use.unsafe
+        _check_paths(cmd, use, policy)
+    except _Denied as e:
+        return str(e)
+    return None
+
+
 def check_redirect_target(raw: str, write: bool, policy: Policy) -> str | None:
     """Resolve a redirection target again at open time; None if it is no longer allowed."""
     try:
@@ -173,27 +213,13 @@ def _check(command: str, policy: Policy) -> Decision:
             part_idem = use.idempotent
             if name == "git" and git_is_network(cmd.argv):
                 part_class = "external"
-            for raw in use.reads:
-                reads.append(P.display(_check_path(raw, "read", policy), ws))
-            for raw in use.writes:
-                resolved = _check_path(raw, "write", policy)
-                writes.append(P.display(resolved, ws))
-                if use.writes_into_trees and os.path.isdir(resolved):
-                    _check_tree(resolved, policy)
-            for raw in use.writes_nofollow:
-                writes.append(P.display(_check_path(raw, "write_nofollow", policy), ws))
-        for r in cmd.redirects:
-            if r.target is None:
-                continue
-            if r.op == "<":
-                reads.append(P.display(_check_path(r.target, "read", policy), ws))
-            else:
-                resolved = _check_path(r.target, "write", policy)
-                if resolved != P.NULL_DEVICE:
-                    writes.append(P.display(resolved, ws))
-                    part_class = part_class if _SEVERITY[part_class] >= 1 else "local"
-                    if r.op == ">>":
-                        part_idem = False
+        part_reads, part_writes = _check_paths(cmd, use, policy)
+        reads += (P.display(r, ws) for r in part_reads)
+        writes += (P.display(w, ws) for w in part_writes if w != P.NULL_DEVICE)
+        if any(r.target is not None and r.op != "<" and _write_counts(r.target, ws) for r in cmd.redirects):
+            part_class = part_class if _SEVERITY[part_class] >= 1 else "local"
+        if any(r.op == ">>" for r in cmd.redirects):
+            part_idem = False
         if rule is not None and rule.effect_class:
             part_class = rule.effect_class
         if rule is not None and rule.idempotent is not None:

@@ -18,7 +18,7 @@ import time
 
 import attrs
 
-from dal.effects.check import Decision, check_redirect_target
+from dal.effects.check import Decision, check_redirect_target, recheck
 from dal.effects.policy import TRUSTED_PATH, Policy
 from dal.effects.sandbox import wrap
 from dal.effects.shell import Pipeline, SimpleCommand
@@ -200,6 +200,10 @@ def _spawn(
     timeout: float,
     sandbox: bool,
 ) -> subprocess.Popen | int:
+    why = recheck(cmd, policy)
+    if why is not None:
+        os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {why}\n".encode())
+        return 126
     fds = {0: stdin, 1: stdout, 2: stderr}
     for r in cmd.redirects:
         if r.op == ">&":

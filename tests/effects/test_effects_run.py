@@ -13,6 +13,7 @@ import attrs
 import pytest
 
 import dal.effects
+import dal.effects.executor
 from dal.effects import EffectContext, Policy, check_command, execute_checked, run_effect, sandbox_status
 from dal.effects.check import find_program
 from dal.effects.shell import parse_command
@@ -184,7 +185,10 @@ def outside_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap unavailable")
-def test_the_wall_alone_blocks_a_write_outside(tmp_path: Path, outside_dir: Path) -> None:
+def test_the_wall_alone_blocks_a_write_outside(
+    tmp_path: Path, outside_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dal.effects.executor, "recheck", lambda cmd, policy: None)  # no second check either
     ws = tmp_path / "ws"
     ws.mkdir()
     policy = Policy.load(ws)
@@ -207,6 +211,17 @@ def test_executor_rechecks_redirections_at_open_time(tmp_path: Path) -> None:
     r = execute_checked(command, _bypass(command, policy), EffectContext(policy=policy, use_sandbox=False))
     assert r.status == "failed" and "outside the allowed roots" in r.stderr
     assert list(outside.iterdir()) == []
+
+
+def test_paths_are_checked_again_when_each_command_starts(workspace: Path) -> None:
+    # `sub/up` is a relative symlink to `..`: inside where it is, outside once moved to the top.
+    command = "mv sub/up up2 && touch up2/escaped"
+    policy = Policy.load(workspace)
+    assert check_command(command, policy).allowed  # nothing points out yet
+    r = run_effect(command, ctx(workspace))
+    assert r.status == "failed" and r.code == 126
+    assert "denied at start: writes outside the allowed roots: up2/escaped" in r.stderr
+    assert not (workspace.parent / "escaped").exists()
 
 
 def test_decision_plan_is_not_part_of_equality(workspace: Path) -> None:
