@@ -260,7 +260,10 @@ class Store:
             self._conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
 
     def _stat(self) -> tuple[int, int]:
-        st = self.path.stat()
+        try:
+            st = self.path.stat()
+        except OSError:  # moved away while we read: reconnecting will say so as a StoreError
+            return (0, 0)
         return (st.st_mtime_ns, st.st_size)
 
     def _version(self) -> int | None:
@@ -515,9 +518,16 @@ class Store:
         )
 
     def _assemble(self, conn: sqlite3.Connection, run_id: str, body: str) -> dict[str, Any]:
-        receipt = json.loads(body)
         rows = conn.execute("SELECT receipt FROM loops WHERE run_id = ? ORDER BY idx", (run_id,)).fetchall()
-        receipt["loops"] = [json.loads(r[0]) for r in rows]
+        try:
+            receipt = json.loads(body)
+            receipt["loops"] = [json.loads(r[0]) for r in rows]
+        except (ValueError, TypeError) as e:
+            raise StoreError(
+                f"the stored receipt of {run_id} in {self.path} is damaged ({e}); the other runs are "
+                f"unaffected. Check the file with `sqlite3 {self.path} 'pragma integrity_check'`.",
+                self.path,
+            ) from None
         return receipt
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:

@@ -389,3 +389,16 @@ def test_a_failed_migration_changes_nothing(db: Path, receipts: dict, monkeypatc
         assert store.version == 1 and store.count_runs() == 1
     columns = [row[1] for row in sqlite3.connect(db).execute("PRAGMA table_info(runs)")]
     assert "host" not in columns
+
+
+def test_a_damaged_receipt_row_is_reported_without_traceback(db: Path, receipts: dict) -> None:
+    with Store(db) as store:
+        store.save_receipts([receipts["article_verified"], receipts["skipped"]])
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE runs SET receipt = '{not json' WHERE run_id = ?", (receipts["skipped"]["run_id"],))
+    conn.commit()
+    conn.close()
+    with Store(db, readonly=True) as ro:
+        with pytest.raises(StoreError, match="stored receipt of run_20260902T111500000Z_0a0b0c .* is damaged"):
+            ro.find("latest")
+        assert ro.find(receipts["article_verified"]["run_id"]) == receipts["article_verified"]
