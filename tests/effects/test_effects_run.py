@@ -228,3 +228,11 @@ def test_decision_plan_is_not_part_of_equality(workspace: Path) -> None:
     policy = Policy.load(workspace)
     a, b = check_command("ls", policy), check_command("ls", policy)
     assert a == b and attrs.evolve(a, plan=None) == a
+
+
+@pytest.mark.skipif(not HAVE_BWRAP or find_program("curl") is None, reason="needs bubblewrap and curl")
+def test_the_wall_keeps_programs_off_the_network(tmp_path: Path) -> None:
+    policy = Policy.load(tmp_path, allow_run=["curl"])
+    r = run_effect("curl -sS -m 5 http://1.1.1.1/", EffectContext(policy=policy, use_sandbox=True))
+    assert r.status == "failed"
+    assert r.decision.effect_class == "local"  # no model and no network: it can only change the workspace
