@@ -92,7 +92,11 @@ def _open_redirect(target: str, op: str, policy: Policy) -> int:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
     else:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    return os.open(resolved, flags | os.O_CLOEXEC, 0o666)
+    # O_NONBLOCK so that a FIFO cannot hang DAL itself in open(); the program gets a blocking fd back
+    # and is then bounded by the timeout like any other wait.
+    fd = os.open(resolved, flags | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
+    os.set_blocking(fd, True)
+    return fd
 
 
 def _signal_code(code: int) -> int:

@@ -236,3 +236,12 @@ def test_the_wall_keeps_programs_off_the_network(tmp_path: Path) -> None:
     r = run_effect("curl -sS -m 5 http://1.1.1.1/", EffectContext(policy=policy, use_sandbox=True))
     assert r.status == "failed"
     assert r.decision.effect_class == "local"  # no model and no network: it can only change the workspace
+
+
+def test_a_fifo_cannot_hang_the_executor(workspace: Path) -> None:
+    os.mkfifo(workspace / "pipe")
+    started = time.monotonic()
+    r = run_effect("cat < pipe", ctx(workspace, timeout=5))  # no writer: end of file at once
+    assert r.ok and r.stdout == "" and time.monotonic() - started < 3
+    w = run_effect("echo x > pipe", ctx(workspace, timeout=0.5))  # no reader: fails at once
+    assert w.status == "failed" and "No such device or address" in w.stderr
