@@ -2,13 +2,16 @@
 
 The interpreter builds a receipt as a plain JSON-able dict; everything downstream of that dict lives
 here: validate it (schema), store it (store), write its files (files), show it (render, markdown).
+
+`compact` and `render` are not re-exported here: their names are also their modules' names, and a
+package attribute shadowing a submodule breaks `import dal.receipts.render as r`. Import them from
+`dal.receipts.compact` and `dal.receipts.render`.
 """
 
-from dal.receipts.compact import compact
 from dal.receipts.files import Persisted, atomic_write, persist, write_receipt_files
 from dal.receipts.ids import new_run_id, utc_timestamp
 from dal.receipts.markdown import render_markdown
-from dal.receipts.render import next_action, render
+from dal.receipts.render import next_action
 from dal.receipts.retry import derive_retry, derive_retry_for
 from dal.receipts.schema import ReceiptSchemaError, validate
 from dal.receipts.store import NoStore, RunNotFound, Store, StoreError, store_path
@@ -21,13 +24,11 @@ __all__ = [
     "Store",
     "StoreError",
     "atomic_write",
-    "compact",
     "derive_retry",
     "derive_retry_for",
     "new_run_id",
     "next_action",
     "persist",
-    "render",
     "render_markdown",
     "store_path",
     "utc_timestamp",

@@ -582,6 +582,21 @@ class Store:
 
         return self._read(f"reading run {run_id}", read)
 
+    def run_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
+        """Run ids that start with `prefix`, finished or not, oldest first (at most `limit`)."""
+        return self._read(
+            f"looking up {prefix!r}",
+            lambda c: [
+                r[0]
+                for r in c.execute(
+                    "SELECT run_id FROM runs WHERE run_id >= ? AND run_id < ? ORDER BY run_id LIMIT ?",
+                    (prefix, prefix + "\U0010ffff", limit),
+                ).fetchall()
+            ]
+            if self._has_tables(c)
+            else [],
+        )
+
     def loops(self, run_id: str) -> list[dict[str, Any]]:
         """The loop receipts of a run, in the order they were emitted."""
         return self._read(
