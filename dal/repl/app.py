@@ -9,9 +9,9 @@ thread stays free to turn Ctrl-C (SIGINT) into `Session.interrupt()`.
 from __future__ import annotations
 
 import inspect
+import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TextIO
@@ -43,10 +43,31 @@ META_COMMANDS: dict[str, str] = {
     ":steps": "steps used so far and the step budget",
     ":receipts": "the receipts of this session's run",
     ":policy": "the policy that run() obeys",
-    ":load": ":load FILE runs a script into this session",
+    ":load": "run a script (FILE) into this session",
     ":reset": "forget every definition and start counting steps again",
     ":quit": "leave the REPL (Ctrl-D does too)",
 }
+_USAGE = {":load": ":load FILE", ":help": ":help [NAME]"}
+
+KEYWORD_HELP: dict[str, str] = {
+    "let": "let NAME = EXPR declares a variable in the current block; NAME = EXPR assigns it later",
+    "fn": "fn NAME(a, b) { ... return e } defines a function; fn(a) { ... } is a function value",
+    "if": "if COND { } else if COND { } else { }; COND must be a boolean",
+    "else": "if COND { } else if COND { } else { }",
+    "while": "while COND { } repeats while COND is true; every exit of the loop leaves a receipt",
+    "for": "for x in LIST { } runs the block once per item",
+    "in": "for x in LIST { } runs the block once per item",
+    "break": "break leaves the innermost loop",
+    "continue": "continue starts the next iteration of the innermost loop",
+    "return": "return EXPR ends the function with a value; it is the last statement of its block",
+    "and": "a and b: both booleans, b is evaluated only when a is true",
+    "or": "a or b: both booleans, b is evaluated only when a is false",
+    "not": "not a: a must be a boolean",
+    "true": "the boolean literal true",
+    "false": "the boolean literal false",
+    "null": "the absent value; a function without return returns null",
+}
+
 _ALIASES = {":q": ":quit", ":exit": ":quit", ":h": ":help", ":?": ":help"}
 
 HELP = """\
@@ -276,7 +297,12 @@ class Repl:
             self.session.filename = saved
 
     def in_worker(self, fn: Callable[[], Any]) -> tuple[Any, BaseException | None]:
-        """Run `fn` in a thread; Ctrl-C meanwhile interrupts the session instead of the REPL."""
+        """Run `fn` in a thread; Ctrl-C meanwhile interrupts the session instead of the REPL.
+
+        While it runs, SIGINT goes to a handler that only asks the session to stop. A handler rather
+        than catching KeyboardInterrupt: the exception can land anywhere, even between two lines of
+        the except clause, and the REPL would go back to the prompt with the evaluation still running.
+        """
         box: dict[str, Any] = {}
         done = threading.Event()
 
@@ -288,23 +314,38 @@ class Repl:
             finally:
                 done.set()
 
-        threading.Thread(target=work, name="dal-eval", daemon=True).start()
         presses = 0
-        while True:
-            try:
-                # Poll with sleep, not Thread.join: on Python 3.11 a join interrupted by Ctrl-C can
-                # mark a still-running thread as finished.
-                while not done.is_set():
-                    time.sleep(0.02)
-                break
-            except KeyboardInterrupt:
-                presses += 1
-                self.session.interrupt()
-                if presses == 1:
-                    self.write("")  # the terminal echoed ^C: start the report on a line of its own
-                elif presses == 2:
-                    self.write("stopping... (a running command ends at its next check)")
-        return box.get("value"), box.get("error")
+
+        def on_sigint(_signum: int, _frame: Any) -> None:
+            nonlocal presses
+            presses += 1
+            self.session.interrupt()
+            if presses == 1:
+                self.write("")  # the terminal echoed ^C: start the report on a line of its own
+            elif presses == 2:
+                self.write("stopping... (a running command ends at its next check)")
+
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGINT, on_sigint)
+        try:
+            threading.Thread(target=work, name="dal-eval", daemon=True).start()
+            while not done.wait(0.05):
+                pass
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+        error = box.get("error")
+        if presses and getattr(error, "kind", None) != "interrupted":
+            self._drop_stale_interrupt()
+        return box.get("value"), error
+
+    def _drop_stale_interrupt(self) -> None:
+        # The evaluation ended on its own just as Ctrl-C arrived: the request is still pending in the
+        # runtime and would stop the next input at its first step. Session has no API to withdraw it.
+        rt = getattr(self.session, "rt", None)
+        if rt is not None and getattr(rt, "interrupt_reason", None) is not None:
+            rt.interrupt_reason = None
 
     def repr(self, value: Any) -> str:
         try:
@@ -367,8 +408,9 @@ class Repl:
 
     def help(self, topic: str = "") -> str:
         if not topic:
-            width = max(len(c) for c in META_COMMANDS)
-            commands = "\n".join(f"  {c.ljust(width)}  {summary}" for c, summary in META_COMMANDS.items())
+            usage = {c: _USAGE.get(c, c) for c in META_COMMANDS}
+            width = max(len(u) for u in usage.values())
+            commands = "\n".join(f"  {usage[c].ljust(width)}  {summary}" for c, summary in META_COMMANDS.items())
             where = getattr(self.history, "filename", None)
             return HELP.format(commands=commands, history=where or "memory (this session only)")
         signatures = builtin_signatures()
@@ -376,10 +418,10 @@ class Repl:
             signature, _ = signatures[topic]
             return f"{signature}\n{_builtin_doc(topic)}".rstrip()
         if topic in KEYWORDS:
-            return f"{topic}: a DAL keyword (see docs/language.md)"
-        if topic in META_COMMANDS or f":{topic}" in META_COMMANDS:
-            name = topic if topic.startswith(":") else f":{topic}"
-            return f"{name}  {META_COMMANDS[name]}"
+            return KEYWORD_HELP.get(topic, f"{topic} is a DAL keyword")
+        name = _ALIASES.get(topic, topic) if topic.startswith(":") else f":{topic}"
+        if name in META_COMMANDS:
+            return f"{_USAGE.get(name, name)}  {META_COMMANDS[name]}"
         return f"no help for {topic!r}: try a builtin name, a keyword or a :command"
 
     def policy_text(self) -> str:

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,7 +42,8 @@ def history_file(tmp_path: Path) -> Path:
 def drive(session, workspace: Path, history_file: Path, capsys: pytest.CaptureFixture[str]):
     """`drive(keys, *later) -> output`: type into a fresh in-process REPL, then Ctrl-D.
 
-    `later` chunks are typed 0.2 s apart, for keys that must wait for background work (completion).
+    `later` chunks are typed 0.2 s apart; a callable among them is a condition on the REPL to wait
+    for first (keys that depend on background work, such as completion).
 
     Keys use terminal bytes: "\\r" is Enter, "\\t" Tab, "\\x03" Ctrl-C, "\\x1b\\r" Esc Enter.
     The REPL is left on `drive.repl` for inspection.
@@ -52,7 +54,7 @@ def drive(session, workspace: Path, history_file: Path, capsys: pytest.CaptureFi
     from dal.repl.app import Repl
     from dal.repl.history import LazyFileHistory
 
-    def run(keys: str, *later: str) -> str:
+    def run(keys: str, *later: str | Callable[[Any], bool]) -> str:
         with create_pipe_input() as pipe:
             repl = Repl(
                 session,
@@ -67,8 +69,13 @@ def drive(session, workspace: Path, history_file: Path, capsys: pytest.CaptureFi
 
             def type_the_rest() -> None:
                 for chunk in later:
-                    time.sleep(0.2)
-                    pipe.send_text(chunk)
+                    if callable(chunk):  # wait (at most 10 s) until the REPL is in the state asked for
+                        deadline = time.monotonic() + 10
+                        while not chunk(repl) and time.monotonic() < deadline:
+                            time.sleep(0.01)
+                    else:
+                        time.sleep(0.2)
+                        pipe.send_text(chunk)
                 time.sleep(0.1 if later else 0)
                 pipe.send_text("\x04")
 

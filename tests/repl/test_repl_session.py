@@ -56,9 +56,19 @@ def test_ctrl_c_at_the_prompt_clears_the_line(drive) -> None:
 
 
 def test_tab_completes_a_name_in_scope(drive) -> None:
-    # Completion runs in the background: give it a moment before the keys that depend on it.
-    # The first Enter takes the highlighted completion, the second runs the input.
-    out = drive("let total_count = 5" + ENTER + "total_c", "\t", ENTER, ENTER)
+    # Completion runs in the background: wait for its menu before Tab, and for Tab's effect
+    # before Enter. The first Enter takes the highlighted completion, the second runs the input.
+    def buffer(repl):
+        return repl.prompt_session().default_buffer
+
+    def menu_ready(repl) -> bool:
+        state = buffer(repl).complete_state
+        return state is not None and bool(state.completions)
+
+    def completed(repl) -> bool:
+        return buffer(repl).text == "total_count"
+
+    out = drive("let total_count = 5" + ENTER + "total_c", menu_ready, "\t", completed, ENTER, ENTER)
     assert out.splitlines()[-1] == "5"
 
 
@@ -266,3 +276,18 @@ def test_an_unwritable_history_costs_the_history_not_the_session(drive, tmp_path
     blocker.write_text("a file where the history folder should be")
     out = drive("1 + 2" + ENTER)
     assert out.splitlines()[-1] == "3"
+
+
+def test_a_ctrl_c_as_an_input_ends_does_not_stop_the_next_one(session, workspace, capsys) -> None:
+    import time
+
+    from dal.repl.app import Repl
+
+    repl = Repl(session, workspace=workspace, color=False)
+    # The work in the worker ignores the request (as an input that just finished would).
+    timer = threading.Timer(0.05, _thread.interrupt_main)
+    timer.start()
+    value, error = repl.in_worker(lambda: time.sleep(0.3) or "done")
+    assert (value, error) == ("done", None)
+    repl.handle("1 + 1")
+    assert capsys.readouterr().out.splitlines()[-1] == "2"
