@@ -155,7 +155,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps({**row, "command": item["command"]}, indent=2, ensure_ascii=False) + "\n")
         return 0
-    verb = {"approved": "approved", "denied": "denied"}.get(decision, f"resolved as {args.outcome}")
+    verb = decision if args.decision else f"resolved as {args.outcome}"
     line = f"dal: {verb} effect {seq} of {rid}: `{item['command']}`"
     if earlier:
         line += f" (replaces the earlier decision `{earlier[-1]['decision']}` by {earlier[-1]['who']})"

@@ -565,23 +565,6 @@ class Store:
 
         return self._read(f"reading run {run_id}", read)
 
-    def run_info(self, run_id: str) -> dict[str, Any] | None:
-        """The run's row without its receipt: the list_runs() fields plus `pid` (the process that ran
-        it) and `policy` (as begin_run() stored it), also for a run still `running`; None if unknown."""
-
-        def read(c: sqlite3.Connection) -> dict[str, Any] | None:
-            if not self._has_tables(c):
-                return None
-            cur = c.execute(f"SELECT {_RUN_COLUMNS}, pid, policy FROM runs WHERE run_id = ?", (run_id,))
-            row = cur.fetchone()
-            if row is None:
-                return None
-            info = dict(zip([d[0] for d in cur.description], row, strict=True))
-            info["policy"] = None if info["policy"] is None else json.loads(info["policy"])
-            return info
-
-        return self._read(f"reading run {run_id}", read)
-
     def run_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
         """Run ids that start with `prefix`, finished or not, oldest first (at most `limit`)."""
         return self._read(

@@ -211,6 +211,13 @@ class _Run:
             self.kind = "resume"
             if handler is not None:
                 self.load_replay(prev["run_id"], handler)
+        elif status == "failed" and (source := diverged_from(store, prev)) is not None:
+            # A run that stopped on a divergence executed nothing new: the operation still stands where
+            # the attempt it diverged from left it, so continue from that journal again (and stop again
+            # while the script still disagrees with it) rather than repeat its effects.
+            self.kind = "resume"
+            if handler is not None:
+                self.load_replay(source, handler)
         else:
             self.kind = "new"  # failed, exhausted: a new attempt linked to the last one
 
@@ -408,15 +415,30 @@ def find_run(store: Store, ref: str) -> dict[str, Any]:
     or a unique prefix, a key or operation (its newest run), or `latest`. Raises RunNotFound."""
     ref = ref.strip()
     if ref.startswith("run_"):
-        row = store.run_row(ref)
-        if row is not None:
-            return row
+        ids = store.run_ids_with_prefix(ref)
+        if ref in ids or len(ids) == 1:
+            return store.run_row(ref if ref in ids else ids[0]) or {}
     elif ref and ref != "latest":
         newest = newest_run_of_key(store, ref)
         if newest is not None:
             return store.run_row(newest["run_id"]) or newest
     receipt = store.find(ref)
     return store.run_row(receipt["run_id"]) or receipt
+
+
+def diverged_from(store: Store, row: dict[str, Any]) -> str | None:
+    """For a run that failed on a divergence, the run whose journal it was replaying (following a chain
+    of divergences back); None for any other run."""
+    seen = 0
+    source: str | None = None
+    while row is not None and row.get("status") == "failed" and seen < 100:
+        receipt = store.get_run(row["run_id"]) or {}
+        if (receipt.get("error") or {}).get("kind") != "divergence" or not row.get("previous_run"):
+            break
+        source = row["previous_run"]
+        row = store.run_row(source)  # type: ignore[assignment]
+        seen += 1
+    return source
 
 
 def pid_alive(pid: Any) -> bool:
@@ -438,7 +460,7 @@ def _resumable(run: _Run, store: Store, ref: str) -> dict[str, Any]:
     except StoreError as e:
         raise RunnerError(str(e)) from None
     status = prev.get("status")
-    if status not in RESUMABLE:
+    if status not in RESUMABLE and not (status == "failed" and diverged_from(store, prev)):
         hint = (f"run the script again with --key {prev['key']}" if prev.get("key") else "run the script again")
         raise RunnerError(
             f"run {prev['run_id']} is {status}: only waiting or interrupted runs resume"
@@ -560,7 +582,7 @@ def _execute(run: _Run) -> RunReport:
             run.kind = "resume"
             if prev["status"] == "running":
                 run._bury(prev)
-            run.load_replay(prev["run_id"], handler)
+            run.load_replay(diverged_from(store, prev) or prev["run_id"], handler)
             operation = prev["operation"]
             state["operation"] = operation
     elif req.key:
