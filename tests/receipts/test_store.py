@@ -96,9 +96,9 @@ def test_a_run_in_progress_is_listed_but_has_no_receipt(db: Path) -> None:
     with Store(db) as store:
         store.begin_run(rid, operation="script:slow", policy={"allow_run": ["echo"]})
         assert store.list_runs()[0]["status"] == "running"
-        info = store.run_info(rid)
+        info = store.run_row(rid)
         assert info["pid"] == os.getpid() and info["policy"] == {"allow_run": ["echo"]}
-        assert info["status"] == "running" and store.run_info("run_unknown") is None
+        assert info["status"] == "running" and store.run_row("run_unknown") is None
         assert store.get_run(rid) is None
         with pytest.raises(RunNotFound, match="has not finished yet"):
             store.find(rid)
