@@ -1,7 +1,8 @@
 """The durable run store: one SQLite file, the source of truth for runs, loop receipts, the effect journal
 and approvals.
 
-Durability: WAL with `synchronous=FULL`, so every commit is on disk before it returns. The runtime
+Durability: WAL with `synchronous=FULL` by default, so every commit is on disk before it returns
+(set_synchronous("NORMAL") keeps commits safe from kill -9 but not from power loss). The runtime
 commits at effect boundaries (journal intent, journal result) and once at the end of a run (the receipt),
 so a `kill -9` at any instant leaves a consistent store that has every effect it started.
 
