@@ -105,9 +105,12 @@ def run_repl(args: argparse.Namespace) -> int:
     session = Session(filename="<repl>", max_steps=args.max_steps, workspace=workspace, policy=policy)
     history = LazyFileHistory(args.history or default_history_path())
     repl = Repl(session, workspace=workspace, wiring=SessionWiring(session, context), history=history)
-    if not sys.stdin.isatty():
-        return repl.run_plain(sys.stdin)
-    return repl.run()
+    try:
+        if not sys.stdin.isatty():
+            return repl.run_plain(sys.stdin)
+        return repl.run()
+    except KeyboardInterrupt:  # Ctrl-C while reading piped input (the prompt handles its own)
+        return 130
 
 
 def main(argv: list[str] | None = None) -> int:

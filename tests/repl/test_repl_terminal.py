@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 
 def _prompts(screen: str) -> int:
     # capture-pane trims trailing spaces, so an empty prompt reads "dal>".
@@ -70,3 +72,14 @@ def test_a_session_in_a_real_terminal(terminal, workspace: Path, repl_env, repl_
     terminal.send("C-d")
     terminal.wait_for("[exited]")
     assert (Path(repl_env["XDG_STATE_HOME"]) / "dal" / "history").is_file()
+
+
+def test_dal_alone_on_a_terminal_starts_the_repl(terminal, workspace: Path, repl_env, repl_argv) -> None:
+    if repl_argv[-1] != "repl":
+        pytest.skip("the main CLI (dal/cli/main.py) is not there yet")
+    terminal.start(repl_argv[:-1], cwd=workspace, env=repl_env)
+    terminal.wait_for(lambda s: "Type :help" in s and s.rstrip().endswith("dal>"))
+    terminal.type_line('"a" + "b"')
+    terminal.wait_for('\n"ab"\n')
+    terminal.send("C-d")
+    terminal.wait_for("[exited]")
