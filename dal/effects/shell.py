@@ -205,18 +205,19 @@ def _redirect(node: tree_sitter.Node) -> Redirect:
     if node.type != "file_redirect":
         raise _deny(node)
     fd: int | None = None
-    op: str | None = None
-    dest: tree_sitter.Node | None = None
+    ops: list[str] = []
+    dests: list[tree_sitter.Node] = []
     for child in node.children:
         if child.type == "file_descriptor":
             fd = int(child.text)
         elif not child.is_named:
-            op = child.type
+            ops.append(child.type)
         else:
-            dest = child
-    if op is None or dest is None:
-        raise ShellDenied("incomplete redirection")
-    if op in (">&", "<&") and fd is None and op == ">&" and dest.type != "number":
+            dests.append(child)
+    if len(ops) != 1 or len(dests) != 1:
+        raise ShellDenied("redirection that cannot be analysed" if ops and dests else "incomplete redirection")
+    op, dest = ops[0], dests[0]
+    if op == ">&" and dest.type != "number":
         raise ShellDenied("redirection >&FILE (use &> FILE)")
     if op == ">&":
         target_fd = dest.text.decode()
