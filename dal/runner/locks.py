@@ -48,15 +48,17 @@ class KeyLock:
                     os.close(fd)
                     raise KeyBusy(self.key, holder) from None
                 time.sleep(0.05)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "run_id": run_id, "key": self.key}).encode(), 0)
+        # Write, then cut to length: a process reading the holder meanwhile never sees an empty file.
+        data = json.dumps({"pid": os.getpid(), "run_id": run_id, "key": self.key}).encode()
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
         self._fd = fd
 
     @staticmethod
     def _read_holder(fd: int) -> dict[str, Any]:
         try:
             data = os.pread(fd, 4096, 0)
-            return json.loads(data.decode() or "{}")
+            return json.loads(data.decode() or "{}")  # a longer stale tail makes this fail: holder unknown
         except (OSError, ValueError):
             return {}
 
