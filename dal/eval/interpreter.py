@@ -6,10 +6,8 @@ recursion and deeply nested source end in a clean DAL error rather than a crash 
 
 from __future__ import annotations
 
-import sys
-import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 
@@ -18,40 +16,9 @@ from dal.eval.builtins import BUILTINS, arities
 from dal.eval.compiler import Compiler
 from dal.eval.runtime import FailSignal, FinishSignal, Runtime, SkipSignal, WaitSignal
 from dal.resolve.resolver import ModuleState, Resolution, resolve
+from dal.stack import in_big_stack
 from dal.syntax import ast
 from dal.syntax.parser import parse
-
-T = TypeVar("T")
-
-_STACK_BYTES = 512 * 1024 * 1024
-_RECURSION_LIMIT = 200_000
-
-
-def in_big_stack(fn: Callable[[], T]) -> T:
-    """Run `fn` in a thread with a large stack; re-raise what it raised. Ctrl-C reaches `fn`'s runtime
-    through `Runtime.interrupt`, which the caller wires to its signal handlers."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed back to the calling thread
-            box["error"] = e
-
-    old_limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old_limit, _RECURSION_LIMIT))
-    old_size = threading.stack_size()
-    try:
-        threading.stack_size(_STACK_BYTES)
-        t = threading.Thread(target=target, name="dal-script", daemon=True)
-        t.start()
-    finally:
-        threading.stack_size(old_size)
-    while t.is_alive():
-        t.join(0.05)
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 @attrs.define
@@ -74,6 +41,12 @@ def check_source(
     program: ast.Program | None = None,
 ) -> tuple[Checked | None, list[DalError]]:
     """Parse and resolve. Returns (checked, errors); `checked` is None when there are errors."""
+    return in_big_stack(lambda: _check(source, filename, state, repl, program))
+
+
+def _check(
+    source: str, filename: str, state: ModuleState | None, repl: bool, program: ast.Program | None
+) -> tuple[Checked | None, list[DalError]]:
     if program is None:
         try:
             program = parse(source, filename)

@@ -13,6 +13,10 @@ import json
 import re
 from typing import Any
 
+import attrs
+
+from dal.errors import DalSyntaxError
+from dal.stack import in_big_stack
 from dal.syntax import ast
 from dal.syntax.parser import parse
 
@@ -261,7 +265,43 @@ def unparse(program: ast.Program) -> str:
 
 def format_source(source: str, filename: str = "<string>") -> str:
     """The canonical layout of `source`, comments kept. Raises DalSyntaxError for bad input."""
+    try:
+        return in_big_stack(lambda: _format(source, filename))
+    except RecursionError:
+        raise DalSyntaxError(
+            "the script is nested too deeply to format", ast.Span(1, 1, 1, 2, 0, 1),
+            filename=filename, source=source,
+        ) from None
+
+
+MAX_FORMAT_DEPTH = 200  # levels of brackets and blocks; the layout of deeper code grows quadratically
+
+
+def _bracket_depth(program: ast.Program) -> int:
+    """How deeply lists, maps, calls and blocks nest (iteratively: the tree may be very deep)."""
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(program, 0)]
+    while todo:
+        node, depth = todo.pop()
+        if isinstance(node, tuple):
+            todo.extend((x, depth) for x in node)
+            continue
+        if not attrs.has(type(node)) or isinstance(node, ast.Span):
+            continue
+        if isinstance(node, ast.ListLit | ast.MapLit | ast.Call | ast.Block | ast.FnExpr):
+            depth += 1
+            deepest = max(deepest, depth)
+        todo.extend((getattr(node, a.name), depth) for a in attrs.fields(type(node)) if a.name != "span")
+    return deepest
+
+
+def _format(source: str, filename: str) -> str:
     program = parse(source, filename)
+    if _bracket_depth(program) > MAX_FORMAT_DEPTH:
+        raise DalSyntaxError(
+            f"the script is nested too deeply to format (more than {MAX_FORMAT_DEPTH} levels of brackets)",
+            program.span, filename=filename, source=source,
+        )
     u = _Unparser(_comments(source), source)
     u.block_lines(program.body, 0, end=len(source) + 1)
     return "\n".join(u.lines).rstrip() + "\n" if u.lines else ""
