@@ -421,3 +421,20 @@ def build() -> SimpleNamespace:
         run_id=RUN_ID,
         statuses=ALL_STATUSES,
     )
+
+
+@pytest.fixture
+def article_as_printed_top() -> str:
+    """The top of the markdown receipt of the first article's script as printed (no finish(): the run is
+    `completed`, and path, attempts and evidence come from its `state`), verified on the second attempt."""
+    return (
+        "# Tool-loop receipt\n\n"
+        "- operation: article-draft:2026-09-02:tool-loop\n"
+        "- path: COO-FILESYSTEM/articles/drafts/example.md\n"
+        "- status: completed\n"
+        "- attempts: 2\n\n"
+        "## Evidence\n\n"
+        "1. check_destination — missing\n"
+        "2. create_destination — command completed\n"
+        "3. check_destination — present\n"
+    )

@@ -68,20 +68,10 @@ def run_article(ws: Path) -> tuple[dict, str]:
     return receipt, md
 
 
-def test_verified_path(tmp_path: Path) -> None:
+def test_verified_path(tmp_path: Path, article_as_printed_top: str) -> None:
     receipt, md = run_article(tmp_path)
     assert receipt["status"] == "completed" and receipt["key"] == "article-draft:2026-09-02:tool-loop"
-    assert md.startswith(
-        "# Tool-loop receipt\n\n"
-        "- operation: article-draft:2026-09-02:tool-loop\n"
-        "- path: COO-FILESYSTEM/articles/drafts/example.md\n"
-        "- status: completed\n"
-        "- attempts: 2\n\n"
-        "## Evidence\n\n"
-        "1. check_destination — missing\n"
-        "2. create_destination — command completed\n"
-        "3. check_destination — present\n"
-    )
+    assert md.startswith(article_as_printed_top)
     assert "- artifact: COO-FILESYSTEM/articles/drafts/example.md — exists\n" in md
 
 

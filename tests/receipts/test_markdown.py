@@ -142,7 +142,7 @@ def test_docs_show_the_same_receipts() -> None:
     assert EXHAUSTED in docs
 
 
-def test_the_article_script_as_written_uses_its_own_state(build) -> None:
+def test_the_article_script_as_written_uses_its_own_state(build, article_as_printed_top: str) -> None:
     # The article defines its own `fn record` and never calls finish(): its account of the work is
     # `state`, which the loop's snapshot holds (the condition reads it).
     state = {
@@ -164,17 +164,7 @@ def test_the_article_script_as_written_uses_its_own_state(build) -> None:
         ],
         loops=[build.loop(iterations=2, snapshot={"state": state})],
     )
-    assert render_markdown(r).startswith(
-        "# Tool-loop receipt\n\n"
-        "- operation: article-draft:2026-09-02:tool-loop\n"
-        "- path: COO-FILESYSTEM/articles/drafts/example.md\n"
-        "- status: completed\n"
-        "- attempts: 2\n\n"
-        "## Evidence\n\n"
-        "1. check_destination — missing\n"
-        "2. create_destination — command completed\n"
-        "3. check_destination — present\n"
-    )
+    assert render_markdown(r).startswith(article_as_printed_top)
 
 
 def test_compacted_evidence_keeps_its_numbers(build) -> None:
