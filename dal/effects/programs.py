@@ -115,6 +115,10 @@ def _parse(model: ProgramModel, args: tuple[str, ...]) -> Parsed:
                     j += 1
                     continue
                 value = arg[j + 1 :]
+                if kind == OPTIONAL:  # -Iseconds: a value only when attached
+                    options.append((f"-{ch}", value or None))
+                    _kinded(model, f"-{ch}", kind, value)
+                    break
                 if not value:
                     if i >= len(args):
                         raise Unsafe(f"option -{ch} needs a value")
@@ -285,6 +289,13 @@ def _diff(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
     if p.has("-r", "--recursive") and not p.has("--no-dereference"):
         raise Unsafe("diff -r follows symlinks out of the tree; add --no-dereference")
     return ArgUse(reads=tuple(o for o in p.operands if o != "-"))
+
+
+def _date(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
+    for o in p.operands:
+        if not o.startswith("+"):  # `date MMDDhhmm` sets the clock (and DAL may run as root)
+            raise Unsafe(f"date {o}: only +FORMAT operands; anything else sets the clock")
+    return ArgUse()
 
 
 def _ls(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
@@ -719,6 +730,71 @@ def _models() -> dict[str, ProgramModel]:
                 fields=VALUE,
                 output_delimiter=VALUE,
             ),
+        ),
+        ProgramModel(
+            "date",
+            "read",
+            _short("uR", d=VALUE, r=READ, f=READ, I=OPTIONAL, s=VALUE),
+            _long(
+                f"utc universal rfc-email debug {_HV}",
+                date=VALUE,
+                reference=READ,
+                file=READ,
+                iso_8601=OPTIONAL,
+                rfc_3339=VALUE,
+                set=VALUE,
+            ),
+            unsafe={"-s": "sets the clock", "--set": "sets the clock"},
+            custom=_date,
+        ),
+        ProgramModel(
+            "realpath",
+            "read",
+            _short("emqsLPz"),
+            _long(
+                f"canonicalize-existing canonicalize-missing quiet strip no-symlinks logical physical zero {_HV}",
+                relative_to=READ,
+                relative_base=READ,
+            ),
+        ),
+        ProgramModel(
+            "readlink",
+            "read",
+            _short("femnqsvz"),
+            _long(
+                f"canonicalize canonicalize-existing canonicalize-missing no-newline quiet silent verbose zero {_HV}"
+            ),  # fmt: skip
+        ),
+        ProgramModel(
+            "du",
+            "read",
+            _short("0abchHklmPsSx", d=VALUE, B=VALUE, t=VALUE, X=READ, L=FLAG),
+            _long(
+                f"null all apparent-size bytes total dereference-args human-readable si summarize "
+                f"separate-dirs one-file-system count-links no-dereference dereference {_HV}",
+                max_depth=VALUE,
+                block_size=VALUE,
+                threshold=VALUE,
+                exclude=VALUE,
+                exclude_from=READ,
+                files0_from=READ,
+                time=OPTIONAL,
+                time_style=VALUE,
+                inodes=FLAG,
+            ),
+            unsafe={
+                "-L": "follows symlinks out of the tree",
+                "--dereference": "follows symlinks out of the tree",
+                "--files0-from": "reads a list of paths that cannot be checked",
+            },
+            custom=_ls,
+        ),
+        ProgramModel("paste", "read", _short("sz", d=VALUE), _long(f"serial zero-terminated {_HV}", delimiters=VALUE)),
+        ProgramModel(
+            "comm",
+            "read",
+            _short("123z"),
+            _long(f"check-order nocheck-order total zero-terminated {_HV}", output_delimiter=VALUE),
         ),
     ]
     for name in ("sha256sum", "sha1sum", "sha512sum", "md5sum", "b2sum"):

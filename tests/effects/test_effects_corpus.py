@@ -119,6 +119,13 @@ ALLOW = [
     "tr a-z A-Z < notes.txt",
     "seq 1 5",
     "sleep 0",
+    "date -u +%Y-%m-%dT%H:%M:%SZ",
+    "date -Iseconds",
+    "realpath docs/a.md",
+    "readlink -f link_in",
+    "du -sh docs",
+    "paste -d, notes.txt notes.txt",
+    "comm -12 notes.txt notes.txt",
 ]
 
 # (command, a fragment the denial reason must contain)
@@ -219,6 +226,10 @@ DENY = [
     ("diff -r docs docs", "symlink"),
     ("sha256sum -c sums.txt", "-c"),
     ("ls -L -R docs", "-L"),
+    ("date 010100002020", "sets the clock"),
+    ("date --set=now", "sets the clock"),
+    ("du -L docs", "-L"),
+    ("realpath --relative-to=/ docs", "outside"),
     ("cat --bogus notes.txt", "unknown option"),
     ("grep --fi=x y", "ambiguous"),
     # /proc, /dev and bash's fake sockets
