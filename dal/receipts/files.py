@@ -29,23 +29,11 @@ def receipts_dir(
 
 def atomic_write(path: str | os.PathLike[str], text: str) -> Path:
     """Write `text` to `path` so that the file is always either the old one, absent, or whole, and the
-    rename survives a crash (dal.fsutil writes and fsyncs the file; this also fsyncs its folder)."""
+    rename survives a crash (dal.fsutil fsyncs the file and its folder)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, text)
-    _fsync_dir(path.parent)
     return path
-
-
-def _fsync_dir(directory: Path) -> None:
-    # Makes the rename durable. Not possible on Windows, where os.replace is already as good as it gets.
-    if os.name != "posix":
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def receipt_json(receipt: dict[str, Any]) -> str:
