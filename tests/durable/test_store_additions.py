@@ -1,0 +1,52 @@
+"""The small Store additions the runner relies on: per-connection durability, a run's row before it
+has a receipt, prefix lookup of unfinished runs, and `--waiting` leaving out runs a later run resumed."""
+
+from __future__ import annotations
+
+import pytest
+
+from dal.receipts.store import Store
+
+
+def _receipt(run_id: str, status: str, previous: str | None = None) -> dict:
+    return {
+        "schema": "dal.receipt/v1", "run_id": run_id, "operation": "k", "key": "k",
+        "script": {"path": "s.dal", "sha256": "0" * 64}, "workspace": "/w", "status": status,
+        "attempted_at": "2026-11-29T19:00:00.000Z", "finished_at": "2026-11-29T19:00:01.000Z",
+        "duration_ms": 1.0, "steps": {"used": 1, "budget": 10},
+        "effects": {"count": 0, "budget": None, "items": [], "omitted": 0}, "artifacts": [],
+        "external_effect": "none", "retry": "resume" if status == "waiting" else "none", "blocker": None,
+        "error": None, "result": None, "loops": [], "loops_omitted": 0, "attempts": None,
+        "previous_run": previous, "skipped_of": None,
+    }
+
+
+A = "run_20261129T190000000Z_aaaaaa"
+B = "run_20261129T190100000Z_bbbbbb"
+
+
+def test_synchronous_level(tmp_path) -> None:
+    with Store(tmp_path / "dal.db") as store:
+        store.set_synchronous("normal")
+        assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+        store.set_synchronous("FULL")
+        assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+        with pytest.raises(ValueError, match="FULL or NORMAL"):
+            store.set_synchronous("OFF")
+
+
+def test_unfinished_run_row_prefix_and_waiting(tmp_path) -> None:
+    with Store(tmp_path / "dal.db") as store:
+        store.begin_run(A, operation="k", key="k", policy={"launch": {"script": "/w/s.dal"}})
+        row = store.run_row(A)
+        assert row["status"] == "running" and row["policy"] == {"launch": {"script": "/w/s.dal"}}
+        assert row["resumed_by"] is None and row["pid"] > 0
+        assert store.run_row("run_20200101T000000000Z_000000") is None
+        assert store.run_ids_with_prefix("run_20261129T19") == [A]
+        store.save_receipt(_receipt(A, "waiting"))
+        assert [r["run_id"] for r in store.list_runs(waiting=True)] == [A]
+        store.save_receipt(_receipt(B, "completed", previous=A))
+        assert store.run_row(A)["resumed_by"] == B
+        assert store.list_runs(waiting=True) == []  # resumed: nobody needs to act on it any more
+        assert store.count_runs(waiting=True) == 0
+        assert store.run_ids_with_prefix("run_20261129T19") == [A, B]
