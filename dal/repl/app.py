@@ -218,6 +218,7 @@ class Repl:
 
     def run(self) -> int:
         """Read, evaluate, print until Ctrl-D or :quit. Returns the exit code."""
+        completeness.warm_up()
         self.write(self.banner())
         prompt = self.prompt_session()
         while True:
@@ -323,7 +324,7 @@ class Repl:
             if presses == 1:
                 self.write("")  # the terminal echoed ^C: start the report on a line of its own
             elif presses == 2:
-                self.write("stopping... (a running command ends at its next check)")
+                self.write("stopping... a running command must end first (--effect-timeout bounds it)")
 
         previous = None
         if threading.current_thread() is threading.main_thread():

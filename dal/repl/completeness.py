@@ -11,6 +11,7 @@ instance without naming the start rule, which raises and reads as "complete" for
 from __future__ import annotations
 
 import functools
+import threading
 
 from lark import Lark
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
@@ -21,11 +22,29 @@ from dal.paths import grammar_path
 _STARTS = ("start", "repl_expr")
 
 
+_lock = threading.Lock()
+
+
 @functools.cache
 def _parser() -> Lark:
-    grammar = grammar_path().read_text(encoding="utf-8")
-    starts = [s for s in _STARTS if f"\n{s}:" in f"\n{grammar}"]
-    return Lark(grammar, parser="lalr", lexer="basic", start=starts)
+    with _lock:  # warm_up() may be building it in the background right now
+        grammar = grammar_path().read_text(encoding="utf-8")
+        starts = [s for s in _STARTS if f"\n{s}:" in f"\n{grammar}"]
+        # cache=True keeps the LALR tables in the temp folder: the next start skips the build.
+        return Lark(grammar, parser="lalr", lexer="basic", start=starts, cache=True)
+
+
+def warm_up() -> None:
+    """Build the parser in the background. Built lazily, the first Enter would freeze the prompt
+    (and leave the terminal in raw mode, deaf to Ctrl-C) for the better part of a second."""
+
+    def build() -> None:
+        try:
+            _parser()
+        except Exception:
+            pass  # is_complete() reports nothing either: the input simply runs
+
+    threading.Thread(target=build, name="dal-parser-warm-up", daemon=True).start()
 
 
 def is_complete(source: str) -> bool:
