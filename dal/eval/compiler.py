@@ -80,6 +80,78 @@ def _loop_exit_reason(exc: BaseException) -> str:
     return "error"
 
 
+# --- specialised closures ---------------------------------------------------------------------
+# The hot operators are generated from one template per (operator, operand kinds), once per
+# process: a name in a local slot or a global, or a literal, is read inline instead of through its
+# own closure, and two integers (or two strings) take the Python operator directly. Anything else
+# falls to the strict slow path in `ops`, which raises DAL's type errors.
+
+_INT_OPS = {"+", "-", "*", "%", "<", "<=", ">", ">="}
+_STR_OPS = {"+", "<", "<=", ">", ">="}
+_COMPARISONS = {"<", "<=", ">", ">=", "==", "!="}
+_TEMPLATE_CACHE: dict[tuple[Any, ...], Callable[..., Code]] = {}
+
+# How a template reads an operand into `v`: `c` is the slot, global name, constant or closure; a
+# global that is not there yet goes through its closure `cf`, which raises the DAL error.
+_READ = {
+    "call": "{v} = {c}(f)",
+    "slot": "{v} = f[{c}]",
+    "glob": "try:\n        {v} = G[{c}]\n    except KeyError:\n        {v} = {c}f(f)",
+    "const": "{v} = {c}",
+    "cint": "{v} = {c}",
+}
+
+
+def _template(key: tuple[Any, ...], lines: list[str]) -> Callable[..., Code]:
+    made = _TEMPLATE_CACHE.get(key)
+    if made is None:
+        ns: dict[str, Any] = {}
+        exec("\n".join(lines), ns)  # noqa: S102 - our own template text, never the script's
+        made = _TEMPLATE_CACHE[key] = ns["make"]
+    return made
+
+
+def _binary_factory(op: str, lk: str, rk: str, nonzero: bool) -> Callable[..., Code]:
+    """make(a, af, b, bf, G, slow, span, comp) -> closure computing `a op b` with DAL's types."""
+    lines = [
+        "def make(a, af, b, bf, G, slow, span, comp):",
+        "  def binop(f):",
+        "    " + _READ[lk].format(v="x", c="a"),
+        "    " + _READ[rk].format(v="y", c="b"),
+    ]
+    if op in ("==", "!="):
+        lines += [
+            "    tx = type(x)",
+            "    if tx is type(y) and (tx is str or tx is int):",
+            f"        return x {op} y",
+        ]
+    else:
+        test = "type(x) is int" if rk == "cint" else "type(x) is int and type(y) is int"
+        if op == "%" and not nonzero:
+            test += " and y"
+        lines += [f"    if {test}:", f"        return x {op} y"]
+        if op in _STR_OPS and rk != "cint":
+            lines += ["    if type(x) is str and type(y) is str:", f"        return x {op} y"]
+    lines += ["    return slow(x, y, span, comp)", "  return binop"]
+    return _template(("bin", op, lk, rk, nonzero), lines)
+
+
+def _field_factory(kind: str) -> Callable[..., Code]:
+    """make(a, af, G, key, get_field, span, comp) -> closure reading `obj.key`."""
+    return _template(("field", kind), [
+        "def make(a, af, G, key, get_field, span, comp):",
+        "  def field(f):",
+        "    " + _READ[kind].format(v="o", c="a"),
+        "    if type(o) is dict:",
+        "        try:",
+        "            return o[key]",
+        "        except KeyError:",
+        "            pass",
+        "    return get_field(o, key, span, comp)",
+        "  return field",
+    ])
+
+
 class Compiler:
     def __init__(
         self,
@@ -90,6 +162,7 @@ class Compiler:
         source: str,
         builtins: dict[str, Builtin],
         globals_: dict[str, Any],
+        count_steps: bool = True,
     ) -> None:
         self.rt = rt
         self.res = res
@@ -97,6 +170,9 @@ class Compiler:
         self.source = source
         self.builtins = builtins
         self.G = globals_
+        # Off only for the benchmark that measures what step accounting costs: statements are then
+        # compiled without their charge. Loop headers still add their (zero) cost.
+        self.count_steps = count_steps
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -107,6 +183,8 @@ class Compiler:
         return self.source[span.start : span.end]
 
     def _charge(self, cost: int, span: ast.Span, run: Code) -> Code:
+        if not self.count_steps:
+            return run
         rt = self.rt
 
         def charged(f: Frame) -> Any:
@@ -116,6 +194,39 @@ class Compiler:
             return run(f)
 
         return charged
+
+    def _fused(self, tkey: str, body: list[str], cost: int, span: ast.Span, **env: Any) -> Code:
+        """A statement closure with its step charge inlined (one Python call per statement, not two).
+
+        `body` is the statement's own code, indented four spaces, reading the names in `env`.
+        """
+        names = sorted(env)
+        lines = [f"def make(rt, cost, span, {', '.join(names)}):", "  def stmt(f):"]
+        if self.count_steps:
+            lines += ["    rt.steps += cost", "    if rt.steps > rt.limit:", "        rt.over_limit(span)"]
+        lines += ["    " + line for line in body]
+        lines.append("  return stmt")
+        make = _template(("stmt", tkey, self.count_steps, *names), lines)
+        return make(self.rt, cost, span, **env)
+
+    def _value_lines(self, e: ast.Expr, env: dict[str, Any]) -> list[str]:
+        """Code that leaves the value of `e` in `v`; a hot binary operator is inlined."""
+        if type(e) is ast.Binary and e.op in _INT_OPS:
+            lk, a, af = self._operand(e.left)
+            rk, b, bf = self._operand(e.right, right=True)
+            env.update(a=a, af=af, b=b, bf=bf, slow=ops.BINARY[e.op], bspan=e.span, comp=self, G=self.G)
+            op = e.op
+            test = "type(x) is int" if rk == "cint" else "type(x) is int and type(y) is int"
+            if op == "%" and not (rk == "cint" and b != 0):
+                test += " and y"
+            lines = [_READ[lk].format(v="x", c="a"), _READ[rk].format(v="y", c="b"), f"if {test}:",
+                     f"    v = x {op} y"]
+            if op in _STR_OPS and rk != "cint":
+                lines += ["elif type(x) is str and type(y) is str:", f"    v = x {op} y"]
+            lines += ["else:", "    v = slow(x, y, bspan, comp)"]
+            return lines  # a glob read spans lines, indented for a four-space body
+        env["value"] = self.expr(e)
+        return ["v = value(f)"]
 
     # --- program and blocks ---------------------------------------------------------------
 
@@ -183,72 +294,88 @@ class Compiler:
 
     def s_Let(self, st: ast.Let) -> Code:
         b = self.res.decls[id(st)]
-        value = self.expr(st.value)
-        return self._charge(1 + node_cost(st.value), st.span, self._store(b, value))
-
-    def _store(self, b: Any, value: Code) -> Code:
         if b.is_global:
-            G, name = self.G, b.name
+            return self._assign(st, st.value, ("let_glob", b.name, None), 1 + node_cost(st.value))
+        kind = "cell" if b.captured else "slot"
+        return self._assign(st, st.value, (kind, b.slot, None), 1 + node_cost(st.value))
 
-            def store_global(f: Frame) -> None:
-                G[name] = value(f)
+    _STORE = {
+        "slot": ["f[t] = v"],
+        "cell": ["f[t].value = v"],
+        "free": ["f[0][t].value = v"],
+        "let_glob": ["G[t] = v"],
+        "glob": ["if t not in G:", "    raise unbound()", "G[t] = v"],
+    }
 
-            return store_global
-        k = b.slot
-        if b.captured:
-
-            def store_cell(f: Frame) -> None:
-                f[k].value = value(f)
-
-            return store_cell
-
-        def store_local(f: Frame) -> None:
-            f[k] = value(f)
-
-        return store_local
+    def _assign(self, st: ast.Stmt, value: ast.Expr, target: tuple[str, Any, Any], cost: int) -> Code:
+        """`name = value` as one fused closure; `s = s + x` on a string appends in place."""
+        kind, t, unbound = target
+        env: dict[str, Any] = {"t": t, "unbound": unbound, "G": self.G}
+        if (
+            kind in ("slot", "glob")
+            and type(value) is ast.Binary
+            and value.op == "+"
+            and type(value.left) is ast.Name
+            and self._operand(value.left)[:2] == (kind, t)
+        ):
+            # CPython appends to a str in place when nothing else holds it: take it out of the frame
+            # first, so `s = s + x` in a loop is linear, not quadratic. Strings stay immutable values:
+            # a string that anything else still holds has other references and is copied, as before.
+            rk, b, bf = self._operand(value.right)
+            env.update(a=t, af=self._name_reader(value.left), b=b, bf=bf, slow=ops.BINARY["+"],
+                       bspan=value.span, comp=self)
+            body = [
+                _READ[kind].format(v="x", c="a"),
+                _READ[rk].format(v="y", c="b"),
+                "if type(x) is str and type(y) is str:",
+                "    f[t] = None" if kind == "slot" else "    G[t] = None",
+                "    x += y",
+                "    f[t] = x" if kind == "slot" else "    G[t] = x",
+                "    return",
+                "if type(x) is int and type(y) is int:",
+                "    v = x + y",
+                "else:",
+                "    v = slow(x, y, bspan, comp)",
+            ]
+            return self._fused(f"concat_{kind}_{rk}", body + self._STORE[kind], cost, st.span, **env)
+        body = self._value_lines(value, env) + self._STORE[kind]
+        return self._fused("assign|" + "|".join(body), body, cost, st.span, **env)
 
     def s_Assign(self, st: ast.Assign) -> Code:
-        value = self.expr(st.value)
         target = st.target
         cost = 1 + node_cost(st.value)
         if isinstance(target, ast.Name):
             kind, what = self.res.refs[id(target)]
             if kind == LOCAL:
-                return self._charge(cost, st.span, self._store(what, value))
+                return self._assign(st, st.value, ("cell" if what.captured else "slot", what.slot, None), cost)
             if kind == GLOBAL:
-                G, name = self.G, what
 
-                def assign_global(f: Frame) -> None:
-                    v = value(f)
-                    if name not in G:
-                        raise self._err(DalNameError, f"`{name}` is assigned before its `let` ran", target.span)
-                    G[name] = v
+                def unbound() -> DalError:
+                    return self._err(DalNameError, f"`{what}` is assigned before its `let` ran", target.span)
 
-                return self._charge(cost, st.span, assign_global)
+                return self._assign(st, st.value, ("glob", what, unbound), cost)
             if kind == FREE:
-                i = what
-
-                def assign_free(f: Frame) -> None:
-                    f[0][i].value = value(f)
-
-                return self._charge(cost, st.span, assign_free)
+                return self._assign(st, st.value, ("free", what, None), cost)
             raise AssertionError(kind)  # pragma: no cover
-        obj = self.expr(target.obj)
+        value = self.expr(st.value)
         cost += node_cost(target.obj)
         set_item = ops.set_item
         tspan = target.span
         if isinstance(target, ast.Field):
-            key = target.name
-
-            def assign_field(f: Frame) -> None:
-                v = value(f)
-                o = obj(f)
-                if type(o) is dict:
-                    o[key] = v
-                else:
-                    set_item(o, key, v, tspan, self, field=True)
-
-            return self._charge(cost, st.span, assign_field)
+            ok, a, af = self._operand(target.obj)
+            if ok == "cint":  # pragma: no cover - a literal has no fields either way
+                ok = "const"
+            body = [
+                "v = value(f)",
+                _READ[ok].format(v="o", c="a"),
+                "if type(o) is dict:",
+                "    o[key] = v",
+                "else:",
+                "    set_item(o, key, v, tspan, comp, field=True)",
+            ]
+            return self._fused("field_" + ok, body, cost, st.span, value=value, a=a, af=af, G=self.G,
+                               key=target.name, set_item=set_item, tspan=tspan, comp=self)
+        obj = self.expr(target.obj)
         index = self.expr(target.index)
         cost += node_cost(target.index)
 
@@ -259,15 +386,20 @@ class Compiler:
         return self._charge(cost, st.span, assign_index)
 
     def s_ExprStmt(self, st: ast.ExprStmt) -> Code:
-        e = self.expr(st.expr)
+        return self._fused("expr", ["e(f)"], 1 + node_cost(st.expr), st.span, e=self.expr(st.expr))
 
-        def expr_stmt(f: Frame) -> None:
-            e(f)
-
-        return self._charge(1 + node_cost(st.expr), st.span, expr_stmt)
+    @staticmethod
+    def _is_boolean(e: ast.Expr) -> bool:
+        """Expressions that yield a boolean or raise: their conditions need no check."""
+        t = type(e)
+        if t is ast.Binary:
+            return e.op in _COMPARISONS  # type: ignore[union-attr]
+        return t is ast.Logical or (t is ast.Unary and e.op == "not")  # type: ignore[union-attr]
 
     def _cond(self, e: ast.Expr, what: str) -> Code:
         c = self.expr(e)
+        if self._is_boolean(e):
+            return c
         span = e.span
 
         def cond(f: Frame) -> bool:
@@ -291,23 +423,17 @@ class Compiler:
         orelse = self.block(st.orelse.body, st.orelse) if st.orelse is not None else None
         rt = self.rt
         if len(conds) == 1:
-            c0, b0 = conds[0], blocks[0]
-            if orelse is None:
-
-                def if_(f: Frame) -> Any:
-                    if c0(f):
-                        return b0(f)
-                    return None
-
+            cnode = st.branches[0][0]
+            env: dict[str, Any] = {"b0": blocks[0], "e0": orelse}
+            if self._is_boolean(cnode):
+                body = self._value_lines(cnode, env)
             else:
-                e0 = orelse
-
-                def if_(f: Frame) -> Any:
-                    if c0(f):
-                        return b0(f)
-                    return e0(f)
-
-            return self._charge(1 + node_cost(st.branches[0][0]), st.span, if_)
+                env["c0"] = conds[0]
+                body = ["v = c0(f)"]
+            body += ["if v:", "    return b0(f)"]
+            if orelse is not None:
+                body.append("return e0(f)")
+            return self._fused("if|" + "|".join(body), body, 1 + node_cost(cnode), st.span, **env)
         later = [
             (self._charge(node_cost(c), c.span, cc), b)
             for (c, _), cc, b in zip(st.branches[1:], conds[1:], blocks[1:], strict=True)
@@ -534,19 +660,10 @@ class Compiler:
 
     def s_Return(self, st: ast.Return) -> Code:
         if st.value is None:
-
-            def ret_null(f: Frame) -> str:
-                f[1] = None
-                return RETURN
-
-            return self._charge(1, st.span, ret_null)
-        value = self.expr(st.value)
-
-        def ret(f: Frame) -> str:
-            f[1] = value(f)
-            return RETURN
-
-        return self._charge(1 + node_cost(st.value), st.span, ret)
+            return self._fused("ret_null", ["f[1] = None", "return RETURN"], 1, st.span, RETURN=RETURN)
+        env: dict[str, Any] = {"RETURN": RETURN}
+        body = [*self._value_lines(st.value, env), "f[1] = v", "return RETURN"]
+        return self._fused("ret|" + "|".join(body), body, 1 + node_cost(st.value), st.span, **env)
 
     # --- functions ------------------------------------------------------------------------
 
@@ -695,67 +812,33 @@ class Compiler:
 
         return or_
 
+    def _operand(self, e: ast.Expr, right: bool = False) -> tuple[str, Any, Any]:
+        """How a template reads this operand: (kind, what, fallback closure)."""
+        t = type(e)
+        if t is ast.Literal:
+            v = e.value  # type: ignore[union-attr]
+            return ("cint" if right and type(v) is int else "const", v, None)
+        if t is ast.Name:
+            kind, what = self.res.refs[id(e)]
+            if kind == LOCAL and not what.captured:
+                return ("slot", what.slot, None)
+            if kind == GLOBAL:
+                return ("glob", what, self._name_reader(e))  # type: ignore[arg-type]
+        return ("call", self.expr(e), None)
+
     def e_Binary(self, e: ast.Binary) -> Code:
+        op = e.op
+        slow = ops.BINARY[op]
+        if op in _INT_OPS or op in ("==", "!="):
+            lk, a, af = self._operand(e.left)
+            rk, b, bf = self._operand(e.right, right=True)
+            nonzero = rk == "cint" and b != 0
+            make = _binary_factory(op, lk, rk, nonzero)
+            return make(a, af, b, bf, self.G, slow, e.span, self)
         a = self.expr(e.left)
         b = self.expr(e.right)
         span = e.span
-        op = e.op
-        slow = ops.BINARY[op]
         comp = self
-        if op == "+":
-
-            def add(f: Frame) -> Any:
-                x = a(f)
-                y = b(f)
-                if type(x) is int and type(y) is int:
-                    return x + y
-                return slow(x, y, span, comp)
-
-            return add
-        if op == "-":
-
-            def sub(f: Frame) -> Any:
-                x = a(f)
-                y = b(f)
-                if type(x) is int and type(y) is int:
-                    return x - y
-                return slow(x, y, span, comp)
-
-            return sub
-        if op == "<":
-
-            def lt(f: Frame) -> Any:
-                x = a(f)
-                y = b(f)
-                if type(x) is int and type(y) is int:
-                    return x < y
-                return slow(x, y, span, comp)
-
-            return lt
-        if op == "==":
-            eq = ops.dal_eq
-
-            def eq_(f: Frame) -> bool:
-                x = a(f)
-                y = b(f)
-                tx = type(x)
-                if tx is type(y) and (tx is str or tx is int):
-                    return x == y
-                return eq(x, y)
-
-            return eq_
-        if op == "!=":
-            eq = ops.dal_eq
-
-            def ne_(f: Frame) -> bool:
-                x = a(f)
-                y = b(f)
-                tx = type(x)
-                if tx is type(y) and (tx is str or tx is int):
-                    return x != y
-                return not eq(x, y)
-
-            return ne_
 
         def binop(f: Frame) -> Any:
             return slow(a(f), b(f), span, comp)
@@ -763,21 +846,10 @@ class Compiler:
         return binop
 
     def e_Field(self, e: ast.Field) -> Code:
-        obj = self.expr(e.obj)
-        key = e.name
-        span = e.span
-        get_field = ops.get_field
-
-        def field(f: Frame) -> Any:
-            o = obj(f)
-            if type(o) is dict:
-                try:
-                    return o[key]
-                except KeyError:
-                    pass
-            return get_field(o, key, span, self)
-
-        return field
+        kind, a, af = self._operand(e.obj)
+        if kind == "cint":  # pragma: no cover - a literal's field is a type error either way
+            kind = "const"
+        return _field_factory(kind)(a, af, self.G, e.name, ops.get_field, e.span, self)
 
     def e_Index(self, e: ast.Index) -> Code:
         obj = self.expr(e.obj)
@@ -796,46 +868,63 @@ class Compiler:
     def e_Call(self, e: ast.Call) -> Code:
         args = tuple(self.expr(a) for a in e.args)
         nargs = len(args)
-        span = e.span
-        rt = self.rt
-        filename = self.filename
-        invoke = self.invoke
+        names = [f"x{i}" for i in range(nargs)]
+        argv = "[" + ", ".join(names) + "]"
+        env: dict[str, Any] = {f"a{i}": a for i, a in enumerate(args)}
+        reads = [f"x{i} = a{i}(f)" for i in range(nargs)]
         callee_node = e.callee
         if isinstance(callee_node, ast.Name):
             ref = self.res.refs.get(id(callee_node))
             if ref is not None and ref[0] == BUILTIN:
-                bi = self.builtins[ref[1]]
-                impl = bi.impl
-                comp = self
+                env.update(impl=self.builtins[ref[1]].impl, rt=self.rt, span=e.span, filename=self.filename,
+                           DalError=DalError)
+                lines = ["def make(" + ", ".join(sorted(env)) + "):", "  def call_builtin(f):",
+                         *("    " + r for r in reads),
+                         "    try:", f"        return impl(rt, {argv}, span)",
+                         "    except DalError as err:", "        raise err.located(span, filename) from None",
+                         "  return call_builtin"]
+                return _template(("builtin", nargs), lines)(**env)
+        # A user function is entered inline (the body of `invoke`, without its checks when the
+        # arity matches and no parameter is captured); anything else goes through `invoke` or
+        # `call_other`, which raise the errors.
+        kind, c, cf = self._operand(callee_node)
+        if kind == "cint":  # pragma: no cover - calling a literal is a type error either way
+            kind = "const"
+        env.update(c=c, cf=cf, G=self.G, Function=Function, invoke=self.invoke, call_other=self.call_other,
+                   rt=self.rt, span=e.span, RETURN=RETURN, DalError=DalError, StackFrame=StackFrame,
+                   filename=self.filename, overflow=self._overflow)
+        lines = ["def make(" + ", ".join(sorted(env)) + "):", "  def call(f):",
+                 "    " + _READ[kind].format(v="fn", c="c"),
+                 *("    " + r for r in reads),
+                 "    if type(fn) is not Function:",
+                 f"        return call_other(fn, {argv}, span)",
+                 f"    if len(fn.params) != {nargs} or True in fn.param_cells:",
+                 f"        return invoke(fn, {argv}, span)",
+                 "    frame = [fn.cells, None" + "".join(", " + n for n in names) + "]",
+                 f"    extra = fn.nslots - {2 + nargs}",
+                 "    if extra > 0:",
+                 "        frame += [None] * extra",
+                 "    rt.depth += 1",
+                 "    if rt.depth > rt.max_depth:",
+                 "        rt.depth -= 1",
+                 "        raise rt.too_deep(span)",
+                 "    try:",
+                 "        r = fn.body(frame)",
+                 "    except DalError as err:",
+                 "        err.call_stack.append(StackFrame(fn.name, filename, span))",
+                 "        raise",
+                 "    except RecursionError:",
+                 "        raise overflow(span) from None",
+                 "    finally:",
+                 "        rt.depth -= 1",
+                 "    if r is RETURN:",
+                 "        return frame[1]",
+                 "    return None",
+                 "  return call"]
+        return _template(("call", kind, nargs), lines)(**env)
 
-                def call_builtin(f: Frame) -> Any:
-                    try:
-                        return impl(rt, [a(f) for a in args], span)
-                    except DalError as err:
-                        raise err.located(span, filename) from None
-
-                del comp
-                return call_builtin
-        callee = self.expr(callee_node)
-
-        if nargs == 1:
-            a0 = args[0]
-
-            def call1(f: Frame) -> Any:
-                fn = callee(f)
-                if type(fn) is Function:
-                    return invoke(fn, [a0(f)], span)
-                return self.call_other(fn, [a0(f)], span)
-
-            return call1
-
-        def call(f: Frame) -> Any:
-            fn = callee(f)
-            if type(fn) is Function:
-                return invoke(fn, [a(f) for a in args], span)
-            return self.call_other(fn, [a(f) for a in args], span)
-
-        return call
+    def _overflow(self, span: ast.Span) -> DalError:
+        return self._err(DalRuntimeError, "the call stack overflowed: is the recursion unbounded?", span)
 
     def call_other(self, fn: Any, argv: list[Any], span: ast.Span) -> Any:
         if type(fn) is Builtin:
