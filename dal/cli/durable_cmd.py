@@ -155,8 +155,10 @@ def cmd_decide(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps({**row, "command": item["command"]}, indent=2, ensure_ascii=False) + "\n")
         return 0
-    verb = decision if args.decision else f"resolved as {args.outcome}"
-    line = f"dal: {verb} effect {seq} of {rid}: `{item['command']}`"
+    if args.decision:
+        line = f"dal: {decision} effect {seq} of {rid}: `{item['command']}`"
+    else:
+        line = f"dal: resolved effect {seq} of {rid} as {args.outcome}: `{item['command']}`"
     if earlier:
         line += f" (replaces the earlier decision `{earlier[-1]['decision']}` by {earlier[-1]['who']})"
     sys.stdout.write(line + f"\ndal: next: `dal resume {rid}`\n")

@@ -466,6 +466,8 @@ def _resumable(run: _Run, store: Store, ref: str) -> dict[str, Any]:
             f"run {prev['run_id']} is {status}: only waiting or interrupted runs resume"
             + (" (a failed or exhausted run starts a new attempt: " + hint + ")"
                if status in ("failed", "exhausted") else "")
+            + (f" (its operation already completed in {prev['skipped_of']}: nothing to resume)"
+               if status == "skipped" and prev.get("skipped_of") else "")
         )
     return prev
 
