@@ -10,7 +10,6 @@ kept. `parse(unparse(tree)) == tree` for every tree; formatting is idempotent.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import attrs
@@ -156,9 +155,9 @@ class _Unparser:
     def _blank_before(self, prev_end: int | None, start: int) -> bool:
         if prev_end is None or not self.source:
             return False
-        gap = self.source[prev_end:start]
-        gap = re.sub(r"#[^\n]*", "", gap)
-        return bool(re.search(r"\n[ \t\r\f]*\n", gap))
+        # a blank line is a whole line between the two statements with nothing on it (a comment counts)
+        whole_lines = self.source[prev_end:start].split("\n")[1:-1]
+        return any(not line.strip() for line in whole_lines)
 
     def block_lines(self, stmts: tuple[ast.Stmt, ...], depth: int, end: int | None = None) -> None:
         prev_end: int | None = None
