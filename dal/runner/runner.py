@@ -177,12 +177,16 @@ class _Run:
         `resuming`: the run `dal resume` named; it must still be the key's newest run."""
         store = self.open_store()
         self.key = key
-        self.lock = KeyLock(store.path.parent / "locks", key)
         try:
+            self.lock = KeyLock(store.path.parent / "locks", key)
             self.lock.acquire(self.run_id, self.req.wait)
         except KeyBusy as e:
             self.lock = None
             raise RunnerError(str(e), exit_code=3) from None
+        except OSError as e:
+            self.lock = None
+            raise RunnerError(f"cannot lock operation {key!r} in {store.path.parent / 'locks'}: "
+                              f"{e.strerror or e}") from None
         prev = newest_run_of_key(store, key)
         if resuming is not None and (prev is None or prev["run_id"] != resuming):
             later = f"run {prev['run_id']} ({prev['status']})" if prev else "a later run"
@@ -377,12 +381,16 @@ class _BeginFirst:
 
     takes_durable = True
 
-    def __init__(self, store: Store, begin: Callable[[], None]) -> None:
+    def __init__(self, store: Store, begin: Callable[[], None], keyed: Callable[[], bool] = lambda: True) -> None:
         self._store = store
         self._begin = begin
+        self._keyed = keyed
 
     def journal_intent(self, *args: Any, durable: bool = False, **kw: Any) -> None:
-        self._begin()
+        if self._keyed() or (kw.get("detail") or {}).get("kind") != "value":
+            # now()/env() before operation("K") must not record the run without its key: a run with no
+            # key yet is recorded at its first effect (values journaled before wait under its id).
+            self._begin()
         if not durable:
             self._store.journal_intent(*args, **kw)
             return
@@ -566,7 +574,7 @@ def _execute(run: _Run) -> RunReport:
     state = {"operation": operation}
     # The run is recorded in the store just before its first journal write (or at its end), so that an
     # operation key set by operation("K") at the top of the script is part of the run's record.
-    journal = _BeginFirst(store, lambda: run.begin(state["operation"]))
+    journal = _BeginFirst(store, lambda: run.begin(state["operation"]), keyed=lambda: run.key is not None)
     handler = EffectHandler(rt, ctx, journal=journal, run_id=run.run_id, max_effects=req.max_effects)
     recorder = LoopRecorder(on_receipt=req.on_loop_receipt)
     rt.effects = handler

@@ -224,3 +224,18 @@ def test_resolve_failed_or_retry(durable, outcome, expect) -> None:
     assert got.out.strip() == ("failed" if outcome == "failed" else "completed")
     assert d.lines("append.txt") == expect  # retry is the person's call: it runs again
     d.check_store()
+
+
+def test_now_and_env_are_replayed_on_resume(durable, monkeypatch) -> None:
+    d = durable
+    d.write("clock.dal", 'operation("clock")\nlet t = now()\nlet who = env("WHO")\n'
+                         'run("echo line >> append.txt")\nprint(t, who)\nrun("echo two >> append.txt")\n')
+    first = d.run("run", "clock.dal", DAL_TEST_CRASH_AT="before-intent:2", WHO="first")
+    assert first.code == -signal.SIGKILL
+    monkeypatch.setenv("WHO", "second")
+    again = d.cli("run", "clock.dal")
+    assert again.code == 0, again
+    assert again.out == first.out  # the same instant and the same value, from the journal
+    assert first.out.strip().endswith(" first")
+    assert d.lines("append.txt") == ["line", "two"]
+    assert d.latest()["key"] == "clock"
