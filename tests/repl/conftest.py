@@ -102,6 +102,7 @@ class Terminal:
             capture_output=True,
             text=True,
             timeout=10,
+            env=_TMUX_ENV,
         )
         if done.returncode != 0:
             raise RuntimeError(f"tmux {' '.join(args)}: {done.stderr.strip()}")
@@ -143,7 +144,11 @@ class Terminal:
         raise AssertionError(f"timed out waiting for {predicate!r}; the screen was:\n{screen}")
 
     def kill(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10, env=_TMUX_ENV)
+
+
+# Our own server even when the tests themselves run inside tmux.
+_TMUX_ENV = {k: v for k, v in os.environ.items() if k not in {"TMUX", "TMUX_PANE"}}
 
 
 def _shell_quote(text: str) -> str:
