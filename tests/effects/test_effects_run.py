@@ -83,9 +83,10 @@ def test_failure_summary_names_exit_code_and_first_stderr_line(workspace: Path) 
     assert str(r) == "command failed (exit 2): ls: cannot access 'nope': No such file or directory"
 
 
-def test_timeout_kills_the_whole_process_group(workspace: Path) -> None:
+@pytest.mark.parametrize("sandbox", WALLS)
+def test_timeout_kills_the_whole_process_group(workspace: Path, sandbox: bool) -> None:
     started = time.monotonic()
-    r = run_effect("sleep 7.25 | sleep 7.5", ctx(workspace, timeout=0.5))
+    r = run_effect("sleep 7.25 | sleep 7.5", ctx(workspace, sandbox, timeout=0.5))
     assert r.status == "timeout" and r.code is None and not r.ok
     assert str(r) == "command timed out after 0.5s"
     assert time.monotonic() - started < 3
