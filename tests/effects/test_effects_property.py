@@ -9,12 +9,24 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
+from unittest import mock
 
+import pytest
 from effects_workspace import build_workspace, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dal.effects import EffectContext, Policy, check_command, run_effect
+from dal.effects import (
+    Decision,
+    EffectContext,
+    Policy,
+    check_command,
+    execute_checked,
+    executor,
+    run_effect,
+    sandbox_status,
+)
+from dal.effects.check import find_program
 from dal.effects.shell import ShellDenied, parse_command
 
 PROGRAMS = ["cat", "ls", "touch", "mkdir", "cp", "mv", "rm", "echo", "printf", "grep", "sort", "tee", "find",
@@ -108,3 +120,33 @@ def test_parse_is_a_plan_or_a_named_denial(cmd: str) -> None:
 
 
 _POLICY = Policy.load(Path(tempfile.gettempdir()))
+
+
+HAVE_BWRAP = sandbox_status()[0]
+writer = st.builds(
+    lambda prog, target: f"{prog} {target}",
+    st.sampled_from(["touch", "mkdir -p", "rm -rf", "cp notes.txt", "mv notes.txt", "tee", "cp -r docs"]),
+    st.sampled_from(["OUT/canary.txt", "OUT/new", "OUT", "link_out/new", "dangling", "file_link_out", "../outside/x"]),
+)
+
+
+@pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap unavailable")
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(writer, min_size=1, max_size=3).map(" ; ".join))
+def test_the_wall_alone_keeps_writes_inside(cmd: str) -> None:
+    """With both checks bypassed (test-only), programs inside bubblewrap still cannot write outside."""
+    root = Path(tempfile.mkdtemp(prefix="dal-wall-prop-", dir="/var/tmp"))
+    try:
+        ws, outside = build_workspace(root)
+        cmd = _fill(cmd, outside)
+        before = snapshot(outside)
+        policy = Policy.load(ws)
+        plan = parse_command(cmd)
+        names = {c.argv[0] for c in plan.simple_commands()}
+        bypass = Decision(True, "bypassed in a test", "local", plan=plan,
+                          executables=tuple((n, find_program(n)) for n in names))  # fmt: skip
+        with mock.patch.object(executor, "recheck", lambda c, p: None):
+            execute_checked(cmd, bypass, EffectContext(policy=policy, timeout=5, use_sandbox=True))
+        assert snapshot(outside) == before, cmd
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
