@@ -67,22 +67,28 @@ def drive(session, workspace: Path, history_file: Path, capsys: pytest.CaptureFi
             run.repl = repl  # type: ignore[attr-defined]
             pipe.send_text(keys)
 
+            missed: list[str] = []
+
             def type_the_rest() -> None:
                 for chunk in later:
                     if callable(chunk):  # wait (at most 10 s) until the REPL is in the state asked for
                         deadline = time.monotonic() + 10
                         while not chunk(repl) and time.monotonic() < deadline:
                             time.sleep(0.01)
+                        if not chunk(repl):
+                            missed.append(getattr(chunk, "__name__", repr(chunk)))
                     else:
                         time.sleep(0.2)
                         pipe.send_text(chunk)
                 time.sleep(0.1 if later else 0)
                 pipe.send_text("\x04")
 
+            repl.prompt_session()  # made here, before the typist's conditions can look at it
             typist = threading.Thread(target=type_the_rest, daemon=True)
             typist.start()
             assert repl.run() == 0
             typist.join()
+        assert not missed, f"the REPL never reached: {missed}"
         return capsys.readouterr().out
 
     return run
