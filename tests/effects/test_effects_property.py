@@ -76,7 +76,7 @@ def _fill(cmd: str, outside: Path) -> str:
     return cmd.replace("OUT", str(outside))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(command)
 def test_allowed_commands_never_touch_anything_outside_the_workspace(cmd: str) -> None:
     root = Path(tempfile.mkdtemp(prefix="dal-prop-"))
@@ -131,7 +131,7 @@ writer = st.builds(
 
 
 @pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap unavailable")
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(writer, min_size=1, max_size=3).map(" ; ".join))
 def test_the_wall_alone_keeps_writes_inside(cmd: str) -> None:
     """With both checks bypassed (test-only), programs inside bubblewrap still cannot write outside."""

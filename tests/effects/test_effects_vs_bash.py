@@ -44,7 +44,7 @@ def _scratch() -> Path:
     return d
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(command)
 def test_executor_matches_bash(cmd: str) -> None:
     ours_dir, bash_dir = _scratch(), _scratch()

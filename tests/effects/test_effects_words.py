@@ -37,7 +37,7 @@ def bash_argv(words: list[str]) -> list[str]:
     return out.stdout.decode("utf-8", errors="surrogateescape").split("\0")[:-1]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(word, min_size=1, max_size=4))
 def test_accepted_words_mean_what_bash_means(words: list[str]) -> None:
     try:
