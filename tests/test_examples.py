@@ -36,9 +36,14 @@ def normalise(text: str, workspace: Path) -> str:
 def run_example(script: Path, workspace: Path) -> tuple[int, str, str, Path]:
     target = workspace / script.name
     shutil.copy(script, target)
+    args = list(ARGS.get(script.name, []))
+    policy = script.with_suffix(".toml")  # an example's own policy sits beside it
+    if policy.exists():
+        shutil.copy(policy, workspace / policy.name)
+        args += ["--policy", policy.name]
     env = dict(os.environ, NO_COLOR="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "dal", "run", script.name, *ARGS.get(script.name, [])],
+        [sys.executable, "-m", "dal", "run", script.name, *args],
         cwd=workspace,
         capture_output=True,
         text=True,
