@@ -323,7 +323,7 @@ class _Run:
                                                   and i["class"] == "external" for i in items) else "none",
             "retry": "resume",
             "blocker": "the process running this operation died before writing its receipt (killed?); "
-                       "it is resumed from its journal",
+                       f"run {self.run_id} continues it from its journal",
             "error": None,
             "result": None,
             "loops": [],
@@ -332,6 +332,7 @@ class _Run:
             "previous_run": prev.get("previous_run"),
             "skipped_of": None,
         }
+        receipt["retry"] = derive_retry("interrupted", external_effect=receipt["external_effect"])
         try:
             store.save_receipt(receipt)
         except (StoreError, ValueError):
