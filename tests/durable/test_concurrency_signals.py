@@ -71,3 +71,23 @@ def test_signal_during_a_loop_leaves_a_resumable_run(durable, sig, code) -> None
     items = d.latest()["effects"]["items"]
     assert [i["replayed"] for i in items] == [True] * done + [False] * (12 - done)
     d.check_store()
+
+
+def test_a_waiter_takes_over_from_a_holder_killed_with_kill_9(durable) -> None:
+    d = durable
+    d.write("slow.dal", 'run("echo line >> append.txt")\nrun("sleep 3")\nrun("echo done >> append.txt")\n')
+    holder = d.spawn("run", "--key", "shared", "slow.dal")
+    deadline = time.monotonic() + 30
+    while not d.lines("append.txt") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    waiter = d.spawn("run", "--key", "shared", "--wait", "60", "slow.dal")
+    time.sleep(0.5)  # the waiter is up and polling the lock
+    holder.send_signal(signal.SIGKILL)
+    holder.communicate(timeout=30)
+    _out, err = waiter.communicate(timeout=60)
+    assert waiter.returncode == 0, err
+    assert d.lines("append.txt") == ["line", "done"]  # the append before the kill was not repeated
+    dead, resumed = d.check_store()
+    assert dead["status"] == "interrupted" and resumed["run_id"] in dead["blocker"]
+    assert resumed["status"] == "completed" and resumed["previous_run"] == dead["run_id"]
+    assert [i["replayed"] for i in resumed["effects"]["items"]] == [True, False, False]
