@@ -15,6 +15,7 @@ from dal.errors import BudgetExhausted, DalError, DalRuntimeError, DalSyntaxErro
 from dal.eval.builtins import BUILTINS, arities
 from dal.eval.compiler import Compiler
 from dal.eval.runtime import FailSignal, FinishSignal, Runtime, SkipSignal, WaitSignal
+from dal.eval.values import Builtin
 from dal.resolve.resolver import ModuleState, Resolution, resolve
 from dal.stack import in_big_stack
 from dal.syntax import ast
@@ -39,20 +40,25 @@ def check_source(
     state: ModuleState | None = None,
     repl: bool = False,
     program: ast.Program | None = None,
+    builtins: dict[str, Builtin] | None = None,
 ) -> tuple[Checked | None, list[DalError]]:
-    """Parse and resolve. Returns (checked, errors); `checked` is None when there are errors."""
-    return in_big_stack(lambda: _check(source, filename, state, repl, program))
+    """Parse and resolve. Returns (checked, errors); `checked` is None when there are errors.
+
+    `builtins`: the table names resolve against (default: the global one; `dal test` adds its own)."""
+    return in_big_stack(lambda: _check(source, filename, state, repl, program, builtins))
 
 
 def _check(
-    source: str, filename: str, state: ModuleState | None, repl: bool, program: ast.Program | None
+    source: str, filename: str, state: ModuleState | None, repl: bool, program: ast.Program | None,
+    builtins: dict[str, Builtin] | None = None,
 ) -> tuple[Checked | None, list[DalError]]:
     if program is None:
         try:
             program = parse(source, filename)
         except DalError as e:
             return None, [e]
-    res = resolve(program, filename=filename, source=source, builtins=arities(), state=state, repl=repl)
+    table = arities() if builtins is None else {n: (b.min_args, b.max_args) for n, b in builtins.items()}
+    res = resolve(program, filename=filename, source=source, builtins=table, state=state, repl=repl)
     if res.errors:
         res.errors.sort(key=lambda e: (e.span.line, e.span.column))
         return None, res.errors
@@ -73,8 +79,9 @@ class Outcome:
 class Engine:
     """Compiles and runs checked scripts against one runtime and one set of globals."""
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: Runtime, builtins: dict[str, Builtin] | None = None) -> None:
         self.rt = rt
+        self.builtins = BUILTINS if builtins is None else builtins
         self.globals: dict[str, Any] = {}
         self.module_frame: list[Any] = [(), None]
 
@@ -84,7 +91,7 @@ class Engine:
             checked.resolution,
             filename=checked.filename,
             source=checked.source,
-            builtins=BUILTINS,
+            builtins=self.builtins,
             globals_=self.globals,
         )
         code = comp.program(checked.program)
