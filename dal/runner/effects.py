@@ -91,6 +91,19 @@ def _crash_plan() -> set[tuple[str, int]]:
     return plan
 
 
+class SimulatedCrash(BaseException):  # noqa: N818 - a crash, not an error
+    """`dal test`'s in-process crash (`crash_after` / `crash_before`): raised right after effect `seq`'s
+    result (`after-result`) or intent (`after-intent`) is journaled. Not an Exception, so nothing in the
+    script or the engine catches it: no receipt is written and the run stays `running` in the store, as
+    after kill -9; `runner.execute` still releases the key lock on the way out."""
+
+    def __init__(self, run_id: str, seq: int, boundary: str) -> None:
+        super().__init__(f"simulated crash at {boundary} of effect {seq}")
+        self.run_id = run_id
+        self.seq = seq
+        self.boundary = boundary
+
+
 def _die_now() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -118,8 +131,12 @@ class EffectHandler:
         replay: dict[int, Prior] | None = None,
         decisions: dict[int, dict[str, Any]] | None = None,  # seq -> approval/resolution row
         max_effects: int | None = None,
+        fake: Any = None,  # dal test: (command, decision) -> EffectResult | None, used in place of executing
+        simulate_crash: tuple[str, int] | None = None,  # dal test: (boundary, seq) raises SimulatedCrash
     ) -> None:
         self.rt = rt
+        self.fake = fake
+        self.simulate_crash = simulate_crash
         self.ctx = ctx
         self.journal = journal
         self.run_id = run_id
@@ -141,6 +158,8 @@ class EffectHandler:
     # --- test-only crash hook --------------------------------------------------------------------
 
     def _crash_at(self, boundary: str, seq: int) -> None:
+        if self.simulate_crash == (boundary, seq):
+            raise SimulatedCrash(self.run_id, seq, boundary)
         if (boundary, seq) not in self._crash:
             return
         if boundary == "during":
@@ -313,7 +332,9 @@ class EffectHandler:
             )
         self._crash_at("after-intent", seq)
         self._crash_at("during", seq)
-        result = execute_checked(command, decision, self.ctx, _started=started)
+        result = self.fake(command, decision) if self.fake is not None else None
+        if result is None:
+            result = execute_checked(command, decision, self.ctx, _started=started)
         self._crash_at("after-exec", seq)
         if self.journal is not None:
             self.journal.journal_result(self.run_id, seq, result_to_json(result))
@@ -322,7 +343,9 @@ class EffectHandler:
 
     def _hold_item(self, seq: int, command: str, status: str, effect_class: str | None, decision: Decision,
                    span: Span, reason: str) -> None:
-        """The receipt's entry for an effect held for a person (it did not execute in this run)."""
+        """The receipt's entry for an effect held for a person (it did not execute in this run). It counts
+        as a run() call made, like any other."""
+        self.count += 1
         if len(self.items) >= EFFECT_ITEMS_CAP:
             self.items.pop()
             self.omitted += 1
