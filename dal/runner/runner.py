@@ -78,6 +78,8 @@ class RunRequest:
     on_loop_receipt: Callable[[dict[str, Any]], None] | None = None
     handle_signals: bool = True
     write_files: bool = True
+    fake: Callable[..., Any] | None = None  # dal test: scripted effect results (see EffectHandler)
+    simulate_crash: tuple[str, int] | None = None  # dal test: raise SimulatedCrash at (boundary, seq)
 
 
 @attrs.define
@@ -576,7 +578,8 @@ def _execute(run: _Run) -> RunReport:
     # The run is recorded in the store just before its first journal write (or at its end), so that an
     # operation key set by operation("K") at the top of the script is part of the run's record.
     journal = _BeginFirst(store, lambda: run.begin(state["operation"]), keyed=lambda: run.key is not None)
-    handler = EffectHandler(rt, ctx, journal=journal, run_id=run.run_id, max_effects=req.max_effects)
+    handler = EffectHandler(rt, ctx, journal=journal, run_id=run.run_id, max_effects=req.max_effects,
+                            fake=req.fake, simulate_crash=req.simulate_crash)
     recorder = LoopRecorder(on_receipt=req.on_loop_receipt)
     rt.effects = handler
     rt.observe = handler.observe
