@@ -84,7 +84,8 @@ def register(sub: Any) -> None:
     )
     s.add_argument("ref", metavar="RUN", help="run id, unique prefix, operation key, or `latest`")
     s.add_argument("--workspace", type=Path, default=None, metavar="DIR",
-                   help="the workspace whose store to use (default: the run's own workspace)")
+                   help="use DIR/.dal/dal.db and run in DIR (default: the store in the current directory, "
+                   "and the workspace the run was started in)")
     add_run_flags(s)
     s.set_defaults(func=cmd_resume, max_steps=None)
 

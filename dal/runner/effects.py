@@ -327,7 +327,8 @@ class EffectHandler:
             self.journal.journal_intent(
                 self.run_id, seq, command, decision.effect_class,
                 detail={"idempotent": decision.idempotent, "line": span.line,
-                        "approved": bool(decision.approval_required)},
+                        "approved": bool(decision.approval_required), "policy": decision.reason,
+                        "writes": list(decision.writes)},
                 **extra,
             )
         self._crash_at("after-intent", seq)
