@@ -294,7 +294,8 @@ class _Run:
                 "seq": row["seq"], "command": row["command"], "status": status,
                 "class": row.get("class"), "code": res.get("code"),
                 "summary": res.get("summary") or ("outcome unknown" if status == "uncertain" else "not started"),
-                "reason": res.get("reason"), "reads": res.get("reads", []), "writes": res.get("writes", []),
+                "reason": res.get("reason") or detail.get("policy"), "reads": res.get("reads", []),
+                "writes": res.get("writes") or detail.get("writes") or [],
                 "duration_ms": res.get("duration_ms", 0.0), "line": detail.get("line", 0),
                 "column": 0, "loop_iteration": None, "replayed": bool(detail.get("replayed")),
             })
@@ -318,7 +319,11 @@ class _Run:
             "duration_ms": 0.0,
             "steps": {"used": 0, "budget": int(launch.get("max_steps") or 0)},
             "effects": {"count": len(items), "budget": launch.get("max_effects"), "items": items, "omitted": 0},
-            "artifacts": [],
+            "artifacts": [
+                _artifact(Path(launch.get("workspace") or self.workspace), w)
+                for w in dict.fromkeys(w for i in items if i["status"] in ("completed", "failed", "timeout",
+                                                                           "uncertain") for w in i["writes"])
+            ],
             "external_effect": "uncertain" if any(i["status"] == "uncertain" and i["class"] == "external"
                                                   for i in items) else
                                "performed" if any(i["status"] in ("completed", "failed", "timeout")
