@@ -239,3 +239,25 @@ def test_now_and_env_are_replayed_on_resume(durable, monkeypatch) -> None:
     assert first.out.strip().endswith(" first")
     assert d.lines("append.txt") == ["line", "two"]
     assert d.latest()["key"] == "clock"
+
+
+@pytest.mark.parametrize("command,policy,held", [
+    ("mv inbox.txt done.txt", "", True),
+    ("touch stamp.txt", "", False),  # idempotent: simply run again
+    ("touch stamp.txt", '[programs.touch]\nidempotent = false\n', True),  # the policy says otherwise
+])
+def test_unknown_outcome_of_local_effects(durable, command, policy, held) -> None:
+    d = durable
+    d.write("inbox.txt", "msg\n")
+    d.write("dal.toml", (d.ws / "dal.toml").read_text() + policy)
+    d.write("one.dal", f'let r = run("{command}")\nprint(r.status)\n')
+    assert d.run("run", "--key", "one", "one.dal", DAL_TEST_CRASH_AT="after-exec:1").code == -signal.SIGKILL
+    got = d.cli("run", "--key", "one", "one.dal")
+    last = d.latest()
+    if held:
+        assert got.code == 3 and last["effects"]["items"][-1]["status"] == "uncertain"
+        assert "not idempotent" in last["blocker"] and f"`{command}`" in last["blocker"]
+    else:
+        assert got.code == 0 and got.out == "completed\n"
+        assert last["effects"]["items"][0]["replayed"] is False
+    d.check_store()
