@@ -1,0 +1,84 @@
+"""`dal test`: run workflow test scripts and report each as passed or failed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+DESCRIPTION = """\
+Run DAL test scripts, each in a fresh temporary workspace, and report each as passed or failed.
+
+A test script is a DAL script named NAME.test.dal. Besides every builtin it can call:
+  assert(cond, message)          fail here unless cond is true
+  assert_eq(actual, expected)    fail here unless equal; shows both values
+  fake(pattern, result)          scripted results for commands matching a glob, in invoked workflows:
+                                 {"stdout": "...", "code": 0}, {"code": 1, "stderr": "..."}, {"timeout": true}
+  invoke(script, options)        run a workflow (path relative to the test) and return its receipt;
+                                 options: key, policy, max_steps, max_effects, crash_after N, crash_before N
+  approve(run_id) deny(run_id)   decide a waiting effect, as dal approve / dal deny
+  resume(run_id, options)        continue a waiting, interrupted or crashed run, as dal resume
+  receipt(ref)                   a stored receipt by run id, key or "latest"
+
+With no PATHS: tests/**/*.test.dal and examples/tests/*.test.dal under the current folder. A folder
+given runs every *.test.dal under it; a file given runs that file.
+
+The last line is the summary, `N passed, N failed`. Exit 0 when every test passed, 1 when any failed,
+2 on a usage error (a path that does not exist, no test scripts found). See docs/testing.md.
+"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "test",
+        help="run workflow tests (*.test.dal) with fakes and fault injection",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="test scripts or folders of them")
+    p.add_argument("--keep", action="store_true", help="keep each test's workspace and print where it is")
+    p.add_argument("--verbose", "-v", action="store_true", help="show what passing tests printed too")
+    p.set_defaults(func=run_tests)
+
+
+def _indent(text: str, pad: str = "    ") -> str:
+    return "\n".join(pad + line if line else line for line in text.rstrip("\n").split("\n"))
+
+
+def run_tests(args: argparse.Namespace) -> int:
+    from dal.diagnostics import render, want_color
+    from dal.testing.harness import DEFAULT_GLOBS, NoTests, discover, run_test_file
+
+    try:
+        tests = discover(list(args.paths))
+    except NoTests as e:
+        sys.stderr.write(f"dal: error: {e}\n")
+        return 2
+    if not tests:
+        where = ", ".join(str(p) for p in args.paths) if args.paths else " and ".join(DEFAULT_GLOBS)
+        sys.stderr.write(f"dal: error: no test scripts found ({where}); test scripts are named NAME.test.dal\n")
+        return 2
+    out = sys.stdout
+    color = want_color(out)
+    passed = failed = 0
+    for path in tests:
+        result = run_test_file(path, keep=args.keep)
+        took = f"({result.duration:.2f}s)"
+        if result.passed:
+            passed += 1
+            out.write(f"PASS {path} {took}\n")
+        else:
+            failed += 1
+            out.write(f"FAIL {path} {took}\n")
+            if result.error is not None:
+                out.write(render(result.error, color) + "\n")
+            if result.message:
+                out.write(f"  {result.message}\n")
+        if result.output and (args.verbose or not result.passed):
+            out.write("  output:\n" + _indent(result.output) + "\n")
+        if result.workspace is not None:
+            out.write(f"  workspace kept: {result.workspace}\n")
+        out.flush()
+    out.write(f"\n{passed} passed, {failed} failed\n")
+    return 1 if failed else 0

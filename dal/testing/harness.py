@@ -1,0 +1,487 @@
+"""Run one test script: a fresh workspace, the test builtins, a pass/fail verdict with a located diagnostic.
+
+The test builtins live in their own table (`TEST_BUILTINS`: the global builtins plus the test ones), handed
+to `check_source` and `Engine`; `dal run` never sees them. Workflows started by `invoke` and `resume` go
+through `dal.runner.execute` exactly as `dal run` would, with two test hooks on the request: `fake` (scripted
+results for matching commands, after the policy and approval gates) and `simulate_crash` (an in-process
+crash right after an effect's result or intent is journaled).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import inspect
+import io
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from dal.effects import EffectContext, EffectResult, Policy, PolicyError
+from dal.errors import DalError, DalRuntimeError, DalTypeError
+from dal.eval.builtins import BUILTINS
+from dal.eval.interpreter import Engine, check_source
+from dal.eval.runtime import Runtime
+from dal.eval.values import Builtin, dal_eq, dal_repr, display, to_json_value, type_name
+
+TEST_SUFFIX = ".test.dal"
+DEFAULT_GLOBS = ("tests/**/*.test.dal", "examples/tests/*.test.dal")
+
+
+class AssertionFailed(DalError):
+    """`assert` or `assert_eq` found something false: the test fails here."""
+
+    kind = "assert"
+
+
+# --- the session one test script runs in ---------------------------------------------------------
+
+
+@attrs.define
+class Fake:
+    pattern: str
+    results: list[dict[str, Any]]
+    used: int = 0
+
+    def next(self) -> dict[str, Any]:
+        r = self.results[min(self.used, len(self.results) - 1)]
+        self.used += 1
+        return r
+
+
+@attrs.define
+class Launch:
+    """How a workflow run was started, so that `resume` continues it the same way."""
+
+    script: Path
+    policy: Policy
+    max_steps: int
+    max_effects: int | None
+
+
+class Session:
+    """What the test builtins share while one test script runs."""
+
+    def __init__(self, test_path: Path, workspace: Path) -> None:
+        self.test_path = test_path
+        self.test_dir = test_path.resolve().parent
+        self.workspace = workspace
+        self.store = workspace / ".dal" / "dal.db"
+        self.fakes: list[Fake] = []
+        self.launches: dict[str, Launch] = {}
+
+    # fakes ---------------------------------------------------------------------------------------
+
+    def fake_for(self, command: str, decision: Any) -> EffectResult | None:
+        """The scripted result for `command` (the newest matching `fake` wins), or None: run it for real."""
+        for f in reversed(self.fakes):
+            if fnmatch.fnmatchcase(command, f.pattern):
+                data = f.next()
+                timed_out = bool(data.get("timeout", False))
+                code = None if timed_out else int(data.get("code", 0))
+                status = "timeout" if timed_out else ("completed" if code == 0 else "failed")
+                return EffectResult(
+                    command=command,
+                    status=status,
+                    code=code,
+                    stdout=str(data.get("stdout", "")),
+                    stderr=str(data.get("stderr", "")),
+                    decision=attrs.evolve(decision, reason=f"{decision.reason}; faked by dal test "
+                                                           f"(pattern {json.dumps(f.pattern)})"),
+                    timeout_s=30.0 if timed_out else None,
+                )
+        return None
+
+    # workflow runs -----------------------------------------------------------------------------------
+
+    def policy(self, spec: Any) -> Policy:
+        """A policy from an `invoke` option: null (the workspace's dal.toml or the default), a TOML path
+        relative to the test file, or a map of flags (`allow_run`, `allow_read`, `allow_write`,
+        `allow_net`, `require_approval`, and `file` for a TOML path)."""
+        try:
+            if spec is None:
+                return Policy.load(self.workspace)
+            if isinstance(spec, str):
+                return Policy.load(self.workspace, self.test_dir / spec)
+            if isinstance(spec, dict):
+                flags = dict(spec)
+                file = flags.pop("file", None)
+                known = {"allow_run", "allow_read", "allow_write", "allow_net", "require_approval"}
+                bad = sorted(set(flags) - known)
+                if bad:
+                    raise DalRuntimeError(f"unknown policy flag {json.dumps(bad[0])}: use "
+                                          + ", ".join(sorted(known | {'file'})))
+                for k, v in flags.items():
+                    if k == "allow_net":
+                        if type(v) is not bool:
+                            raise DalTypeError(f"policy flag `allow_net` needs a boolean, got {type_name(v)}")
+                    elif not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+                        raise DalTypeError(f"policy flag `{k}` needs a list of strings, got {type_name(v)}")
+                if file is not None and not isinstance(file, str):
+                    raise DalTypeError(f"policy `file` needs a string, got {type_name(file)}")
+                return Policy.load(self.workspace, (self.test_dir / file) if file else None, **flags)
+        except PolicyError as e:
+            raise DalRuntimeError(f"bad policy: {e}") from None
+        raise DalTypeError(f"the `policy` option needs a map of flags or a TOML path, got {type_name(spec)}")
+
+    def start(self, launch: Launch, *, key: str | None = None, resume: str | None = None,
+              crash: tuple[str, int] | None = None) -> dict[str, Any]:
+        from dal.runner.effects import SimulatedCrash
+        from dal.runner.runner import RunnerError, RunRequest, execute
+
+        buf = io.StringIO()
+        req = RunRequest(
+            script=launch.script,
+            workspace=self.workspace,
+            policy=launch.policy,
+            max_steps=launch.max_steps,
+            max_effects=launch.max_effects,
+            key=key,
+            store=self.store,
+            resume=resume,
+            write=buf.write,
+            handle_signals=False,
+            fake=self.fake_for,
+            simulate_crash=crash,
+        )
+        try:
+            report = execute(req)
+        except SimulatedCrash as c:
+            self.launches[c.run_id] = launch
+            return {
+                "run_id": c.run_id,
+                "status": "crashed",
+                "key": key,
+                "crash": {"effect": c.seq, "boundary": c.boundary},
+                "output": buf.getvalue(),
+            }
+        except RunnerError as e:
+            raise DalRuntimeError(str(e)) from None
+        data: dict[str, Any] = json.loads(json.dumps(report.receipt))
+        self.launches[data["run_id"]] = launch
+        data["output"] = buf.getvalue()
+        return data
+
+
+def _session(rt: Runtime) -> Session:
+    s = rt.context
+    assert isinstance(s, Session)
+    return s
+
+
+# --- the test builtins -----------------------------------------------------------------------------
+
+TEST_BUILTINS: dict[str, Builtin] = dict(BUILTINS)
+TEST_ONLY: list[str] = []
+
+
+def _test_builtin(signature: str, min_args: int, max_args: int | None = -1) -> Callable[[Any], Any]:
+    def deco(impl: Callable[..., Any]) -> Callable[..., Any]:
+        name = signature.split("(", 1)[0]
+        hi = min_args if max_args == -1 else max_args
+        TEST_BUILTINS[name] = Builtin(name, impl, min_args, hi, signature, inspect.cleandoc(impl.__doc__ or ""))
+        TEST_ONLY.append(name)
+        return impl
+
+    return deco
+
+
+def _opts(value: Any, fn: str, known: Iterable[str]) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if type(value) is not dict:
+        raise DalTypeError(f"`{fn}` takes its options as a map, got {type_name(value)}")
+    known = tuple(known)
+    for k in value:
+        if k not in known:
+            raise DalRuntimeError(f"`{fn}` has no option {json.dumps(k)}; its options are: " + ", ".join(known))
+    return value
+
+
+def _pos_int(opts: dict[str, Any], name: str, fn: str) -> int | None:
+    v = opts.get(name)
+    if v is None:
+        return None
+    if type(v) is not int or v <= 0:
+        raise DalTypeError(f"`{fn}` option `{name}` needs a positive integer, got {dal_repr(v)}")
+    return v
+
+
+def _crash(opts: dict[str, Any], fn: str) -> tuple[str, int] | None:
+    after, before = _pos_int(opts, "crash_after", fn), _pos_int(opts, "crash_before", fn)
+    if after is not None and before is not None:
+        raise DalRuntimeError(f"`{fn}`: give `crash_after` or `crash_before`, not both")
+    if after is not None:
+        return ("after-result", after)
+    if before is not None:
+        return ("after-intent", before)
+    return None
+
+
+@_test_builtin("assert(condition, message)", 1, 2)
+def _assert(rt: Runtime, args: list[Any], span: Any) -> None:
+    """Fail the test here unless `condition` is true (it must be a boolean).
+
+    Example:
+        assert(r.status == "completed", "the draft should be verified")
+    """
+    cond = args[0]
+    if type(cond) is not bool:
+        raise DalTypeError(f"`assert` needs a boolean condition, got {type_name(cond)}")
+    if not cond:
+        msg = args[1] if len(args) > 1 else None
+        raise AssertionFailed("assertion failed" + (f": {display(msg)}" if msg is not None else ""))
+
+
+@_test_builtin("assert_eq(actual, expected, message)", 2, 3)
+def _assert_eq(rt: Runtime, args: list[Any], span: Any) -> None:
+    """Fail the test here unless `actual` equals `expected` (structural equality, as `==`); the message
+    shows both values in DAL literal form.
+
+    Example:
+        assert_eq(r.loops[0].clause, "state.status == \\"pending\\"")
+    """
+    actual, expected = args[0], args[1]
+    if not dal_eq(actual, expected):
+        note = f" ({display(args[2])})" if len(args) > 2 else ""
+        raise AssertionFailed(f"assert_eq failed{note}: actual {_short(actual)}, expected {_short(expected)}")
+
+
+def _short(v: Any, limit: int = 400) -> str:
+    text = dal_repr(v)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_FAKE_KEYS = {"stdout": str, "stderr": str, "code": int, "timeout": bool}
+_NAMES = {str: "a string", int: "an integer", bool: "a boolean"}
+
+
+@_test_builtin("fake(pattern, result)", 2)
+def _fake(rt: Runtime, args: list[Any], span: Any) -> None:
+    """Script the result of every command that matches the glob `pattern` (the whole command string,
+    `*` matches anything) in workflows this test invokes or resumes. The command still passes the policy
+    and the approval gate; instead of executing, it returns `result`: `{"stdout": "...", "code": 0}`,
+    `{"code": 1, "stderr": "..."}` or `{"timeout": true}`. A list of results is used in turn, its last one
+    repeating. The newest matching `fake` wins; unmatched commands run for real.
+
+    Example:
+        fake("mkdir *", {"code": 1, "stderr": "mkdir: Permission denied"})
+    """
+    pattern, result = args
+    if type(pattern) is not str:
+        raise DalTypeError(f"`fake` needs a glob pattern string first, got {type_name(pattern)}")
+    results = result if type(result) is list else [result]
+    if not results:
+        raise DalRuntimeError("`fake` needs at least one result")
+    for r in results:
+        if type(r) is not dict:
+            raise DalTypeError(f"`fake` results are maps like {{\"stdout\": \"...\", \"code\": 0}}, got {type_name(r)}")
+        for k, v in r.items():
+            want = _FAKE_KEYS.get(k)
+            if want is None:
+                raise DalRuntimeError(f"a fake result has no field {json.dumps(k)}; its fields are: "
+                                      + ", ".join(_FAKE_KEYS))
+            if type(v) is not want:
+                raise DalTypeError(f"fake result field `{k}` needs {_NAMES[want]}, got {type_name(v)}")
+    _session(rt).fakes.append(Fake(pattern, [dict(r) for r in results]))
+
+
+_INVOKE_OPTIONS = ("key", "crash_after", "crash_before", "policy", "max_steps", "max_effects")
+
+
+@_test_builtin("invoke(script, options)", 1, 2)
+def _invoke(rt: Runtime, args: list[Any], span: Any) -> dict[str, Any]:
+    """Run a workflow script (path relative to the test file) in the test's workspace, as `dal run`
+    would, and return its run receipt as a map (plus `output`: what it printed). Options: `key`,
+    `policy` (a map of flags such as `{"require_approval": ["tee"]}`, or a TOML path), `max_steps`,
+    `max_effects`, `crash_after` N (killed right after effect N's result was journaled) or `crash_before`
+    N (killed after effect N's intent, before it ran). A crashed run has no receipt: `invoke` returns
+    `{"run_id": ..., "status": "crashed", "crash": {"effect": N, ...}}`.
+
+    Example:
+        let r = invoke("../article_loop.dal", {"key": "draft", "crash_after": 2})
+    """
+    s = _session(rt)
+    script = args[0]
+    if type(script) is not str:
+        raise DalTypeError(f"`invoke` needs a script path string, got {type_name(script)}")
+    opts = _opts(args[1] if len(args) > 1 else None, "invoke", _INVOKE_OPTIONS)
+    path = s.test_dir / script
+    if not path.is_file():
+        raise DalRuntimeError(f"no such workflow script: {path} (paths are relative to the test file)")
+    key = opts.get("key")
+    if key is not None and type(key) is not str:
+        raise DalTypeError(f"`invoke` option `key` needs a string, got {type_name(key)}")
+    launch = Launch(path, s.policy(opts.get("policy")), _pos_int(opts, "max_steps", "invoke") or 1_000_000,
+                    _pos_int(opts, "max_effects", "invoke"))
+    return s.start(launch, key=key, crash=_crash(opts, "invoke"))
+
+
+@_test_builtin("resume(run_id, options)", 1, 2)
+def _resume(rt: Runtime, args: list[Any], span: Any) -> dict[str, Any]:
+    """Resume a waiting, interrupted or crashed run this test started (as `dal resume RUN`) with the
+    policy it was invoked with; return the new run's receipt. Options: `crash_after`, `crash_before`,
+    `max_steps`.
+
+    Example:
+        let r2 = resume(r.run_id)
+    """
+    s = _session(rt)
+    run_id = _run_id(args[0], "resume")
+    opts = _opts(args[1] if len(args) > 1 else None, "resume", ("crash_after", "crash_before", "max_steps"))
+    launch = s.launches.get(run_id)
+    if launch is None:
+        raise DalRuntimeError(f"run {run_id} was not started by this test (invoke it first)")
+    if opts.get("max_steps") is not None:
+        launch = attrs.evolve(launch, max_steps=_pos_int(opts, "max_steps", "resume"))
+    return s.start(launch, resume=run_id, crash=_crash(opts, "resume"))
+
+
+def _run_id(v: Any, fn: str) -> str:
+    if type(v) is dict and type(v.get("run_id")) is str:
+        return v["run_id"]  # a receipt map works too
+    if type(v) is not str:
+        raise DalTypeError(f"`{fn}` needs a run id (or a receipt), got {type_name(v)}")
+    return v
+
+
+def _decide(rt: Runtime, args: list[Any], fn: str) -> dict[str, Any]:
+    from dal import api
+
+    s = _session(rt)
+    run_id = _run_id(args[0], fn)
+    note = args[1] if len(args) > 1 else None
+    if note is not None and type(note) is not str:
+        raise DalTypeError(f"`{fn}` takes a note string second, got {type_name(note)}")
+    try:
+        row = getattr(api, fn)(run_id, note=note, who="dal test", workspace=s.workspace, store=s.store)
+    except (api.DalUsageError, api.DalStoreError) as e:
+        raise DalRuntimeError(str(e)) from None
+    return to_json_value(json.loads(json.dumps(row, default=str)))
+
+
+@_test_builtin("approve(run_id, note)", 1, 2)
+def _approve(rt: Runtime, args: list[Any], span: Any) -> dict[str, Any]:
+    """Approve the effect a waiting run holds (as `dal approve RUN`); `resume` then executes it once.
+
+    Example:
+        approve(r.run_id, "figures checked")
+    """
+    return _decide(rt, args, "approve")
+
+
+@_test_builtin("deny(run_id, note)", 1, 2)
+def _deny(rt: Runtime, args: list[Any], span: Any) -> dict[str, Any]:
+    """Deny the effect a waiting run holds (as `dal deny RUN`); on `resume` the script gets a `denied`
+    result for it.
+
+    Example:
+        deny(r.run_id)
+    """
+    return _decide(rt, args, "deny")
+
+
+@_test_builtin("receipt(ref)", 1)
+def _receipt(rt: Runtime, args: list[Any], span: Any) -> dict[str, Any]:
+    """The stored receipt of a run: a run id, an operation key (its newest run) or `"latest"`, as
+    `dal receipt show`. A crashed run gets its receipt (status `interrupted`) when the next invocation
+    of its key finds it.
+
+    Example:
+        let first = receipt(crashed.run_id)
+    """
+    from dal import api
+
+    s = _session(rt)
+    ref = _run_id(args[0], "receipt")
+    try:
+        return json.loads(json.dumps(api.receipt(ref, workspace=s.workspace, store=s.store).data))
+    except (api.DalUsageError, api.DalStoreError) as e:
+        raise DalRuntimeError(str(e)) from None
+
+
+# --- running one test script ---------------------------------------------------------------------
+
+
+@attrs.define
+class TestResult:
+    __test__ = False  # not a pytest class
+    path: Path
+    passed: bool
+    duration: float
+    error: DalError | None = None  # the failing assertion or error, located in the test script
+    message: str | None = None  # a failure with no location (fail(...), a broken test file)
+    output: str = ""  # what the test script printed
+    workspace: Path | None = None  # kept with --keep
+
+
+def run_test_file(path: Path, *, keep: bool = False, max_steps: int = 1_000_000) -> TestResult:
+    """Run one test script in a fresh temporary workspace (removed afterwards unless `keep`)."""
+    t0 = time.monotonic()
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        return TestResult(path, False, 0.0, message=f"cannot read {path}: {e}")
+    checked, errors = check_source(source, str(path), builtins=TEST_BUILTINS)
+    if errors:
+        return TestResult(path, False, time.monotonic() - t0, error=errors[0])
+    workspace = Path(tempfile.mkdtemp(prefix="dal-test-")).resolve()
+    buf = io.StringIO()
+    try:
+        from dal.runner.effects import EffectHandler
+
+        rt = Runtime(max_steps=max_steps, write=buf.write)
+        rt.context = Session(path, workspace)
+        # The test's own run() calls (fixtures) run for real under the workspace's policy, unjournaled.
+        rt.effects = EffectHandler(rt, EffectContext(policy=Policy.load(workspace)))
+        outcome = Engine(rt, TEST_BUILTINS).execute(checked)  # type: ignore[arg-type]
+    finally:
+        if not keep:
+            shutil.rmtree(workspace, ignore_errors=True)
+    took = time.monotonic() - t0
+    kept = workspace if keep else None
+    if outcome.status == "completed":
+        return TestResult(path, True, took, output=buf.getvalue(), workspace=kept)
+    if outcome.error is not None:
+        return TestResult(path, False, took, error=outcome.error, output=buf.getvalue(), workspace=kept)
+    if outcome.ended_by == "fail":
+        msg = "the test called fail(" + (display(outcome.result) if outcome.result is not None else "") + ")"
+    elif outcome.status == "waiting" and outcome.wait is not None:
+        msg = f"the test's own run() stopped for a person: {outcome.wait.reason}"
+    else:
+        msg = f"the test ended as {outcome.status}"
+    return TestResult(path, False, took, message=msg, output=buf.getvalue(), workspace=kept)
+
+
+class NoTests(Exception):
+    """A path given to `dal test` does not exist, or nothing matched."""
+
+
+def discover(paths: list[Path], root: Path | None = None) -> list[Path]:
+    """The test scripts to run: each file given, every `*.test.dal` under each folder given, or by default
+    `tests/**/*.test.dal` and `examples/tests/*.test.dal` under `root` (the current folder)."""
+    found: list[Path] = []
+    if not paths:
+        base = root or Path.cwd()
+        for pattern in DEFAULT_GLOBS:
+            found.extend(p for p in sorted(base.glob(pattern)) if p.is_file())
+    for p in paths:
+        if p.is_dir():
+            found.extend(sorted(q for q in p.rglob("*" + TEST_SUFFIX) if q.is_file()))
+        elif p.is_file():
+            found.append(p)
+        else:
+            raise NoTests(f"no such test script or folder: {p}")
+    seen: set[Path] = set()
+    out = []
+    for p in found:
+        r = p.resolve()
+        if r not in seen:
+            seen.add(r)
+            out.append(p)
+    return out
