@@ -52,6 +52,7 @@ class Session:
         self.rt = Runtime(max_steps=self.max_steps, write=self._write or (lambda s: sys.stdout.write(s)))
         self.engine = Engine(self.rt)
         self.state = ModuleState()
+        self.total_steps = 0
         self._inputs = 0
         effects = getattr(self, "effects", None)
         if effects is not None:
@@ -59,6 +60,12 @@ class Session:
 
     @property
     def steps_used(self) -> int:
+        """Steps used by the whole session so far."""
+        return self.total_steps + self.rt.steps
+
+    @property
+    def last_steps(self) -> int:
+        """Steps used by the latest input (each input has the whole budget to itself)."""
         return self.rt.steps
 
     def interrupt(self) -> None:
@@ -107,6 +114,14 @@ class Session:
         if errors:  # pragma: no cover - the scratch pass found none
             raise errors[0]
         assert checked is not None
+        # The step budget applies to each input: a runaway loop stopped by its budget (or by Ctrl-C)
+        # leaves the session usable, as a fresh `dal run` would be.
+        from dal.eval.runtime import CHECK_EVERY
+
+        rt = self.rt
+        self.total_steps += rt.steps
+        rt.steps = 0
+        rt.limit = min(rt.max_steps, CHECK_EVERY)
         outcome = self.engine.execute(checked)
         if outcome.error is not None:
             raise outcome.error

@@ -370,12 +370,7 @@ class Repl:
             from dal.diagnostics import render
 
             self.write(render(error, color=self.color))
-            if error.kind == "budget" and self.session.steps_used >= self.session.max_steps:
-                # The budget belongs to the whole session (one run), so every later input would fail too.
-                self.write(
-                    "the session's step budget is spent: :reset starts again (definitions are lost), "
-                    "or restart with a larger --max-steps"
-                )
+
         else:
             # A bug in DAL, not in the input: say so plainly, keep the session.
             self.write(f"internal error (a bug in DAL, not in your input): {type(error).__name__}: {error}")
@@ -391,8 +386,11 @@ class Repl:
         if command == ":help":
             self.write(self.help(arg))
         elif command == ":steps":
-            used, budget = self.session.steps_used, self.session.max_steps
-            self.write(f"steps: {used:,} used of {budget:,}")
+            s = self.session
+            self.write(
+                f"steps: {s.last_steps:,} in the last input (budget {s.max_steps:,} per input), "
+                f"{s.steps_used:,} in this session"
+            )
         elif command == ":policy":
             self.write(self.policy_text())
         elif command == ":receipts":

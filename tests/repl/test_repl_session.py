@@ -94,12 +94,12 @@ def test_meta_commands(drive, workspace: Path, tmp_path: Path) -> None:
     )  # fmt: skip
     assert ":load" in out and "Ctrl-D" in out  # :help
     assert "split(" in out  # :help split shows the signature
-    assert "steps:" in out and "used of 1,000,000" in out
+    assert "steps:" in out and "(budget 1,000,000 per input)" in out
     assert "policy" in out
     assert '"hi dal"' in out  # :load ran the script into the session
     assert "unknown command :nope" in out
-    assert "steps: 0 used of 1,000,000" in out  # :reset
-    assert out.rstrip().endswith("steps: 0 used of 1,000,000")  # :quit left before 1 + 1
+    assert "0 in this session" in out  # :reset
+    assert out.rstrip().endswith("0 in this session")  # :quit left before 1 + 1
 
 
 def test_banner_names_version_workspace_and_policy(drive, workspace: Path) -> None:
@@ -258,17 +258,17 @@ def test_an_interrupted_loop_gets_its_receipt(workspace, capsys) -> None:
     assert "interrupt" in repl.receipts_text()
 
 
-def test_a_spent_budget_says_how_to_go_on(workspace, capsys) -> None:
+def test_a_spent_budget_leaves_the_session_usable(workspace, capsys) -> None:
     from dal.repl.app import Repl
     from dal.session import Session
 
     repl = Repl(Session(max_steps=1000, workspace=workspace), workspace=workspace, color=False)
+    repl.handle("let kept = 41")
     repl.handle("while true { }")
     out = capsys.readouterr().out
-    assert "error[budget]" in out and ":reset" in out
-    repl.handle(":reset")
-    repl.handle("1 + 1")
-    assert capsys.readouterr().out.splitlines()[-1] == "2"
+    assert "error[budget]" in out and "--max-steps" in out
+    repl.handle("kept + 1")
+    assert capsys.readouterr().out.splitlines()[-1] == "42"
 
 
 def test_an_unwritable_history_costs_the_history_not_the_session(drive, tmp_path, monkeypatch) -> None:
@@ -291,3 +291,16 @@ def test_a_ctrl_c_as_an_input_ends_does_not_stop_the_next_one(session, workspace
     assert (value, error) == ("done", None)
     repl.handle("1 + 1")
     assert capsys.readouterr().out.splitlines()[-1] == "2"
+
+
+def test_each_input_has_the_whole_budget() -> None:
+    """A runaway loop stopped by the budget leaves the session usable: the budget is per input."""
+    from dal.errors import DalError
+    from dal.session import Session
+
+    s = Session(max_steps=2_000, write=lambda text: None)
+    s.execute("let n = 0")
+    with pytest.raises(DalError, match="step budget exhausted"):
+        s.execute("while true { n = n + 1 }")
+    assert s.execute("n > 0").value is True
+    assert s.last_steps < 2_000 < s.steps_used

@@ -66,7 +66,7 @@ def test_a_session_in_a_real_terminal(terminal, workspace: Path, repl_env, repl_
     terminal.send("let dropped = 1")
     terminal.send("C-c")
     terminal.type_line(":steps")
-    terminal.wait_for("used of 1,000,000,000,000,000")
+    terminal.wait_for("budget 1,000,000,000,000,000 per input")
 
     # Ctrl-D ends it.
     terminal.send("C-d")
