@@ -519,7 +519,7 @@ class Compiler:
         site = self._loop_site(st)
         parts = conjuncts(st.cond)
         conds = [self._cond(p, "a `while` condition") for p in parts]
-        cond_cost = 1 + node_cost(st.cond)
+        cond_cost = 1 + node_cost(st.cond) if self.count_steps else 0
         body = self.block(st.body.body, st.body)
         snap = self._snapshotter(st)
         finish = self._finish_loop
@@ -597,6 +597,7 @@ class Compiler:
         finish = self._finish_loop
         ispan = st.iterable.span
         to_items = ops.iter_items
+        item_cost = 1 if self.count_steps else 0
 
         def for_(f: Frame) -> Any:
             items = to_items(iterable(f), ispan, self)
@@ -604,7 +605,7 @@ class Compiler:
             rt.loops.append(lf)
             try:
                 for item in items:
-                    rt.steps += 1
+                    rt.steps += item_cost
                     if rt.steps > rt.limit:
                         rt.over_limit(st.span)
                     if cells:

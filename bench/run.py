@@ -1,0 +1,494 @@
+"""DAL's benchmark suite: one command, every figure of issue 7. Prints figures; asserts nothing.
+
+    python bench/run.py                 # everything (a few minutes on 2 cores)
+    python bench/run.py --quick         # one repeat, peers at 1/50 size: a smoke run
+    python bench/run.py --only programs,cold --no-peers
+
+Sections: `programs` (fib, while, article loop, strings in DAL, CPython, asteval and pure-Python
+Starlark), `cold` (start-up of `dal run` / `dal check`), `parse` (20,000 lines vs `ast.parse`),
+`steps` (step counting on vs off), `effects` (bench_effects.py: run() of `true`), `journal`
+(bench_journal.py), `receipts` (100,000 loop exits, recorder on vs off), `memory` (peak of the
+article loop).
+
+Times are CPU time of the measuring process (`time.process_time`), medians over interleaved repeats,
+so that other load on the machine disturbs a ratio less than it disturbs a wall clock. Cold start is
+wall time of a fresh process. The peers live in their own venvs under --peers-dir (created with pip on
+first use; the PyPI `starlark` package is a pure-Python interpreter, and `starlark-pyo3` installs the
+same module name, so each peer gets its own venv); a peer that cannot be installed is skipped with a
+message. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast as pyast
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import programs  # noqa: E402 - bench/ is on the path just above
+
+SECTIONS = ("programs", "cold", "parse", "steps", "effects", "journal", "receipts", "memory")
+PEERS = {"asteval": "asteval", "starlark": "starlark"}  # peer -> PyPI package (pure-Python Starlark)
+
+# name -> (target, unit): ratios are "at most"
+TARGETS = {
+    "fib": 30.0,
+    "while": 15.0,
+    "article": 15.0,
+    "strings": 2.0,
+    "cold": 8.0,
+    "parse": 4.0,
+    "steps": 0.15,
+    "memory": 3.0,
+}
+
+summary: list[tuple[str, str, str, bool | None]] = []  # (figure, value, target, holds)
+
+
+def say(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def fmt_s(sec: float) -> str:
+    if sec >= 1:
+        return f"{sec:.2f} s"
+    if sec >= 0.001:
+        return f"{sec * 1000:.1f} ms"
+    return f"{sec * 1e6:.0f} us"
+
+
+def verdict(name: str, label: str, value: float, shown: str) -> str:
+    target = TARGETS[name]
+    holds = value <= target
+    tshow = f"<= {target:.0%}" if name == "steps" else f"<= {target:g}x"
+    summary.append((label, shown, tshow, holds))
+    return f"{tshow}: {'holds' if holds else 'MISSED'}"
+
+
+# --- running DAL in-process ------------------------------------------------------------------
+
+
+def dal_checked(source: str, filename: str = "bench.dal") -> Any:
+    from dal.eval.interpreter import check_source
+
+    checked, errors = check_source(source, filename)
+    if errors:
+        raise SystemExit(f"bench program does not check: {errors[0]}")
+    return checked
+
+
+def dal_time(checked: Any, *, count_steps: bool = True, recorder: Any = None) -> float:
+    """CPU seconds to compile and run a checked script, with a budget it cannot reach.
+
+    This is `Engine.compile` + run, with the compiler's bench-only `count_steps` switch exposed.
+    """
+    from dal.eval.builtins import BUILTINS
+    from dal.eval.compiler import Compiler
+    from dal.eval.runtime import Runtime
+    from dal.stack import in_big_stack
+
+    rt = Runtime(max_steps=10**15, write=lambda s: None)
+    rt.recorder = recorder
+    rt.filename, rt.source = checked.filename, checked.source
+    globals_: dict[str, Any] = {}
+
+    def go() -> float:
+        t = time.process_time()
+        comp = Compiler(rt, checked.resolution, filename=checked.filename, source=checked.source,
+                        builtins=BUILTINS, globals_=globals_, count_steps=count_steps)
+        code = comp.program(checked.program)
+        frame: list[Any] = [(), None]
+        frame.extend([None] * (checked.resolution.module.nslots - len(frame)))
+        code(frame)
+        return time.process_time() - t
+
+    return in_big_stack(go)
+
+
+def py_time(code: Any) -> float:
+    t = time.process_time()
+    exec(code, {})  # noqa: S102 - our own benchmark program
+    return time.process_time() - t
+
+
+# --- the four programs -------------------------------------------------------------------------
+
+
+def scaled(name: str, scale: float) -> int:
+    if scale >= 1:
+        return programs.FULL[name]
+    if name == "fib":
+        want = programs.fib_calls(programs.FULL["fib"]) * scale
+        n = 2
+        while programs.fib_calls(n + 1) <= want:
+            n += 1
+        return n
+    return max(1, int(programs.FULL[name] * scale))
+
+
+def ensure_peer(peer: str, args: argparse.Namespace) -> tuple[Path | None, str]:
+    """The python of the peer's own venv, creating it if allowed; (None, why) when unavailable."""
+    venv = Path(args.peers_dir) / f"venv-{peer}"
+    py = venv / "bin" / "python"
+    probe = [str(py), "-c", f"import {peer}"]
+    if py.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+        return py, ""
+    if args.no_install:
+        return None, f"not installed in {venv} (--no-install)"
+    say(f"  installing {PEERS[peer]} into {venv} ...")
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", PEERS[peer]], check=True, capture_output=True,
+                       timeout=600)
+    except (subprocess.SubprocessError, OSError) as e:
+        detail = getattr(e, "stderr", b"") or b""
+        last = detail.decode(errors="replace").strip().splitlines()[-1:] or [str(e)]
+        return None, f"could not install {PEERS[peer]}: {last[0][:200]}"
+    if subprocess.run(probe, capture_output=True).returncode != 0:
+        return None, f"{PEERS[peer]} installed but `import {peer}` fails"
+    return py, ""
+
+
+def run_peer(py: Path, peer: str, name: str, size: int, repeat: int) -> tuple[float, float] | str:
+    try:
+        out = subprocess.run([str(py), str(HERE / "peer.py"), peer, name, str(size), str(repeat)],
+                             capture_output=True, text=True, timeout=3600)
+    except subprocess.TimeoutExpired:
+        return "timed out"
+    try:
+        data = json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return f"no result ({out.stderr.strip()[-200:]})"
+    if "error" in data:
+        return data["error"]
+    return median(data["peer"]), median(data["cpython"])
+
+
+def section_programs(args: argparse.Namespace) -> None:
+    say("## The four programs (step accounting on), CPU time, median of interleaved repeats")
+    say()
+    rows = []
+    for name in ("fib", "while", "article", "strings"):
+        n = programs.FULL[name]
+        checked = dal_checked(programs.dal(name, n))
+        code = compile(programs.python(name, n), "bench.py", "exec")
+        d, p = [], []
+        for _ in range(args.repeat):
+            d.append(dal_time(checked))
+            p.append(py_time(code))
+        rows.append((name, n, median(d), median(p)))
+    say("| program | DAL | CPython | DAL / CPython | target |")
+    say("|---|---:|---:|---:|---|")
+    for name, n, d, p in rows:
+        title = programs.TITLES[name].format(n=n)
+        say(f"| {title} | {fmt_s(d)} | {fmt_s(p)} | {d / p:.1f}x | "
+            f"{verdict(name, title + ', DAL / CPython', d / p, f'{d / p:.1f}x')} |")
+    say()
+    if args.no_peers:
+        say("peers: skipped (--no-peers)")
+        return
+    scale = 1.0 if args.full_peers else args.peer_scale
+    say(f"### Peers, each against CPython running the same text at the same size "
+        f"({'full size' if scale >= 1 else f'size x{scale:g}; --full-peers for full size'})")
+    say()
+    say("| program | peer | size | peer | CPython | peer / CPython | DAL / CPython (full size) |")
+    say("|---|---|---:|---:|---:|---:|---:|")
+    dal_ratio = {name: d / p for name, _, d, p in rows}
+    notes = []
+    for peer in PEERS:
+        py, why = ensure_peer(peer, args)
+        if py is None:
+            notes.append(f"{peer}: skipped: {why}")
+            continue
+        for name in ("fib", "while", "article", "strings"):
+            size = scaled(name, scale)
+            got = run_peer(py, peer, name, size, args.peer_repeat)
+            if isinstance(got, str):
+                notes.append(f"{peer} {name}: skipped: {got}")
+                continue
+            t, c = got
+            shown = f"fib({size}) shape, {programs.fib_calls(size):,} calls" if name == "fib" else f"{size:,}"
+            say(f"| {name} | {peer} | {shown} | {fmt_s(t)} | {fmt_s(c)} | {t / c:.0f}x | {dal_ratio[name]:.1f}x |")
+    say()
+    say("Starlark has no `while` and forbids recursion: its loops are `for` over a range, and its fib makes")
+    say("as many calls as fib(n) to a non-recursive function with fib's body (bench/programs.py).")
+    for note in notes:
+        say(f"- {note}")
+    say()
+
+
+# --- cold start ----------------------------------------------------------------------------
+
+
+def wall(cmd: list[str], cwd: Path, env: dict[str, str], n: int) -> float:
+    subprocess.run(cmd, cwd=cwd, env=env, capture_output=True)  # warm-up: writes .pyc, the Lark cache
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True)
+        times.append(time.perf_counter() - t)
+        if r.returncode not in (0,):
+            raise SystemExit(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.decode()[-300:]}")
+    return median(times)
+
+
+def section_cold(args: argparse.Namespace) -> None:
+    say("## Cold start (wall time of a fresh process, median)")
+    say()
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its .pyc files
+    n = 3 if args.quick else 11
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp)
+        (ws / "one.dal").write_text('print("hello")\n')
+        base = wall([sys.executable, "-c", "pass"], ws, env, n)
+        run = wall([sys.executable, "-m", "dal", "run", "one.dal"], ws, env, n)
+        check = wall([sys.executable, "-m", "dal", "check", "one.dal"], ws, env, n)
+        probe = ("import sys, runpy; sys.argv = ['dal', 'check', 'one.dal']\n"
+                 "try: runpy.run_module('dal', run_name='__main__')\nexcept SystemExit: pass\n"
+                 "bad = sorted(m for m in ('prompt_toolkit', 'pygments', 'jsonschema', 'sqlite3', 'dal.repl') "
+                 "if m in sys.modules)\nprint(' '.join(bad) or '-', file=sys.stderr)")
+        loaded = subprocess.run([sys.executable, "-c", probe], cwd=ws, env=env, capture_output=True,
+                                text=True).stderr.strip().splitlines()[-1:]
+    say(f"- `python -c pass`: {fmt_s(base)}")
+    say(f"- `dal run` one-line script: {fmt_s(run)} = {run / base:.1f}x "
+        f"({verdict('cold', '`dal run` cold start / python -c pass', run / base, f'{run / base:.1f}x')})")
+    say(f"- `dal check` one-line script: {fmt_s(check)} = {check / base:.1f}x")
+    say(f"- heavy modules that `dal check` loads: {loaded[0] if loaded else '?'}")
+    say()
+
+
+# --- parse -------------------------------------------------------------------------------------
+
+_UNIT_DAL = """let state_{i} = {{"attempt": {i}, "status": "pending", "evidence": []}}
+fn step_{i}(s, n) {{
+    if s.attempt < n and s.status == "pending" {{
+        s.attempt = s.attempt + 1
+        s.evidence = append(s.evidence, {{"n": n, "text": "step " + str(n)}})
+    }}
+    return s
+}}
+"""
+_UNIT_PY = """state_{i} = {{"attempt": {i}, "status": "pending", "evidence": []}}
+def step_{i}(s, n):
+    if s["attempt"] < n and s["status"] == "pending":
+        s["attempt"] = s["attempt"] + 1
+        s["evidence"].append({{"n": n, "text": "step " + str(n)}})
+
+    return s
+
+"""
+
+
+def section_parse(args: argparse.Namespace) -> None:
+    from dal.eval.builtins import arities
+    from dal.resolve.resolver import resolve
+    from dal.syntax.parser import parse
+
+    say("## Parse time: a 20,000-line script, CPU time, median")
+    say()
+    units = 2500  # 8 lines each
+    dal_src = "".join(_UNIT_DAL.format(i=i) for i in range(units))
+    py_src = "".join(_UNIT_PY.format(i=i) for i in range(units))
+    parse("let x = 1\n")  # the parser table, loaded once per process
+    p, r, a = [], [], []
+    for _ in range(1 if args.quick else 3):
+        t = time.process_time()
+        prog = parse(dal_src, "big.dal")
+        p.append(time.process_time() - t)
+        t = time.process_time()
+        resolve(prog, filename="big.dal", source=dal_src, builtins=arities())
+        r.append(time.process_time() - t)
+        t = time.process_time()
+        pyast.parse(py_src)
+        a.append(time.process_time() - t)
+    dp, dr, da = median(p), median(r), median(a)
+    say(f"- DAL parse ({dal_src.count(chr(10)):,} lines, to the AST): {fmt_s(dp)}; resolve: {fmt_s(dr)}")
+    say(f"- `ast.parse` ({py_src.count(chr(10)):,} lines of the same code): {fmt_s(da)}")
+    held = verdict("parse", "parse 20,000 lines / ast.parse", dp / da, f"{dp / da:.1f}x")
+    say(f"- parse ratio {dp / da:.1f}x ({held}); parse + resolve {(dp + dr) / da:.1f}x")
+    say()
+
+
+# --- step counting -----------------------------------------------------------------------------
+
+
+def section_steps(args: argparse.Namespace) -> None:
+    say("## Step counting: the same programs compiled with and without their step charges")
+    say()
+    worst = 0.0
+    for name in ("fib", "while", "article", "strings"):
+        checked = dal_checked(programs.dal(name, programs.FULL[name]))
+        on, off = [], []
+        for _ in range(args.repeat):
+            on.append(dal_time(checked, count_steps=True))
+            off.append(dal_time(checked, count_steps=False))
+        over = median(on) / median(off) - 1
+        worst = max(worst, over)
+        say(f"- {name}: on {fmt_s(median(on))}, off {fmt_s(median(off))}: overhead {over:+.0%}")
+    say(f"- worst: {worst:+.0%} ({verdict('steps', 'step counting overhead (worst program)', worst, f'{worst:+.0%}')})")
+    say()
+
+
+# --- effects and journal: the other engineers' benches ----------------------------------------
+
+
+def relay(script: str, title: str) -> None:
+    say(f"## {title} (bench/{script})")
+    say()
+    path = HERE / script
+    if not path.exists():
+        say(f"- skipped: bench/{script} is not there yet")
+        say()
+        return
+    r = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=1800)
+    for line in r.stdout.rstrip().splitlines():
+        say(f"    {line}")
+    if r.returncode != 0:
+        say(f"- bench/{script} exited {r.returncode}: {r.stderr.strip()[-300:]}")
+    say()
+
+
+# --- receipts ---------------------------------------------------------------------------------
+
+RECEIPTS_DAL = """
+fn inner(n) {
+    let i = 0
+    while i < n { i = i + 1 }
+    return i
+}
+let k = 0
+let total = 0
+while k < 100000 {
+    total = total + inner(2)
+    k = k + 1
+}
+"""
+
+
+def section_receipts(args: argparse.Namespace) -> None:
+    from dal.runner.recorder import LoopRecorder
+
+    say("## Receipts: a script whose inner loop exits 100,000 times, loop recorder on vs off")
+    say()
+    checked = dal_checked(RECEIPTS_DAL)
+    on, off = [], []
+    size = 0
+    for _ in range(args.repeat):
+        rec = LoopRecorder()
+        on.append(dal_time(checked, recorder=rec))
+        off.append(dal_time(checked, recorder=None))
+        size = len(json.dumps(rec.receipts()))
+    extra = median(on) - median(off)
+    say(f"- recorder off {fmt_s(median(off))}, on {fmt_s(median(on))}: +{extra / median(off):.0%}, "
+        f"{extra / 100_001 * 1e6:.2f} us per loop exit")
+    say(f"- loop receipts kept: {size:,} bytes of JSON for 100,001 exits (aggregated per loop site)")
+    say()
+
+
+# --- memory -----------------------------------------------------------------------------------
+
+
+def _peak(which: str) -> None:
+    """Child mode: print the tracemalloc peak of the article loop in DAL or CPython."""
+    import tracemalloc
+
+    n = programs.FULL["article"]
+    if which == "dal":
+        checked = dal_checked(programs.dal("article", n))
+        tracemalloc.start()
+        dal_time(checked)
+    else:
+        code = compile(programs.python("article", n), "bench.py", "exec")
+        tracemalloc.start()
+        exec(code, {})  # noqa: S102 - our own benchmark program
+    print(tracemalloc.get_traced_memory()[1])
+
+
+def section_memory(args: argparse.Namespace) -> None:
+    say("## Peak memory of the article loop (tracemalloc, fresh process each)")
+    say()
+    peaks = {}
+    for which in ("dal", "cpython"):
+        r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--_peak", which],
+                           capture_output=True, text=True, timeout=600)
+        peaks[which] = int(r.stdout.strip().splitlines()[-1])
+    ratio = peaks["dal"] / peaks["cpython"]
+    say(f"- DAL {peaks['dal'] / 1e6:.1f} MB, CPython {peaks['cpython'] / 1e6:.1f} MB: {ratio:.2f}x "
+        f"({verdict('memory', 'peak memory, article loop / CPython', ratio, f'{ratio:.2f}x')})")
+    say()
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="DAL benchmarks (issue 7): prints figures, asserts nothing.")
+    p.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections: {','.join(SECTIONS)}")
+    p.add_argument("--repeat", type=int, default=5, help="repeats for DAL and CPython (median)")
+    p.add_argument("--peer-repeat", type=int, default=3, help="repeats for each peer (median)")
+    p.add_argument("--peer-scale", type=float, default=0.1, help="peers' program size as a fraction of full")
+    p.add_argument("--full-peers", action="store_true", help="peers at full size (asteval takes minutes)")
+    p.add_argument("--no-peers", action="store_true", help="skip asteval and Starlark")
+    p.add_argument("--no-install", action="store_true", help="never create a peer venv; skip missing peers")
+    p.add_argument("--peers-dir", default=os.path.join(tempfile.gettempdir(), "dal-bench"),
+                   help="where the peers' venvs live (default: %(default)s)")
+    p.add_argument("--quick", action="store_true", help="one repeat, peers at 1/50 size")
+    p.add_argument("--_peak", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args._peak:
+        _peak(args._peak)
+        return 0
+    if args.quick:
+        args.repeat, args.peer_repeat, args.peer_scale = 1, 1, min(args.peer_scale, 0.02)
+    wanted = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(wanted) - set(SECTIONS)
+    if unknown:
+        p.error(f"unknown section(s): {', '.join(sorted(unknown))}")
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    say(f"# DAL benchmarks, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    say(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores, "
+        f"load average {load:.1f} at start")
+    say()
+    runners: dict[str, Callable[[argparse.Namespace], None]] = {
+        "programs": section_programs,
+        "cold": section_cold,
+        "parse": section_parse,
+        "steps": section_steps,
+        "effects": lambda a: relay("bench_effects.py", "Effects: run() of `true` vs subprocess.run"),
+        "journal": lambda a: relay("bench_journal.py", "Journal overhead per effect"),
+        "receipts": section_receipts,
+        "memory": section_memory,
+    }
+    for name in SECTIONS:
+        if name in wanted:
+            runners[name](args)
+    if summary:
+        say("## Targets")
+        say()
+        say("| figure | measured | target | |")
+        say("|---|---:|---|---|")
+        for label, value, target, holds in summary:
+            say(f"| {label} | {value} | {target} | {'holds' if holds else 'MISSED'} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
