@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_positive_int,
         default=DEFAULT_MAX_STEPS,
         metavar="N",
-        help=f"step budget for the whole session (default: {DEFAULT_MAX_STEPS:,})",
+        help=f"step budget of each input (default: {DEFAULT_MAX_STEPS:,})",
     )
     parser.add_argument(
         "--history",

@@ -40,7 +40,7 @@ INDENT = "    "
 
 META_COMMANDS: dict[str, str] = {
     ":help": "this help; :help NAME describes a builtin or keyword",
-    ":steps": "steps used so far and the step budget",
+    ":steps": "steps of the last input and of the session, and the per-input budget",
     ":receipts": "the receipts of this session's run",
     ":policy": "the policy that run() obeys",
     ":load": "run a script (FILE) into this session",
@@ -370,7 +370,6 @@ class Repl:
             from dal.diagnostics import render
 
             self.write(render(error, color=self.color))
-
         else:
             # A bug in DAL, not in the input: say so plainly, keep the session.
             self.write(f"internal error (a bug in DAL, not in your input): {type(error).__name__}: {error}")

@@ -150,7 +150,13 @@ class Terminal:
         raise AssertionError(f"timed out waiting for {predicate!r}; the screen was:\n{screen}")
 
     def kill(self) -> None:
+        try:
+            socket_path = self.tmux("display-message", "-p", "#{socket_path}").strip()
+        except (RuntimeError, subprocess.TimeoutExpired):
+            socket_path = ""
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10, env=_TMUX_ENV)
+        if socket_path.endswith(self.socket):  # tmux leaves the socket file behind
+            Path(socket_path).unlink(missing_ok=True)
 
 
 # Our own server even when the tests themselves run inside tmux.
