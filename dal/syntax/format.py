@@ -58,6 +58,7 @@ class _Unparser:
         self.comments = list(comments or [])  # (offset, line, text, trailing)
         self.source = source
         self.flat_limit = WIDTH
+        self.last_end: int | None = None  # source offset of what was emitted last in this block
 
     # --- expressions -------------------------------------------------------------------------
 
@@ -146,27 +147,33 @@ class _Unparser:
 
     def _flush_comments(self, before: int, depth: int) -> None:
         while self.comments and self.comments[0][0] < before:
-            _, _, text, trailing = self.comments.pop(0)
-            if trailing and self.lines and not self.lines[-1].lstrip().startswith("#"):
+            off, _, text, trailing = self.comments.pop(0)
+            last = self.lines[-1].lstrip() if self.lines else ""
+            if trailing and last and not last.startswith("#"):
                 self.lines[-1] += "  " + text
             else:
+                self._blank_line_if(off)
                 self._emit(depth, text)
+            self.last_end = off + len(text)
 
-    def _blank_before(self, prev_end: int | None, start: int) -> bool:
-        if prev_end is None or not self.source:
-            return False
-        # a blank line is a whole line between the two statements with nothing on it (a comment counts)
-        whole_lines = self.source[prev_end:start].split("\n")[1:-1]
-        return any(not line.strip() for line in whole_lines)
+    def _blank_line_if(self, start: int) -> None:
+        """Keep one blank line where the source has at least one before `start` (not at a block's top)."""
+        if self.last_end is None or not self.source or not self.lines or self.lines[-1] == "":
+            return
+        # a blank line is a whole line with nothing on it (a comment counts as something)
+        whole_lines = self.source[self.last_end : start].split("\n")[1:-1]
+        if any(not line.strip() for line in whole_lines):
+            self.lines.append("")
 
     def block_lines(self, stmts: tuple[ast.Stmt, ...], depth: int, end: int | None = None) -> None:
-        prev_end: int | None = None
+        self.last_end = None
         for st in stmts:
-            if self._blank_before(prev_end, st.span.start) and self.lines:
-                self.lines.append("")
             self._flush_comments(st.span.start, depth)
+            self._blank_line_if(st.span.start)
             self.stmt(st, depth)
-            prev_end = st.span.end
+            # comments inside a statement that spans lines (in a broken list or call) follow it
+            self._flush_comments(st.span.end, depth)
+            self.last_end = st.span.end
             self._trailing(st.span.end)
         if end is not None:
             self._flush_comments(end, depth)
@@ -179,6 +186,7 @@ class _Unparser:
         if trailing and off >= end and "\n" not in self.source[end:off]:
             self.comments.pop(0)
             self.lines[-1] += "  " + text
+            self.last_end = off + len(text)
 
     def _body(self, head: str, block: ast.Block, depth: int) -> None:
         if not block.body and not any(c[0] < block.span.end for c in self.comments[:1]):
