@@ -311,15 +311,17 @@ def _invoke(rt: Runtime, args: list[Any], span: Any) -> dict[str, Any]:
     if type(script) is not str:
         raise DalTypeError(f"`invoke` needs a script path string, got {type_name(script)}")
     opts = _opts(args[1] if len(args) > 1 else None, "invoke", _INVOKE_OPTIONS)
-    path = s.test_dir / script
-    if not path.is_file():
-        raise DalRuntimeError(f"no such workflow script: {path} (paths are relative to the test file)")
     key = opts.get("key")
     if key is not None and type(key) is not str:
         raise DalTypeError(f"`invoke` option `key` needs a string, got {type_name(key)}")
-    launch = Launch(path, s.policy(opts.get("policy")), _pos_int(opts, "max_steps", "invoke") or 1_000_000,
-                    _pos_int(opts, "max_effects", "invoke"))
-    return s.start(launch, key=key, crash=_crash(opts, "invoke"))
+    crash = _crash(opts, "invoke")
+    max_steps, max_effects = _pos_int(opts, "max_steps", "invoke"), _pos_int(opts, "max_effects", "invoke")
+    policy = s.policy(opts.get("policy"))
+    path = s.test_dir / script
+    if not path.is_file():
+        raise DalRuntimeError(f"no such workflow script: {path} (paths are relative to the test file)")
+    launch = Launch(path, policy, max_steps or 1_000_000, max_effects)
+    return s.start(launch, key=key, crash=crash)
 
 
 @_test_builtin("resume(run_id, options)", 1, 2)
@@ -467,7 +469,7 @@ def discover(paths: list[Path], root: Path | None = None) -> list[Path]:
     `tests/**/*.test.dal` and `examples/tests/*.test.dal` under `root` (the current folder)."""
     found: list[Path] = []
     if not paths:
-        base = root or Path.cwd()
+        base = root or Path()
         for pattern in DEFAULT_GLOBS:
             found.extend(p for p in sorted(base.glob(pattern)) if p.is_file())
     for p in paths:
