@@ -81,7 +81,7 @@ class Session:
         if not source.strip():
             return True
         try:
-            _lark().parse(source)
+            _lark().parse(source, start="start")
         except UnexpectedEOF:
             return False
         except UnexpectedInput as e:
@@ -119,6 +119,7 @@ class Session:
         from dal.eval.runtime import CHECK_EVERY
 
         rt = self.rt
+        rt.interrupt_reason = None  # a Ctrl-C that landed after the previous input ended is spent
         self.total_steps += rt.steps
         rt.steps = 0
         rt.limit = min(rt.max_steps, CHECK_EVERY)

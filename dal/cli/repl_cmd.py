@@ -104,13 +104,32 @@ def run_repl(args: argparse.Namespace) -> int:
         return 2
     session = Session(filename="<repl>", max_steps=args.max_steps, workspace=workspace, policy=policy)
     history = LazyFileHistory(args.history or default_history_path())
-    repl = Repl(session, workspace=workspace, wiring=SessionWiring(session, context), history=history)
+    wiring = SessionWiring(session, context)
+    repl = Repl(session, workspace=workspace, wiring=wiring, history=history)
+    status = "completed"
     try:
         if not sys.stdin.isatty():
             return repl.run_plain(sys.stdin)
         return repl.run()
     except KeyboardInterrupt:  # Ctrl-C while reading piped input (the prompt handles its own)
+        status = "interrupted"
         return 130
+    finally:
+        _save_receipt(session, wiring, workspace, status)
+
+
+def _save_receipt(session: Any, wiring: Any, workspace: Path, status: str) -> None:
+    """The session's one run receipt; a store problem is reported, never a traceback on the way out."""
+    from dal.receipts import StoreError
+    from dal.repl.wiring import save_session_receipt
+
+    try:
+        md = save_session_receipt(session, wiring, workspace, status)
+    except (StoreError, OSError) as e:
+        print(f"dal: warning: the session's receipt was not saved: {e}", file=sys.stderr)
+        return
+    if md is not None:
+        print(f"dal: session receipt {md}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

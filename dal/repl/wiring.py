@@ -19,6 +19,12 @@ class SessionWiring:
         self.context = context  # dal.effects.EffectContext, or None: run() stays unavailable
         self.recorder: Any = None
         self.effect_handlers: list[Any] = []
+        import time
+
+        from dal.receipts.ids import utc_timestamp
+
+        self.t0 = time.monotonic()
+        self.started_at = utc_timestamp()
         try:
             from dal.runner.recorder import LoopRecorder
         except ImportError:
@@ -77,3 +83,56 @@ def describe_policy(policy: Any) -> tuple[str, str]:
         '`dal policy check "CMD"` (same flags) explains a single decision.',
     ]
     return summary, "\n".join(lines)
+
+
+def save_session_receipt(session: Any, wiring: SessionWiring, workspace: Any, status: str = "completed") -> Any:
+    """Write one run receipt for the whole REPL session (its effects and loop receipts), so that the
+    session shows in `dal receipts` like any run. Nothing is written for a session that ran nothing.
+    Returns the receipt's markdown path, or None."""
+    import hashlib
+    import time
+    from pathlib import Path
+
+    from dal.receipts import Store, derive_retry, new_run_id, utc_timestamp, write_receipt_files
+    from dal.runner.runner import SCHEMA, _artifact, default_store
+
+    inputs = getattr(session, "_inputs", 0)
+    if not inputs:
+        return None
+    handlers = wiring.effect_handlers
+    items = [i for h in handlers for i in h.items]
+    writes: dict[str, None] = {}
+    for h in handlers:
+        writes.update(h.writes)
+    external = "performed" if any(h.external_performed for h in handlers) else "none"
+    ws = Path(workspace).resolve()
+    started = getattr(wiring, "started_at", None) or utc_timestamp()
+    receipt = {
+        "schema": SCHEMA,
+        "run_id": new_run_id(),
+        "operation": "repl",
+        "key": None,
+        "script": {"path": "<repl>", "sha256": hashlib.sha256(b"").hexdigest()},
+        "workspace": str(ws),
+        "status": status,
+        "attempted_at": started,
+        "finished_at": utc_timestamp(),
+        "duration_ms": round((time.monotonic() - getattr(wiring, "t0", time.monotonic())) * 1000, 3),
+        "steps": {"used": session.steps_used, "budget": session.max_steps},
+        "effects": {"count": len(items), "budget": None, "items": items[:200], "omitted": max(0, len(items) - 200)},
+        "artifacts": [_artifact(ws, p) for p in writes],
+        "external_effect": external,
+        "retry": derive_retry(status, external_effect=external),
+        "blocker": None,
+        "error": None,
+        "result": {"inputs": inputs},
+        "loops": wiring.loop_receipts() or [],
+        "loops_omitted": 0,
+        "attempts": None,
+        "previous_run": None,
+        "skipped_of": None,
+    }
+    with Store(default_store(ws)) as db:
+        db.save_receipt(receipt)
+    _, md = write_receipt_files(receipt, workspace=ws)
+    return md

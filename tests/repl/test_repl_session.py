@@ -304,3 +304,28 @@ def test_each_input_has_the_whole_budget() -> None:
         s.execute("while true { n = n + 1 }")
     assert s.execute("n > 0").value is True
     assert s.last_steps < 2_000 < s.steps_used
+
+
+def test_a_session_leaves_one_run_receipt(tmp_path) -> None:
+    """`dal repl` writes one receipt for the session: its effects and loop receipts, seen by `dal receipts`."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "dal", "repl"],
+        input='let n = 0\nwhile n < 3 { n = n + 1 }\nrun("touch made.txt")\n',
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "session receipt" in proc.stderr
+    (path,) = (tmp_path / ".dal" / "receipts").glob("*.json")
+    receipt = json.loads(path.read_text())
+    from dal.receipts.schema import validate
+
+    validate(receipt)
+    assert receipt["operation"] == "repl" and receipt["status"] == "completed"
+    assert [e["command"] for e in receipt["effects"]["items"]] == ["touch made.txt"]
+    assert receipt["loops"][0]["clause"] == "n < 3"
+    listing = subprocess.run([sys.executable, "-m", "dal", "receipts"], cwd=tmp_path, capture_output=True, text=True)
+    assert receipt["run_id"] in listing.stdout
