@@ -17,7 +17,8 @@ A test script is a DAL script named NAME.test.dal. Besides every builtin it can 
                                  {"stdout": "...", "code": 0}, {"code": 1, "stderr": "..."}, {"timeout": true}
   invoke(script, options)        run a workflow (path relative to the test) and return its receipt;
                                  options: key, policy, max_steps, max_effects, crash_after N, crash_before N
-  approve(run_id) deny(run_id)   decide a waiting effect, as dal approve / dal deny
+  approve(run_id) deny(run_id)   decide an effect waiting for approval, as dal approve / dal deny
+  resolve(run_id, outcome)       say what happened to a held effect: "done", "failed" or "retry"
   resume(run_id, options)        continue a waiting, interrupted or crashed run, as dal resume
   receipt(ref)                   a stored receipt by run id, key or "latest"
 

@@ -388,6 +388,40 @@ def _deny(rt: Runtime, args: list[Any], span: Any) -> dict[str, Any]:
     return _decide(rt, args, "deny")
 
 
+@_test_builtin("resolve(run_id, outcome, effect)", 2, 3)
+def _resolve(rt: Runtime, args: list[Any], span: Any) -> dict[str, Any]:
+    """Say what happened to an effect of unknown outcome that a waiting run holds (as `dal resolve RUN
+    --as done|failed|retry`): `"done"` (it happened: the resume does not run it and the script gets a
+    completed result), `"failed"` (it did not: the script gets a failed result) or `"retry"` (run it
+    again). `effect` picks one by number; by default the run's held effect.
+
+    Example:
+        resolve(held.run_id, "done")
+    """
+    from dal.receipts import RunNotFound, Store, StoreError
+
+    s = _session(rt)
+    run_id = _run_id(args[0], "resolve")
+    outcome = args[1]
+    if outcome not in ("done", "failed", "retry"):
+        raise DalRuntimeError(f"`resolve` needs \"done\", \"failed\" or \"retry\", got {dal_repr(outcome)}")
+    effect = args[2] if len(args) > 2 else None
+    if effect is not None and type(effect) is not int:
+        raise DalTypeError(f"`resolve` takes an effect number third, got {type_name(effect)}")
+    try:
+        with Store(s.store) as db:
+            data = db.find(run_id)
+            held = [i for i in data["effects"]["items"] if i["status"] == "uncertain"
+                    and (effect is None or i["seq"] == effect)]
+            if data.get("status") != "waiting" or not held:
+                raise DalRuntimeError(f"run {data['run_id']} ({data.get('status')}) holds no effect of unknown "
+                                      "outcome" + (f" numbered {effect}" if effect is not None else ""))
+            row = db.record_approval(data["run_id"], held[-1]["seq"], f"resolved:{outcome}", who="dal test")
+    except (RunNotFound, StoreError) as e:
+        raise DalRuntimeError(str(e)) from None
+    return json.loads(json.dumps(row, default=str))
+
+
 @_test_builtin("receipt(ref)", 1)
 def _receipt(rt: Runtime, args: list[Any], span: Any) -> dict[str, Any]:
     """The stored receipt of a run: a run id, an operation key (its newest run) or `"latest"`, as

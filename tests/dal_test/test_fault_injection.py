@@ -130,3 +130,28 @@ assert_eq(r.status, "completed")
 """
     got = dal_test({"wf.dal": WORKFLOW, "wf.toml": POLICY, "t.test.dal": test}, "t.test.dal")
     assert got.code == 0, got.out
+
+
+def test_a_held_effect_resolved_by_a_person_continues_as_they_said(dal_test) -> None:
+    test = """\
+let first = invoke("wf.dal", {"key": "op", "policy": "wf.toml", "crash_before": 1})
+let held = invoke("wf.dal", {"key": "op", "policy": "wf.toml"})
+assert_eq(held.status, "waiting")
+resolve(held.run_id, "retry")
+let done = resume(held.run_id)
+assert_eq(done.status, "completed")
+assert_eq(run("cat log.txt").stdout, "line\\n")  # run once, on the person's say-so
+assert_eq(run("cat outbox.txt").stdout, "line\\n")
+"""
+    got = dal_test({"wf.dal": WORKFLOW, "wf.toml": POLICY, "t.test.dal": test}, "t.test.dal")
+    assert got.code == 0, got.out
+
+
+def test_resolve_refuses_a_run_that_holds_nothing(dal_test) -> None:
+    test = """\
+let r = invoke("wf.dal", {"key": "op", "policy": "wf.toml"})
+resolve(r.run_id, "done")
+"""
+    got = dal_test({"wf.dal": WORKFLOW, "wf.toml": POLICY, "t.test.dal": test}, "t.test.dal")
+    assert got.code == 1
+    assert "(completed) holds no effect of unknown outcome\n --> t.test.dal:2:1" in got.out
