@@ -384,6 +384,13 @@ def _friendly(e: UnexpectedInput, source: str, filename: str) -> DalSyntaxError:
     prev = getattr(e, "state", None)
     if text == "=" and "COMP_OP" in expected:
         return err("`=` assigns a value; to compare, use `==`", span, help="write `a == b` in a condition")
+    if tok.type in {"PLUS", "MINUS", "MUL_OP", "COMP_OP", "AND", "OR"} and "EQUAL" in expected:
+        # a statement that began with a name went on as an expression: `total + 1`, `x == 1`
+        return err(
+            "this expression does nothing on its own: only a call can be a statement",
+            span,
+            help="use `let name = ...` to keep a value, `name = ...` to assign, or `print(...)` to show it",
+        )
     if text in KEYWORDS and "NAME" in expected:
         return err(f"`{text}` is a keyword and cannot be used as a name", span,
                    help=f"choose another name, e.g. `{text}_`")
