@@ -3,11 +3,13 @@
 The output block holds the script's standard output, then (when the run ends with an error) the error
 exactly as `dal run` renders it, the script being called `example.dal`. Blocks that call `run()` go
 through `dal run` in a scratch workspace with the default policy; they are skipped while no effect
-runner is wired. A ```dal block with no ```output block after it is not run.
+runner is wired. A first line `# run with: dal run --max-steps N example.dal` sets the step budget. A
+```dal block with no ```output block after it is not run.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -77,6 +79,7 @@ def test_doc_example(where: str, code: str, expected: str, dal, tmp_path: Path) 
         diagnostic = "\n".join(line for line in p.stderr.split("\n") if not line.startswith("dal: ")).strip()
         got = p.stdout + (diagnostic + "\n" if diagnostic else "")
     else:
-        ran = dal.run(code, "example.dal")
+        budget = re.match(r"# run with: dal run --max-steps (\d+) ", code)
+        ran = dal.run(code, "example.dal", max_steps=int(budget.group(1)) if budget else 1_000_000)
         got = ran.stdout + (ran.rendered + "\n" if ran.rendered else "")
     assert got == expected, f"{where}: the example prints something else"
