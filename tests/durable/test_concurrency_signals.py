@@ -91,3 +91,21 @@ def test_a_waiter_takes_over_from_a_holder_killed_with_kill_9(durable) -> None:
     assert dead["status"] == "interrupted" and resumed["run_id"] in dead["blocker"]
     assert resumed["status"] == "completed" and resumed["previous_run"] == dead["run_id"]
     assert [i["replayed"] for i in resumed["effects"]["items"]] == [True, False, False]
+
+
+def test_operation_in_the_script_on_a_busy_key_exits_3(durable) -> None:
+    d = durable
+    d.write("op.dal", 'print("starting")\noperation("shared")\nrun("echo line >> append.txt")\nrun("sleep 2")\n')
+    holder = d.spawn("run", "op.dal")
+    deadline = time.monotonic() + 30
+    while not d.lines("append.txt") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    second = d.cli("run", "op.dal")
+    assert second.code == 3, second
+    assert second.out == "starting\n"  # what ran before operation() ran; no effect did
+    assert re.search(r"operation 'shared' is being run by process \d+", second.err)
+    assert "internal error" not in second.err
+    holder.communicate(timeout=30)
+    assert holder.returncode == 0
+    assert d.lines("append.txt") == ["line"]
+    assert [r["status"] for r in d.check_store()] == ["completed"]  # the refused invocation left no run
