@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from dal.errors import DalRuntimeError
 from dal.syntax.ast import Span
 
 
@@ -114,17 +115,29 @@ def _float_text(x: float) -> str:
     return repr(x)
 
 
-def to_json_value(v: Any) -> Any:
-    """A JSON-serialisable copy: run results become their summary, functions their name."""
+CYCLE = "<cycle>"  # what a list or map that contains itself becomes in a JSON copy
+
+
+def to_json_value(v: Any, _open: set[int] | None = None) -> Any:
+    """A JSON-serialisable copy: run results become their summary, functions their name, and a list or
+    map met again inside itself the string `<cycle>`."""
     t = type(v)
     if v is None or t is bool or t is int or t is str:
         return v
     if t is float:
         return v if math.isfinite(v) else None
-    if t is list:
-        return [to_json_value(x) for x in v]
-    if t is dict:
-        return {k: to_json_value(x) for k, x in v.items()}
+    if t is list or t is dict:
+        if _open is None:
+            _open = set()
+        if id(v) in _open:
+            return CYCLE
+        _open.add(id(v))
+        try:
+            if t is list:
+                return [to_json_value(x, _open) for x in v]
+            return {k: to_json_value(x, _open) for k, x in v.items()}
+        finally:
+            _open.discard(id(v))
     if hasattr(v, "summary"):
         return v.summary
     if hasattr(v, "dal_repr"):
@@ -132,7 +145,7 @@ def to_json_value(v: Any) -> Any:
     return str(v)
 
 
-def _json_text(v: Any, out: list[str]) -> None:
+def _json_text(v: Any, out: list[str], open_: set[int]) -> None:
     t = type(v)
     if v is None:
         out.append("null")
@@ -144,22 +157,30 @@ def _json_text(v: Any, out: list[str]) -> None:
         out.append(_float_text(v))
     elif t is str:
         out.append(json.dumps(v, ensure_ascii=False))
-    elif t is list:
-        out.append("[")
-        for i, x in enumerate(v):
-            if i:
-                out.append(", ")
-            _json_text(x, out)
-        out.append("]")
-    elif t is dict:
-        out.append("{")
-        for i, (k, x) in enumerate(v.items()):
-            if i:
-                out.append(", ")
-            out.append(json.dumps(k, ensure_ascii=False))
-            out.append(": ")
-            _json_text(x, out)
-        out.append("}")
+    elif t is list or t is dict:
+        if id(v) in open_:
+            raise DalRuntimeError(
+                f"cannot show {a_type_name(v)} that contains itself",
+                help="a list or map was appended or assigned into itself",
+            )
+        open_.add(id(v))
+        if t is list:
+            out.append("[")
+            for i, x in enumerate(v):
+                if i:
+                    out.append(", ")
+                _json_text(x, out, open_)
+            out.append("]")
+        else:
+            out.append("{")
+            for i, (k, x) in enumerate(v.items()):
+                if i:
+                    out.append(", ")
+                out.append(json.dumps(k, ensure_ascii=False))
+                out.append(": ")
+                _json_text(x, out, open_)
+            out.append("}")
+        open_.discard(id(v))
     elif hasattr(v, "summary"):
         out.append(json.dumps(v.summary, ensure_ascii=False))
     elif hasattr(v, "dal_repr"):
@@ -171,7 +192,10 @@ def _json_text(v: Any, out: list[str]) -> None:
 def json_text(v: Any) -> str:
     """Compact JSON as `print` shows it: `{"a": 1, "b": [true, null]}`."""
     out: list[str] = []
-    _json_text(v, out)
+    try:
+        _json_text(v, out, set())
+    except RecursionError:
+        raise DalRuntimeError(f"{a_type_name(v)} nested this deeply cannot be shown") from None
     return "".join(out)
 
 
@@ -197,8 +221,10 @@ def dal_repr(v: Any) -> str:
     return json_text(v)
 
 
-def dal_eq(a: Any, b: Any) -> bool:
-    """Structural equality. Booleans are not numbers; a run result equals its summary."""
+def dal_eq(a: Any, b: Any, _open: set[tuple[int, int]] | None = None) -> bool:
+    """Structural equality. Booleans are not numbers; a run result equals its summary. Lists and maps
+    that contain themselves compare without end-less recursion: a pair already being compared further
+    up counts as equal."""
     if a is b:
         return True
     ta, tb = type(a), type(b)
@@ -208,15 +234,24 @@ def dal_eq(a: Any, b: Any) -> bool:
         return a == b
     if ta is str and tb is str:
         return a == b
-    if ta is list and tb is list:
-        return len(a) == len(b) and all(dal_eq(x, y) for x, y in zip(a, b, strict=True))
-    if ta is dict and tb is dict:
+    if (ta is list and tb is list) or (ta is dict and tb is dict):
         if len(a) != len(b):
             return False
-        for k, x in a.items():
-            if k not in b or not dal_eq(x, b[k]):
-                return False
-        return True
+        pair = (id(a), id(b))
+        if _open is None:
+            _open = set()
+        elif pair in _open:
+            return True
+        _open.add(pair)
+        try:
+            if ta is list:
+                return all(dal_eq(x, y, _open) for x, y in zip(a, b, strict=True))
+            for k, x in a.items():
+                if k not in b or not dal_eq(x, b[k], _open):
+                    return False
+            return True
+        finally:
+            _open.discard(pair)
     sa = getattr(a, "summary", None) if ta not in (list, dict) else None
     sb = getattr(b, "summary", None) if tb not in (list, dict) else None
     if sa is not None or sb is not None:
