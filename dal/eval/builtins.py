@@ -12,6 +12,7 @@ import inspect
 import json as _json
 import math
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -71,6 +72,10 @@ def _str(rt: Runtime, args: list[Any], span: Any) -> str:
     return display(args[0])
 
 
+_INT_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_FLOAT_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(nan|inf|infinity)", re.ASCII | re.I)
+
+
 @builtin("int(value)", 1)
 def _int(rt: Runtime, args: list[Any], span: Any) -> int:
     """Convert a number (truncating toward zero) or a decimal string to an integer.
@@ -89,10 +94,9 @@ def _int(rt: Runtime, args: list[Any], span: Any) -> int:
         return int(v)
     if t is str:
         text = v.strip()
-        try:
-            return int(text, 10)
-        except ValueError:
-            raise DalRuntimeError(f"cannot convert {_json.dumps(v)} to an integer") from None
+        if not _INT_TEXT.fullmatch(text):  # Python would also take "1_000" and non-ASCII digits
+            raise DalRuntimeError(f"cannot convert {_json.dumps(v, ensure_ascii=False)} to an integer")
+        return int(text, 10)
     raise DalTypeError(f"`int` needs a number or a string, got {type_name(v)}")
 
 
@@ -114,12 +118,11 @@ def _float(rt: Runtime, args: list[Any], span: Any) -> float:
     if t is float:
         return v
     if t is str:
-        try:
-            r = float(v.strip())
-        except ValueError:
-            raise DalRuntimeError(f"cannot convert {_json.dumps(v)} to a float") from None
+        if not _FLOAT_TEXT.fullmatch(v.strip()):
+            raise DalRuntimeError(f"cannot convert {_json.dumps(v, ensure_ascii=False)} to a float")
+        r = float(v.strip())
         if not math.isfinite(r):
-            raise DalRuntimeError(f"cannot convert {_json.dumps(v)} to a finite float")
+            raise DalRuntimeError(f"cannot convert {_json.dumps(v, ensure_ascii=False)} to a finite float")
         return r
     raise DalTypeError(f"`float` needs a number or a string, got {type_name(v)}")
 
@@ -161,8 +164,14 @@ def _parse_json(rt: Runtime, args: list[Any], span: Any) -> Any:
     def bad_constant(name: str) -> Any:
         raise ValueError(f"{name} is not valid JSON")
 
+    def finite(number: str) -> float:
+        r = float(number)
+        if not math.isfinite(r):
+            raise ValueError(f"the number {number} is out of range")
+        return r
+
     try:
-        return _json.loads(text, parse_constant=bad_constant)
+        return _json.loads(text, parse_constant=bad_constant, parse_float=finite)
     except (ValueError, RecursionError) as e:
         raise DalRuntimeError(f"invalid JSON: {e}") from None
 
