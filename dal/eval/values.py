@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,10 @@ import attrs
 
 from dal.errors import DalRuntimeError
 from dal.syntax.ast import Span
+
+# DAL integers have arbitrary precision: they convert to and from text at any length.
+if hasattr(sys, "set_int_max_str_digits"):
+    sys.set_int_max_str_digits(0)
 
 
 class Cell:

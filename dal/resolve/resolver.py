@@ -80,7 +80,8 @@ class Scope:
 class Resolution:
     """What the compiler needs: for each node (by id), how to reach its name."""
 
-    refs: dict[int, tuple[str, Any]] = attrs.field(factory=dict)  # Name -> (LOCAL, Binding) | (FREE, i) | (GLOBAL|BUILTIN, name)
+    # Name -> (LOCAL, Binding) | (FREE, i) | (GLOBAL|BUILTIN, name)
+    refs: dict[int, tuple[str, Any]] = attrs.field(factory=dict)
     decls: dict[int, Binding] = attrs.field(factory=dict)  # Let/FnDef/For node -> binding
     params: dict[int, list[Binding]] = attrs.field(factory=dict)  # FnDef/FnExpr node -> param bindings
     funcs: dict[int, FuncInfo] = attrs.field(factory=dict)  # FnDef/FnExpr/Program -> FuncInfo

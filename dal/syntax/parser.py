@@ -8,6 +8,7 @@ Lark's exceptions become `DalSyntaxError` here and nowhere else.
 from __future__ import annotations
 
 import json
+import sys
 from functools import lru_cache
 from typing import Any
 
@@ -20,6 +21,10 @@ from dal.syntax import ast
 from dal.syntax.keywords import KEYWORDS
 
 Span = ast.Span
+
+# DAL integers have arbitrary precision: they convert to and from text at any length.
+if hasattr(sys, "set_int_max_str_digits"):
+    sys.set_int_max_str_digits(0)
 
 
 def _tok_span(tok: Token) -> Span:
