@@ -255,8 +255,10 @@ def parse_expression(source: str, filename: str = "<string>") -> ast.Expr:
 
 def parse(source: str, filename: str = "<string>", *, start: str = "start") -> ast.Program:
     """Parse a whole script. Raises DalSyntaxError, located, for any malformed input."""
+    # A byte-order mark (some editors save one) reads as a space: offsets and columns stay the same.
+    text = " " + source[1:] if source.startswith("\ufeff") else source
     try:
-        return _lark().parse(source, start=start)
+        return _lark().parse(text, start=start)
     except DalSyntaxError as e:
         e.filename, e.source = filename, source
         raise
