@@ -316,3 +316,13 @@ def test_fmt_of_a_syntax_error_exits_2_and_leaves_the_file(dal, tmp_path: Path) 
     assert p.returncode == 2
     assert_diagnostic(p.stderr, "syntax", "missing `]`", "s.dal:1:9", "^")
     assert path.read_text(encoding="utf-8") == "let x = [1, 2\n"
+
+
+def test_windows_line_endings_and_a_byte_order_mark(dal, tmp_path: Path) -> None:
+    source = b'let x = 1\r\nif x == 1 {\r\n\tprint("crlf")\r\n}\r\nprint(x + "a")\r\n'
+    (tmp_path / "s.dal").write_bytes(b"\xef\xbb\xbf" + source)
+    p = dal.cli("run", "s.dal", cwd=tmp_path)
+    assert p.returncode == 1
+    assert p.stdout == "crlf\n"
+    assert_diagnostic(p.stderr, "type", "cannot add integer and string", "s.dal:5:7", "^^^^^^^")
+    assert "\r" not in p.stderr
