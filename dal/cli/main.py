@@ -28,6 +28,12 @@ common commands:
   dal policy check "CMD"        say whether the policy allows a shell command, and why
   dal receipts                  list runs, newest first
   dal receipt show latest       show one run's receipt and the next safe move
+  dal approve RUN / dal deny RUN
+                                decide an effect held for approval
+  dal resolve RUN --effect N --as done|failed|retry
+                                say what happened to an effect whose outcome is unknown
+  dal resume RUN                continue a waiting or interrupted run from its journal
+  dal test [PATHS]              run workflow tests (*.test.dal) with fakes and fault injection
   dal repl                      interactive session (also: `dal` alone on a terminal)
 """
 
@@ -49,7 +55,13 @@ def _optional(module: str) -> Any:
         return None
 
 
-def build_parser() -> argparse.ArgumentParser:
+# `dal check` and `dal fmt` need only the parser and the resolver: asked for alone, they register only
+# themselves, so a cold start does not import the runner, the effects layer, the store or the REPL.
+_LIGHT_COMMANDS = ("check", "fmt")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The `dal` argument parser; `only` (one of _LIGHT_COMMANDS) registers just that subcommand."""
     p = _Parser(
         prog="dal",
         description=DESCRIPTION,
@@ -58,9 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"dal {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    from dal.cli import run_cmd
+    if only is None:
+        from dal.cli import run_cmd
 
-    run_cmd.register(sub)
+        run_cmd.register(sub)
 
     c = sub.add_parser(
         "check",
@@ -84,8 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--check", action="store_true", help="exit 1 if a file is not formatted; change nothing")
     f.set_defaults(func=_cmd_fmt)
 
-    for name in ("dal.cli.policy_cmd", "dal.cli.receipts_cmd", "dal.cli.durable_cmd", "dal.cli.repl_cmd",
-                 "dal.cli.test_cmd"):
+    others = ("dal.cli.policy_cmd", "dal.cli.receipts_cmd", "dal.cli.durable_cmd", "dal.cli.repl_cmd",
+              "dal.cli.test_cmd")
+    for name in () if only is not None else others:
         mod = _optional(name)
         if mod is not None and hasattr(mod, "register"):
             mod.register(sub)
@@ -186,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
-    parser = build_parser()
+    parser = build_parser(only=argv[0] if argv and argv[0] in _LIGHT_COMMANDS else None)
     if not argv:
         if sys.stdin.isatty() and sys.stdout.isatty():
             repl = _optional("dal.cli.repl_cmd")

@@ -159,6 +159,8 @@ def cmd_receipt_show(args: argparse.Namespace, out: TextIO | None = None, err: T
         with _open(args) as store:
             receipt = store.find(args.ref)
             decisions = store.approvals(receipt["run_id"])
+            row = store.run_row(receipt["run_id"]) or {}
+            continued_by = row.get("resumed_by")
     except NoStore as e:
         return _fail(f"no runs yet (no run store at {e.path})", err)
     except StoreError as e:
@@ -168,7 +170,7 @@ def cmd_receipt_show(args: argparse.Namespace, out: TextIO | None = None, err: T
     elif args.md:
         out.write(render_markdown(receipt, decisions))
     else:
-        out.write(render(receipt, colour=use_colour(out), decisions=decisions))
+        out.write(render(receipt, colour=use_colour(out), decisions=decisions, continued_by=continued_by))
     return 0
 
 

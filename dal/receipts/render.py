@@ -202,7 +202,9 @@ def describe_decision(decision: Mapping[str, Any]) -> str:
     return text + (f" ({one_line(decision['note'], 100)})" if decision.get("note") else "")
 
 
-def next_action(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str, Any]] = ()) -> str:
+def next_action(
+    receipt: Mapping[str, Any], decisions: Sequence[Mapping[str, Any]] = (), continued_by: str | None = None
+) -> str:
     """The suggested next move as a concrete command or check (the `next:` line).
 
     `decisions` are the rows Store.approvals() holds for the run: once a person has decided about the
@@ -217,6 +219,8 @@ def next_action(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str, Any
     pending = [e for e in items if e.get("status") == "pending_approval"]
     uncertain = [e for e in items if e.get("status") == "uncertain"]
 
+    if continued_by:
+        return f"nothing here: run {continued_by} continued this one (`dal receipt show {continued_by}`)"
     if status == "skipped":
         done = receipt.get("skipped_of")
         return f"nothing to do: the operation already completed in {done} (`dal receipt show {done}`)"
@@ -303,7 +307,13 @@ def duration_text(ms: float | None) -> str:
     return f"{ms / 60_000:.1f} min"
 
 
-def render(receipt: Mapping[str, Any], *, colour: bool = False, decisions: Sequence[Mapping[str, Any]] = ()) -> str:
+def render(
+    receipt: Mapping[str, Any],
+    *,
+    colour: bool = False,
+    decisions: Sequence[Mapping[str, Any]] = (),
+    continued_by: str | None = None,
+) -> str:
     """`dal receipt show`: status line, facts, numbered evidence, artifacts, external effect, error,
     loops, the decisions people recorded (Store.approvals()), and `next:`."""
 
@@ -396,5 +406,5 @@ def render(receipt: Mapping[str, Any], *, colour: bool = False, decisions: Seque
         out += ["", "decisions"]
         out += [f"  {describe_decision(d)}" for d in decisions]
 
-    out += ["", f"{paint('1', 'next:')} {next_action(receipt, decisions)}"]
+    out += ["", f"{paint('1', 'next:')} {next_action(receipt, decisions, continued_by)}"]
     return "\n".join(out) + "\n"
