@@ -83,3 +83,12 @@ def test_doc_example(where: str, code: str, expected: str, dal, tmp_path: Path) 
         ran = dal.run(code, "example.dal", max_steps=int(budget.group(1)) if budget else 1_000_000)
         got = ran.stdout + (ran.rendered + "\n" if ran.rendered else "")
     assert got == expected, f"{where}: the example prints something else"
+
+
+def test_language_reference_documents_every_builtin() -> None:
+    from dal.eval.builtins import BUILTINS
+
+    headings = [line for line in (DOCS / "language.md").read_text(encoding="utf-8").split("\n")
+                if line.startswith("### ")]
+    missing = [name for name in BUILTINS if not any(f"{name}(" in h for h in headings)]
+    assert not missing, f"builtins without a section in docs/language.md: {missing}"
