@@ -43,6 +43,10 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run_tests)
 
 
+def _paint(word: str, code: str, color: bool) -> str:
+    return f"\x1b[{code}m{word}\x1b[0m" if color else word
+
+
 def _indent(text: str, pad: str = "    ") -> str:
     return "\n".join(pad + line if line else line for line in text.rstrip("\n").split("\n"))
 
@@ -68,10 +72,10 @@ def run_tests(args: argparse.Namespace) -> int:
         took = f"({result.duration:.2f}s)"
         if result.passed:
             passed += 1
-            out.write(f"PASS {path} {took}\n")
+            out.write(f"{_paint('PASS', '32', color)} {path} {took}\n")
         else:
             failed += 1
-            out.write(f"FAIL {path} {took}\n")
+            out.write(f"{_paint('FAIL', '1;31', color)} {path} {took}\n")
             if result.error is not None:
                 out.write(render(result.error, color) + "\n")
             if result.message:

@@ -97,6 +97,10 @@ class Session:
                 )
         return None
 
+    def _key_of(self, run_id: str, default: str | None) -> str | None:
+        """The key a crashed run ran under (set by `key` or by the script's own `operation("K")`)."""
+        return _key_of_run(self.store, run_id, default)
+
     # workflow runs -----------------------------------------------------------------------------------
 
     def policy(self, spec: Any) -> Policy:
@@ -156,7 +160,7 @@ class Session:
             return {
                 "run_id": c.run_id,
                 "status": "crashed",
-                "key": key,
+                "key": self._key_of(c.run_id, key),
                 "crash": {"effect": c.seq, "boundary": c.boundary},
                 "output": buf.getvalue(),
             }
@@ -166,6 +170,17 @@ class Session:
         self.launches[data["run_id"]] = launch
         data["output"] = buf.getvalue()
         return data
+
+
+def _key_of_run(store: Path, run_id: str, default: str | None) -> str | None:
+    from dal.receipts import Store, StoreError
+
+    try:
+        with Store(store, readonly=True) as db:
+            row = db.run_row(run_id) or {}
+    except StoreError:
+        return default
+    return row.get("key") or default
 
 
 def _session(rt: Runtime) -> Session:
