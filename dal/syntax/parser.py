@@ -8,6 +8,7 @@ Lark's exceptions become `DalSyntaxError` here and nowhere else.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from functools import lru_cache
 from typing import Any
@@ -298,6 +299,8 @@ def _describe_expected(expected: set[str]) -> str:
 
 
 _CLOSERS = {"{": "}", "[": "]", "(": ")"}
+# Tokens that can only begin a new item: after a complete expression inside `(` or `[`, a comma is missing.
+_ITEM_START = {"INT", "FLOAT", "STRING", "NAME", "LBRACE", "TRUE", "FALSE", "NULL", "FN", "NOT"}
 
 
 def _unclosed(source: str, upto: int) -> tuple[str, Span] | None:
@@ -391,6 +394,14 @@ def _friendly(e: UnexpectedInput, source: str, filename: str) -> DalSyntaxError:
     prev = getattr(e, "state", None)
     if text == "=" and "COMP_OP" in expected:
         return err("`=` assigns a value; to compare, use `==`", span, help="write `a == b` in a condition")
+    if tok.type in {"PLUS", "MINUS", "MUL_OP"} and source[tok.end_pos : tok.end_pos + 1] == "=":
+        return err(f"DAL has no `{text}=`", Span(tok.line, tok.column, tok.line, tok.column + 2, tok.start_pos,
+                                                   tok.end_pos + 1), help=f"write `x = x {text} ...`")
+    opened = _unclosed(source, tok.start_pos)
+    if opened is not None and opened[0] in "([" and tok.type in _ITEM_START and "COMMA" in expected:
+        closer = _CLOSERS[opened[0]]
+        return err(f"expected `,` or `{closer}` before `{text}`", span,
+                   help="separate items and arguments with commas")
     if tok.type in {"PLUS", "MINUS", "MUL_OP", "COMP_OP", "AND", "OR"} and "EQUAL" in expected:
         # a statement that began with a name went on as an expression: `total + 1`, `x == 1`
         return err(
@@ -398,7 +409,15 @@ def _friendly(e: UnexpectedInput, source: str, filename: str) -> DalSyntaxError:
             span,
             help="use `let name = ...` to keep a value, `name = ...` to assign, or `print(...)` to show it",
         )
-    if text in KEYWORDS and "NAME" in expected:
+    word = re.search(r"\b(elif|elsif|elseif)\s*$", source[: tok.start_pos])
+    if word:
+        at = word.start(1)
+        line, col = source.count("\n", 0, at) + 1, at - source.rfind("\n", 0, at)
+        where = Span(line, col, line, col + len(word.group(1)), at, word.end(1))
+        return err(f"DAL writes `else if`, not `{word.group(1)}`", where, help="write `} else if condition {`")
+    if text == "else" and "LET" in expected:
+        return err("`else` without `if`: `else` follows the `}` of an `if` block", span)
+    if text in KEYWORDS and "NAME" in expected and "LET" not in expected:
         return err(f"`{text}` is a keyword and cannot be used as a name", span,
                    help=f"choose another name, e.g. `{text}_`")
     if text == "}" and "LET" in expected and "RBRACE" not in expected:
