@@ -102,6 +102,8 @@ def test_misused_test_builtins_fail_at_the_call_with_a_clear_message(dal_test) -
         "tests/cond.test.dal": 'assert("yes")\n',
         "tests/fake.test.dal": 'fake("echo *", {"exit": 1})\n',
         "tests/both.test.dal": 'invoke("../wf.dal", {"crash_after": 1, "crash_before": 1})\n',
+        "tests/flag.test.dal": 'invoke("wf.dal", {"policy": {"require_aproval": ["tee"]}})\n',
+        "tests/stranger.test.dal": 'resume("run_20260101T000000000Z_abcdef")\n',
     })
     assert got.code == 1
     assert ('`invoke` has no option "kye"; its options are: key, crash_after, crash_before, policy, max_steps, '
@@ -110,7 +112,10 @@ def test_misused_test_builtins_fail_at_the_call_with_a_clear_message(dal_test) -
     assert "`assert` needs a boolean condition, got string" in got.out
     assert 'a fake result has no field "exit"; its fields are: stdout, stderr, code, timeout' in got.out
     assert "give `crash_after` or `crash_before`, not both" in got.out
-    assert got.summary == "0 passed, 5 failed"
+    assert ('unknown policy flag "require_aproval": use allow_net, allow_read, allow_run, allow_write, file, '
+            "require_approval") in got.out
+    assert "run run_20260101T000000000Z_abcdef was not started by this test (invoke it first)" in got.out
+    assert got.summary == "0 passed, 7 failed"
 
 
 def test_default_discovery_skips_language_tests_and_plain_scripts(dal_test) -> None:
