@@ -100,6 +100,14 @@ def test_budget_exhausted_exits_4_naming_the_budget_and_the_place(dal, tmp_path:
     assert not TRACEBACK.search(p.stderr)
 
 
+def test_timeout_exits_4_naming_the_time_budget(dal, tmp_path: Path) -> None:
+    script(tmp_path, "let i = 0\nwhile true {\n    i = i + 1\n}\n")
+    p = dal.cli("run", "--timeout", "0.3", "--max-steps", "1000000000", "s.dal", cwd=tmp_path)
+    assert p.returncode == 4
+    assert "error[budget]: time budget exhausted: the run took longer than 0.3s (--timeout)" in p.stderr
+    assert not TRACEBACK.search(p.stderr)
+
+
 @pytest.mark.parametrize(
     ("source", "kind", "message", "where"),
     [
