@@ -29,3 +29,17 @@ def test_every_command_and_flag_is_documented() -> None:
                     if flag.startswith("--") and flag != "--help" and flag not in DOC:
                         missing.append(f"`dal {full} {flag}`")
     assert not missing, "undocumented in docs/cli.md: " + ", ".join(sorted(set(missing)))
+
+
+def test_check_knows_the_test_builtins_in_test_scripts(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "flow.test.dal").write_text('assert_eq(1 + 1, 2)\nassert(true, "fine")\n')
+    (tmp_path / "plain.dal").write_text('assert(true, "x")\n')
+    ok = subprocess.run([sys.executable, "-m", "dal", "check", "flow.test.dal"], cwd=tmp_path,
+                        capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    bad = subprocess.run([sys.executable, "-m", "dal", "check", "plain.dal"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "undefined name `assert`" in bad.stderr

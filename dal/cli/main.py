@@ -139,7 +139,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
     report = []
     for path in args.scripts:
         source = read_script(path)
-        checked, errors = check_source(source, str(path))
+        extra = {}
+        if path.name.endswith(".test.dal"):  # test scripts see the `dal test` builtins too
+            from dal.testing import TEST_BUILTINS
+
+            extra["builtins"] = TEST_BUILTINS
+        checked, errors = check_source(source, str(path), **extra)
         warnings = checked.warnings if checked is not None else []
         for e in errors:
             report.append({"severity": "error", **e.to_json()})
