@@ -36,6 +36,21 @@ def _source_line(source: str | None, line: int) -> str | None:
     return lines[line - 1]
 
 
+MAX_LINE = 120  # a longer source line is shown as the part around the error, with `...` for the rest
+
+
+def _window(text: str, start: int, width: int) -> tuple[str, int, int]:
+    """Cut a long source line down to the part around the carets: (text, caret start, caret width)."""
+    if len(text) <= MAX_LINE:
+        return text, start, width
+    width = min(width, MAX_LINE // 2)
+    lo = max(0, min(start - MAX_LINE // 4, len(text) - MAX_LINE))
+    hi = min(len(text), lo + MAX_LINE)
+    head = "..." if lo > 0 else ""
+    tail = "..." if hi < len(text) else ""
+    return head + text[lo:hi] + tail, start - lo + len(head), width
+
+
 def render(err: DalError, color: bool = False, *, severity: str = "error") -> str:
     """Render `err` as a caret diagnostic (no trailing newline)."""
 
@@ -52,14 +67,15 @@ def render(err: DalError, color: bool = False, *, severity: str = "error") -> st
         if text is not None:
             text = text.expandtabs(1)
             gutter = " " * len(str(s.line))
-            out.append(c(_BLUE, f"{gutter} |"))
-            out.append(c(_BLUE, f"{s.line} |") + f" {text}")
             start = max(s.column - 1, 0)
             if s.end_line == s.line and s.end_column > s.column:
                 width = s.end_column - s.column
             else:
                 width = max(len(text) - start, 1)
             width = max(1, min(width, max(len(text) - start, 1)))
+            text, start, width = _window(text, start, width)
+            out.append(c(_BLUE, f"{gutter} |"))
+            out.append(c(_BLUE, f"{s.line} |") + f" {text}")
             out.append(c(_BLUE, f"{gutter} |") + " " + " " * start + c(head_color, "^" * width))
     else:
         out.append(c(_BLUE, " --> ") + fname)
