@@ -334,3 +334,13 @@ def test_windows_line_endings_and_a_byte_order_mark(dal, tmp_path: Path) -> None
     assert p.stdout == "crlf\n"
     assert_diagnostic(p.stderr, "type", "cannot add integer and string", "s.dal:5:7", "^^^^^^^")
     assert "\r" not in p.stderr
+
+
+def test_a_long_source_line_is_cut_around_the_error(dal) -> None:
+    items = ",".join(str(i) for i in range(1, 101))
+    ran = dal.run(f'let z = [{items}, "x" + 1, 3, {items}]\n', "long.dal")
+    lines = ran.rendered.split("\n")
+    assert lines[1] == " --> long.dal:1:303"
+    assert lines[3].startswith("1 | ...") and lines[3].endswith("...") and len(lines[3]) < 140
+    assert '"x" + 1' in lines[3]
+    assert lines[4][lines[3].index('"x" + 1') :].startswith("^^^^^^^")
