@@ -277,8 +277,12 @@ def next_action(
         return shown + (f": {blocker}" if blocker else "")
     if status == "exhausted":
         why = f"{one_line(error.get('message'))} at {_where(error)}" if error else "a budget ran out"
+        import re
+
+        named = re.search(r"\((--[a-z-]+)\)", (error or {}).get("message") or "")
+        flag = named.group(1) if named else "--max-steps/--max-effects/--timeout"
         return (
-            f"inspect the evidence ({why}); fix the loop or raise --max-steps/--max-effects, then `{_rerun(receipt)}`"
+            f"inspect the evidence ({why}); fix the loop or raise {flag}, then `{_rerun(receipt)}`"
         )
     return "inspect the evidence above" + (f": {blocker}" if blocker else "") + f" (`dal receipt show {rid} --json`)"
 

@@ -14,7 +14,7 @@ NEXT = {
     "completed": "nothing to do",
     "failed": "inspect COO-FILESYSTEM/articles/drafts/example.md (exists): required framing paragraph is missing",
     "exhausted": "inspect the evidence (step budget of 1000 used up at spin.dal:3:1); fix the loop or raise "
-    "--max-steps/--max-effects, then `dal run article.dal`",
+    "--max-steps/--max-effects/--timeout, then `dal run article.dal`",
     "waiting": f"review `sendmail ops@example.com < report.txt`, then `dal approve {RID} --effect 4` "
     f"(or `dal deny {RID} --effect 4`) and `dal resume {RID}`",
     "interrupted": f"`dal resume {RID}`",
