@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dal.cli.argtypes import seconds
 from dal.effects import EffectContext, Policy, PolicyError, check_command, sandbox_status
 
 __all__ = ["add_policy_flags", "policy_from_args", "context_from_args", "register", "cmd_policy_check"]
@@ -28,16 +29,6 @@ class _Append(argparse.Action):
         items = list(getattr(namespace, self.dest, None) or [])
         items += [v.strip() for v in str(values).split(",") if v.strip()]
         setattr(namespace, self.dest, items)
-
-
-def _seconds(text: str) -> float:
-    try:
-        v = float(text.rstrip("s"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return v
 
 
 def add_policy_flags(parser: argparse.ArgumentParser) -> None:
@@ -83,7 +74,7 @@ def add_policy_flags(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--effect-timeout",
-        type=_seconds,
+        type=seconds,
         default=None,
         metavar="SECONDS",
         help=f"timeout of each shell command (default {DEFAULT_EFFECT_TIMEOUT:g}s)",

@@ -7,17 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dal.cli.argtypes import positive_int
+
 DEFAULT_MAX_STEPS = 1_000_000
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text.replace("_", "").replace(",", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
     parser.add_argument(
         "--max-steps",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_MAX_STEPS,
         metavar="N",
         help=f"step budget of each input (default: {DEFAULT_MAX_STEPS:,})",

@@ -8,44 +8,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dal.cli.argtypes import positive_int, seconds
 from dal.cli.policy_cmd import add_policy_flags, context_from_args, policy_from_args
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text.replace("_", "").replace(",", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {v}")
-    return v
-
-
-def _seconds(text: str) -> float:
-    try:
-        v = float(text.rstrip("s"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return v
 
 
 def add_run_flags(p: argparse.ArgumentParser) -> None:
     """Budgets, store and output flags shared by `dal run` and `dal resume`."""
     b = p.add_argument_group("budgets")
-    b.add_argument("--max-steps", type=_positive_int, default=1_000_000, metavar="N",
+    b.add_argument("--max-steps", type=positive_int, default=1_000_000, metavar="N",
                    help="step budget: every statement and expression costs one step (default 1,000,000)")
-    b.add_argument("--max-effects", type=_positive_int, default=None, metavar="N",
+    b.add_argument("--max-effects", type=positive_int, default=None, metavar="N",
                    help="effect budget: the number of run() calls allowed (default: no limit)")
-    b.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
+    b.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
                    help="wall-clock budget for the whole run (default: none)")
     r = p.add_argument_group("receipts and durability")
     r.add_argument("--store", type=Path, default=None, metavar="PATH",
                    help="the run store (default: WORKSPACE/.dal/dal.db, or $DAL_STORE)")
     r.add_argument("--receipts", type=Path, default=None, metavar="DIR",
                    help="where <run_id>.json and <run_id>.md go (default: WORKSPACE/.dal/receipts)")
-    r.add_argument("--wait", type=_seconds, default=None, metavar="SECONDS",
+    r.add_argument("--wait", type=seconds, default=None, metavar="SECONDS",
                    help="when another process runs the same key, wait this long for it instead of exiting 3")
     o = p.add_argument_group("output")
     o.add_argument("-v", "--verbose", action="store_true", help="print each loop receipt as it is emitted")
