@@ -207,15 +207,18 @@ def section_programs(args: argparse.Namespace) -> None:
     say(f"### Peers, each against CPython running the same text at the same size "
         f"({'full size' if scale >= 1 else f'size x{scale:g}; --full-peers for full size'})")
     say()
-    say("| program | peer | size | peer | CPython | peer / CPython | DAL / CPython (full size) |")
-    say("|---|---|---:|---:|---:|---:|---:|")
-    dal_ratio = {name: d / p for name, _, d, p in rows}
     notes = []
-    for peer in PEERS:
+    found = {}
+    for peer in PEERS:  # install first, so that pip's messages do not land inside the table
         py, why = ensure_peer(peer, args)
         if py is None:
             notes.append(f"{peer}: skipped: {why}")
-            continue
+        else:
+            found[peer] = py
+    say("| program | peer | size | peer | CPython | peer / CPython | DAL / CPython (full size) |")
+    say("|---|---|---:|---:|---:|---:|---:|")
+    dal_ratio = {name: d / p for name, _, d, p in rows}
+    for peer, py in found.items():
         for name in ("fib", "while", "article", "strings"):
             size = scaled(name, scale)
             got = run_peer(py, peer, name, size, args.peer_repeat)
