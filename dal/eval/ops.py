@@ -28,7 +28,10 @@ def _finite(r: Any, span: Any, comp: Any) -> Any:
 def add(a: Any, b: Any, span: Any, comp: Any) -> Any:
     ta, tb = type(a), type(b)
     if _num(a) and _num(b):
-        return _finite(a + b, span, comp)
+        try:
+            return _finite(a + b, span, comp)
+        except OverflowError:  # an integer too large to meet a float
+            raise comp._err(DalRuntimeError, "number too large for this operation", span) from None
     if ta is str and tb is str:
         return a + b
     if ta is list and tb is list:
