@@ -119,7 +119,11 @@ def oracle(t: tuple) -> Any:
             raise Oops("type")
         if op in ("/", "%") and b == 0:
             raise Oops("runtime")
-        r = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b, "%": lambda: a % b}[op]()
+        try:
+            r = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
+                 "%": lambda: a % b}[op]()
+        except OverflowError:  # an integer too large to meet a float
+            raise Oops("runtime") from None
         if type(r) is float and not math.isfinite(r):
             raise Oops("runtime")
         return r
@@ -207,7 +211,8 @@ def lit(strategy: st.SearchStrategy) -> st.SearchStrategy:
 
 # Trees are built well-typed (so that most of them compute a value), a third of them with an
 # ill-typed operation at the top (so that the type errors are exercised too).
-int_leaf = lit(st.one_of(st.integers(-6, 6), st.integers(-6, 6), st.sampled_from([2**70, -(2**65) + 1, 10**20])))
+BIG = [2**70, -(2**65) + 1, 10**20, 10**400]  # 10**400 cannot meet a float: an overflow error
+int_leaf = lit(st.one_of(st.integers(-6, 6), st.integers(-6, 6), st.sampled_from(BIG)))
 str_leaf = lit(st.one_of(st.text(alphabet='ab"\\é\n', max_size=3), st.sampled_from(KEYS)))
 bool_leaf = lit(st.booleans())
 small_index = lit(st.integers(0, 2))  # mostly in range: most trees should compute a value
@@ -326,6 +331,9 @@ def test_differential_expressions_agree_with_the_oracle(tree: tuple) -> None:
         ("\"b\" < \"a\"", ("ok", False)),
         ("1 < \"a\"", ("error", "type")),
         ("{\"a\": 1}.b", ("error", "runtime")),
+        ("0.5 + 1" + "0" * 400, ("error", "runtime")),  # an integer too large to meet a float
+        ("1" + "0" * 400 + " - 0.5", ("error", "runtime")),
+        ("1" + "0" * 400 + " > 0.5", ("ok", True)),
     ],
 )
 def test_differential_fixed_points(expr: str, expected: tuple[str, Any]) -> None:
