@@ -15,7 +15,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_API = ("run", "resume", "approve", "deny", "receipts", "receipt", "check", "Receipt", "Diagnostic",
+_API = ("run", "resume", "approve", "deny", "resolve_effect", "receipts", "receipt", "check", "Receipt", "Diagnostic",
         "DalUsageError", "DalStoreError")
 
 __all__ = ["__version__", *_API]

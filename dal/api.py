@@ -23,6 +23,7 @@ import attrs
 from dal.errors import DalError
 
 __all__ = [
+    "resolve_effect",
     "DalStoreError",
     "DalUsageError",
     "Diagnostic",
@@ -127,6 +128,18 @@ def _policy(workspace: Path, policy: Any) -> Any:
     raise DalUsageError("policy must be a dal.effects.Policy, a dict of policy flags, or a TOML file path")
 
 
+def _policy_args(policy: Any) -> dict[str, Any]:
+    """The policy as flags, stored with the run so that `resume` rebuilds it."""
+    if isinstance(policy, dict):
+        args = {k: v for k, v in policy.items() if k != "file"}
+        if policy.get("file"):
+            args["policy"] = str(Path(policy["file"]).resolve())
+        return args
+    if isinstance(policy, str | os.PathLike):
+        return {"policy": str(Path(policy).resolve())}
+    return {}
+
+
 def _workspace(workspace: str | os.PathLike[str] | None) -> Path:
     ws = Path(workspace) if workspace is not None else Path.cwd()
     if not ws.is_dir():
@@ -188,6 +201,7 @@ def run(
         raise DalUsageError("max_steps must be a positive integer")
     buf = io.StringIO()
     req = RunRequest(
+        policy_args=_policy_args(policy),
         script=script,
         source=source,
         workspace=ws,
@@ -276,34 +290,16 @@ def _decide(
     run_id: str, decision: str, effect: int | None, note: str | None, who: str | None,
     workspace: Any, store: Any,
 ) -> dict[str, Any]:
-    from dal.receipts import RunNotFound, StoreError
+    from dal.receipts import StoreError
+    from dal.runner.decisions import DecisionRefused, decide
 
     try:
         with _open(store, workspace, readonly=False) as db:
-            data = db.find(run_id)
-            if data.get("status") != "waiting":
-                raise DalUsageError(f"run {data['run_id']} is {data.get('status')}, not waiting: nothing to decide")
-            seq = effect
-            if seq is None:
-                pending = [e for e in data["effects"]["items"] if e["status"] in ("pending_approval", "uncertain")]
-                seq = pending[-1]["seq"] if pending else None
-                if seq is None:
-                    seq = _pending_seq(db, data["run_id"])
-            if seq is None:
-                raise DalUsageError(f"run {data['run_id']} has no effect waiting for a decision")
-            return db.record_approval(data["run_id"], seq, decision, who=who, note=note)
-    except RunNotFound as e:
+            return decide(db, run_id, decision, effect=effect, note=note, who=who).row
+    except DecisionRefused as e:
         raise DalUsageError(str(e)) from None
     except StoreError as e:
-        raise DalStoreError(str(e)) from None
-
-
-def _pending_seq(db: Any, run_id: str) -> int | None:
-    journal = [row for row in db.journal(run_id) if row["seq"] > 0]
-    pending = [row for row in journal if row.get("result") is None]
-    if pending:
-        return pending[-1]["seq"]
-    return (journal[-1]["seq"] + 1) if journal else 1
+        raise DalUsageError(str(e)) if "no run" in str(e).lower() else DalStoreError(str(e)) from None
 
 
 def approve(
@@ -322,32 +318,57 @@ def deny(
     return _decide(run_id, "denied", effect, note, who, workspace, store)
 
 
+def resolve_effect(
+    run_id: str, outcome: str, *, effect: int | None = None, note: str | None = None, who: str | None = None,
+    workspace: str | os.PathLike[str] | None = None, store: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Say what happened to an effect whose outcome is unknown: `done`, `failed` or `retry`."""
+    if outcome not in ("done", "failed", "retry"):
+        raise DalUsageError("outcome must be done, failed or retry")
+    return _decide(run_id, f"resolved:{outcome}", effect, note, who, workspace, store)
+
+
 def resume(
     run_id: str,
     *,
     workspace: str | os.PathLike[str] | None = None,
     store: str | os.PathLike[str] | None = None,
     policy: Any = None,
-    max_steps: int = 1_000_000,
+    max_steps: int | None = None,
 ) -> Receipt:
-    """Resume a waiting or interrupted run: replay its journal, continue from the first open effect."""
-    from dal.runner.runner import RunnerError, RunRequest, execute
+    """Resume a waiting or interrupted run: replay its journal, continue from the first open effect.
+    The script, policy flags and budgets are those the run was started with unless given here."""
+    from dal.receipts import StoreError
+    from dal.runner.decisions import launch_of
+    from dal.runner.runner import RunnerError, RunRequest, execute, find_run
 
     ws = _workspace(workspace)
-    original = receipt(run_id, workspace=ws, store=store)
-    script = Path(original.script["path"])
-    if not script.is_absolute():
+    try:
+        with _open(store, ws, readonly=True) as db:
+            run = find_run(db, run_id)
+    except StoreError as e:
+        raise DalUsageError(str(e)) from None
+    launch = launch_of(run)
+    script = launch.script
+    if script is not None and not script.is_absolute() and not script.exists():
         script = ws / script
-    if not script.is_file():
-        raise DalUsageError(f"the script of run {original.run_id} is gone: {script}")
+    if script is None or not script.is_file():
+        raise DalUsageError(f"the script of run {run['run_id']} is gone: {script}")
+    if policy is None:
+        args = {k: v for k, v in launch.policy_args.items()
+                if k in ("allow_run", "allow_read", "allow_write", "allow_net", "require_approval")}
+        args["file"] = launch.policy_args.get("policy")
+        policy = args
     buf = io.StringIO()
     req = RunRequest(
         script=script,
         workspace=ws,
         policy=_policy(ws, policy),
-        max_steps=max_steps,
+        max_steps=max_steps or launch.max_steps or 1_000_000,
+        max_effects=launch.max_effects,
+        timeout=launch.timeout,
         store=_store(store, ws),
-        resume=original.run_id,
+        resume=run["run_id"],
         write=buf.write,
         handle_signals=False,
     )

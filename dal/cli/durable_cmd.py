@@ -17,14 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from dal.receipts.store import Store, StoreError, store_path
+from dal.runner.decisions import DecisionRefused, decide, launch_of
 
 EXIT_USAGE = 2
-DECISIONS = {"approve": "approved", "deny": "denied"}
+VERBS = {"approve": "approved", "deny": "denied"}
 RESOLUTIONS = ("done", "failed", "retry")
-
-
-class _Refused(Exception):
-    """The decision cannot be recorded; the message names the run or effect."""
 
 
 def _store_flags(p: argparse.ArgumentParser) -> None:
@@ -51,7 +48,7 @@ def register(sub: Any) -> None:
         p.add_argument("--note", default=None, metavar="TEXT", help="why; kept with the decision")
         _store_flags(p)
         p.add_argument("--json", action="store_true", help="print the recorded decision as JSON")
-        p.set_defaults(func=cmd_decide, decision=DECISIONS[name])
+        p.set_defaults(func=cmd_decide, decision=VERBS[name])
 
     r = sub.add_parser(
         "resolve",
@@ -98,70 +95,27 @@ def _die(message: str, code: int = EXIT_USAGE) -> int:
 def _open(args: argparse.Namespace) -> Store:
     path = store_path(args.store, args.workspace)
     if not path.exists():
-        raise _Refused(f"no runs yet: there is no run store at {path}")
+        raise DecisionRefused(f"no runs yet: there is no run store at {path}")
     return Store(path)
 
 
-def _pending(store: Store, run: dict[str, Any], effect: int | None, want: str) -> dict[str, Any]:
-    """The effect item of `run` that a decision of kind `want` (pending_approval | uncertain) is about."""
-    from dal.runner.runner import RESUMABLE
-
-    rid = run["run_id"]
-    if run.get("resumed_by"):
-        raise _Refused(f"run {rid} was already continued by run {run['resumed_by']}: decide on that one")
-    if run["status"] not in RESUMABLE:
-        raise _Refused(f"run {rid} is {run['status']}, not waiting for a decision")
-    receipt = store.get_run(rid) or {}
-    items = (receipt.get("effects") or {}).get("items") or []
-    held = [i for i in items if i.get("status") in ("pending_approval", "uncertain")]
-    what = "waiting for approval" if want == "pending_approval" else "of unknown outcome"
-    if effect is None:
-        if not held:
-            raise _Refused(f"run {rid} is {run['status']} but no effect of it is {what}")
-        item = held[-1]
-    else:
-        found = [i for i in items if i.get("seq") == effect]
-        if not found:
-            raise _Refused(f"run {rid} has no effect {effect} (it recorded {len(items)} effect"
-                           f"{'s' if len(items) != 1 else ''})")
-        item = found[-1]
-    if item.get("status") != want:
-        state = item.get("status")
-        label = {"pending_approval": "waiting for approval", "uncertain": "of unknown outcome"}.get(state, state)
-        hint = ""
-        if state == "uncertain":
-            hint = f"; use `dal resolve {rid} --effect {item['seq']} --as done|failed|retry`"
-        elif state == "pending_approval":
-            hint = f"; use `dal approve {rid} --effect {item['seq']}` or `dal deny`"
-        raise _Refused(f"effect {item['seq']} of run {rid} (`{item['command']}`) is not {what}: it is {label}{hint}")
-    return item
-
-
 def cmd_decide(args: argparse.Namespace) -> int:
-    from dal.runner.runner import find_run
-
     decision = args.decision or f"resolved:{args.outcome}"
-    want = "pending_approval" if args.decision else "uncertain"
     try:
         with _open(args) as store:
-            run = find_run(store, args.ref)
-            item = _pending(store, run, args.effect, want)
-            rid, seq = run["run_id"], item["seq"]
-            earlier = [r for r in store.approvals(rid) if r.get("seq") == seq]
-            row = store.record_approval(rid, seq, decision, note=args.note)
-    except _Refused as e:
+            done = decide(store, args.ref, decision, effect=args.effect, note=args.note)
+    except (DecisionRefused, StoreError) as e:
         return _die(str(e))
-    except StoreError as e:
-        return _die(str(e))
+    row, rid, seq = done.row, done.row["run_id"], done.row["seq"]
     if args.json:
-        sys.stdout.write(json.dumps({**row, "command": item["command"]}, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps({**row, "command": done.command}, indent=2, ensure_ascii=False) + "\n")
         return 0
     if args.decision:
-        line = f"dal: {decision} effect {seq} of {rid}: `{item['command']}`"
+        line = f"dal: {decision} effect {seq} of {rid}: `{done.command}`"
     else:
-        line = f"dal: resolved effect {seq} of {rid} as {args.outcome}: `{item['command']}`"
-    if earlier:
-        line += f" (replaces the earlier decision `{earlier[-1]['decision']}` by {earlier[-1]['who']})"
+        line = f"dal: resolved effect {seq} of {rid} as {args.outcome}: `{done.command}`"
+    if done.replaced:
+        line += f" (replaces the earlier decision `{done.replaced['decision']}` by {done.replaced['who']})"
     sys.stdout.write(line + f"\ndal: next: `dal resume {rid}`\n")
     return 0
 
@@ -178,22 +132,13 @@ def cmd_resume(args: argparse.Namespace) -> int:
             run = find_run(store, args.ref)
     except StoreError as e:
         return _die(str(e))
-    policy = run.get("policy") or {}
-    stored = policy.get("args") or {}
-    launch = policy.get("launch") or {}
-    cwd = Path(launch.get("cwd") or ".")
-
-    def here(p: str | None) -> Path | None:
-        return None if not p else Path(p) if Path(p).is_absolute() or Path.cwd() == cwd else cwd / p
-
-    script = here(run.get("script_path"))
-    if launch.get("script") and (script is None or Path.cwd() != cwd or not script.exists()):
-        script = Path(launch["script"])  # the same file, named as the run named it when that still works
-    if script is None:
+    launch = launch_of(run)
+    if launch.script is None:
         return _die(f"run {run['run_id']} does not say which script it ran")
+    stored = launch.policy_args
     ns = argparse.Namespace(**vars(args))
-    ns.workspace = args.workspace or here(stored.get("workspace")) or here(launch.get("workspace"))
-    ns.policy = here(stored.get("policy"))
+    ns.workspace = args.workspace or launch.workspace
+    ns.policy = stored.get("policy")
     ns.allow_run = list(stored.get("allow_run") or [])
     ns.allow_read = list(stored.get("allow_read") or [])
     ns.allow_write = list(stored.get("allow_write") or [])
@@ -203,10 +148,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
     ns.require_sandbox = bool(stored.get("require_sandbox"))
     ns.key = None
     if ns.max_steps is None:
-        ns.max_steps = int(launch.get("max_steps") or 1_000_000)
-    if ns.max_effects is None and launch.get("max_effects"):
-        ns.max_effects = int(launch["max_effects"])
-    if ns.timeout is None and launch.get("timeout"):
-        ns.timeout = float(launch["timeout"])
+        ns.max_steps = launch.max_steps or 1_000_000
+    if ns.max_effects is None and launch.max_effects:
+        ns.max_effects = launch.max_effects
+    if ns.timeout is None and launch.timeout:
+        ns.timeout = launch.timeout
     ns.store = Path(path)
-    return run_and_report(ns, request_from_args(ns, script, resume=run["run_id"]))
+    return run_and_report(ns, request_from_args(ns, launch.script, resume=run["run_id"]))

@@ -95,7 +95,7 @@ def test_approve_and_resume_an_approval_gated_effect(tmp_path: Path) -> None:
     with pytest.raises(dal.DalUsageError, match="not waiting"):
         dal.approve(dal.run('print(1)', workspace=tmp_path).run_id, workspace=tmp_path)
     dal.approve(waiting.run_id, workspace=tmp_path, note="checked the draft")
-    done = dal.resume(waiting.run_id, workspace=tmp_path, policy=policy)
+    done = dal.resume(waiting.run_id, workspace=tmp_path)  # the run's own policy flags are kept
     assert done.status == "completed", done.blocker
     assert done.output == "send: completed\n"
     assert (tmp_path / "sent.txt").exists()
@@ -110,3 +110,11 @@ def test_deny_hands_the_script_a_denied_result(tmp_path: Path) -> None:
     done = dal.resume(waiting.run_id, workspace=tmp_path, policy=policy)
     assert done.output == "send: denied\n"
     assert not (tmp_path / "sent.txt").exists()
+
+
+def test_resolve_an_uncertain_effect(tmp_path: Path) -> None:
+    with pytest.raises(dal.DalUsageError, match="done, failed or retry"):
+        dal.resolve_effect("latest", "maybe", workspace=tmp_path)
+    r = dal.run('print("x")', workspace=tmp_path)
+    with pytest.raises(dal.DalUsageError, match="not waiting"):
+        dal.resolve_effect(r.run_id, "done", workspace=tmp_path)
