@@ -110,6 +110,12 @@ while i < {n}:
     raise KeyError(name)
 
 
+def python_in_function(name: str, n: int) -> str:
+    """The Python program as the body of a function: locals instead of module globals, CPython's best."""
+    body = "".join(f"    {line}\n" if line else "\n" for line in python(name, n).splitlines())
+    return f"def main():\n{body}\nmain()\n"
+
+
 def starlark(name: str, n: int) -> str:
     """The same work in Starlark, which has no `while` and forbids recursion.
 
