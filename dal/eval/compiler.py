@@ -152,6 +152,28 @@ def _field_factory(kind: str) -> Callable[..., Code]:
     ])
 
 
+def _call_free(e: Any) -> bool:
+    """True when evaluating `e` calls nothing (no user function, no builtin) and makes no function."""
+    t = type(e)
+    if t is ast.Literal or t is ast.Name:
+        return True
+    if t is ast.Call or t is ast.FnExpr:
+        return False
+    if t is ast.ListLit:
+        return all(_call_free(x) for x in e.items)
+    if t is ast.MapLit:
+        return all(_call_free(v) for _, v in e.entries)
+    if t is ast.Unary:
+        return _call_free(e.operand)
+    if t is ast.Binary or t is ast.Logical:
+        return _call_free(e.left) and _call_free(e.right)
+    if t is ast.Field:
+        return _call_free(e.obj)
+    if t is ast.Index:
+        return _call_free(e.obj) and _call_free(e.index)
+    return False
+
+
 class Compiler:
     def __init__(
         self,
@@ -243,7 +265,7 @@ class Compiler:
     ) -> Code:
         fns = [s for s in stmts if isinstance(s, ast.FnDef)]
         rest = [s for s in stmts if not isinstance(s, ast.FnDef)]
-        code = [self.stmt(s) for s in fns] + [self.stmt(s) for s in rest]
+        code = [self.stmt(s) for s in fns] + self._statements(rest)
         cells = tuple(k for k in self.res.block_cells.get(id(owner), ()) if k not in exclude_cells)
         if prelude is not None:
             code.insert(0, prelude)
@@ -258,6 +280,72 @@ class Compiler:
 
             return with_cells
         return self._seq(code)
+
+    def _statements(self, stmts: list[ast.Stmt]) -> list[Code]:
+        """Compile a block's statements; runs of two or more call-free assignments share one charge."""
+        out: list[Code] = []
+        run: list[tuple[ast.Stmt, int]] = []
+        for st in [*stmts, None]:
+            cost = self._batchable(st) if st is not None and self.count_steps else None
+            if cost is not None:
+                run.append((st, cost))  # type: ignore[arg-type]
+                continue
+            if len(run) >= 2:
+                out.append(self._batch(run))
+            else:
+                out.extend(self.stmt(r) for r, _ in run)
+            run = []
+            if st is not None:
+                out.append(self.stmt(st))
+        return out
+
+    def _batchable(self, st: ast.Stmt) -> int | None:
+        """The step cost of an assignment whose expressions make no call, or None.
+
+        Such a statement cannot run user code or a builtin, so nothing can read the step counter
+        while it runs: a run of them may be charged at once without changing any observable count.
+        """
+        t = type(st)
+        if t is ast.Let:
+            exprs = [st.value]  # type: ignore[union-attr]
+        elif t is ast.Assign:
+            target = st.target  # type: ignore[union-attr]
+            exprs = [st.value]  # type: ignore[union-attr]
+            if type(target) is ast.Field:
+                exprs.append(target.obj)
+            elif type(target) is ast.Index:
+                exprs += [target.obj, target.index]
+        else:
+            return None
+        if not all(_call_free(e) for e in exprs):
+            return None
+        return 1 + sum(node_cost(e) for e in exprs)
+
+    def _batch(self, run: list[tuple[ast.Stmt, int]]) -> Code:
+        """Charge a run of call-free assignments once. When the budget (or the clock, or an interrupt)
+        would be reached inside the run, it runs statement by statement instead, each with its own
+        charge, so a budget ends at the same statement with the same count as without batching; when
+        a statement fails, the charges of the statements after it are taken back."""
+        charged = self._seq([self.stmt(st) for st, _ in run])
+        self.count_steps = False
+        try:
+            raw = [self.stmt(st) for st, _ in run]
+        finally:
+            self.count_steps = True
+        costs = [c for _, c in run]
+        after = tuple(sum(costs[j + 1:]) for j in range(len(costs)))
+        names = [f"s{j}" for j in range(len(raw))]
+        lines = [f"def make(rt, total, after, slow, {', '.join(names)}):", "  def batch(f):",
+                 "    n = rt.steps + total", "    if n > rt.limit:", "        return slow(f)",
+                 "    rt.steps = n", "    i = 0", "    try:"]
+        for j in range(len(raw)):
+            if j:
+                lines.append(f"        i = {j}")
+            lines.append(f"        s{j}(f)")
+        lines += ["    except BaseException:", "        rt.steps -= after[i]", "        raise", "    return None",
+                  "  return batch"]
+        make = _template(("batch", len(raw)), lines)
+        return make(self.rt, sum(costs), after, charged, *raw)
 
     @staticmethod
     def _seq(code: list[Code]) -> Code:
