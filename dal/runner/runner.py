@@ -27,7 +27,15 @@ from dal.errors import DalError, DalRuntimeError, DivergenceError
 from dal.eval.interpreter import Engine, Outcome, check_source
 from dal.eval.runtime import Runtime, SkipSignal
 from dal.eval.values import display, to_json_value
-from dal.receipts import Store, StoreError, derive_retry, new_run_id, utc_timestamp, write_receipt_files
+from dal.receipts import (
+    ReceiptSchemaError,
+    Store,
+    StoreError,
+    derive_retry,
+    new_run_id,
+    utc_timestamp,
+    write_receipt_files,
+)
 from dal.receipts.compact import compact
 from dal.runner.effects import EffectHandler, Prior
 from dal.runner.locks import KeyBusy, KeyLock
@@ -753,7 +761,15 @@ def _finish(
     try:
         store = run.open_store()
         run.begin(operation)
-        store.save_receipt(receipt)
+        try:
+            store.save_receipt(receipt)
+        except ReceiptSchemaError as e:
+            # A receipt DAL built that breaks its own schema is a bug in DAL: keep it anyway, then say so.
+            store.save_receipt(receipt, validate=False)
+            store_problem = StoreError(
+                f"internal error in DAL (please report it): the receipt does not match dal.receipt/v1 ({e}); "
+                "it was stored unchecked", None,
+            )
     except (StoreError, RunnerError) as e:
         store_problem = e if isinstance(e, StoreError) else StoreError(str(e), None)
     json_path = md_path = None
