@@ -13,6 +13,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Every receipt written anywhere in the suite, in-process or by a `dal` subprocess, is checked against
+# the shipped schema (production runs skip the check: see dal/receipts/schema.py).
+os.environ["DAL_VALIDATE_RECEIPTS"] = "1"
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
+if TYPE_CHECKING:  # jsonschema costs ~50 ms to import: only runs that validate pay for it
+    import jsonschema
+
+VALIDATE_ENV = "DAL_VALIDATE_RECEIPTS"
+
+
+def validation_on() -> bool:
+    """Whether stored receipts are checked against the schema: always in the test suite (which sets
+    DAL_VALIDATE_RECEIPTS=1), on request elsewhere. Receipts are built by DAL itself, so a production run
+    does not pay the check on every start."""
+    return os.environ.get(VALIDATE_ENV, "") not in ("", "0")
 
 SCHEMA_ID = "dal.receipt/v1"
 _MAX_REPORTED = 5
@@ -31,6 +42,8 @@ def load_schema() -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _validator() -> jsonschema.protocols.Validator:
+    import jsonschema
+
     schema = load_schema()
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
@@ -63,6 +76,8 @@ def _step(node: Any, part: Any) -> Any:
 
 def _what(error: jsonschema.ValidationError) -> str:
     # For oneOf/anyOf the generic message repeats the whole value; the best sub-error says more.
+    import jsonschema
+
     if error.context:
         best = jsonschema.exceptions.best_match(error.context)
         if best is not None:

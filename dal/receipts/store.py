@@ -434,20 +434,25 @@ class Store:
                 ),
             )
 
-    def save_receipt(self, receipt: dict[str, Any], *, validate: bool = True) -> None:
+    def save_receipt(self, receipt: dict[str, Any], *, validate: bool | None = None) -> None:
         """Store a run receipt and its loop receipts in one durable transaction (insert or replace).
 
-        With `validate` the receipt is checked against `dal.receipt/v1` first (ReceiptSchemaError):
+        With `validate` (default: `schema.validation_on()`, i.e. DAL_VALIDATE_RECEIPTS=1, which the test suite
+        sets) the receipt is checked against `dal.receipt/v1` first (ReceiptSchemaError):
         every field, and the first few and the last entry of each long list (VALIDATE_SAMPLE), so the
         check stays in milliseconds for a receipt with thousands of evidence entries.
         """
         self.save_receipts([receipt], validate=validate)
 
-    def save_receipts(self, receipts: Iterable[dict[str, Any]], *, validate: bool = True) -> int:
+    def save_receipts(self, receipts: Iterable[dict[str, Any]], *, validate: bool | None = None) -> int:
         """save_receipt() for many receipts in one transaction (imports, tests); returns how many."""
         batch = list(receipts)
         if not batch:
             return 0
+        if validate is None:
+            from dal.receipts.schema import validation_on
+
+            validate = validation_on()
         if validate:
             from dal.receipts.schema import validate as check
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from dal.eval.runtime import LoopFrame
+from dal.eval.runtime import LoopFrame, LoopSite
 from dal.receipts.compact import compact
 
 FULL_PER_SITE = 5
@@ -30,8 +30,11 @@ class LoopRecorder:
 
     def __init__(self, on_receipt: Callable[[dict[str, Any]], None] | None = None) -> None:
         self._receipts: list[dict[str, Any]] = []
-        self._per_site: dict[int, int] = {}
-        self._aggregate: dict[int, dict[str, Any]] = {}
+        self._per_site: dict[LoopSite, int] = {}
+        # Aggregated exits of a hot site, kept as a bare list on the hot path and turned into a receipt
+        # once, when the receipts are read: [first exit's receipt, exits, iterations, steps, seconds,
+        # last reason, last clause, evidence left out].
+        self._aggregate: dict[LoopSite, list[Any]] = {}
         self.on_receipt = on_receipt
         self.omitted = 0
 
@@ -45,33 +48,30 @@ class LoopRecorder:
         snapshot: Callable[[], dict[str, Any]],
     ) -> None:
         site = frame.site
-        key = id(site)
-        seen = self._per_site.get(key, 0)
-        self._per_site[key] = seen + 1
-        full = reason in ABNORMAL or (seen < FULL_PER_SITE and len(self._receipts) < FULL_TOTAL)
-        if not full:
-            agg = self._aggregate.get(key)
-            if agg is None:
-                agg = self._new(frame, reason, clause, steps, ended_at, {})
-                agg["aggregated"] = True
-                agg["exits"] = 0
-                agg["iterations"] = 0
-                agg["steps"] = 0
-                agg["duration_ms"] = 0.0
-                agg["evidence"] = []
-                self._aggregate[key] = agg
-            agg["exits"] += 1
-            agg["iterations"] += frame.iterations
-            agg["steps"] += steps
-            agg["duration_ms"] = round(agg["duration_ms"] + (ended_at - frame.started_at) * 1000, 3)
-            agg["exit"] = reason
-            agg["clause"] = clause
-            agg["evidence_omitted"] += len(frame.evidence) + frame.evidence_omitted
+        agg = self._aggregate.get(site)
+        if agg is not None and reason not in ABNORMAL:  # the hot path: a few additions, nothing built
+            agg[1] += 1
+            agg[2] += frame.iterations
+            agg[3] += steps
+            agg[4] += ended_at - frame.started_at
+            agg[5] = reason
+            agg[6] = clause
+            if frame.evidence or frame.evidence_omitted:
+                agg[7] += len(frame.evidence) + frame.evidence_omitted
             return
-        receipt = self._new(frame, reason, clause, steps, ended_at, snapshot())
-        self._receipts.append(receipt)
-        if self.on_receipt is not None:
-            self.on_receipt(receipt)
+        seen = self._per_site.get(site, 0)
+        self._per_site[site] = seen + 1
+        if reason in ABNORMAL or (seen < FULL_PER_SITE and len(self._receipts) < FULL_TOTAL):
+            receipt = self._new(frame, reason, clause, steps, ended_at, snapshot())
+            self._receipts.append(receipt)
+            if self.on_receipt is not None:
+                self.on_receipt(receipt)
+            return
+        first = self._new(frame, reason, clause, 0, ended_at, {})
+        self._aggregate[site] = [
+            first, 1, frame.iterations, steps, ended_at - frame.started_at, reason, clause,
+            len(frame.evidence) + frame.evidence_omitted,
+        ]
 
     @staticmethod
     def _new(
@@ -99,7 +99,18 @@ class LoopRecorder:
 
     def receipts(self) -> list[dict[str, Any]]:
         out = list(self._receipts)
-        for agg in self._aggregate.values():
-            agg["snapshot"] = {}
-            out.append(agg)
+        for first, exits, iterations, steps, seconds, reason, clause, omitted in self._aggregate.values():
+            out.append({
+                **first,
+                "exit": reason,
+                "clause": clause,
+                "iterations": iterations,
+                "steps": steps,
+                "duration_ms": round(seconds * 1000, 3),
+                "snapshot": {},
+                "evidence": [],
+                "evidence_omitted": omitted,
+                "exits": exits,
+                "aggregated": True,
+            })
         return out
