@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import copy
 import statistics
+import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from dal.effects import EffectContext, Policy
@@ -26,22 +26,13 @@ from dal.runner.effects import EffectHandler
 from dal.runner.runner import _BeginFirst
 from dal.syntax.ast import Span
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its sibling
+from bench_effects import per_call_ms  # noqa: E402
+
 
 def _span() -> Span:
     fields = [a.name for a in Span.__attrs_attrs__]  # type: ignore[attr-defined]
     return Span(**{f: 1 for f in fields})
-
-
-def per_call_ms(fn: Callable[[], object], n: int, rounds: int = 5) -> float:
-    """Median over `rounds` of the mean time of `n` calls, in milliseconds."""
-    fn()
-    samples = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        for _ in range(n):
-            fn()
-        samples.append((time.perf_counter() - started) / n * 1000)
-    return statistics.median(samples)
 
 
 def effect_overhead(ws: Path, command: str, n: int, rounds: int = 9) -> tuple[float, float, float]:
