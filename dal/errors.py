@@ -69,6 +69,7 @@ class DalError(Exception):
             "end_line": s.end_line,
             "end_column": s.end_column,
             "source_line": line,
+            "help": self.help,
             "call_stack": [
                 {"function": f.function, "file": f.filename, "line": f.span.line, "column": f.span.column}
                 for f in self.call_stack

@@ -118,3 +118,10 @@ def test_resolve_an_uncertain_effect(tmp_path: Path) -> None:
     r = dal.run('print("x")', workspace=tmp_path)
     with pytest.raises(dal.DalUsageError, match="not waiting"):
         dal.resolve_effect(r.run_id, "done", workspace=tmp_path)
+
+
+def test_error_in_receipt_carries_the_hint(tmp_path: Path) -> None:
+    r = dal.run('print("attempt " + 3)\n', workspace=tmp_path)
+    assert r.error["kind"] == "type"
+    assert "str(" in r.error["help"]
+    validate(r.to_json())
