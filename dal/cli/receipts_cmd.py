@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from dal.receipts.markdown import render_markdown
 from dal.receipts.render import duration_text, render, use_colour
-from dal.receipts.store import NoStore, Store, StoreError, store_path
+from dal.receipts.store import NoStore, RunNotFound, Store, StoreError, store_path
 
 STATUSES = ("completed", "failed", "exhausted", "waiting", "interrupted", "rejected", "skipped", "running")
 
@@ -157,7 +157,16 @@ def cmd_receipt_show(args: argparse.Namespace, out: TextIO | None = None, err: T
     err = err or sys.stderr
     try:
         with _open(args) as store:
-            receipt = store.find(args.ref)
+            try:
+                receipt = store.find(args.ref)
+            except RunNotFound:
+                unfinished = _unfinished(store, args.ref)
+                if unfinished is None:
+                    raise
+                if isinstance(unfinished, str):  # still running: say so, show nothing as final
+                    out.write(unfinished + "\n")
+                    return 0
+                receipt = unfinished
             decisions = store.approvals(receipt["run_id"])
             row = store.run_row(receipt["run_id"]) or {}
             continued_by = row.get("resumed_by")
@@ -172,6 +181,33 @@ def cmd_receipt_show(args: argparse.Namespace, out: TextIO | None = None, err: T
     else:
         out.write(render(receipt, colour=use_colour(out), decisions=decisions, continued_by=continued_by))
     return 0
+
+
+def _unfinished(store: Store, ref: str) -> dict[str, Any] | str | None:
+    """A run with no receipt yet: a line saying it is still running, or, when its process is gone, the
+    receipt its journal gives (as the next invocation will record it). None when `ref` names no run."""
+    from dal.runner.runner import crashed_receipt, find_run, pid_alive
+
+    try:
+        rows = store.list_runs(limit=1) if ref.strip() == "latest" else [find_run(store, ref)]
+    except StoreError:
+        return None
+    if not rows or not rows[0]:
+        return None
+    run = store.run_row(rows[0]["run_id"]) or rows[0]
+    if run.get("status") != "running":
+        return None
+    rid, pid = run["run_id"], run.get("pid")
+    journal = [r for r in store.journal(rid) if r["seq"] > 0]
+    if pid_alive(pid):
+        return (f"running  {rid}  (process {pid}, started {run['started_at']}, {len(journal)} effect"
+                f"{'s' if len(journal) != 1 else ''} journaled so far): no receipt until it ends")
+    return crashed_receipt(
+        store, run, workspace=Path.cwd(),
+        blocker=f"the process running it ({pid}) died before writing its receipt (killed?); its journal "
+                "says what ran. The next `dal resume` (or a run with its key) records this receipt and "
+                "continues from the journal",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

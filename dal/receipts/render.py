@@ -217,7 +217,8 @@ def next_action(
     error = receipt.get("error") if isinstance(receipt.get("error"), Mapping) else None
     items = (receipt.get("effects") or {}).get("items") or []
     pending = [e for e in items if e.get("status") == "pending_approval"]
-    uncertain = [e for e in items if e.get("status") == "uncertain"]
+    # A read whose outcome is unknown is simply run again on resume: only other effects need a person.
+    uncertain = [e for e in items if e.get("status") == "uncertain" and e.get("class") != "read"]
 
     if continued_by:
         return f"nothing here: run {continued_by} continued this one (`dal receipt show {continued_by}`)"

@@ -148,6 +148,72 @@ def _artifact(workspace: Path, rel: str) -> dict[str, Any]:
     return {"path": rel, "state": "exists", "size": st.st_size, "sha256": digest}
 
 
+def crashed_receipt(
+    store: Store, prev: dict[str, Any], *, workspace: Path, blocker: str, attempts: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """The receipt of a run whose process died before writing one, rebuilt from its journal: each effect
+    with its recorded result, or `uncertain` when it started and never reported back."""
+    info = store.run_row(prev["run_id"]) or {}
+    launch = (info.get("policy") or {}).get("launch") or {}
+    items = []
+    for row in store.journal(prev["run_id"]):
+        if row["seq"] <= 0:
+            continue
+        res = row.get("result") or {}
+        detail = row.get("detail") or {}
+        if res:
+            status = res.get("status", "completed")
+        elif detail.get("pending") == "approval":
+            status = "pending_approval"
+        else:
+            status = "uncertain"
+        items.append({
+            "seq": row["seq"], "command": row["command"], "status": status,
+            "class": row.get("class"), "code": res.get("code"),
+            "summary": res.get("summary") or ("outcome unknown" if status == "uncertain" else "not started"),
+            "reason": res.get("reason") or detail.get("policy"), "reads": res.get("reads", []),
+            "writes": res.get("writes") or detail.get("writes") or [],
+            "duration_ms": res.get("duration_ms", 0.0), "line": detail.get("line", 0),
+            "column": 0, "loop_iteration": None, "replayed": bool(detail.get("replayed")),
+        })
+    sha = launch.get("sha256")
+    ws = Path(launch.get("workspace") or workspace)
+    done = ("completed", "failed", "timeout", "uncertain")
+    receipt = {
+        "schema": SCHEMA,
+        "run_id": prev["run_id"],
+        "operation": prev["operation"],
+        "key": prev.get("key"),
+        "script": {"path": prev.get("script_path") or "",
+                   "sha256": sha if isinstance(sha, str) and len(sha) == 64 else "0" * 64},
+        "workspace": str(ws),
+        "status": "interrupted",
+        "attempted_at": prev["started_at"],
+        "finished_at": utc_timestamp(),
+        "duration_ms": 0.0,
+        "steps": {"used": 0, "budget": int(launch.get("max_steps") or 0)},
+        "effects": {"count": len(items), "budget": launch.get("max_effects"), "items": items, "omitted": 0},
+        "artifacts": [
+            _artifact(ws, w) for w in dict.fromkeys(w for i in items if i["status"] in done for w in i["writes"])
+        ],
+        "external_effect": "uncertain" if any(i["status"] == "uncertain" and i["class"] == "external"
+                                              for i in items) else
+                           "performed" if any(i["status"] in ("completed", "failed", "timeout")
+                                              and i["class"] == "external" for i in items) else "none",
+        "retry": "resume",
+        "blocker": blocker,
+        "error": None,
+        "result": None,
+        "loops": [],
+        "loops_omitted": 0,
+        "attempts": attempts,
+        "previous_run": prev.get("previous_run"),
+        "skipped_of": None,
+    }
+    receipt["retry"] = derive_retry("interrupted", external_effect=receipt["external_effect"])
+    return receipt
+
+
 class _Run:
     """State of one run while it executes."""
 
@@ -284,70 +350,16 @@ class _Run:
     def _bury(self, prev: dict[str, Any]) -> None:
         """A run whose process died before writing its receipt: give it one, as interrupted."""
         store = self.open_store()
-        info = store.run_row(prev["run_id"]) or {}
-        launch = (info.get("policy") or {}).get("launch") or {}
-        items = []
-        for row in store.journal(prev["run_id"]):
-            if row["seq"] <= 0:
-                continue
-            res = row.get("result") or {}
-            detail = row.get("detail") or {}
-            if res:
-                status = res.get("status", "completed")
-            elif detail.get("pending") == "approval":
-                status = "pending_approval"
-            else:
-                status = "uncertain"
-            items.append({
-                "seq": row["seq"], "command": row["command"], "status": status,
-                "class": row.get("class"), "code": res.get("code"),
-                "summary": res.get("summary") or ("outcome unknown" if status == "uncertain" else "not started"),
-                "reason": res.get("reason") or detail.get("policy"), "reads": res.get("reads", []),
-                "writes": res.get("writes") or detail.get("writes") or [],
-                "duration_ms": res.get("duration_ms", 0.0), "line": detail.get("line", 0),
-                "column": 0, "loop_iteration": None, "replayed": bool(detail.get("replayed")),
-            })
-        sha = launch.get("sha256")
         attempts = None
         if prev.get("key"):
             attempts = self._attempts_so_far(store.run_row(prev["previous_run"]) if prev.get("previous_run") else None)
             attempts["invocations"] += 1
             attempts["resumes" if prev.get("previous_run") else "new"] += 1
-        receipt = {
-            "schema": SCHEMA,
-            "run_id": prev["run_id"],
-            "operation": prev["operation"],
-            "key": prev.get("key"),
-            "script": {"path": prev.get("script_path") or "",
-                       "sha256": sha if isinstance(sha, str) and len(sha) == 64 else "0" * 64},
-            "workspace": str(launch.get("workspace") or self.workspace),
-            "status": "interrupted",
-            "attempted_at": prev["started_at"],
-            "finished_at": utc_timestamp(),
-            "duration_ms": 0.0,
-            "steps": {"used": 0, "budget": int(launch.get("max_steps") or 0)},
-            "effects": {"count": len(items), "budget": launch.get("max_effects"), "items": items, "omitted": 0},
-            "artifacts": [
-                _artifact(Path(launch.get("workspace") or self.workspace), w)
-                for w in dict.fromkeys(w for i in items if i["status"] in ("completed", "failed", "timeout",
-                                                                           "uncertain") for w in i["writes"])
-            ],
-            "external_effect": "uncertain" if any(i["status"] == "uncertain" and i["class"] == "external"
-                                                  for i in items) else
-                               "performed" if any(i["status"] in ("completed", "failed", "timeout")
-                                                  and i["class"] == "external" for i in items) else "none",
-            "retry": "resume",
-            "blocker": "the process running this operation died before writing its receipt (killed?); "
-                       f"run {self.run_id} continues it from its journal",
-            "error": None,
-            "result": None,
-            "loops": [],
-            "loops_omitted": 0,
-            "attempts": attempts,
-            "previous_run": prev.get("previous_run"),
-            "skipped_of": None,
-        }
-        receipt["retry"] = derive_retry("interrupted", external_effect=receipt["external_effect"])
+        receipt = crashed_receipt(
+            store, prev, workspace=self.workspace, attempts=attempts,
+            blocker="the process running this operation died before writing its receipt (killed?); "
+                    f"run {self.run_id} continues it from its journal",
+        )
         try:
             store.save_receipt(receipt)
         except (StoreError, ValueError):
