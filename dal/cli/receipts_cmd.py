@@ -103,6 +103,7 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
         with _open(args) as store:
             rows = store.list_runs(limit=limit, **filters)
             total = store.count_runs(**filters) if limit is not None and len(rows) == limit else len(rows)
+            dead = _dead_runs(store, rows)
     except NoStore as e:
         if args.json:
             print("[]", file=out)
@@ -123,7 +124,7 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
         (
             r["run_id"],
             r["operation"],
-            r["status"],
+            "died" if r["run_id"] in dead else r["status"],
             r["retry"] or "-",
             _started(r["started_at"]),
             duration_text(r["duration_ms"]),
@@ -143,12 +144,22 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
     print(line(header), file=out)
     for row in table:
         text = line(row)
-        if colour and row[2] in ("failed", "rejected", "waiting", "exhausted", "interrupted"):
+        if colour and row[2] in ("failed", "rejected", "waiting", "exhausted", "interrupted", "died"):
             text = text.replace(row[2], f"\x1b[{'31' if row[2] in ('failed', 'rejected') else '33'}m{row[2]}\x1b[0m", 1)
         print(text, file=out)
     if total > len(rows):
         print(f"… {len(rows)} of {total} runs shown; use --limit N (0 for all)", file=out)
     return 0
+
+
+def _dead_runs(store: Store, rows: list[dict[str, Any]]) -> set[str]:
+    """Runs still marked `running` whose process is gone (killed before writing a receipt)."""
+    running = [r for r in rows if r.get("status") == "running"]
+    if not running:
+        return set()
+    from dal.runner.runner import pid_alive
+
+    return {r["run_id"] for r in running if not pid_alive((store.run_row(r["run_id"]) or {}).get("pid"))}
 
 
 def cmd_receipt_show(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:

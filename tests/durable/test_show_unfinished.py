@@ -44,3 +44,6 @@ def test_running_then_killed(tmp_path: Path) -> None:
     assert "died before writing its receipt" in dead.stdout
     assert "next: `dal resume run_" in dead.stdout  # a read of unknown outcome simply runs again
     assert not (tmp_path / "b").exists()
+    listing = subprocess.run([sys.executable, "-m", "dal", "receipts"], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=60)
+    assert " died " in listing.stdout  # the list does not call a killed run `running`
