@@ -11,11 +11,12 @@ returns status "pending_approval", and `execute_checked` runs it once approved.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import attrs
 
 from dal.effects.check import Decision, check_command
-from dal.effects.executor import execute_plan
+from dal.effects.executor import EffectCancelled, execute_plan
 from dal.effects.policy import EFFECT_CLASSES, TRUSTED_PATH, Policy, PolicyError
 from dal.effects.result import EffectResult
 from dal.effects.sandbox import sandbox_status
@@ -23,6 +24,7 @@ from dal.effects.sandbox import sandbox_status
 __all__ = [
     "Decision",
     "EFFECT_CLASSES",
+    "EffectCancelled",
     "EffectContext",
     "EffectResult",
     "Policy",
@@ -48,6 +50,9 @@ class EffectContext:
     max_output: int = 1 << 20
     require_sandbox: bool = False
     use_sandbox: bool = True
+    # Polled while a command runs: when it returns True (Ctrl-C, SIGTERM) the command's process group is
+    # killed and execute_checked raises EffectCancelled, leaving the effect's outcome unknown.
+    cancel: Callable[[], bool] | None = attrs.field(default=None, eq=False)
 
 
 def run_effect(command: str, ctx: EffectContext) -> EffectResult:
@@ -79,7 +84,9 @@ def execute_checked(
         elif ctx.require_sandbox:
             blocked = attrs.evolve(decision, allowed=False, reason=f"sandbox required but unavailable: {why}")
             return _result(command, "denied", blocked, started)
-    outcome = execute_plan(decision, ctx.policy, timeout=ctx.timeout, max_output=ctx.max_output, sandbox=sandbox)
+    outcome = execute_plan(
+        decision, ctx.policy, timeout=ctx.timeout, max_output=ctx.max_output, sandbox=sandbox, cancel=ctx.cancel
+    )
     return EffectResult(
         command=command,
         status=outcome.status,

@@ -15,6 +15,8 @@ import selectors
 import signal
 import subprocess
 import time
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -103,8 +105,21 @@ def _signal_code(code: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def execute_plan(decision: Decision, policy: Policy, *, timeout: float, max_output: int, sandbox: bool) -> ExecOutcome:
-    """Run the plan of an allowed `decision`; the caller has already checked it."""
+class EffectCancelled(Exception):
+    """The command was stopped (its process group killed) because the run was interrupted."""
+
+
+def execute_plan(
+    decision: Decision,
+    policy: Policy,
+    *,
+    timeout: float,
+    max_output: int,
+    sandbox: bool,
+    cancel: Callable[[], bool] | None = None,
+) -> ExecOutcome:
+    """Run the plan of an allowed `decision`; the caller has already checked it. Raises EffectCancelled
+    when `cancel()` turns true while a command runs (its process group is killed first)."""
     plan = decision.plan
     if plan is None:
         raise ValueError("decision has no plan to execute")
@@ -118,7 +133,9 @@ def execute_plan(decision: Decision, policy: Policy, *, timeout: float, max_outp
             op = plan.ops[i - 1]
             if (op == "&&" and status != 0) or (op == "||" and status == 0):
                 continue
-        code = _run_pipeline(pipeline, exes, policy, env, out, err, deadline, timeout, sandbox)
+        code = _run_pipeline(pipeline, exes, policy, env, out, err, deadline, timeout, sandbox, cancel)
+        if code is _CANCELLED:
+            raise EffectCancelled(pipeline)
         if code is None:
             return ExecOutcome("timeout", None, out.text(), err.text(), bool(out.dropped), bool(err.dropped))
         status = code
@@ -142,8 +159,9 @@ def _run_pipeline(
     deadline: float,
     timeout: float,
     sandbox: bool,
-) -> int | None:
-    """Run one pipeline; its last command's exit status, or None on timeout."""
+    cancel: Callable[[], bool] | None = None,
+) -> Any:
+    """Run one pipeline; its last command's exit status, None on timeout, _CANCELLED when cancelled."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
@@ -168,13 +186,22 @@ def _run_pipeline(
     finally:
         for fd in to_close:
             os.close(fd)
-    timed_out = not _drain({out_r: out, err_r: err}, deadline)
+    drained = _drain({out_r: out, err_r: err}, deadline, cancel)
+    timed_out = drained is not True
     live = [p for p in procs if isinstance(p, subprocess.Popen)]
     if not timed_out:
         for p in live:
-            try:
-                p.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            while True:  # wait in short slices so that a cancel request is seen promptly
+                try:
+                    p.wait(timeout=max(0.0, min(0.1, deadline - time.monotonic())))
+                    break
+                except subprocess.TimeoutExpired:
+                    if cancel is not None and cancel():
+                        drained = _CANCELLED
+                        break
+                    if time.monotonic() >= deadline:
+                        break
+            if p.returncode is None:
                 timed_out = True
                 break
     if timed_out:
@@ -186,7 +213,7 @@ def _run_pipeline(
         for p in live:
             p.kill()
             p.wait()
-        return None
+        return _CANCELLED if drained is _CANCELLED else None
     last = procs[-1]
     return last if isinstance(last, int) else _signal_code(last.returncode)
 
@@ -246,8 +273,12 @@ def _spawn(
     return proc
 
 
-def _drain(captures: dict[int, _Capture], deadline: float) -> bool:
-    """Read every pipe to EOF; False if the deadline passed first."""
+_CANCELLED: Any = object()
+
+
+def _drain(captures: dict[int, _Capture], deadline: float, cancel: Callable[[], bool] | None = None) -> Any:
+    """Read every pipe to EOF: True; False if the deadline passed first; _CANCELLED if `cancel()` turned
+    true first."""
     sel = selectors.DefaultSelector()
     try:
         for fd in captures:
@@ -258,7 +289,9 @@ def _drain(captures: dict[int, _Capture], deadline: float) -> bool:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            for key, _ in sel.select(timeout=left):
+            if cancel is not None and cancel():
+                return _CANCELLED
+            for key, _ in sel.select(timeout=min(left, 0.1) if cancel is not None else left):
                 fd = key.fd
                 try:
                     data = os.read(fd, 65536)

@@ -104,7 +104,7 @@ class Runtime:
     __slots__ = (
         "steps", "limit", "max_steps", "deadline", "timeout", "depth", "max_depth", "loops",
         "recorder", "write", "interrupt_reason", "filename", "source", "effects", "state", "now",
-        "_lock", "on_effect", "context", "observe",
+        "_lock", "on_effect", "context", "observe", "interrupted_at",
     )
 
     def __init__(
@@ -127,6 +127,7 @@ class Runtime:
         self.recorder = recorder
         self.write = write or sys.stdout.write
         self.interrupt_reason: str | None = None
+        self.interrupted_at = 0.0
         self.filename = "<string>"
         self.source = ""
         self.effects: Any = None  # the effect handler (run()), set by the runner
@@ -172,6 +173,7 @@ class Runtime:
 
     def interrupt(self, reason: str = "SIGINT") -> None:
         """Ask the running script to stop at its next step (thread-safe)."""
+        self.interrupted_at = time.monotonic()
         self.interrupt_reason = reason
         self.limit = -1
 

@@ -25,13 +25,23 @@ from typing import Any
 
 import attrs
 
-from dal.effects import EffectContext, EffectResult, check_command, execute_checked
+from dal.effects import EffectCancelled, EffectContext, EffectResult, check_command, execute_checked
 from dal.effects.check import Decision
-from dal.errors import BudgetExhausted, DivergenceError
+from dal.errors import BudgetExhausted, DivergenceError, Interrupted
 from dal.eval.runtime import Runtime, WaitSignal
 from dal.syntax.ast import Span
 
 EFFECT_ITEMS_CAP = 200
+STOP_GRACE_ENV = "DAL_STOP_GRACE"
+DEFAULT_STOP_GRACE = 5.0
+
+
+def stop_grace() -> float:
+    """Seconds a running command may go on after Ctrl-C or SIGTERM before DAL stops it."""
+    try:
+        return max(0.0, float(os.environ.get(STOP_GRACE_ENV, DEFAULT_STOP_GRACE)))
+    except ValueError:
+        return DEFAULT_STOP_GRACE
 CRASH_ENV = "DAL_TEST_CRASH_AT"
 CRASH_BOUNDARIES = ("before-intent", "after-intent", "during", "after-exec", "after-result")
 
@@ -135,6 +145,14 @@ class EffectHandler:
         simulate_crash: tuple[str, int] | None = None,  # dal test: (boundary, seq) raises SimulatedCrash
     ) -> None:
         self.rt = rt
+        if ctx.cancel is None:
+            # Ctrl-C or SIGTERM lets the command under way finish for a grace period, so that its result
+            # is journaled; past it the command is stopped and its outcome is unknown.
+            grace = stop_grace()
+            ctx = attrs.evolve(
+                ctx,
+                cancel=lambda: rt.interrupt_reason is not None and time.monotonic() - rt.interrupted_at >= grace,
+            )
         self.fake = fake
         self.simulate_crash = simulate_crash
         self.ctx = ctx
@@ -335,7 +353,24 @@ class EffectHandler:
         self._crash_at("during", seq)
         result = self.fake(command, decision) if self.fake is not None else None
         if result is None:
-            result = execute_checked(command, decision, self.ctx, _started=started)
+            try:
+                result = execute_checked(command, decision, self.ctx, _started=started)
+            except EffectCancelled:
+                # Ctrl-C or SIGTERM while the command ran: it was stopped part-way, so its outcome is
+                # unknown. The intent stays without a result, exactly as after a crash: a resume re-runs it
+                # only when that is safe, and holds it for a person otherwise.
+                reason = self.rt.interrupt_reason or "SIGINT"
+                self.rt.interrupt_reason = None
+                self._hold_item(seq, command, "uncertain", decision.effect_class, decision, span,
+                                f"stopped by {reason} while it ran")
+                for w in decision.writes:
+                    self.writes.setdefault(w, None)
+                if decision.effect_class == "external":
+                    self.external_uncertain = True
+                raise Interrupted(
+                    f"interrupted by {reason} while `{command}` ran: the command was stopped",
+                    span, filename=self.rt.filename, source=self.rt.source, signal_name=reason,
+                ) from None
         self._crash_at("after-exec", seq)
         if self.journal is not None:
             self.journal.journal_result(self.run_id, seq, result_to_json(result))
