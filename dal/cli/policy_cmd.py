@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dal.cli.argtypes import seconds
-from dal.effects import EffectContext, Policy, PolicyError, check_command, sandbox_status
+from dal.effects import EffectContext, Policy, PolicyError
 
 __all__ = ["add_policy_flags", "policy_from_args", "context_from_args", "register", "cmd_policy_check"]
 
@@ -141,6 +141,8 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
     except PolicyError as e:
         sys.stderr.write(f"dal: error: {e}\n")
         return 2
+    from dal.effects import check_command, sandbox_status
+
     d = check_command(args.cmd, policy)
     verdict = "deny" if not d.allowed else "approval required" if d.approval_required else "allow"
     if args.json:

@@ -324,7 +324,7 @@ class Repl:
             if presses == 1:
                 self.write("")  # the terminal echoed ^C: start the report on a line of its own
             elif presses == 2:
-                self.write("stopping... a running command gets a few seconds to finish (DAL_STOP_GRACE), then is stopped")
+                self.write("stopping... a running command gets a few seconds (DAL_STOP_GRACE), then is stopped")
 
         previous = None
         if threading.current_thread() is threading.main_thread():

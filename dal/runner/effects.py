@@ -21,12 +21,14 @@ import os
 import signal
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from dal.effects import EffectCancelled, EffectContext, EffectResult, check_command, execute_checked
-from dal.effects.check import Decision
+if TYPE_CHECKING:
+    from dal.effects import Decision, EffectContext, EffectResult
+
+from dal import effects as fx  # names resolved on first use: no shell parser until the first run()
 from dal.errors import BudgetExhausted, DivergenceError, Interrupted
 from dal.eval.runtime import Runtime, WaitSignal
 from dal.syntax.ast import Span
@@ -65,7 +67,7 @@ class Prior:
 
 
 def result_from_json(command: str, data: dict[str, Any], decision: Decision) -> EffectResult:
-    return EffectResult(
+    return fx.EffectResult(
         command=command,
         status=data.get("status", "completed"),
         code=data.get("code"),
@@ -216,7 +218,7 @@ class EffectHandler:
             )
         self.seq = seq
         rt.state["effects_started"] = True
-        decision = check_command(command, self.ctx.policy)
+        decision = fx.check_command(command, self.ctx.policy)
         prior = self.replay.get(seq)
         replayed = False
         result: EffectResult | None = None
@@ -261,12 +263,12 @@ class EffectHandler:
         row = self._decision_for(seq)
         verdict = (row or {}).get("decision", "")
         if verdict == "resolved:done":
-            return EffectResult(
+            return fx.EffectResult(
                 command=command, status="completed", code=0, stdout="", stderr="",
                 decision=attrs.evolve(decision, reason=f"outcome unknown; resolved as done by {_who(row)}"),
             )
         if verdict == "resolved:failed":
-            return EffectResult(
+            return fx.EffectResult(
                 command=command, status="failed", code=None, stdout="",
                 stderr=f"resolved as failed by {_who(row)}",
                 decision=attrs.evolve(decision, reason=f"outcome unknown; resolved as failed by {_who(row)}"),
@@ -304,7 +306,7 @@ class EffectHandler:
     def _live(self, seq: int, command: str, decision: Decision, span: Span) -> EffectResult:
         started = time.perf_counter()
         if not decision.allowed:
-            result = EffectResult(command=command, status="denied", code=None, stdout="", stderr="",
+            result = fx.EffectResult(command=command, status="denied", code=None, stdout="", stderr="",
                                   decision=decision)
             if self.journal is not None:
                 self.journal.journal_intent(self.run_id, seq, command, decision.effect_class,
@@ -316,7 +318,7 @@ class EffectHandler:
             verdict = (row or {}).get("decision")
             if verdict == "denied":
                 denied = attrs.evolve(decision, allowed=False, reason=f"approval denied by {_who(row)}")
-                result = EffectResult(command=command, status="denied", code=None, stdout="", stderr="",
+                result = fx.EffectResult(command=command, status="denied", code=None, stdout="", stderr="",
                                       decision=denied)
                 if self.journal is not None:
                     self.journal.journal_intent(self.run_id, seq, command, decision.effect_class,
@@ -354,8 +356,8 @@ class EffectHandler:
         result = self.fake(command, decision) if self.fake is not None else None
         if result is None:
             try:
-                result = execute_checked(command, decision, self.ctx, _started=started)
-            except EffectCancelled:
+                result = fx.execute_checked(command, decision, self.ctx, _started=started)
+            except fx.EffectCancelled:
                 # Ctrl-C or SIGTERM while the command ran: it was stopped part-way, so its outcome is
                 # unknown. The intent stays without a result, exactly as after a crash: a resume re-runs it
                 # only when that is safe, and holds it for a person otherwise.

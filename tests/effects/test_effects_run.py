@@ -145,7 +145,7 @@ def test_approval_holds_the_command_until_executed_explicitly(workspace: Path) -
 
 
 def test_require_sandbox_without_bwrap_is_a_denial(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dal.effects, "sandbox_status", lambda: (False, "bubblewrap (bwrap) is not installed"))
+    monkeypatch.setattr(dal.effects.running, "sandbox_status", lambda: (False, "bubblewrap (bwrap) is not installed"))
     r = run_effect("touch made.txt", ctx(workspace, require_sandbox=True))
     assert r.status == "denied"
     assert str(r) == "denied: sandbox required but unavailable: bubblewrap (bwrap) is not installed"

@@ -12,7 +12,7 @@ PROBE = """
 import sys
 from dal.cli.main import main
 code = main(sys.argv[1:])
-heavy = sorted(m for m in ("prompt_toolkit", "pygments", "jsonschema", "dal.repl", "dal.runner")
+heavy = sorted(m for m in ("prompt_toolkit", "pygments", "jsonschema", "tree_sitter", "dal.repl", "dal.runner")
                if m in sys.modules)
 print("LOADED:" + ",".join(heavy))
 """
@@ -32,6 +32,9 @@ def test_check_loads_no_runner_repl_or_validator(tmp_path: Path) -> None:
     assert loaded(tmp_path, "check", "s.dal") == set()
 
 
-def test_run_loads_no_repl_or_validator(tmp_path: Path) -> None:
+def test_run_loads_no_repl_validator_or_shell_parser(tmp_path: Path) -> None:
     (tmp_path / "s.dal").write_text('print("x")\n')
     assert loaded(tmp_path, "run", "s.dal", "-q") == {"dal.runner"}
+    # the shell parser comes with the first run()
+    (tmp_path / "e.dal").write_text('print(run("echo hi"))\n')
+    assert loaded(tmp_path, "run", "e.dal", "-q") == {"dal.runner", "tree_sitter"}
