@@ -103,7 +103,7 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
         with _open(args) as store:
             rows = store.list_runs(limit=limit, **filters)
             total = store.count_runs(**filters) if limit is not None and len(rows) == limit else len(rows)
-            dead = _dead_runs(store, rows)
+            labels = _status_labels(store, rows)
     except NoStore as e:
         if args.json:
             print("[]", file=out)
@@ -124,8 +124,8 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
         (
             r["run_id"],
             r["operation"],
-            "died" if r["run_id"] in dead else r["status"],
-            r["retry"] or "-",
+            labels.get(r["run_id"], r["status"]),
+            "-" if labels.get(r["run_id"]) == "resumed" else (r["retry"] or "-"),
             _started(r["started_at"]),
             duration_text(r["duration_ms"]),
         )
@@ -152,14 +152,23 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
     return 0
 
 
-def _dead_runs(store: Store, rows: list[dict[str, Any]]) -> set[str]:
-    """Runs still marked `running` whose process is gone (killed before writing a receipt)."""
-    running = [r for r in rows if r.get("status") == "running"]
-    if not running:
-        return set()
-    from dal.runner.runner import pid_alive
+def _status_labels(store: Store, rows: list[dict[str, Any]]) -> dict[str, str]:
+    """What the list shows instead of the stored status: `died` for a run still marked running whose
+    process is gone; `resumed` for a waiting or interrupted run that a later run continued."""
+    labels: dict[str, str] = {}
+    for r in rows:
+        status = r.get("status")
+        if status not in ("running", "waiting", "interrupted"):
+            continue
+        info = store.run_row(r["run_id"]) or {}
+        if status == "running":
+            from dal.runner.runner import pid_alive
 
-    return {r["run_id"] for r in running if not pid_alive((store.run_row(r["run_id"]) or {}).get("pid"))}
+            if not pid_alive(info.get("pid")):
+                labels[r["run_id"]] = "died"
+        elif info.get("resumed_by"):
+            labels[r["run_id"]] = "resumed"
+    return labels
 
 
 def cmd_receipt_show(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
