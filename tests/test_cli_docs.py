@@ -43,3 +43,15 @@ def test_check_knows_the_test_builtins_in_test_scripts(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "dal", "check", "plain.dal"], cwd=tmp_path,
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "undefined name `assert`" in bad.stderr
+
+
+def test_check_shows_warnings_beside_errors(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "both.dal").write_text("while true { }\nlet x = y\n")
+    p = subprocess.run([sys.executable, "-m", "dal", "check", "both.dal"], cwd=tmp_path, capture_output=True,
+                       text=True)
+    assert p.returncode == 2
+    assert "error[name]" in p.stderr and "warning[unbounded-loop]" in p.stderr
+    assert p.stderr.rstrip().endswith("both.dal: 1 error, 1 warning")

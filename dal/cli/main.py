@@ -144,8 +144,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
             from dal.testing import TEST_BUILTINS
 
             extra["builtins"] = TEST_BUILTINS
-        checked, errors = check_source(source, str(path), **extra)
-        warnings = checked.warnings if checked is not None else []
+        warnings: list = []
+        checked, errors = check_source(source, str(path), warnings=warnings, **extra)
         for e in errors:
             report.append({"severity": "error", **e.to_json()})
             if not args.json:
@@ -157,11 +157,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
         if errors:
             worst = EXIT_USAGE
         if not args.json:
-            status = (
-                f"{len(errors)} error{'s' if len(errors) != 1 else ''}"
-                if errors
-                else "ok" + (f", {len(warnings)} warning{'s' if len(warnings) != 1 else ''}" if warnings else "")
-            )
+            counted = [f"{len(errors)} error{'s' if len(errors) != 1 else ''}"] if errors else ["ok"]
+            if warnings:
+                counted.append(f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''}")
+            status = ", ".join(counted)
             sys.stderr.write(f"{path}: {status}\n")
     if args.json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")

@@ -41,16 +41,19 @@ def check_source(
     repl: bool = False,
     program: ast.Program | None = None,
     builtins: dict[str, Builtin] | None = None,
+    warnings: list[DalError] | None = None,
 ) -> tuple[Checked | None, list[DalError]]:
     """Parse and resolve. Returns (checked, errors); `checked` is None when there are errors.
 
-    `builtins`: the table names resolve against (default: the global one; `dal test` adds its own)."""
-    return in_big_stack(lambda: _check(source, filename, state, repl, program, builtins))
+    `builtins`: the table names resolve against (default: the global one; `dal test` adds its own).
+    `warnings`: when given, the resolver's warnings are added to it even if there are errors too."""
+    return in_big_stack(lambda: _check(source, filename, state, repl, program, builtins, warnings))
 
 
 def _check(
     source: str, filename: str, state: ModuleState | None, repl: bool, program: ast.Program | None,
     builtins: dict[str, Builtin] | None = None,
+    warnings: list[DalError] | None = None,
 ) -> tuple[Checked | None, list[DalError]]:
     if program is None:
         try:
@@ -59,6 +62,8 @@ def _check(
             return None, [e]
     table = arities() if builtins is None else {n: (b.min_args, b.max_args) for n, b in builtins.items()}
     res = resolve(program, filename=filename, source=source, builtins=table, state=state, repl=repl)
+    if warnings is not None:
+        warnings.extend(res.warnings)
     if res.errors:
         res.errors.sort(key=lambda e: (e.span.line, e.span.column))
         return None, res.errors
