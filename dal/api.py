@@ -95,8 +95,8 @@ def check(source: str, *, filename: str = "<string>") -> list[Diagnostic]:
 
     if not isinstance(source, str):
         raise DalUsageError("check() takes the script's text as a string")
-    checked, errors = check_source(source, filename)
-    warnings = checked.warnings if checked is not None else []
+    warnings: list[DalError] = []
+    _checked, errors = check_source(source, filename, warnings=warnings)
     out = []
     for sev, items in (("error", errors), ("warning", warnings)):
         for e in items:

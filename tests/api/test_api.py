@@ -64,7 +64,7 @@ def test_receipts_lists_newest_first_and_receipt_matches_cli(tmp_path: Path) -> 
 def test_check_reports_errors_and_warnings() -> None:
     diags = dal.check("while true { }\nlet x = y\n", filename="t.dal")
     kinds = [(d.severity, d.line) for d in diags]
-    assert ("error", 2) in kinds
+    assert ("error", 2) in kinds and ("warning", 1) in kinds
     assert dal.check("let n = 0\nwhile true { n = n + 1 }\n")[0].severity == "warning"
     assert dal.check("let ok = 1") == []
 
