@@ -377,10 +377,3 @@ def resume(
     except RunnerError as e:
         _raise_for(e)
     return Receipt(report.receipt, buf.getvalue())
-
-
-def __dir__() -> list[str]:  # pragma: no cover
-    return __all__
-
-
-_ = DalError  # re-exported for hosts that catch DAL errors from check()
