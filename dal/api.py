@@ -172,7 +172,6 @@ def run(
     What the script prints is captured in `receipt.output`. Nothing about the script's own outcome
     raises: read `receipt.status`.
     """
-    from dal.runner.runner import RunnerError, RunRequest, execute
 
     ws = _workspace(workspace)
     if isinstance(source_or_path, os.PathLike) or (
@@ -199,8 +198,7 @@ def run(
         raise DalUsageError("run() takes a path to a .dal script or the script's source text")
     if not isinstance(max_steps, int) or max_steps <= 0:
         raise DalUsageError("max_steps must be a positive integer")
-    buf = io.StringIO()
-    req = RunRequest(
+    return _execute(
         policy_args=_policy_args(policy),
         script=script,
         source=source,
@@ -213,11 +211,16 @@ def run(
         key=key,
         store=_store(store, ws),
         receipts_dir=Path(receipts_dir) if receipts_dir is not None else None,
-        write=buf.write,
-        handle_signals=False,
     )
+
+
+def _execute(**fields: Any) -> Receipt:
+    """One run through the runner, its output captured; runner problems become the API's exceptions."""
+    from dal.runner.runner import RunnerError, RunRequest, execute
+
+    buf = io.StringIO()
     try:
-        report = execute(req)
+        report = execute(RunRequest(write=buf.write, handle_signals=False, **fields))
     except RunnerError as e:
         _raise_for(e)
     return Receipt(report.receipt, buf.getvalue())
@@ -340,7 +343,7 @@ def resume(
     The script, policy flags and budgets are those the run was started with unless given here."""
     from dal.receipts import StoreError
     from dal.runner.decisions import launch_of
-    from dal.runner.runner import RunnerError, RunRequest, execute, find_run
+    from dal.runner.runner import find_run
 
     ws = _workspace(workspace)
     try:
@@ -359,8 +362,7 @@ def resume(
                 if k in ("allow_run", "allow_read", "allow_write", "allow_net", "require_approval")}
         args["file"] = launch.policy_args.get("policy")
         policy = args
-    buf = io.StringIO()
-    req = RunRequest(
+    return _execute(
         script=script,
         workspace=ws,
         policy=_policy(ws, policy),
@@ -369,11 +371,4 @@ def resume(
         timeout=launch.timeout,
         store=_store(store, ws),
         resume=run["run_id"],
-        write=buf.write,
-        handle_signals=False,
     )
-    try:
-        report = execute(req)
-    except RunnerError as e:
-        _raise_for(e)
-    return Receipt(report.receipt, buf.getvalue())
