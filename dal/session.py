@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from lark.exceptions import UnexpectedEOF, UnexpectedInput
 
 from dal.errors import DalError, DalRuntimeError
 from dal.eval.builtins import BUILTINS
@@ -76,27 +75,9 @@ class Session:
 
     def is_complete(self, source: str) -> bool:
         """False while a block, list, call or string is still open (the parser decides)."""
-        from dal.syntax.parser import _lark
+        from dal.repl.completeness import is_complete
 
-        if not source.strip():
-            return True
-        try:
-            _lark().parse(source, start="start")
-        except UnexpectedEOF:
-            return False
-        except UnexpectedInput as e:
-            tok = getattr(e, "token", None)
-            if tok is not None and tok.type == "$END":
-                return False
-            char = getattr(e, "char", None)
-            if char == '"' and '"' not in source[e.pos_in_stream + 1 :]:
-                return False
-            return True
-        except DalError:
-            return True
-        except Exception:
-            return True
-        return True
+        return is_complete(source)
 
     def execute(self, source: str) -> ExecOutcome:
         self._inputs += 1

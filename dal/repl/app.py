@@ -151,7 +151,7 @@ class Repl:
     # -- the prompt --------------------------------------------------------------------------
 
     def is_complete(self, text: str) -> bool:
-        # The grammar decides (see dal/repl/completeness.py for why not Session.is_complete).
+        # The grammar decides (dal/repl/completeness.py).
         return completeness.is_complete(text)
 
     def ready_to_run(self, document: Document) -> bool:

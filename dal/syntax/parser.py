@@ -1,8 +1,9 @@
-"""Source text to AST: the Lark LALR parser, one Transformer, and friendly syntax errors.
+"""Source text to AST: the LALR parser of grammar/dal.lark, one builder, and friendly syntax errors.
 
-The transformer runs inside the parser (`transformer=`), so no parse tree is built; every token is
-kept (`keep_all_tokens`) so that each node's span comes straight from its first and last token.
-Lark's exceptions become `DalSyntaxError` here and nowhere else.
+The builder's methods run as the parser reduces each rule, so no parse tree is built; every token
+is kept so that each node's span comes straight from its first and last token. The parser runs
+tables generated from the grammar by Lark (`dal.syntax.tablegen`), so a run never imports Lark.
+The parser's exceptions become `DalSyntaxError` here and nowhere else.
 """
 
 from __future__ import annotations
@@ -13,13 +14,10 @@ import sys
 from functools import lru_cache
 from typing import Any
 
-from lark import Lark, Token, Transformer
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
-
 from dal.errors import DalSyntaxError
-from dal.paths import grammar_path
 from dal.syntax import ast
 from dal.syntax.keywords import KEYWORDS
+from dal.syntax.lalr import Parser, Token, UnexpectedCharacters, UnexpectedInput, UnexpectedToken, load_tables
 
 Span = ast.Span
 
@@ -47,7 +45,7 @@ def _is_tok(item: Any, text: str | None = None) -> bool:
     return isinstance(item, Token) and (text is None or str(item) == text)
 
 
-class _Builder(Transformer):
+class _Builder:
     """Builds AST nodes from all-token children lists. Punctuation is filtered where it is noise."""
 
     def _error(self, message: str, span: Span, help: str | None = None) -> DalSyntaxError:
@@ -230,23 +228,25 @@ class _Builder(Transformer):
         return ast.FnExpr(params, ch[-1], span=_join(ch[0], ch[-1]))
 
 
-# Lark calls the callback of rule `elif` by its name; `elif` is fine as a method name via setattr.
+# The parser calls the callback of rule `elif` by its name; `elif` is fine as a method name via setattr.
 setattr(_Builder, "elif", _Builder.elif_)  # noqa: B010
 
 
 @lru_cache(maxsize=1)
-def _lark() -> Lark:
-    return Lark(
-        grammar_path().read_text(encoding="utf-8"),
-        parser="lalr",
-        lexer="basic",
-        strict=True,
-        keep_all_tokens=True,
-        maybe_placeholders=False,
-        transformer=_Builder(),
-        start=["start", "repl_expr"],
-        cache=True,
-    )
+def _tables() -> dict[str, Any]:
+    return load_tables()
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Parser:
+    return Parser(_tables(), _Builder())
+
+
+@lru_cache(maxsize=1)
+def recognizer() -> Parser:
+    """A parser that only checks syntax (no AST, no AST-level errors): the REPL asks it whether an
+    input is complete. It raises the same `UnexpectedInput` errors as the real parser."""
+    return Parser(_tables(), None)
 
 
 def parse_expression(source: str, filename: str = "<string>") -> ast.Expr:
@@ -259,7 +259,7 @@ def parse(source: str, filename: str = "<string>", *, start: str = "start") -> a
     # A byte-order mark (some editors save one) reads as a space: offsets and columns stay the same.
     text = " " + source[1:] if source.startswith("\ufeff") else source
     try:
-        return _lark().parse(text, start=start)
+        return _parser().parse(text, start=start)
     except DalSyntaxError as e:
         e.filename, e.source = filename, source
         raise
@@ -345,7 +345,7 @@ def _end_span(source: str) -> Span:
 
 
 def _friendly(e: UnexpectedInput, source: str, filename: str) -> DalSyntaxError:
-    """Turn a Lark exception into a located DAL syntax error that says what to do."""
+    """Turn a parser exception into a located DAL syntax error that says what to do."""
 
     def err(message: str, span: Span, help: str | None = None) -> DalSyntaxError:
         return DalSyntaxError(message, span, filename=filename, source=source, help=help)
@@ -372,7 +372,7 @@ def _friendly(e: UnexpectedInput, source: str, filename: str) -> DalSyntaxError:
         return err(f"unexpected character {ch!r}", span)
 
     expected = set(getattr(e, "expected", ()) or ())
-    if isinstance(e, UnexpectedEOF) or (isinstance(e, UnexpectedToken) and e.token.type == "$END"):
+    if isinstance(e, UnexpectedToken) and e.token.type == "$END":
         span = _end_span(source)
         found = _unclosed(source, len(source))
         if found is not None:
