@@ -55,13 +55,15 @@ def _optional(module: str) -> Any:
         return None
 
 
-# `dal check` and `dal fmt` need only the parser and the resolver: asked for alone, they register only
-# themselves, so a cold start does not import the runner, the effects layer, the store or the REPL.
-_LIGHT_COMMANDS = ("check", "fmt")
+# `dal check` and `dal fmt` need only the parser and the resolver, and `dal run` needs none of the other
+# commands: asked for by name, they register only what they need (plus the cheap check and fmt), so a
+# cold start does not import the other commands' modules (the REPL, the decisions, the receipt views).
+_LIGHT_COMMANDS = ("check", "fmt", "run")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The `dal` argument parser; `only` (one of _LIGHT_COMMANDS) registers just that subcommand."""
+    """The `dal` argument parser; `only` (one of _LIGHT_COMMANDS) registers just that subcommand (with
+    check and fmt, which import nothing)."""
     p = _Parser(
         prog="dal",
         description=DESCRIPTION,
@@ -70,7 +72,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"dal {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    if only is None:
+    if only is None or only == "run":
         from dal.cli import run_cmd
 
         run_cmd.register(sub)
