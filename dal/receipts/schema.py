@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # jsonschema costs ~50 ms to import: only runs that validate pay for it
@@ -36,6 +35,8 @@ class ReceiptSchemaError(ValueError):
 @lru_cache(maxsize=1)
 def load_schema() -> dict[str, Any]:
     """Return the JSON Schema document shipped as `dal/receipts/schema/receipt-v1.json`."""
+    from importlib import resources  # ~2 ms to import; a run that does not validate never reads the schema
+
     text = resources.files("dal.receipts").joinpath("schema", "receipt-v1.json").read_text("utf-8")
     return json.loads(text)
 

@@ -16,7 +16,6 @@ creates the store, its folder or the WAL side files.
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import sqlite3
@@ -840,6 +839,8 @@ class Store:
 
 
 def _whoami() -> str:
+    import getpass  # only decisions record who made them: a run does not pay for the import
+
     try:
         return getpass.getuser()
     except Exception:  # no login name in some containers; the uid still says who
