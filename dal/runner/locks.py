@@ -7,12 +7,13 @@ exits (kill -9 included), so a dead holder never blocks the key and its run beco
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import time
 from pathlib import Path
 from typing import Any
+
+from dal.digest import sha256
 
 
 class KeyBusy(Exception):
@@ -29,7 +30,7 @@ class KeyBusy(Exception):
 
 class KeyLock:
     def __init__(self, folder: Path, key: str) -> None:
-        digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
+        digest = sha256(key.encode("utf-8")).hexdigest()[:24]
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / f"{digest}.lock"
         self.key = key

@@ -9,7 +9,6 @@ store, a busy key) raise `RunnerError` with a message naming the file or the key
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -22,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from dal.digest import sha256
 from dal.effects import EffectContext, Policy
 from dal.errors import DalError, DalRuntimeError, DivergenceError
 from dal.eval.interpreter import Engine, Outcome, check_source
@@ -123,7 +123,7 @@ def policy_json(policy: Policy, args: dict[str, Any], launch: dict[str, Any] | N
 
 
 def _sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256(text.encode("utf-8")).hexdigest()
 
 
 def _artifact(workspace: Path, rel: str) -> dict[str, Any]:
@@ -137,7 +137,7 @@ def _artifact(workspace: Path, rel: str) -> dict[str, Any]:
         return {"path": rel, "state": "exists", "size": None, "sha256": None}
     digest = None
     if st.st_size <= _SHA_LIMIT:
-        h = hashlib.sha256()
+        h = sha256()
         try:
             with open(full, "rb") as f:
                 for chunk in iter(lambda: f.read(1 << 20), b""):
