@@ -113,18 +113,31 @@ def _print_loop(loop: dict[str, Any]) -> None:
 _SANDBOX_WARNED = False
 
 
+def _may_warn(args: argparse.Namespace) -> bool:
+    """Whether warn_sandbox() can print anything for these flags (else it does not probe)."""
+    return not (args.quiet or args.json or getattr(args, "require_sandbox", False) or _SANDBOX_WARNED)
+
+
 def warn_sandbox(req: Any, quiet: bool) -> None:
     """Say once when commands will run without the bubblewrap wall."""
+    global _SANDBOX_WARNED
+    if quiet or req.require_sandbox or _SANDBOX_WARNED:
+        return  # nothing to say, so no probe: a run() that needs to know probes for itself
     from dal.effects import sandbox_status
 
-    global _SANDBOX_WARNED
     ok, why = sandbox_status()
-    if not ok and not req.require_sandbox and not quiet and not _SANDBOX_WARNED:
+    if not ok:
         _SANDBOX_WARNED = True
         sys.stderr.write(f"dal: warning: no sandbox ({why}); commands are checked by the policy only\n")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if _may_warn(args):
+        # Probe for the warning in the background while the runner is imported (bubblewrap takes 5-10 ms
+        # to start); warn_sandbox() collects the result before the script runs, as before.
+        from dal.effects.sandbox import start_probe
+
+        start_probe()
     return run_and_report(args, request_from_args(args, args.script))
 
 
