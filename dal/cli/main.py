@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,11 +39,30 @@ common commands:
 """
 
 
+def _terminal_columns() -> int:
+    """`shutil.get_terminal_size().columns`, without importing shutil and its compression modules (~2.5 ms):
+    argparse asks for the width at every add_argument, so every command would import it."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return columns
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # usage errors exit 2 with the usage line
         self.print_usage(sys.stderr)
         sys.stderr.write(f"dal: error: {message}\n")
         raise SystemExit(EXIT_USAGE)
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # The width HelpFormatter itself computes when none is given (the terminal's, less 2).
+        return self.formatter_class(prog=self.prog, width=_terminal_columns() - 2)
 
 
 def _optional(module: str) -> Any:
