@@ -9,18 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
-
+from dal.records import ValueRecord
 from dal.syntax.ast import NO_SPAN, Span
 
 
-@attrs.define
-class StackFrame:
+class StackFrame(ValueRecord):
     """One DAL call: the function called and where the call happened."""
 
-    function: str
-    filename: str
-    span: Span
+    __slots__ = ("function", "filename", "span")
+
+    def __init__(self, function: str, filename: str, span: Span) -> None:
+        self.function = function
+        self.filename = filename
+        self.span = span
 
 
 class DalError(Exception):
@@ -119,12 +120,14 @@ class InternalError(DalError):
     kind = "internal"
 
 
-@attrs.define
-class Diagnostic:
+class Diagnostic(ValueRecord):
     """A warning or error found by `dal check` (static: no call stack)."""
 
-    severity: str  # "error" | "warning"
-    error: DalError
+    __slots__ = ("severity", "error")
+
+    def __init__(self, severity: str, error: DalError) -> None:
+        self.severity = severity  # "error" | "warning"
+        self.error = error
 
 
 class DivergenceError(DalError):

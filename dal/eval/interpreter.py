@@ -9,28 +9,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import attrs
-
 from dal.errors import BudgetExhausted, DalError, DalRuntimeError, DalSyntaxError, InternalError, Interrupted
 from dal.eval.builtins import BUILTINS, arities
 from dal.eval.compiler import Compiler
 from dal.eval.runtime import FailSignal, FinishSignal, Runtime, SkipSignal, WaitSignal
 from dal.eval.values import Builtin
+from dal.records import ValueRecord
 from dal.resolve.resolver import ModuleState, Resolution, resolve
 from dal.stack import in_big_stack
 from dal.syntax import ast
 from dal.syntax.parser import parse
 
 
-@attrs.define
-class Checked:
+class Checked(ValueRecord):
     """A script that parsed and resolved: ready to compile."""
 
-    program: ast.Program
-    resolution: Resolution
-    warnings: list[DalError]
-    filename: str
-    source: str
+    __slots__ = ("program", "resolution", "warnings", "filename", "source")
+
+    def __init__(
+        self, program: ast.Program, resolution: Resolution, warnings: list[DalError], filename: str, source: str
+    ) -> None:
+        self.program = program
+        self.resolution = resolution
+        self.warnings = warnings
+        self.filename = filename
+        self.source = source
 
 
 def check_source(
@@ -70,15 +73,24 @@ def _check(
     return Checked(program, res, res.warnings, filename, source), []
 
 
-@attrs.define
-class Outcome:
+class Outcome(ValueRecord):
     """How an execution ended. `status`: completed, failed, exhausted, interrupted or waiting."""
 
-    status: str
-    error: DalError | None = None
-    result: Any = None
-    ended_by: str = "end"  # end | finish | fail | error | budget | interrupt | wait
-    wait: WaitSignal | None = None
+    __slots__ = ("status", "error", "result", "ended_by", "wait")
+
+    def __init__(
+        self,
+        status: str,
+        error: DalError | None = None,
+        result: Any = None,
+        ended_by: str = "end",  # end | finish | fail | error | budget | interrupt | wait
+        wait: WaitSignal | None = None,
+    ) -> None:
+        self.status = status
+        self.error = error
+        self.result = result
+        self.ended_by = ended_by
+        self.wait = wait
 
 
 class Engine:

@@ -13,9 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import attrs
-
 from dal.errors import BudgetExhausted, DalRuntimeError, Interrupted
+from dal.records import Record
 from dal.syntax.ast import Span
 
 CHECK_EVERY = 20_000  # steps between clock / interrupt checks
@@ -59,28 +58,48 @@ class SkipSignal(Exception):
         self.of_run = of_run
 
 
-@attrs.define(eq=False, slots=True)
-class LoopSite:
+class LoopSite(Record):
     """A `while` or `for` in the source, compiled once."""
 
-    kind: str
-    span: Span
-    header: str  # the loop's header text, e.g. `while a < b`
-    conjuncts: tuple[str, ...]  # source text of each top-level `and` clause (while only)
-    reads: tuple[str, ...]  # names the condition reads, snapshotted at exit
-    filename: str
+    __slots__ = ("kind", "span", "header", "conjuncts", "reads", "filename")
+
+    def __init__(
+        self,
+        kind: str,
+        span: Span,
+        header: str,  # the loop's header text, e.g. `while a < b`
+        conjuncts: tuple[str, ...],  # source text of each top-level `and` clause (while only)
+        reads: tuple[str, ...],  # names the condition reads, snapshotted at exit
+        filename: str,
+    ) -> None:
+        self.kind = kind
+        self.span = span
+        self.header = header
+        self.conjuncts = conjuncts
+        self.reads = reads
+        self.filename = filename
 
 
-@attrs.define(eq=False, slots=True)
-class LoopFrame:
+class LoopFrame(Record):
     """An open loop: counts and evidence gathered while it runs."""
 
-    site: LoopSite
-    started_steps: int
-    started_at: float
-    iterations: int = 0
-    evidence: list[dict[str, Any]] = attrs.field(factory=list)
-    evidence_omitted: int = 0
+    __slots__ = ("site", "started_steps", "started_at", "iterations", "evidence", "evidence_omitted")
+
+    def __init__(
+        self,
+        site: LoopSite,
+        started_steps: int,
+        started_at: float,
+        iterations: int = 0,
+        evidence: list[dict[str, Any]] | None = None,
+        evidence_omitted: int = 0,
+    ) -> None:
+        self.site = site
+        self.started_steps = started_steps
+        self.started_at = started_at
+        self.iterations = iterations
+        self.evidence = [] if evidence is None else evidence
+        self.evidence_omitted = evidence_omitted
 
 
 class Recorder(Protocol):

@@ -13,9 +13,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import attrs
-
 from dal.errors import DalRuntimeError
+from dal.records import Record
 from dal.syntax.ast import Span
 
 # DAL integers have arbitrary precision: they convert to and from text at any length.
@@ -42,34 +41,51 @@ class _Unset:
 UNSET: Any = _Unset()
 
 
-@attrs.define(eq=False, slots=True)
-class Function:
+class Function(Record):
     """A user function: compiled body, captured cells and where it was defined."""
 
-    name: str
-    params: tuple[str, ...]
-    nslots: int
-    body: Callable[[list[Any]], Any]
-    cells: tuple[Cell, ...]
-    span: Span
-    filename: str
-    param_slots: tuple[int, ...] = ()
-    param_cells: tuple[bool, ...] = ()
+    __slots__ = ("name", "params", "nslots", "body", "cells", "span", "filename", "param_slots", "param_cells")
+
+    def __init__(
+        self,
+        name: str,
+        params: tuple[str, ...],
+        nslots: int,
+        body: Callable[[list[Any]], Any],
+        cells: tuple[Cell, ...],
+        span: Span,
+        filename: str,
+        param_slots: tuple[int, ...] = (),
+        param_cells: tuple[bool, ...] = (),
+    ) -> None:
+        self.name = name
+        self.params = params
+        self.nslots = nslots
+        self.body = body
+        self.cells = cells
+        self.span = span
+        self.filename = filename
+        self.param_slots = param_slots
+        self.param_cells = param_cells
 
     def dal_repr(self) -> str:
         return f"<fn {self.name}>"
 
 
-@attrs.define(eq=False, slots=True)
-class Builtin:
+class Builtin(Record):
     """A builtin function: `impl(rt, args, span)` with its arity and documentation."""
 
-    name: str
-    impl: Callable[..., Any]
-    min_args: int
-    max_args: int | None
-    signature: str
-    doc: str
+    __slots__ = ("name", "impl", "min_args", "max_args", "signature", "doc")
+
+    def __init__(
+        self, name: str, impl: Callable[..., Any], min_args: int, max_args: int | None, signature: str, doc: str
+    ) -> None:
+        self.name = name
+        self.impl = impl
+        self.min_args = min_args
+        self.max_args = max_args
+        self.signature = signature
+        self.doc = doc
 
     def dal_repr(self) -> str:
         return f"<builtin {self.name}>"

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from dal.errors import DalError, DalNameError, DalSyntaxError, DalTypeError
+from dal.records import Record, ValueRecord
 from dal.syntax import ast
 
 # How a name is reached at run time.
@@ -26,32 +27,53 @@ LOCAL, CELL, FREE, GLOBAL, BUILTIN = "local", "cell", "free", "global", "builtin
 FRAME_HEADER = 2  # slot 0: the closure's free cells; slot 1: the return value
 
 
-@attrs.define(eq=False)
-class Binding:
-    name: str
-    func: FuncInfo
-    slot: int | None  # None for globals
-    span: ast.Span
-    kind: str = "let"  # let | fn | param | for
-    captured: bool = False
-    assigned: bool = False
-    fn_node: ast.FnDef | None = None
+class Binding(Record):
+    __slots__ = ("name", "func", "slot", "span", "kind", "captured", "assigned", "fn_node")
+
+    def __init__(
+        self,
+        name: str,
+        func: FuncInfo,
+        slot: int | None,  # None for globals
+        span: ast.Span,
+        kind: str = "let",  # let | fn | param | for
+        captured: bool = False,
+        assigned: bool = False,
+        fn_node: ast.FnDef | None = None,
+    ) -> None:
+        self.name = name
+        self.func = func
+        self.slot = slot
+        self.span = span
+        self.kind = kind
+        self.captured = captured
+        self.assigned = assigned
+        self.fn_node = fn_node
 
     @property
     def is_global(self) -> bool:
         return self.slot is None
 
 
-@attrs.define(eq=False)
-class FuncInfo:
+class FuncInfo(Record):
     """A function (or the module) being resolved: its frame size and free variables."""
 
-    node: Any
-    parent: FuncInfo | None
-    nslots: int = FRAME_HEADER
-    free: list[Binding] = attrs.field(factory=list)
-    # For each free variable, where the *enclosing* function finds the cell: (CELL, slot) or (FREE, i).
-    free_sources: list[tuple[str, int]] = attrs.field(factory=list)
+    __slots__ = ("node", "parent", "nslots", "free", "free_sources")
+
+    def __init__(
+        self,
+        node: Any,
+        parent: FuncInfo | None,
+        nslots: int = FRAME_HEADER,
+        free: list[Binding] | None = None,
+        # For each free variable, where the *enclosing* function finds the cell: (CELL, slot) or (FREE, i).
+        free_sources: list[tuple[str, int]] | None = None,
+    ) -> None:
+        self.node = node
+        self.parent = parent
+        self.nslots = nslots
+        self.free = [] if free is None else free
+        self.free_sources = [] if free_sources is None else free_sources
 
     def free_index(self, b: Binding) -> int:
         for i, fb in enumerate(self.free):
@@ -67,37 +89,61 @@ class FuncInfo:
         return len(self.free) - 1
 
 
-@attrs.define(eq=False)
-class Scope:
-    func: FuncInfo
-    parent: Scope | None
-    names: dict[str, Binding] = attrs.field(factory=dict)
-    is_module_top: bool = False
-    deferred: list[Callable[[], None]] = attrs.field(factory=list)
+class Scope(Record):
+    __slots__ = ("func", "parent", "names", "is_module_top", "deferred")
+
+    def __init__(
+        self,
+        func: FuncInfo,
+        parent: Scope | None,
+        names: dict[str, Binding] | None = None,
+        is_module_top: bool = False,
+        deferred: list[Callable[[], None]] | None = None,
+    ) -> None:
+        self.func = func
+        self.parent = parent
+        self.names = {} if names is None else names
+        self.is_module_top = is_module_top
+        self.deferred = [] if deferred is None else deferred
 
 
-@attrs.define
-class Resolution:
+class Resolution(ValueRecord):
     """What the compiler needs: for each node (by id), how to reach its name."""
 
-    # Name -> (LOCAL, Binding) | (FREE, i) | (GLOBAL|BUILTIN, name)
-    refs: dict[int, tuple[str, Any]] = attrs.field(factory=dict)
-    decls: dict[int, Binding] = attrs.field(factory=dict)  # Let/FnDef/For node -> binding
-    params: dict[int, list[Binding]] = attrs.field(factory=dict)  # FnDef/FnExpr node -> param bindings
-    funcs: dict[int, FuncInfo] = attrs.field(factory=dict)  # FnDef/FnExpr/Program -> FuncInfo
-    block_cells: dict[int, list[int]] = attrs.field(factory=dict)  # Block/Program -> captured slots declared
-    loop_reads: dict[int, tuple[str, ...]] = attrs.field(factory=dict)  # While node -> names the cond reads
-    errors: list[DalError] = attrs.field(factory=list)
-    warnings: list[DalError] = attrs.field(factory=list)
-    module: FuncInfo | None = None
+    __slots__ = ("refs", "decls", "params", "funcs", "block_cells", "loop_reads", "errors", "warnings", "module")
+
+    def __init__(
+        self,
+        # Name -> (LOCAL, Binding) | (FREE, i) | (GLOBAL|BUILTIN, name)
+        refs: dict[int, tuple[str, Any]] | None = None,
+        decls: dict[int, Binding] | None = None,  # Let/FnDef/For node -> binding
+        params: dict[int, list[Binding]] | None = None,  # FnDef/FnExpr node -> param bindings
+        funcs: dict[int, FuncInfo] | None = None,  # FnDef/FnExpr/Program -> FuncInfo
+        block_cells: dict[int, list[int]] | None = None,  # Block/Program -> captured slots declared
+        loop_reads: dict[int, tuple[str, ...]] | None = None,  # While node -> names the cond reads
+        errors: list[DalError] | None = None,
+        warnings: list[DalError] | None = None,
+        module: FuncInfo | None = None,
+    ) -> None:
+        self.refs = {} if refs is None else refs
+        self.decls = {} if decls is None else decls
+        self.params = {} if params is None else params
+        self.funcs = {} if funcs is None else funcs
+        self.block_cells = {} if block_cells is None else block_cells
+        self.loop_reads = {} if loop_reads is None else loop_reads
+        self.errors = [] if errors is None else errors
+        self.warnings = [] if warnings is None else warnings
+        self.module = module
 
 
-@attrs.define
-class ModuleState:
+class ModuleState(ValueRecord):
     """Names already defined at top level (the REPL keeps this between inputs)."""
 
-    globals: dict[str, Binding] = attrs.field(factory=dict)
-    module: FuncInfo | None = None
+    __slots__ = ("globals", "module")
+
+    def __init__(self, globals: dict[str, Binding] | None = None, module: FuncInfo | None = None) -> None:  # noqa: A002
+        self.globals = {} if globals is None else globals
+        self.module = module
 
 
 def _conjuncts(expr: ast.Expr) -> list[ast.Expr]:

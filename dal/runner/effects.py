@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 from dal import effects as fx  # names resolved on first use: no shell parser until the first run()
 from dal.errors import BudgetExhausted, DivergenceError, Interrupted
 from dal.eval.runtime import Runtime, WaitSignal
+from dal.records import ValueRecord
 from dal.syntax.ast import Span
 
 EFFECT_ITEMS_CAP = 200
@@ -48,17 +49,28 @@ CRASH_ENV = "DAL_TEST_CRASH_AT"
 CRASH_BOUNDARIES = ("before-intent", "after-intent", "during", "after-exec", "after-result")
 
 
-@attrs.define
-class Prior:
+class Prior(ValueRecord):
     """One journaled effect of an earlier attempt of the same operation."""
 
-    seq: int
-    command: str
-    effect_class: str | None
-    idempotent: bool
-    result: dict[str, Any] | None  # None: intent without result
-    kind: str = "effect"  # effect | value (now(), env())
-    detail: dict[str, Any] = attrs.Factory(dict)
+    __slots__ = ("seq", "command", "effect_class", "idempotent", "result", "kind", "detail")
+
+    def __init__(
+        self,
+        seq: int,
+        command: str,
+        effect_class: str | None,
+        idempotent: bool,
+        result: dict[str, Any] | None,  # None: intent without result
+        kind: str = "effect",  # effect | value (now(), env())
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        self.seq = seq
+        self.command = command
+        self.effect_class = effect_class
+        self.idempotent = idempotent
+        self.result = result
+        self.kind = kind
+        self.detail = {} if detail is None else detail
 
     @property
     def pending(self) -> bool:

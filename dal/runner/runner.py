@@ -19,8 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from dal.digest import sha256
 from dal.effects import EffectContext, Policy
 from dal.errors import DalError, DalRuntimeError, DivergenceError
@@ -37,6 +35,7 @@ from dal.receipts import (
     write_receipt_files,
 )
 from dal.receipts.compact import compact
+from dal.records import ValueRecord
 from dal.runner.effects import EffectHandler, Prior
 from dal.runner.locks import KeyBusy, KeyLock
 from dal.runner.recorder import LoopRecorder
@@ -52,6 +51,7 @@ EXIT_BY_STATUS = {
 }
 RESUMABLE = frozenset({"waiting", "interrupted", "running"})
 SCHEMA = "dal.receipt/v1"
+_NEW: Any = object()  # RunRequest(policy_args=...) not given: a new dict
 _SHA_LIMIT = 64 * 1024 * 1024
 
 
@@ -63,41 +63,86 @@ class RunnerError(Exception):
         self.exit_code = exit_code
 
 
-@attrs.define
-class RunRequest:
-    script: Path
-    workspace: Path
-    policy: Policy
-    source: str | None = None  # the script's text; read from `script` when None
-    max_steps: int = 1_000_000
-    max_effects: int | None = None
-    timeout: float | None = None
-    effect_timeout: float = 30.0
-    max_output: int = 1 << 20
-    key: str | None = None
-    store: Path | None = None
-    receipts_dir: Path | None = None
-    require_sandbox: bool = False
-    use_sandbox: bool = True
-    resume: str | None = None  # a run id to resume explicitly (`dal resume RUN`)
-    wait: float | None = None
-    policy_args: dict[str, Any] = attrs.Factory(dict)  # the flags the policy came from, kept for `dal resume`
-    write: Callable[[str], Any] | None = None
-    on_loop_receipt: Callable[[dict[str, Any]], None] | None = None
-    handle_signals: bool = True
-    write_files: bool = True
-    fake: Callable[..., Any] | None = None  # dal test: scripted effect results (see EffectHandler)
-    simulate_crash: tuple[str, int] | None = None  # dal test: raise SimulatedCrash at (boundary, seq)
+class RunRequest(ValueRecord):
+    """What to run and how: the script, its workspace and policy, budgets, store and outputs."""
+
+    __slots__ = (
+        "script", "workspace", "policy", "source", "max_steps", "max_effects", "timeout", "effect_timeout",
+        "max_output", "key", "store", "receipts_dir", "require_sandbox", "use_sandbox", "resume", "wait",
+        "policy_args", "write", "on_loop_receipt", "handle_signals", "write_files", "fake", "simulate_crash",
+    )
+
+    def __init__(
+        self,
+        script: Path,
+        workspace: Path,
+        policy: Policy,
+        source: str | None = None,  # the script's text; read from `script` when None
+        max_steps: int = 1_000_000,
+        max_effects: int | None = None,
+        timeout: float | None = None,
+        effect_timeout: float = 30.0,
+        max_output: int = 1 << 20,
+        key: str | None = None,
+        store: Path | None = None,
+        receipts_dir: Path | None = None,
+        require_sandbox: bool = False,
+        use_sandbox: bool = True,
+        resume: str | None = None,  # a run id to resume explicitly (`dal resume RUN`)
+        wait: float | None = None,
+        policy_args: dict[str, Any] | None = _NEW,  # the flags the policy came from, kept for `dal resume`
+        write: Callable[[str], Any] | None = None,
+        on_loop_receipt: Callable[[dict[str, Any]], None] | None = None,
+        handle_signals: bool = True,
+        write_files: bool = True,
+        fake: Callable[..., Any] | None = None,  # dal test: scripted effect results (see EffectHandler)
+        simulate_crash: tuple[str, int] | None = None,  # dal test: raise SimulatedCrash at (boundary, seq)
+    ) -> None:
+        self.script = script
+        self.workspace = workspace
+        self.policy = policy
+        self.source = source
+        self.max_steps = max_steps
+        self.max_effects = max_effects
+        self.timeout = timeout
+        self.effect_timeout = effect_timeout
+        self.max_output = max_output
+        self.key = key
+        self.store = store
+        self.receipts_dir = receipts_dir
+        self.require_sandbox = require_sandbox
+        self.use_sandbox = use_sandbox
+        self.resume = resume
+        self.wait = wait
+        self.policy_args = {} if policy_args is _NEW else policy_args
+        self.write = write
+        self.on_loop_receipt = on_loop_receipt
+        self.handle_signals = handle_signals
+        self.write_files = write_files
+        self.fake = fake
+        self.simulate_crash = simulate_crash
 
 
-@attrs.define
-class RunReport:
-    receipt: dict[str, Any]
-    exit_code: int
-    error: DalError | None = None
-    json_path: Path | None = None
-    md_path: Path | None = None
-    signal_name: str | None = None
+class RunReport(ValueRecord):
+    """How a run ended: its receipt, exit code, error, receipt files and the signal that stopped it."""
+
+    __slots__ = ("receipt", "exit_code", "error", "json_path", "md_path", "signal_name")
+
+    def __init__(
+        self,
+        receipt: dict[str, Any],
+        exit_code: int,
+        error: DalError | None = None,
+        json_path: Path | None = None,
+        md_path: Path | None = None,
+        signal_name: str | None = None,
+    ) -> None:
+        self.receipt = receipt
+        self.exit_code = exit_code
+        self.error = error
+        self.json_path = json_path
+        self.md_path = md_path
+        self.signal_name = signal_name
 
 
 def default_store(workspace: Path) -> Path:
