@@ -2,10 +2,16 @@
 
 attrs writes each class's methods with exec() when the class is defined, 0.3-1 ms a class, which every
 `dal run` paid for some twenty classes before running a line. The records of the start-up path declare
-their fields in `__slots__` and write their own `__init__`; `Record` gives them attrs's `__repr__`
-(`Name(field=value, ...)`), and `ValueRecord` attrs's `__eq__` too (same class and equal fields, as a
-tuple; unhashable, like a mutable `attrs.define` class). A record compared by identity (attrs's
-`eq=False`) is a `Record`.
+their fields in `__slots__` and write their own `__init__`, and take from here the methods attrs gave
+them, with the same results:
+
+- `Record`: attrs's `__repr__` (`Name(field=value, ...)`); compared by identity (attrs's `eq=False`);
+- `ValueRecord`: also `__eq__` as `attrs.define` (same class, equal fields compared as a tuple); unhashable;
+- `FrozenRecord`: as `attrs.frozen`: compared and hashed by value, and assigning a field raises attrs's
+  `FrozenInstanceError`; `evolve(**changes)` is `attrs.evolve`.
+
+`_compared` and `_shown` name the fields that equality (and the hash) and the repr use, when not all of
+them (attrs's `eq=False` and `repr=False` on a field).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["Record", "ValueRecord"]
+__all__ = ["FrozenRecord", "Record", "ValueRecord"]
 
 _repring = threading.local()  # ids of the records whose repr is being built, as attrs keeps them
 
@@ -22,6 +28,7 @@ class Record:
     """A record whose fields are its `__slots__`, with attrs's repr; compared by identity."""
 
     __slots__ = ()
+    _shown: tuple[str, ...] | None = None  # the fields repr shows; None: every slot
 
     def __repr__(self) -> str:
         busy: set[int] = _repring.__dict__.setdefault("ids", set())
@@ -29,7 +36,8 @@ class Record:
             return "..."  # a record that contains itself, as attrs shows it
         busy.add(id(self))
         try:
-            shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in type(self).__slots__)
+            names = type(self)._shown or type(self).__slots__
+            shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
             return f"{type(self).__qualname__}({shown})"
         finally:
             busy.discard(id(self))
@@ -40,9 +48,10 @@ class ValueRecord(Record):
     its fields are equal (compared as tuples, in order); unhashable, since its fields can change."""
 
     __slots__ = ()
+    _compared: tuple[str, ...] | None = None  # the fields equality compares; None: every slot
 
     def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in type(self).__slots__)
+        return tuple(getattr(self, name) for name in type(self)._compared or type(self).__slots__)
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
@@ -55,3 +64,33 @@ class ValueRecord(Record):
         return not self == other
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class FrozenRecord(ValueRecord):
+    """A record like a class of `attrs.frozen`: compared and hashed by value; its fields cannot be assigned
+    (its `__init__` sets them with `object.__setattr__`)."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise _frozen()
+
+    def __delattr__(self, name: str) -> None:
+        raise _frozen()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__qualname__, *self._values()))
+
+    def evolve(self, **changes: Any) -> Any:
+        """A copy with `changes` applied, made through `__init__` as `attrs.evolve` makes it (the fields
+        `__init__` takes are the public slots)."""
+        fields = {name: getattr(self, name) for name in type(self).__slots__ if not name.startswith("_")}
+        return type(self)(**{**fields, **changes})
+
+
+def _frozen() -> AttributeError:
+    try:  # the error the attrs class raised; attrs is loaded only on this (rare) mistake
+        from attr.exceptions import FrozenInstanceError
+    except ImportError:  # pragma: no cover - attrs is a dependency
+        return AttributeError("can't set attribute")
+    return FrozenInstanceError()

@@ -5,25 +5,37 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import attrs
+from dal.records import FrozenRecord
 
 if TYPE_CHECKING:
     from dal.effects.policy import Policy
 
 
-@attrs.frozen
-class EffectContext:
+class EffectContext(FrozenRecord):
     """How to run effects: the policy and the limits.
 
     `use_sandbox` wraps programs in bubblewrap when it works; `require_sandbox` turns its absence into a
     denied result (status "denied", reason naming why bubblewrap is unavailable) instead of running unwalled.
+    `cancel` is polled while a command runs: when it returns True (Ctrl-C, SIGTERM) the command's process
+    group is killed and execute_checked raises EffectCancelled, leaving the effect's outcome unknown.
     """
 
-    policy: Policy
-    timeout: float = 30.0
-    max_output: int = 1 << 20
-    require_sandbox: bool = False
-    use_sandbox: bool = True
-    # Polled while a command runs: when it returns True (Ctrl-C, SIGTERM) the command's process group is
-    # killed and execute_checked raises EffectCancelled, leaving the effect's outcome unknown.
-    cancel: Callable[[], bool] | None = attrs.field(default=None, eq=False)
+    __slots__ = ("policy", "timeout", "max_output", "require_sandbox", "use_sandbox", "cancel")
+    _compared = __slots__[:-1]  # not `cancel`
+
+    def __init__(
+        self,
+        policy: Policy,
+        timeout: float = 30.0,
+        max_output: int = 1 << 20,
+        require_sandbox: bool = False,
+        use_sandbox: bool = True,
+        cancel: Callable[[], bool] | None = None,
+    ) -> None:
+        init = object.__setattr__
+        init(self, "policy", policy)
+        init(self, "timeout", timeout)
+        init(self, "max_output", max_output)
+        init(self, "require_sandbox", require_sandbox)
+        init(self, "use_sandbox", use_sandbox)
+        init(self, "cancel", cancel)

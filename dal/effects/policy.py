@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-import attrs
+from dal.records import FrozenRecord
 
 __all__ = ["Policy", "PolicyError", "ProgramRule", "EFFECT_CLASSES", "TRUSTED_PATH"]
 
@@ -31,33 +31,55 @@ class PolicyError(Exception):
     """A bad policy file or flag; the message names the file (or flag) and the key."""
 
 
-@attrs.frozen
-class ProgramRule:
+class ProgramRule(FrozenRecord):
     """Per-program settings from `[programs.NAME]`; None means "use the built-in default"."""
 
-    name: str
-    effect_class: str | None = None
-    idempotent: bool | None = None
-    approval: bool | None = None
+    __slots__ = ("name", "effect_class", "idempotent", "approval")
+
+    def __init__(
+        self, name: str, effect_class: str | None = None, idempotent: bool | None = None, approval: bool | None = None
+    ) -> None:
+        init = object.__setattr__
+        init(self, "name", name)
+        init(self, "effect_class", effect_class)
+        init(self, "idempotent", idempotent)
+        init(self, "approval", approval)
 
 
-@attrs.frozen
-class Policy:
-    workspace: str
-    allowed: frozenset[str]
-    denied: frozenset[str] = frozenset()
-    approval: frozenset[str] = frozenset()
-    rules: tuple[ProgramRule, ...] = ()
-    read_roots: tuple[str, ...] = ()
-    write_roots: tuple[str, ...] = ()
-    allow_net: bool = False
-    timeout: float | None = None
-    max_output: int | None = None
-    source: str = "default policy"
-    _rule_index: dict[str, ProgramRule] = attrs.field(init=False, eq=False, hash=False, repr=False)
+class Policy(FrozenRecord):
+    __slots__ = (
+        "workspace", "allowed", "denied", "approval", "rules", "read_roots", "write_roots", "allow_net", "timeout",
+        "max_output", "source", "_rule_index",
+    )
+    _compared = _shown = __slots__[:-1]  # not the index built from `rules`
 
-    def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "_rule_index", {r.name: r for r in self.rules})
+    def __init__(
+        self,
+        workspace: str,
+        allowed: frozenset[str],
+        denied: frozenset[str] = frozenset(),
+        approval: frozenset[str] = frozenset(),
+        rules: tuple[ProgramRule, ...] = (),
+        read_roots: tuple[str, ...] = (),
+        write_roots: tuple[str, ...] = (),
+        allow_net: bool = False,
+        timeout: float | None = None,
+        max_output: int | None = None,
+        source: str = "default policy",
+    ) -> None:
+        init = object.__setattr__
+        init(self, "workspace", workspace)
+        init(self, "allowed", allowed)
+        init(self, "denied", denied)
+        init(self, "approval", approval)
+        init(self, "rules", rules)
+        init(self, "read_roots", read_roots)
+        init(self, "write_roots", write_roots)
+        init(self, "allow_net", allow_net)
+        init(self, "timeout", timeout)
+        init(self, "max_output", max_output)
+        init(self, "source", source)
+        init(self, "_rule_index", {r.name: r for r in rules})
 
     def rule(self, name: str) -> ProgramRule | None:
         return self._rule_index.get(name)

@@ -8,7 +8,6 @@ the call site adds it.
 
 from __future__ import annotations
 
-import inspect
 import json as _json
 import math
 import os
@@ -23,13 +22,30 @@ from dal.eval.values import Builtin, a_type_name, dal_eq, display, json_text, to
 BUILTINS: dict[str, Builtin] = {}
 
 
+def _cleandoc(doc: str) -> str:
+    """`inspect.cleandoc(doc)`: the docstring without its common indentation and its blank first and last
+    lines. Spelled out because importing inspect (ast, dis, tokenize) costs ~10 ms at every start."""
+    lines = doc.expandtabs().split("\n")
+    indents = [len(line) - len(line.lstrip()) for line in lines[1:] if line.lstrip()]
+    margin = min(indents, default=None)
+    if lines:
+        lines[0] = lines[0].lstrip()
+    if margin is not None:
+        lines[1:] = [line[margin:] for line in lines[1:]]
+    while lines and not lines[-1]:
+        lines.pop()
+    while lines and not lines[0]:
+        lines.pop(0)
+    return "\n".join(lines)
+
+
 def builtin(signature: str, min_args: int, max_args: int | None = -1) -> Callable[[Any], Any]:
     """Register `impl` under the name in `signature`; max_args -1 means exactly min_args."""
 
     def deco(impl: Callable[..., Any]) -> Callable[..., Any]:
         name = signature.split("(", 1)[0]
         hi = min_args if max_args == -1 else max_args
-        BUILTINS[name] = Builtin(name, impl, min_args, hi, signature, inspect.cleandoc(impl.__doc__ or ""))
+        BUILTINS[name] = Builtin(name, impl, min_args, hi, signature, _cleandoc(impl.__doc__ or ""))
         return impl
 
     return deco

@@ -16,8 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import attrs
-
 from dal.errors import DalError, DalNameError, DalSyntaxError, DalTypeError
 from dal.records import Record, ValueRecord
 from dal.syntax import ast
@@ -164,7 +162,9 @@ def _names_in(expr: Any, out: list[str]) -> None:
         return
     if isinstance(expr, ast.FnExpr):
         return
-    for field in attrs.fields(type(expr)):
+    # The AST's node classes are attrs classes: their fields are `__attrs_attrs__` (what attrs.fields and
+    # attrs.has read), walked without importing attrs here.
+    for field in type(expr).__attrs_attrs__:
         if field.name == "span":
             continue
         v = getattr(expr, field.name)
@@ -172,12 +172,16 @@ def _names_in(expr: Any, out: list[str]) -> None:
             for item in v:
                 if isinstance(item, tuple):
                     for x in item:
-                        if attrs.has(type(x)):
+                        if _is_node(x):
                             _names_in(x, out)
-                elif attrs.has(type(item)):
+                elif _is_node(item):
                     _names_in(item, out)
-        elif attrs.has(type(v)):
+        elif _is_node(v):
             _names_in(v, out)
+
+
+def _is_node(v: Any) -> bool:
+    return getattr(type(v), "__attrs_attrs__", None) is not None
 
 
 class Resolver:

@@ -23,8 +23,6 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 if TYPE_CHECKING:
     from dal.effects import Decision, EffectContext, EffectResult
 
@@ -128,6 +126,13 @@ class SimulatedCrash(BaseException):  # noqa: N818 - a crash, not an error
         self.boundary = boundary
 
 
+def _evolve(decision: Decision, **changes: Any) -> Decision:
+    """`attrs.evolve` of a Decision (an attrs class of the effects layer, loaded once an effect ran)."""
+    import attrs
+
+    return attrs.evolve(decision, **changes)
+
+
 def _die_now() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -163,8 +168,7 @@ class EffectHandler:
             # Ctrl-C or SIGTERM lets the command under way finish for a grace period, so that its result
             # is journaled; past it the command is stopped and its outcome is unknown.
             grace = stop_grace()
-            ctx = attrs.evolve(
-                ctx,
+            ctx = ctx.evolve(
                 cancel=lambda: rt.interrupt_reason is not None and time.monotonic() - rt.interrupted_at >= grace,
             )
         self.fake = fake
@@ -277,13 +281,13 @@ class EffectHandler:
         if verdict == "resolved:done":
             return fx.EffectResult(
                 command=command, status="completed", code=0, stdout="", stderr="",
-                decision=attrs.evolve(decision, reason=f"outcome unknown; resolved as done by {_who(row)}"),
+                decision=_evolve(decision, reason=f"outcome unknown; resolved as done by {_who(row)}"),
             )
         if verdict == "resolved:failed":
             return fx.EffectResult(
                 command=command, status="failed", code=None, stdout="",
                 stderr=f"resolved as failed by {_who(row)}",
-                decision=attrs.evolve(decision, reason=f"outcome unknown; resolved as failed by {_who(row)}"),
+                decision=_evolve(decision, reason=f"outcome unknown; resolved as failed by {_who(row)}"),
             )
         if verdict == "resolved:retry":
             return None
@@ -329,7 +333,7 @@ class EffectHandler:
             row = self._decision_for(seq)
             verdict = (row or {}).get("decision")
             if verdict == "denied":
-                denied = attrs.evolve(decision, allowed=False, reason=f"approval denied by {_who(row)}")
+                denied = _evolve(decision, allowed=False, reason=f"approval denied by {_who(row)}")
                 result = fx.EffectResult(command=command, status="denied", code=None, stdout="", stderr="",
                                       decision=denied)
                 if self.journal is not None:
@@ -348,7 +352,7 @@ class EffectHandler:
                 self._hold_item(seq, command, "pending_approval", decision.effect_class, decision, span,
                                 f"{decision.reason}; waiting for `dal approve` or `dal deny`")
                 raise WaitSignal(f"effect {seq} needs approval: `{command}`", span, self.wait)
-            decision = attrs.evolve(decision, reason=f"{decision.reason}; approved by {_who(row)}")
+            decision = _evolve(decision, reason=f"{decision.reason}; approved by {_who(row)}")
         self._crash_at("before-intent", seq)
         if self.journal is not None:
             extra: dict[str, Any] = {}
