@@ -8,6 +8,7 @@ the call site adds it.
 
 from __future__ import annotations
 
+import functools
 import json as _json
 import math
 import os
@@ -88,8 +89,16 @@ def _str(rt: Runtime, args: list[Any], span: Any) -> str:
     return display(args[0])
 
 
-_INT_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_FLOAT_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(nan|inf|infinity)", re.ASCII | re.I)
+# The texts int() and float() accept, compiled at their first use (compiling both costs ~0.6 ms at start).
+_TEXT_PATTERNS = {
+    "int": (r"[+-]?[0-9]+", re.ASCII),
+    "float": (r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(nan|inf|infinity)", re.ASCII | re.I),
+}
+
+
+@functools.cache
+def _text_pattern(kind: str) -> re.Pattern[str]:
+    return re.compile(*_TEXT_PATTERNS[kind])
 
 
 @builtin("int(value)", 1)
@@ -110,7 +119,7 @@ def _int(rt: Runtime, args: list[Any], span: Any) -> int:
         return int(v)
     if t is str:
         text = v.strip()
-        if not _INT_TEXT.fullmatch(text):  # Python would also take "1_000" and non-ASCII digits
+        if not _text_pattern("int").fullmatch(text):  # Python would also take "1_000" and non-ASCII digits
             raise DalRuntimeError(f"cannot convert {_json.dumps(v, ensure_ascii=False)} to an integer")
         return int(text, 10)
     raise DalTypeError(f"`int` needs a number or a string, got {type_name(v)}")
@@ -134,7 +143,7 @@ def _float(rt: Runtime, args: list[Any], span: Any) -> float:
     if t is float:
         return v
     if t is str:
-        if not _FLOAT_TEXT.fullmatch(v.strip()):
+        if not _text_pattern("float").fullmatch(v.strip()):
             raise DalRuntimeError(f"cannot convert {_json.dumps(v, ensure_ascii=False)} to a float")
         r = float(v.strip())
         if not math.isfinite(r):

@@ -8,7 +8,7 @@ package attribute shadowing a submodule breaks `import dal.receipts.render as r`
 `dal.receipts.compact` and `dal.receipts.render`.
 """
 
-from dal.receipts.files import Persisted, atomic_write, persist, write_receipt_files
+from dal.receipts.files import atomic_write, write_receipt_files
 from dal.receipts.ids import new_run_id, utc_timestamp
 from dal.receipts.markdown import render_markdown
 from dal.receipts.render import next_action
@@ -41,6 +41,15 @@ __all__ = [
 # imported it is the attribute `dal.receipts`, so the package itself forwards calls to the API.
 import sys as _sys  # noqa: E402
 import types as _types  # noqa: E402
+
+
+def __getattr__(name: str) -> object:
+    # persist and Persisted are imported on first use (dal.receipts.saving: a dataclass `dal run` skips).
+    if name in ("Persisted", "persist"):
+        from dal.receipts import saving
+
+        return getattr(saving, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _CallablePackage(_types.ModuleType):

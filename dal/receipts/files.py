@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,42 +59,11 @@ def write_receipt_files(
     return json_path, md_path
 
 
-@dataclass(frozen=True)
-class Persisted:
-    """Where a receipt went: its files, its store, and the store problem if saving there failed."""
+def __getattr__(name: str) -> Any:
+    # persist() and Persisted live in dal.receipts.saving: Persisted is a dataclass, and `dal run`, which
+    # writes its files through write_receipt_files() above, does not import dataclasses for it.
+    if name in ("Persisted", "persist"):
+        from dal.receipts import saving
 
-    json_path: Path
-    md_path: Path
-    store_path: Path
-    store_error: Exception | None = None
-
-
-def persist(
-    receipt: dict[str, Any],
-    *,
-    workspace: str | os.PathLike[str] | None = None,
-    store: str | os.PathLike[str] | None = None,
-    receipts: str | os.PathLike[str] | None = None,
-    validate: bool = True,
-) -> Persisted:
-    """Save a finished run's receipt everywhere it belongs: the store first (the source of truth), then
-    `<run_id>.json` and `<run_id>.md`.
-
-    A StoreError (locked, read-only, corrupt store) does not stop the files from being written: it is
-    returned in `store_error` so the caller can say so in one line, and the receipt is not lost. A
-    receipt that does not match the schema raises ReceiptSchemaError before anything is written.
-    """
-    from dal.receipts.schema import validate as check
-    from dal.receipts.store import VALIDATE_SAMPLE, Store, StoreError, store_path
-
-    if validate:
-        check(receipt, sample=VALIDATE_SAMPLE)
-    where = store_path(store, workspace)
-    problem: Exception | None = None
-    try:
-        with Store(where) as db:
-            db.save_receipt(receipt, validate=False)
-    except StoreError as e:
-        problem = e
-    json_path, md_path = write_receipt_files(receipt, receipts, workspace=workspace)
-    return Persisted(json_path, md_path, where, problem)
+        return getattr(saving, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
