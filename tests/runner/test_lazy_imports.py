@@ -38,3 +38,44 @@ def test_run_loads_no_repl_validator_or_shell_parser(tmp_path: Path) -> None:
     # the shell parser comes with the first run()
     (tmp_path / "e.dal").write_text('print(run("echo hi"))\n')
     assert loaded(tmp_path, "run", "e.dal", "-q") == {"dal.runner", "tree_sitter"}
+
+
+# What a one-line `dal run` has no use for: Lark (the parser runs generated tables), the policy file's
+# TOML parser (no dal.toml), what secrets/tempfile/hashlib/subprocess/shutil bring (ids, temp files,
+# digests and the bubblewrap probe are done with os and CPython's own SHA-256), the argument models and
+# the shell parser (no run()), the other commands' modules, and persist()'s dataclass.
+RUN_NEVER = (
+    "lark", "tomllib", "secrets", "hmac", "hashlib", "random", "tempfile", "shutil", "subprocess", "dataclasses",
+    "getpass", "importlib.resources", "jsonschema", "dal.effects.programs", "dal.effects.check",
+    "dal.effects.shell", "dal.effects.executor", "dal.cli.receipts_cmd", "dal.cli.durable_cmd",
+    "dal.cli.repl_cmd", "dal.cli.test_cmd", "dal.runner.decisions", "dal.receipts.saving", "dal.repl",
+)
+
+PROBE_ANY = """
+import os, sys
+from dal.cli.main import main
+code = main(sys.argv[1:])
+print("LOADED:" + ",".join(m for m in os.environ["PROBE_MODULES"].split(",") if m in sys.modules))
+"""
+
+
+def loaded_of(tmp: Path, modules: tuple[str, ...], *args: str) -> set[str]:
+    env = {k: v for k, v in os.environ.items() if k != "DAL_VALIDATE_RECEIPTS"}
+    env["PROBE_MODULES"] = ",".join(modules)
+    p = subprocess.run([sys.executable, "-c", PROBE_ANY, *args], cwd=tmp, capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    line = [x for x in p.stdout.splitlines() if x.startswith("LOADED:")][-1]
+    return set(filter(None, line.removeprefix("LOADED:").split(",")))
+
+
+def test_a_one_line_run_loads_only_what_it_uses(tmp_path: Path) -> None:
+    (tmp_path / "s.dal").write_text('print("x")\n')
+    assert loaded_of(tmp_path, RUN_NEVER, "run", "s.dal") == set()  # the sandbox warning's probe included
+    assert loaded_of(tmp_path, RUN_NEVER, "run", "s.dal", "--json") == set()
+
+
+def test_the_policy_file_brings_its_toml_parser(tmp_path: Path) -> None:
+    (tmp_path / "s.dal").write_text('print("x")\n')
+    (tmp_path / "dal.toml").write_text('[run]\nallow = ["git"]\n')
+    assert loaded_of(tmp_path, ("tomllib",), "run", "s.dal", "-q") == {"tomllib"}
