@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
@@ -183,6 +182,8 @@ def describe_loop(loop: Mapping[str, Any]) -> str:
 
 
 def _q(text: str) -> str:
+    import shlex  # only a next step that names a command quotes: a completed run's receipt does not
+
     return shlex.quote(text)
 
 
