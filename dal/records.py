@@ -6,9 +6,9 @@ their fields in `__slots__` and write their own `__init__`, and take from here t
 them, with the same results:
 
 - `Record`: attrs's `__repr__` (`Name(field=value, ...)`); compared by identity (attrs's `eq=False`);
-- `ValueRecord`: also `__eq__` as `attrs.define` (same class, equal fields compared as a tuple); unhashable;
-- `FrozenRecord`: as `attrs.frozen`: compared and hashed by value, and assigning a field raises attrs's
-  `FrozenInstanceError`; `evolve(**changes)` is `attrs.evolve`.
+- `ValueRecord`: also `__eq__` as `attrs.define` (same class, then field by field); unhashable;
+- `FrozenRecord`: as `attrs.frozen`: compared and hashed by value, assigning a field raises attrs's
+  `FrozenInstanceError`, copy and pickle work; `evolve(**changes)` is `attrs.evolve`.
 
 `_compared` and `_shown` name the fields that equality (and the hash) and the repr use, when not all of
 them (attrs's `eq=False` and `repr=False` on a field).
@@ -38,14 +38,14 @@ class Record:
         try:
             names = type(self)._shown or type(self).__slots__
             shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
-            return f"{type(self).__qualname__}({shown})"
+            return f"{type(self).__qualname__.rsplit('>.', 1)[-1]}({shown})"
         finally:
             busy.discard(id(self))
 
 
 class ValueRecord(Record):
     """A record compared by value, like a class of `attrs.define`: equal when it is of the same class and
-    its fields are equal (compared as tuples, in order); unhashable, since its fields can change."""
+    its fields are equal, compared in order; unhashable, since its fields can change."""
 
     __slots__ = ()
     _compared: tuple[str, ...] | None = None  # the fields equality compares; None: every slot
@@ -53,15 +53,20 @@ class ValueRecord(Record):
     def _values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, name) for name in type(self)._compared or type(self).__slots__)
 
-    def __eq__(self, other: object) -> bool:
+    def __eq__(self, other: object) -> Any:
+        # attrs's __eq__: `self.a == other.a and self.b == other.b ...`, field by field
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self._values() == other._values()  # type: ignore[attr-defined]
+        result: Any = True
+        for name in type(self)._compared or type(self).__slots__:
+            result = getattr(self, name) == getattr(other, name)
+            if not result:
+                break
+        return result
 
-    def __ne__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return not self == other
+    def __ne__(self, other: object) -> Any:
+        result = self.__eq__(other)
+        return NotImplemented if result is NotImplemented else not result
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -80,6 +85,14 @@ class FrozenRecord(ValueRecord):
 
     def __hash__(self) -> int:
         return hash((type(self).__qualname__, *self._values()))
+
+    # copy and pickle set the fields the way __init__ does (as attrs's frozen classes do)
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in type(self).__slots__}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
 
     def evolve(self, **changes: Any) -> Any:
         """A copy with `changes` applied, made through `__init__` as `attrs.evolve` makes it (the fields
