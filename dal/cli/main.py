@@ -76,14 +76,14 @@ def _optional(module: str) -> Any:
 
 
 # `dal check` and `dal fmt` need only the parser and the resolver, and `dal run` needs none of the other
-# commands: asked for by name, they register only what they need (plus the cheap check and fmt), so a
-# cold start does not import the other commands' modules (the REPL, the decisions, the receipt views).
+# commands: asked for by name, they register only themselves (check and fmt both), so a cold start does
+# not import the other commands' modules (the REPL, the decisions, the receipt views).
 _LIGHT_COMMANDS = ("check", "fmt", "run")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The `dal` argument parser; `only` (one of _LIGHT_COMMANDS) registers just that subcommand (with
-    check and fmt, which import nothing)."""
+    """The `dal` argument parser; `only` (one of _LIGHT_COMMANDS) registers just that subcommand (check
+    and fmt together)."""
     p = _Parser(
         prog="dal",
         description=DESCRIPTION,
@@ -97,6 +97,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
         run_cmd.register(sub)
 
+    if only != "run":  # check and fmt import nothing, but each parser costs argparse's gettext look-ups
+        _register_check_and_fmt(sub)
+
+    others = ("dal.cli.policy_cmd", "dal.cli.receipts_cmd", "dal.cli.durable_cmd", "dal.cli.repl_cmd",
+              "dal.cli.test_cmd")
+    for name in () if only is not None else others:
+        mod = _optional(name)
+        if mod is not None and hasattr(mod, "register"):
+            mod.register(sub)
+    return p
+
+
+def _register_check_and_fmt(sub: Any) -> None:
     c = sub.add_parser(
         "check",
         help="parse and statically check scripts; runs nothing",
@@ -118,14 +131,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     f.add_argument("--write", "-w", action="store_true", help="rewrite the files instead of printing")
     f.add_argument("--check", action="store_true", help="exit 1 if a file is not formatted; change nothing")
     f.set_defaults(func=_cmd_fmt)
-
-    others = ("dal.cli.policy_cmd", "dal.cli.receipts_cmd", "dal.cli.durable_cmd", "dal.cli.repl_cmd",
-              "dal.cli.test_cmd")
-    for name in () if only is not None else others:
-        mod = _optional(name)
-        if mod is not None and hasattr(mod, "register"):
-            mod.register(sub)
-    return p
 
 
 def read_script(path: Path) -> str:
