@@ -31,6 +31,7 @@ import pytest
 from dal.eval import runtime as runtime_mod
 from dal.eval.interpreter import Engine, check_source
 from dal.eval.runtime import Runtime
+from dal.eval.values import Builtin, Function
 
 EXPECTED = Path(__file__).with_name("steps_equivalence.json")
 CHECK_EVERY_VALUES = (1, 2, 3, 5, 8)
@@ -191,6 +192,28 @@ for x in [1, 2, null, 4] {
     t = t + y
 }
 """,
+    "calls_in_conditions": """
+fn small(x) {
+    let y = x * 2
+    return y < 9
+}
+let i = 0
+let t = 0
+while small(i) {
+    t = t + i
+    i = i + 1
+}
+if small(t) { t = 0 } else { t = t - 1 }
+let k = 0
+while k < 3 and small(k) {
+    let z = k
+    k = z + 1
+}
+for x in [small(1), small(10)] {
+    let w = x
+}
+print(i, t, k)
+""",
     "chains": """
 fn f(x) { return x + 1 }
 let k = 0
@@ -327,7 +350,18 @@ class _Recorder:
                   snapshot: Any) -> None:
         snap = snapshot()
         self.exits.append([frame.site.span.start, reason, clause, frame.iterations, steps,
-                           repr(sorted(snap.items()))])
+                           [[k, _stable(v)] for k, v in sorted(snap.items())]])
+
+
+def _stable(v: Any) -> str:
+    """A value as text without memory addresses (a function shows as its name)."""
+    if isinstance(v, (Function, Builtin)):
+        return f"<fn {v.name}>"
+    if isinstance(v, list):
+        return "[" + ", ".join(_stable(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k!r}: {_stable(x)}" for k, x in v.items()) + "}"
+    return repr(v)
 
 
 class _LoggingRuntime(Runtime):
