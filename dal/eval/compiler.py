@@ -174,6 +174,65 @@ def _call_free(e: Any) -> bool:
     return False
 
 
+def _charge_lines(cost: str = "cost", span: str = "span") -> list[str]:
+    """The one way a statement is charged (`rt.over_limit` raises when a budget is spent)."""
+    return [f"rt.steps += {cost}", "if rt.steps > rt.limit:", f"    rt.over_limit({span})"]
+
+
+def _indent(lines: list[str], k: int) -> list[str]:
+    """Indent template lines by `k` spaces. A line may hold several (a global read does): the ones after
+    its first are written for a four-space body, and are moved to `k`."""
+    out = []
+    for line in lines:
+        first, *more = line.split("\n")
+        out.append(" " * k + first)
+        for m in more:
+            assert m.startswith("    "), m
+            out.append(" " * k + m[4:])
+    return out
+
+
+class _Stmt:
+    """A compiled statement: the steps it charges when it starts, its code with that charge inlined
+    (`charged`) and without it (`raw`, for a caller that charged it already). `straight`: it calls
+    nothing (no user function, no builtin) and always goes on to the next statement, so nothing can
+    read the step counter between its charge and the next statement's."""
+
+    __slots__ = ("cost", "span", "raw", "charged", "straight")
+
+    def __init__(self, cost: int, span: ast.Span, raw: Code, charged: Code) -> None:
+        self.cost = cost
+        self.span = span
+        self.raw = raw
+        self.charged = charged
+        self.straight = False
+
+
+class _Run:
+    """Compiled statements that may be charged at once: a run of straight statements and the statement
+    after them, a block, a loop body. `cost` is what they charge before anything can read the counter;
+    `code` charges it itself; `pre` expects its caller to have charged `cost` already (and gives back
+    what a failing statement did not reach); `exact` charges statement by statement, for when the
+    budget, the clock check or an interrupt falls inside `cost`. With `cost` 0 the three are one."""
+
+    __slots__ = ("cost", "code", "pre", "exact")
+
+    def __init__(self, cost: int, code: Code, pre: Code, exact: Code) -> None:
+        self.cost = cost
+        self.code = code
+        self.pre = pre
+        self.exact = exact
+
+
+# At most this many `if`s of one block are compiled with the statements after them (see `_if_next`):
+# each adds a Python call level when the script runs.
+_IF_NEXT_MAX = 16
+
+
+def _noop(f: Frame) -> None:
+    return None
+
+
 class Compiler:
     def __init__(
         self,
@@ -204,7 +263,11 @@ class Compiler:
     def _text(self, span: ast.Span) -> str:
         return self.source[span.start : span.end]
 
-    def _charge(self, cost: int, span: ast.Span, run: Code) -> Code:
+    def _charge(self, cost: int, span: ast.Span, run: Code) -> _Stmt:
+        """A statement whose own code is `run`: its charge goes in a wrapper."""
+        return _Stmt(cost, span, run, self._charged(cost, span, run))
+
+    def _charged(self, cost: int, span: ast.Span, run: Code) -> Code:
         if not self.count_steps:
             return run
         rt = self.rt
@@ -217,19 +280,24 @@ class Compiler:
 
         return charged
 
-    def _fused(self, tkey: str, body: list[str], cost: int, span: ast.Span, **env: Any) -> Code:
-        """A statement closure with its step charge inlined (one Python call per statement, not two).
+    def _fused(self, tkey: str, body: list[str], cost: int, span: ast.Span, **env: Any) -> _Stmt:
+        """A statement whose charge is inlined in its closure (one Python call per statement, not two),
+        and the same closure without the charge, for a caller that charged it already.
 
         `body` is the statement's own code, indented four spaces, reading the names in `env`.
         """
         names = sorted(env)
-        lines = [f"def make(rt, cost, span, {', '.join(names)}):", "  def stmt(f):"]
-        if self.count_steps:
-            lines += ["    rt.steps += cost", "    if rt.steps > rt.limit:", "        rt.over_limit(span)"]
-        lines += ["    " + line for line in body]
-        lines.append("  return stmt")
-        make = _template(("stmt", tkey, self.count_steps, *names), lines)
-        return make(self.rt, cost, span, **env)
+
+        def build(charged: bool) -> Code:
+            lines = [f"def make(rt, cost, span, {', '.join(names)}):", "  def stmt(f):"]
+            if charged:
+                lines += _indent(_charge_lines(), 4)
+            lines += ["    " + line for line in body]
+            lines.append("  return stmt")
+            return _template(("stmt", tkey, charged, *names), lines)(self.rt, cost, span, **env)
+
+        raw = build(False)
+        return _Stmt(cost, span, raw, build(True) if self.count_steps else raw)
 
     def _value_lines(self, e: ast.Expr, env: dict[str, Any]) -> list[str]:
         """Code that leaves the value of `e` in `v`; a hot binary operator is inlined."""
@@ -251,61 +319,77 @@ class Compiler:
         return ["v = value(f)"]
 
     # --- program and blocks ---------------------------------------------------------------
+    # A statement charges its steps when it starts, before anything in it can call out. Where nothing
+    # can read the counter between two charges (no user function, no builtin runs in between), they
+    # are charged at once: a run of straight statements with the statement after it (`_group`), a
+    # loop's test with the start of its body, an `if` with the start of the path it takes. When the
+    # budget, the clock check or an interrupt falls inside such a charge, it is made statement by
+    # statement instead (`_Run.exact`), and a statement that fails gives back the charges of the
+    # statements it kept from running: every count, and the statement where a budget runs out, are
+    # those of charging each statement on its own.
 
     def program(self, prog: ast.Program) -> Code:
         return self.block(prog.body, prog)
 
-    def block(
-        self,
-        stmts: tuple[ast.Stmt, ...],
-        owner: Any,
-        *,
-        exclude_cells: tuple[int, ...] = (),
-        prelude: Code | None = None,
-    ) -> Code:
+    def block(self, stmts: tuple[ast.Stmt, ...], owner: Any, *, exclude_cells: tuple[int, ...] = ()) -> Code:
+        return self._body(stmts, owner, exclude_cells=exclude_cells).code
+
+    def _body(self, stmts: tuple[ast.Stmt, ...], owner: Any, *, exclude_cells: tuple[int, ...] = ()) -> _Run:
         fns = [s for s in stmts if isinstance(s, ast.FnDef)]
         rest = [s for s in stmts if not isinstance(s, ast.FnDef)]
-        code = [self.stmt(s) for s in fns] + self._statements(rest)
+        run = self._units([*fns, *rest], 0)
         cells = tuple(k for k in self.res.block_cells.get(id(owner), ()) if k not in exclude_cells)
-        if prelude is not None:
-            code.insert(0, prelude)
+        if not cells:
+            return run
 
-        if cells:
-            inner = self._seq(code)
-
-            def with_cells(f: Frame) -> Any:
+        def with_cells(inner: Code) -> Code:
+            def cells_then(f: Frame) -> Any:
                 for k in cells:
                     f[k] = Cell(UNSET)
                 return inner(f)
 
-            return with_cells
-        return self._seq(code)
+            return cells_then
 
-    def _statements(self, stmts: list[ast.Stmt]) -> list[Code]:
-        """Compile a block's statements; runs of two or more call-free assignments share one charge."""
-        out: list[Code] = []
-        run: list[tuple[ast.Stmt, int]] = []
-        for st in [*stmts, None]:
-            cost = self._batchable(st) if st is not None and self.count_steps else None
-            if cost is not None:
-                run.append((st, cost))  # type: ignore[arg-type]
-                continue
-            if len(run) >= 2:
-                out.append(self._batch(run))
-            else:
-                out.extend(self.stmt(r) for r, _ in run)
-            run = []
-            if st is not None:
-                out.append(self.stmt(st))
-        return out
+        code = with_cells(run.code)
+        if run.cost == 0:
+            return _Run(0, code, code, code)
+        return _Run(run.cost, code, with_cells(run.pre), with_cells(run.exact))
 
-    def _batchable(self, st: ast.Stmt) -> int | None:
-        """The step cost of an assignment whose expressions make no call, or None.
+    def _units(self, stmts: list[ast.Stmt], ifs: int) -> _Run:
+        """A block's statements: each run of straight statements with the statement after it is one
+        unit with one charge; an `if` whose condition calls nothing takes the rest of the block along
+        (`_if_next`), up to `_IF_NEXT_MAX` of them per block."""
+        units: list[_Run] = []
+        group: list[_Stmt] = []
+        for i, st in enumerate(stmts):
+            if ifs < _IF_NEXT_MAX and self._if_next_ok(st):
+                if group:
+                    units.append(self._group(group))
+                    group = []
+                units.append(self._if_next(st, self._units(stmts[i + 1 :], ifs + 1)))  # type: ignore[arg-type]
+                break
+            s = self.stmt(st)
+            group.append(s)
+            if not s.straight:
+                units.append(self._group(group))
+                group = []
+        if group:
+            units.append(self._group(group))
+        if not units:
+            return _Run(0, _noop, _noop, _noop)
+        first, later = units[0], [u.code for u in units[1:]]
+        code = self._seq([first.code, *later])
+        if first.cost == 0:
+            return _Run(0, code, code, code)
+        return _Run(first.cost, code, self._seq([first.pre, *later]), self._seq([first.exact, *later]))
 
-        Such a statement cannot run user code or a builtin, so nothing can read the step counter
-        while it runs: a run of them may be charged at once without changing any observable count.
-        """
+    def _straight(self, st: ast.Stmt) -> bool:
+        """A `let`, an assignment whose expressions call nothing, or a `fn`: it cannot run user code or a
+        builtin, so nothing can read the step counter while it runs, and it goes on to the next statement
+        (or fails)."""
         t = type(st)
+        if t is ast.FnDef:
+            return True
         if t is ast.Let:
             exprs = [st.value]  # type: ignore[union-attr]
         elif t is ast.Assign:
@@ -316,36 +400,41 @@ class Compiler:
             elif type(target) is ast.Index:
                 exprs += [target.obj, target.index]
         else:
-            return None
-        if not all(_call_free(e) for e in exprs):
-            return None
-        return 1 + sum(node_cost(e) for e in exprs)
+            return False
+        return all(_call_free(e) for e in exprs)
 
-    def _batch(self, run: list[tuple[ast.Stmt, int]]) -> Code:
-        """Charge a run of call-free assignments once. When the budget (or the clock, or an interrupt)
-        would be reached inside the run, it runs statement by statement instead, each with its own
-        charge, so a budget ends at the same statement with the same count as without batching; when
-        a statement fails, the charges of the statements after it are taken back."""
-        charged = self._seq([self.stmt(st) for st, _ in run])
-        self.count_steps = False
-        try:
-            raw = [self.stmt(st) for st, _ in run]
-        finally:
-            self.count_steps = True
-        costs = [c for _, c in run]
-        after = tuple(sum(costs[j + 1:]) for j in range(len(costs)))
-        names = [f"s{j}" for j in range(len(raw))]
-        lines = [f"def make(rt, total, after, slow, {', '.join(names)}):", "  def batch(f):",
-                 "    n = rt.steps + total", "    if n > rt.limit:", "        return slow(f)",
-                 "    rt.steps = n", "    i = 0", "    try:"]
-        for j in range(len(raw)):
-            if j:
-                lines.append(f"        i = {j}")
-            lines.append(f"        s{j}(f)")
-        lines += ["    except BaseException:", "        rt.steps -= after[i]", "        raise", "    return None",
-                  "  return batch"]
-        make = _template(("batch", len(raw)), lines)
-        return make(self.rt, sum(costs), after, charged, *raw)
+    def _group(self, group: list[_Stmt]) -> _Run:
+        """Straight statements and the statement after them, charged at once. When the budget (or the
+        clock, or an interrupt) would be reached inside them, they run statement by statement, each
+        with its own charge; when one fails, the charges of the statements after it are given back."""
+        if not self.count_steps:
+            code = self._seq([s.raw for s in group])
+            return _Run(0, code, code, code)
+        if len(group) == 1:
+            s = group[0]
+            return _Run(s.cost, s.charged, s.raw, s.charged)
+        k = len(group)
+        costs = [s.cost for s in group]
+        after = tuple(sum(costs[j + 1 :]) for j in range(k))
+        exact = self._seq([s.charged for s in group])
+        names = ", ".join(f"s{j}" for j in range(k))
+
+        def build(charged: bool) -> Code:
+            lines = [f"def make(rt, total, after, exact, {names}):", "  def run(f):"]
+            if charged:
+                lines += ["    n = rt.steps + total", "    if n > rt.limit:", "        return exact(f)",
+                          "    rt.steps = n"]
+            lines += ["    i = 0", "    try:"]
+            for j in range(k - 1):
+                if j:
+                    lines.append(f"        i = {j}")
+                lines.append(f"        s{j}(f)")
+            lines += ["    except BaseException:", "        rt.steps -= after[i]", "        raise",
+                      f"    return s{k - 1}(f)", "  return run"]
+            return _template(("run", k, charged), lines)(self.rt, sum(costs), after, exact,
+                                                         *(s.raw for s in group))
+
+        return _Run(sum(costs), build(True), build(False), exact)
 
     @staticmethod
     def _seq(code: list[Code]) -> Code:
@@ -376,11 +465,12 @@ class Compiler:
 
     # --- statements -----------------------------------------------------------------------
 
-    def stmt(self, st: ast.Stmt) -> Code:
-        method = getattr(self, "s_" + type(st).__name__)
-        return method(st)
+    def stmt(self, st: ast.Stmt) -> _Stmt:
+        s: _Stmt = getattr(self, "s_" + type(st).__name__)(st)
+        s.straight = self._straight(st)
+        return s
 
-    def s_Let(self, st: ast.Let) -> Code:
+    def s_Let(self, st: ast.Let) -> _Stmt:
         b = self.res.decls[id(st)]
         if b.is_global:
             return self._assign(st, st.value, ("let_glob", b.name, None), 1 + node_cost(st.value))
@@ -395,7 +485,7 @@ class Compiler:
         "glob": ["if t not in G:", "    raise unbound()", "G[t] = v"],
     }
 
-    def _assign(self, st: ast.Stmt, value: ast.Expr, target: tuple[str, Any, Any], cost: int) -> Code:
+    def _assign(self, st: ast.Stmt, value: ast.Expr, target: tuple[str, Any, Any], cost: int) -> _Stmt:
         """`name = value` as one fused closure; `s = s + x` on a string appends in place."""
         kind, t, unbound = target
         env: dict[str, Any] = {"t": t, "unbound": unbound, "G": self.G}
@@ -429,7 +519,7 @@ class Compiler:
         body = self._value_lines(value, env) + self._STORE[kind]
         return self._fused("assign|" + "|".join(body), body, cost, st.span, **env)
 
-    def s_Assign(self, st: ast.Assign) -> Code:
+    def s_Assign(self, st: ast.Assign) -> _Stmt:
         target = st.target
         cost = 1 + node_cost(st.value)
         if isinstance(target, ast.Name):
@@ -473,7 +563,7 @@ class Compiler:
 
         return self._charge(cost, st.span, assign_index)
 
-    def s_ExprStmt(self, st: ast.ExprStmt) -> Code:
+    def s_ExprStmt(self, st: ast.ExprStmt) -> _Stmt:
         return self._fused("expr", ["e(f)"], 1 + node_cost(st.expr), st.span, e=self.expr(st.expr))
 
     @staticmethod
@@ -505,7 +595,7 @@ class Compiler:
 
         return cond
 
-    def s_If(self, st: ast.If) -> Code:
+    def s_If(self, st: ast.If) -> _Stmt:
         conds = [self._cond(c, "an `if` condition") for c, _ in st.branches]
         blocks = [self.block(b.body, b) for _, b in st.branches]
         orelse = self.block(st.orelse.body, st.orelse) if st.orelse is not None else None
@@ -523,7 +613,7 @@ class Compiler:
                 body.append("return e0(f)")
             return self._fused("if|" + "|".join(body), body, 1 + node_cost(cnode), st.span, **env)
         later = [
-            (self._charge(node_cost(c), c.span, cc), b)
+            (self._charged(node_cost(c), c.span, cc), b)
             for (c, _), cc, b in zip(st.branches[1:], conds[1:], blocks[1:], strict=True)
         ]
         first_c, first_b = conds[0], blocks[0]
@@ -540,6 +630,68 @@ class Compiler:
 
         del rt
         return self._charge(1 + node_cost(st.branches[0][0]), st.span, if_chain)
+
+    @staticmethod
+    def _if_next_ok(st: ast.Stmt) -> bool:
+        return type(st) is ast.If and len(st.branches) == 1 and _call_free(st.branches[0][0])  # type: ignore[union-attr]
+
+    def _if_next(self, st: ast.If, rest: _Run) -> _Run:
+        """An `if` (at most an `else`, no `else if`) whose condition calls nothing, compiled with `rest`,
+        the statements after it in its block.
+
+        The condition is evaluated first (nothing can tell: it calls nothing and changes nothing), then
+        the `if` is charged together with the first charge of the path taken: the branch's first
+        statements, or the statements after the `if` when no branch runs. If the condition fails, the
+        `if` alone is charged before the error goes on, as if it had been charged first."""
+        cnode, blk = st.branches[0]
+        b0 = self._body(blk.body, blk)
+        e0 = self._body(st.orelse.body, st.orelse) if st.orelse is not None else None
+        has_rest = rest.code is not _noop
+        ci = 1 + node_cost(cnode)
+        env: dict[str, Any] = {
+            "rt": self.rt, "span": st.span, "ci": ci,
+            "b0pre": b0.pre, "b0exact": b0.exact, "tb": ci + b0.cost,
+            "rpre": rest.pre, "rexact": rest.exact, "rcode": rest.code, "tr": ci + rest.cost,
+        }
+        if e0 is not None:
+            env.update(e0pre=e0.pre, e0exact=e0.exact, te=ci + e0.cost)
+        if self._is_boolean(cnode):
+            cond = self._value_lines(cnode, env)
+        else:
+            env["c0"] = self._cond(cnode, "an `if` condition")
+            cond = ["v = c0(f)"]
+        charged = self.count_steps
+        charge_if = _charge_lines("ci")
+        lines = ["    try:", *_indent(cond, 8), "    except BaseException:", *_indent(charge_if, 8),
+                 "        raise"] if charged else _indent(cond, 4)
+
+        def branch(name: str, total: str, ind: str) -> list[str]:
+            """Run a branch, its first charge taken with the `if`'s, leaving its result in `r`."""
+            if not charged:
+                return [f"{ind}r = {name}pre(f)"]
+            return [f"{ind}n = rt.steps + {total}", f"{ind}if n > rt.limit:", *_indent(charge_if, len(ind) + 4),
+                    f"{ind}    r = {name}exact(f)", f"{ind}else:", f"{ind}    rt.steps = n",
+                    f"{ind}    r = {name}pre(f)"]
+
+        def then_rest(ind: str) -> list[str]:
+            if not has_rest:
+                return [f"{ind}return r"]
+            return [f"{ind}if r is not None:", f"{ind}    return r", f"{ind}return rcode(f)"]
+
+        lines += ["    if v:", *branch("b0", "tb", " " * 8), *then_rest(" " * 8)]
+        if e0 is not None:
+            lines += [*branch("e0", "te", " " * 4), *then_rest(" " * 4)]
+        elif has_rest:
+            if charged:
+                lines += ["    n = rt.steps + tr", "    if n > rt.limit:", *_indent(charge_if, 8),
+                          "        return rexact(f)", "    rt.steps = n"]
+            lines.append("    return rpre(f)")
+        else:
+            lines += [*(_indent(charge_if, 4) if charged else []), "    return None"]
+        names = sorted(env)
+        src = [f"def make({', '.join(names)}):", "  def if_(f):", *lines, "  return if_"]
+        code = _template(("if_next", *src), src)(**env)
+        return _Run(0, code, code, code)
 
     def _loop_site(self, st: ast.While | ast.For) -> LoopSite:
         if isinstance(st, ast.While):
@@ -602,67 +754,92 @@ class Compiler:
             # the snapshot is taken lazily: a recorder aggregating a hot loop site skips it
             rec.loop_exit(lf, reason, clause, rt.steps - lf.started_steps, time.time(), lambda: snap(f))
 
-    def s_While(self, st: ast.While) -> Code:
-        rt = self.rt
+    def s_While(self, st: ast.While) -> _Stmt:
         site = self._loop_site(st)
         parts = conjuncts(st.cond)
-        conds = [self._cond(p, "a `while` condition") for p in parts]
-        cond_cost = 1 + node_cost(st.cond) if self.count_steps else 0
-        body = self.block(st.body.body, st.body)
-        snap = self._snapshotter(st)
-        finish = self._finish_loop
-        span = st.cond.span
-        clause_texts = site.conjuncts
-        n = len(conds)
-        single = conds[0] if n == 1 else None
-        cond_t = tuple(conds)
+        body = self._body(st.body.body, st.body)
+        charged = self.count_steps
+        # A test that calls nothing is charged with the start of the body: one charge per iteration. The
+        # body's share is given back when the test is false or fails.
+        merged = charged and body.cost > 0 and _call_free(st.cond)
+        cc = 1 + node_cost(st.cond)
+        env: dict[str, Any] = {
+            "rt": self.rt, "site": site, "LoopFrame": LoopFrame, "now": time.time, "finish": self._finish_loop,
+            "snap": self._snapshotter(st), "span": st.cond.span, "cc": cc, "bc": body.cost, "tot": cc + body.cost,
+            "bcode": body.code, "bpre": body.pre, "bexact": body.exact, "BREAK": BREAK, "CONTINUE": CONTINUE,
+            "reason_of": _loop_exit_reason,
+        }
+        if len(parts) == 1 and self._is_boolean(parts[0]):
+            env["t0"] = site.conjuncts[0]
+            value = self._value_lines(parts[0], env)
 
-        def while_(f: Frame) -> Any:
-            lf = LoopFrame(site, rt.steps, time.time())
-            rt.loops.append(lf)
-            clause = None
-            try:
-                while True:
-                    rt.steps += cond_cost
-                    if rt.steps > rt.limit:
-                        rt.over_limit(span)
-                    if single is not None:
-                        if not single(f):
-                            clause = clause_texts[0]
-                            break
-                    else:
-                        failed = -1
-                        for i in range(n):
-                            if not cond_t[i](f):
-                                failed = i
-                                break
-                        if failed >= 0:
-                            clause = clause_texts[failed]
-                            break
-                    lf.iterations += 1
-                    r = body(f)
-                    if r is not None:
-                        if r is BREAK:
-                            reason = "break"
-                            break
-                        if r is CONTINUE:
-                            continue
-                        finish(lf, "return", None, f, snap)
-                        return r
-                else:  # pragma: no cover
-                    pass
-            except BaseException as exc:
-                finish(lf, _loop_exit_reason(exc), None, f, snap)
-                raise
-            if clause is not None:
-                finish(lf, "condition", clause, f, snap)
-            else:
-                finish(lf, reason, None, f, snap)
-            return None
+            def test(ind: int, on_false: list[str]) -> list[str]:
+                return [*_indent(value, ind), *_indent(["if not v:", "    clause = t0", *on_false], ind)]
+        else:
+            for j, part in enumerate(parts):
+                env[f"c{j}"] = self._cond(part, "a `while` condition")
+                env[f"t{j}"] = site.conjuncts[j]
 
-        return self._charge(1, st.span, while_)
+            def test(ind: int, on_false: list[str]) -> list[str]:
+                out = []
+                for j in range(len(parts)):
+                    out += [f"if not c{j}(f):", f"    clause = t{j}", *on_false]
+                return _indent(out, ind)
 
-    def s_For(self, st: ast.For) -> Code:
+        after = [
+            "if r is not None:",
+            "    if r is BREAK:",
+            "        reason = 'break'",
+            "        break",
+            "    if r is CONTINUE:",
+            "        continue",
+            "    finish(lf, 'return', None, f, snap)",
+            "    return r",
+        ]
+        if merged:
+            loop = [
+                "n = rt.steps + tot",
+                "if n > rt.limit:",
+                *_indent(_charge_lines("cc"), 4),
+                *test(4, ["    break"]),
+                "    lf.iterations += 1",
+                "    r = bexact(f)",
+                "else:",
+                "    rt.steps = n",
+                "    try:",
+                *test(8, ["    rt.steps -= bc", "    break"]),
+                "    except BaseException:",
+                "        rt.steps -= bc",
+                "        raise",
+                "    lf.iterations += 1",
+                "    r = bpre(f)",
+            ]
+        else:
+            loop = [*(_charge_lines("cc") if charged else []), *test(0, ["    break"]), "lf.iterations += 1",
+                    "r = bcode(f)"]
+        names = sorted(env)
+        src = [
+            f"def make({', '.join(names)}):",
+            "  def while_(f):",
+            "    lf = LoopFrame(site, rt.steps, now())",
+            "    rt.loops.append(lf)",
+            "    clause = reason = None",
+            "    try:",
+            "        while True:",
+            *_indent(loop + after, 12),
+            "    except BaseException as exc:",
+            "        finish(lf, reason_of(exc), None, f, snap)",
+            "        raise",
+            "    if clause is not None:",
+            "        finish(lf, 'condition', clause, f, snap)",
+            "    else:",
+            "        finish(lf, reason, None, f, snap)",
+            "    return None",
+            "  return while_",
+        ]
+        return self._charge(1, st.span, _template(("while", *src), src)(**env))
+
+    def s_For(self, st: ast.For) -> _Stmt:
         rt = self.rt
         site = self._loop_site(st)
         b = self.res.decls[id(st)]
@@ -680,28 +857,44 @@ class Compiler:
 
         cells = tuple(self.res.block_cells.get(id(st.body), ()))
         # the body block must not recreate cells itself: for_ does it before binding the variable
-        body = self.block(st.body.body, st.body, exclude_cells=cells)
+        body = self._body(st.body.body, st.body, exclude_cells=cells)
         snap = self._snapshotter(st)
         finish = self._finish_loop
-        ispan = st.iterable.span
+        ispan, span = st.iterable.span, st.span
         to_items = ops.iter_items
-        item_cost = 1 if self.count_steps else 0
+        charged = self.count_steps
+        # An item's step is charged with the start of the body (binding the variable calls nothing).
+        bc, tot = body.cost, 1 + body.cost
+        bcode, bpre, bexact = body.code, body.pre, body.exact
 
         def for_(f: Frame) -> Any:
             items = to_items(iterable(f), ispan, self)
             lf = LoopFrame(site, rt.steps, time.time())
             rt.loops.append(lf)
+            run = bcode
             try:
                 for item in items:
-                    rt.steps += item_cost
-                    if rt.steps > rt.limit:
-                        rt.over_limit(st.span)
+                    if charged:
+                        if bc:
+                            n = rt.steps + tot
+                            if n > rt.limit:
+                                rt.steps += 1
+                                if rt.steps > rt.limit:
+                                    rt.over_limit(span)
+                                run = bexact
+                            else:
+                                rt.steps = n
+                                run = bpre
+                        else:
+                            rt.steps += 1
+                            if rt.steps > rt.limit:
+                                rt.over_limit(span)
                     if cells:
                         for k in cells:
                             f[k] = Cell(UNSET)
                     bind(f, item)
                     lf.iterations += 1
-                    r = body(f)
+                    r = run(f)
                     if r is not None:
                         if r is BREAK:
                             finish(lf, "break", None, f, snap)
@@ -718,7 +911,7 @@ class Compiler:
 
         return self._charge(1 + node_cost(st.iterable), st.span, for_)
 
-    def s_FnDef(self, st: ast.FnDef) -> Code:
+    def s_FnDef(self, st: ast.FnDef) -> _Stmt:
         b = self.res.decls[id(st)]
         make = self._make_function(st, st.name)
         if b.is_global:
@@ -741,13 +934,13 @@ class Compiler:
 
         return self._charge(1, st.span, define_local)
 
-    def s_Break(self, st: ast.Break) -> Code:
+    def s_Break(self, st: ast.Break) -> _Stmt:
         return self._charge(1, st.span, lambda f: BREAK)
 
-    def s_Continue(self, st: ast.Continue) -> Code:
+    def s_Continue(self, st: ast.Continue) -> _Stmt:
         return self._charge(1, st.span, lambda f: CONTINUE)
 
-    def s_Return(self, st: ast.Return) -> Code:
+    def s_Return(self, st: ast.Return) -> _Stmt:
         if st.value is None:
             return self._fused("ret_null", ["f[1] = None", "return RETURN"], 1, st.span, RETURN=RETURN)
         env: dict[str, Any] = {"RETURN": RETURN}
