@@ -102,9 +102,13 @@ _READ = {
 }
 
 
-def _template(key: tuple[Any, ...], lines: list[str]) -> Callable[..., Code]:
+def _template(key: tuple[Any, ...], lines: list[str] | Callable[[], list[str]]) -> Callable[..., Code]:
+    """The `make` function of a template; `lines` (or the function that writes them, called only the first
+    time `key` is seen) is its text."""
     made = _TEMPLATE_CACHE.get(key)
     if made is None:
+        if callable(lines):
+            lines = lines()
         ns: dict[str, Any] = {}
         exec("\n".join(lines), ns)  # noqa: S102 - our own template text, never the script's
         made = _TEMPLATE_CACHE[key] = ns["make"]
@@ -244,6 +248,7 @@ class Compiler:
         builtins: dict[str, Builtin],
         globals_: dict[str, Any],
         count_steps: bool = True,
+        merge: bool = True,
     ) -> None:
         self.rt = rt
         self.res = res
@@ -251,9 +256,12 @@ class Compiler:
         self.source = source
         self.builtins = builtins
         self.G = globals_
-        # Off only for the benchmark that measures what step accounting costs: statements are then
-        # compiled without their charge. Loop headers still add their (zero) cost.
+        # Off only for the benchmark that measures what step accounting costs: nothing is charged, loop
+        # tests and items included.
         self.count_steps = count_steps
+        # Off only in tests: every statement and every loop test charged on its own, the reference that
+        # the merged charges must match exactly (tests/test_steps_equivalence.py).
+        self.merge = merge
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -289,12 +297,13 @@ class Compiler:
         names = sorted(env)
 
         def build(charged: bool) -> Code:
-            lines = [f"def make(rt, cost, span, {', '.join(names)}):", "  def stmt(f):"]
-            if charged:
-                lines += _indent(_charge_lines(), 4)
-            lines += ["    " + line for line in body]
-            lines.append("  return stmt")
-            return _template(("stmt", tkey, charged, *names), lines)(self.rt, cost, span, **env)
+            def text() -> list[str]:
+                lines = [f"def make(rt, cost, span, {', '.join(names)}):", "  def stmt(f):"]
+                if charged:
+                    lines += _indent(_charge_lines(), 4)
+                return [*lines, *("    " + line for line in body), "  return stmt"]
+
+            return _template(("stmt", tkey, charged, *names), text)(self.rt, cost, span, **env)
 
         raw = build(False)
         return _Stmt(cost, span, raw, build(True) if self.count_steps else raw)
@@ -362,7 +371,7 @@ class Compiler:
         units: list[_Run] = []
         group: list[_Stmt] = []
         for i, st in enumerate(stmts):
-            if ifs < _IF_NEXT_MAX and self._if_next_ok(st):
+            if self.merge and ifs < _IF_NEXT_MAX and self._if_next_ok(st):
                 if group:
                     units.append(self._group(group))
                     group = []
@@ -370,7 +379,7 @@ class Compiler:
                 break
             s = self.stmt(st)
             group.append(s)
-            if not s.straight:
+            if not (s.straight and self.merge):
                 units.append(self._group(group))
                 group = []
         if group:
@@ -420,19 +429,20 @@ class Compiler:
         names = ", ".join(f"s{j}" for j in range(k))
 
         def build(charged: bool) -> Code:
-            lines = [f"def make(rt, total, after, exact, {names}):", "  def run(f):"]
-            if charged:
-                lines += ["    n = rt.steps + total", "    if n > rt.limit:", "        return exact(f)",
-                          "    rt.steps = n"]
-            lines += ["    i = 0", "    try:"]
-            for j in range(k - 1):
-                if j:
-                    lines.append(f"        i = {j}")
-                lines.append(f"        s{j}(f)")
-            lines += ["    except BaseException:", "        rt.steps -= after[i]", "        raise",
-                      f"    return s{k - 1}(f)", "  return run"]
-            return _template(("run", k, charged), lines)(self.rt, sum(costs), after, exact,
-                                                         *(s.raw for s in group))
+            def text() -> list[str]:
+                lines = [f"def make(rt, total, after, exact, {names}):", "  def run(f):"]
+                if charged:
+                    lines += ["    n = rt.steps + total", "    if n > rt.limit:", "        return exact(f)",
+                              "    rt.steps = n"]
+                lines += ["    i = 0", "    try:"]
+                for j in range(k - 1):
+                    if j:
+                        lines.append(f"        i = {j}")
+                    lines.append(f"        s{j}(f)")
+                return [*lines, "    except BaseException:", "        rt.steps -= after[i]", "        raise",
+                        f"    return s{k - 1}(f)", "  return run"]
+
+            return _template(("run", k, charged), text)(self.rt, sum(costs), after, exact, *(s.raw for s in group))
 
         return _Run(sum(costs), build(True), build(False), exact)
 
@@ -661,36 +671,40 @@ class Compiler:
             env["c0"] = self._cond(cnode, "an `if` condition")
             cond = ["v = c0(f)"]
         charged = self.count_steps
-        charge_if = _charge_lines("ci")
-        lines = ["    try:", *_indent(cond, 8), "    except BaseException:", *_indent(charge_if, 8),
-                 "        raise"] if charged else _indent(cond, 4)
-
-        def branch(name: str, total: str, ind: str) -> list[str]:
-            """Run a branch, its first charge taken with the `if`'s, leaving its result in `r`."""
-            if not charged:
-                return [f"{ind}r = {name}pre(f)"]
-            return [f"{ind}n = rt.steps + {total}", f"{ind}if n > rt.limit:", *_indent(charge_if, len(ind) + 4),
-                    f"{ind}    r = {name}exact(f)", f"{ind}else:", f"{ind}    rt.steps = n",
-                    f"{ind}    r = {name}pre(f)"]
-
-        def then_rest(ind: str) -> list[str]:
-            if not has_rest:
-                return [f"{ind}return r"]
-            return [f"{ind}if r is not None:", f"{ind}    return r", f"{ind}return rcode(f)"]
-
-        lines += ["    if v:", *branch("b0", "tb", " " * 8), *then_rest(" " * 8)]
-        if e0 is not None:
-            lines += [*branch("e0", "te", " " * 4), *then_rest(" " * 4)]
-        elif has_rest:
-            if charged:
-                lines += ["    n = rt.steps + tr", "    if n > rt.limit:", *_indent(charge_if, 8),
-                          "        return rexact(f)", "    rt.steps = n"]
-            lines.append("    return rpre(f)")
-        else:
-            lines += [*(_indent(charge_if, 4) if charged else []), "    return None"]
         names = sorted(env)
-        src = [f"def make({', '.join(names)}):", "  def if_(f):", *lines, "  return if_"]
-        code = _template(("if_next", *src), src)(**env)
+
+        def text() -> list[str]:
+            charge_if = _charge_lines("ci")
+            lines = ["    try:", *_indent(cond, 8), "    except BaseException:", *_indent(charge_if, 8),
+                     "        raise"] if charged else _indent(cond, 4)
+
+            def branch(name: str, total: str, ind: str) -> list[str]:
+                """Run a branch, its first charge taken with the `if`'s, leaving its result in `r`."""
+                if not charged:
+                    return [f"{ind}r = {name}pre(f)"]
+                return [f"{ind}n = rt.steps + {total}", f"{ind}if n > rt.limit:", *_indent(charge_if, len(ind) + 4),
+                        f"{ind}    r = {name}exact(f)", f"{ind}else:", f"{ind}    rt.steps = n",
+                        f"{ind}    r = {name}pre(f)"]
+
+            def then_rest(ind: str) -> list[str]:
+                if not has_rest:
+                    return [f"{ind}return r"]
+                return [f"{ind}if r is not None:", f"{ind}    return r", f"{ind}return rcode(f)"]
+
+            lines += ["    if v:", *branch("b0", "tb", " " * 8), *then_rest(" " * 8)]
+            if e0 is not None:
+                lines += [*branch("e0", "te", " " * 4), *then_rest(" " * 4)]
+            elif has_rest:
+                if charged:
+                    lines += ["    n = rt.steps + tr", "    if n > rt.limit:", *_indent(charge_if, 8),
+                              "        return rexact(f)", "    rt.steps = n"]
+                lines.append("    return rpre(f)")
+            else:
+                lines += [*(_indent(charge_if, 4) if charged else []), "    return None"]
+            return [f"def make({', '.join(names)}):", "  def if_(f):", *lines, "  return if_"]
+
+        key = ("if_next", charged, e0 is not None, has_rest, tuple(cond), tuple(names))
+        code = _template(key, text)(**env)
         return _Run(0, code, code, code)
 
     def _loop_site(self, st: ast.While | ast.For) -> LoopSite:
@@ -761,7 +775,7 @@ class Compiler:
         charged = self.count_steps
         # A test that calls nothing is charged with the start of the body: one charge per iteration. The
         # body's share is given back when the test is false or fails.
-        merged = charged and body.cost > 0 and _call_free(st.cond)
+        merged = charged and self.merge and body.cost > 0 and _call_free(st.cond)
         cc = 1 + node_cost(st.cond)
         env: dict[str, Any] = {
             "rt": self.rt, "site": site, "LoopFrame": LoopFrame, "now": time.time, "finish": self._finish_loop,
@@ -776,6 +790,7 @@ class Compiler:
             def test(ind: int, on_false: list[str]) -> list[str]:
                 return [*_indent(value, ind), *_indent(["if not v:", "    clause = t0", *on_false], ind)]
         else:
+            value = []
             for j, part in enumerate(parts):
                 env[f"c{j}"] = self._cond(part, "a `while` condition")
                 env[f"t{j}"] = site.conjuncts[j]
@@ -786,58 +801,62 @@ class Compiler:
                     out += [f"if not c{j}(f):", f"    clause = t{j}", *on_false]
                 return _indent(out, ind)
 
-        after = [
-            "if r is not None:",
-            "    if r is BREAK:",
-            "        reason = 'break'",
-            "        break",
-            "    if r is CONTINUE:",
-            "        continue",
-            "    finish(lf, 'return', None, f, snap)",
-            "    return r",
-        ]
-        if merged:
-            loop = [
-                "n = rt.steps + tot",
-                "if n > rt.limit:",
-                *_indent(_charge_lines("cc"), 4),
-                *test(4, ["    break"]),
-                "    lf.iterations += 1",
-                "    r = bexact(f)",
-                "else:",
-                "    rt.steps = n",
-                "    try:",
-                *test(8, ["    rt.steps -= bc", "    break"]),
-                "    except BaseException:",
-                "        rt.steps -= bc",
-                "        raise",
-                "    lf.iterations += 1",
-                "    r = bpre(f)",
-            ]
-        else:
-            loop = [*(_charge_lines("cc") if charged else []), *test(0, ["    break"]), "lf.iterations += 1",
-                    "r = bcode(f)"]
         names = sorted(env)
-        src = [
-            f"def make({', '.join(names)}):",
-            "  def while_(f):",
-            "    lf = LoopFrame(site, rt.steps, now())",
-            "    rt.loops.append(lf)",
-            "    clause = reason = None",
-            "    try:",
-            "        while True:",
-            *_indent(loop + after, 12),
-            "    except BaseException as exc:",
-            "        finish(lf, reason_of(exc), None, f, snap)",
-            "        raise",
-            "    if clause is not None:",
-            "        finish(lf, 'condition', clause, f, snap)",
-            "    else:",
-            "        finish(lf, reason, None, f, snap)",
-            "    return None",
-            "  return while_",
-        ]
-        return self._charge(1, st.span, _template(("while", *src), src)(**env))
+        shape = (tuple(value), len(parts))
+
+        def text() -> list[str]:
+            after = [
+                "if r is not None:",
+                "    if r is BREAK:",
+                "        reason = 'break'",
+                "        break",
+                "    if r is CONTINUE:",
+                "        continue",
+                "    finish(lf, 'return', None, f, snap)",
+                "    return r",
+            ]
+            if merged:
+                loop = [
+                    "n = rt.steps + tot",
+                    "if n > rt.limit:",
+                    *_indent(_charge_lines("cc"), 4),
+                    *test(4, ["    break"]),
+                    "    lf.iterations += 1",
+                    "    r = bexact(f)",
+                    "else:",
+                    "    rt.steps = n",
+                    "    try:",
+                    *test(8, ["    rt.steps -= bc", "    break"]),
+                    "    except BaseException:",
+                    "        rt.steps -= bc",
+                    "        raise",
+                    "    lf.iterations += 1",
+                    "    r = bpre(f)",
+                ]
+            else:
+                loop = [*(_charge_lines("cc") if charged else []), *test(0, ["    break"]), "lf.iterations += 1",
+                        "r = bcode(f)"]
+            return [
+                f"def make({', '.join(names)}):",
+                "  def while_(f):",
+                "    lf = LoopFrame(site, rt.steps, now())",
+                "    rt.loops.append(lf)",
+                "    clause = reason = None",
+                "    try:",
+                "        while True:",
+                *_indent(loop + after, 12),
+                "    except BaseException as exc:",
+                "        finish(lf, reason_of(exc), None, f, snap)",
+                "        raise",
+                "    if clause is not None:",
+                "        finish(lf, 'condition', clause, f, snap)",
+                "    else:",
+                "        finish(lf, reason, None, f, snap)",
+                "    return None",
+                "  return while_",
+            ]
+
+        return self._charge(1, st.span, _template(("while", merged, charged, shape, tuple(names)), text)(**env))
 
     def s_For(self, st: ast.For) -> _Stmt:
         rt = self.rt
@@ -864,7 +883,8 @@ class Compiler:
         to_items = ops.iter_items
         charged = self.count_steps
         # An item's step is charged with the start of the body (binding the variable calls nothing).
-        bc, tot = body.cost, 1 + body.cost
+        bc = body.cost if self.merge else 0
+        tot = 1 + bc
         bcode, bpre, bexact = body.code, body.pre, body.exact
 
         def for_(f: Frame) -> Any:
