@@ -17,21 +17,30 @@ asserts the same today:
 
 `python tests/test_steps_equivalence.py --record` rewrites the JSON; do it only for a deliberate change
 of what a statement costs, never to make this test pass.
+
+And random programs (`_Gen`: loops, calls, early returns, failing statements) give all of the above the
+same with the merged charges as with the compiler's `merge=False`, where every statement and every loop
+test is charged on its own.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import random
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dal.eval import interpreter
 from dal.eval import runtime as runtime_mod
+from dal.eval.compiler import Compiler
 from dal.eval.interpreter import Engine, check_source
 from dal.eval.runtime import Runtime
 from dal.eval.values import Builtin, Function
+from dal.stack import in_big_stack
 
 EXPECTED = Path(__file__).with_name("steps_equivalence.json")
 CHECK_EVERY_VALUES = (1, 2, 3, 5, 8)
@@ -377,9 +386,23 @@ def _span(err: Any) -> list[int] | None:
     return None if span is None else [span.start, span.end]
 
 
-def _run(source: str, *, max_steps: int = 10**9, interrupt_at: int = 0, logging: bool = False) -> dict[str, Any]:
+@functools.lru_cache(maxsize=8)
+def _checked(source: str) -> Any:
     checked, errors = check_source(source, "equiv.dal")
     assert checked is not None, errors
+    return checked
+
+
+def _run(source: str, *, max_steps: int = 10**9, interrupt_at: int = 0, logging: bool = False,
+         merge: bool = True) -> dict[str, Any]:
+    if not merge:
+        saved = interpreter.Compiler
+        interpreter.Compiler = functools.partial(Compiler, merge=False)  # type: ignore[misc]
+        try:
+            return _run(source, max_steps=max_steps, interrupt_at=interrupt_at, logging=logging)
+        finally:
+            interpreter.Compiler = saved  # type: ignore[misc]
+    checked = _checked(source)
     out: list[str] = []
     prints = [0]
     rt = (_LoggingRuntime if logging else Runtime)(max_steps=max_steps, write=out.append)
@@ -411,12 +434,27 @@ def _run(source: str, *, max_steps: int = 10**9, interrupt_at: int = 0, logging:
     }
 
 
-def results(source: str) -> dict[str, Any]:
-    full = _run(source)
+def results(source: str, merge: bool = True) -> dict[str, Any]:
+    """Every run of `source` this test compares, all in one big-stack thread (starting one per run,
+    as `Engine.execute` does, would take most of the time)."""
+
+    def run_all() -> dict[str, Any]:
+        saved = interpreter.in_big_stack
+        interpreter.in_big_stack = lambda fn: fn()  # type: ignore[assignment]
+        try:
+            return _results(source, merge)
+        finally:
+            interpreter.in_big_stack = saved  # type: ignore[assignment]
+
+    return in_big_stack(run_all)
+
+
+def _results(source: str, merge: bool) -> dict[str, Any]:
+    full = _run(source, merge=merge)
     total = full["steps"]
     budgets: list[list[Any]] = []  # runs of budgets with the same outcome: [first budget, outcome...]
     for b in range(1, total + 2):
-        r = _run(source, max_steps=b)
+        r = _run(source, max_steps=b, merge=merge)
         message = r["error"][1] if r["error"] else None
         if r["status"] == "exhausted":
             assert message == f"step budget exhausted: {b:,} steps used (--max-steps)", message
@@ -429,13 +467,13 @@ def results(source: str) -> dict[str, Any]:
     try:
         for k in CHECK_EVERY_VALUES:
             runtime_mod.CHECK_EVERY = k
-            r = _run(source, logging=True)
+            r = _run(source, logging=True, merge=merge)
             checks[str(k)] = [r["status"], r["steps"], r["log"]]
     finally:
         runtime_mod.CHECK_EVERY = saved
     interrupts = []
     for n in range(1, full["prints"] + 1):
-        r = _run(source, interrupt_at=n)
+        r = _run(source, interrupt_at=n, merge=merge)
         interrupts.append([r["status"], r["steps"], r["span"], len(r["exits"])])
     return {"full": full, "budgets": budgets, "checks": checks, "interrupts": interrupts}
 
@@ -458,6 +496,135 @@ def test_steps_as_recorded(name: str) -> None:
 
 def test_every_script_is_recorded() -> None:
     assert sorted(_expected()) == sorted(SCRIPTS)
+
+
+# --- random programs: merged charges against every statement charged on its own ------------------
+
+
+class _Gen:
+    """A random terminating program: integer, string and list variables, straight assignments, calls,
+    `if`s with and without calls in their conditions, `else if` chains, bounded `while` and `for`
+    loops with `break` and `continue`, functions with early `return`s, and statements that fail (a
+    type error, an index out of range) now and then."""
+
+    def __init__(self, seed: int) -> None:
+        self.r = random.Random(seed)
+        self.loops = 0
+        self.fresh = 0
+
+    def pick(self, *xs: Any) -> Any:
+        return self.r.choice(xs)
+
+    def num(self, depth: int = 0) -> str:
+        r = self.r.random()
+        if depth > 1 or r < 0.4:
+            return self.pick("a", "b", "c", str(self.r.randint(0, 9)))
+        if r < 0.5:
+            return f"xs[{self.pick('0', '1', 'a % 3')}]" if self.r.random() < 0.97 else "xs[7]"
+        if r < 0.55 and depth == 0:
+            return self.pick("f(a)", "len(xs)", "g(b, c)")
+        op = self.pick("+", "-", "*", "%")
+        right = self.num(depth + 1)
+        if op == "%":
+            right = str(self.r.randint(1, 5))
+        return f"({self.num(depth + 1)} {op} {right})"
+
+    def cond(self, calls: bool) -> str:
+        r = self.r.random()
+        if calls and r < 0.3:
+            return self.pick("f(a) > 3", "len(xs) < 4", "g(a, b) == 2")
+        if r < 0.06:
+            return self.pick("s < 3", "a")  # a type error, or a condition that is not a boolean
+        c = f"{self.num(1)} {self.pick('<', '<=', '>', '>=', '==', '!=')} {self.num(1)}"
+        if r < 0.25:
+            c += f" and {self.pick('a', 'b')} < {self.r.randint(0, 9)}"
+        return c
+
+    def block(self, depth: int, in_loop: bool, in_fn: bool, n: int | None = None) -> list[str]:
+        out: list[str] = []
+        for _ in range(n if n is not None else self.r.randint(0, 4)):
+            out += self.stmt(depth, in_loop, in_fn)
+        if in_fn and self.r.random() < 0.3:
+            out.append(f"return {self.num()}")
+        return out
+
+    def stmt(self, depth: int, in_loop: bool, in_fn: bool) -> list[str]:
+        r = self.r.random()
+        if depth >= 3 or r < 0.35:
+            target = self.pick("a", "b", "c", "a", "b")
+            if self.r.random() < 0.02:
+                return [f"{target} = {target} + s"]  # fails: integer + string
+            if self.r.random() < 0.15:
+                self.fresh += 1
+                return [f"let t{self.fresh} = {self.num()}", f"{target} = t{self.fresh}"]
+            return [f"{target} = {self.num()}"]
+        if r < 0.42:
+            return [self.pick("s = s + \"x\"", "xs[0] = a", "print(a, b)", "xs = append(xs, c)")]
+        if r < 0.6:
+            out = [f"if {self.cond(calls=True)} {{", *self.block(depth + 1, in_loop, in_fn), "}"]
+            if self.r.random() < 0.3:
+                out[-1] = f"}} else if {self.cond(calls=True)} {{"
+                out += [*self.block(depth + 1, in_loop, in_fn), "}"]
+            if self.r.random() < 0.4:
+                out[-1] = "} else {"
+                out += [*self.block(depth + 1, in_loop, in_fn), "}"]
+            return out
+        if r < 0.75:
+            self.loops += 1
+            w = f"w{self.loops}"
+            bound = self.r.randint(0, 4)
+            body = [f"{w} = {w} + 1", *self.block(depth + 1, True, in_fn)]
+            if self.r.random() < 0.4:
+                at = self.r.randint(1, max(1, len(body)))
+                body.insert(at, f"if {self.cond(calls=False)} {{ {self.pick('break', 'continue')} }}")
+            test = f"{w} < {bound}" if self.r.random() < 0.7 else f"{w} < {bound} and f({w}) > 0"
+            return [f"let {w} = 0", f"while {test} {{", *body, "}"]
+        if r < 0.85:
+            self.loops += 1
+            it = self.pick("[1, 2, 3]", "range(3)", "xs", "[]")
+            body = self.block(depth + 1, True, in_fn)
+            if self.r.random() < 0.3:
+                body.append(f"if a > {self.r.randint(0, 9)} {{ {self.pick('break', 'continue')} }}")
+            return [f"for v{self.loops} in {it} {{", f"a = a + v{self.loops}", *body, "}"]
+        if in_loop and r < 0.9:
+            return [f"if {self.cond(calls=False)} {{ {self.pick('break', 'continue')} }}"]
+        if in_fn and r < 0.95:
+            return [f"if {self.cond(calls=False)} {{ return {self.num()} }}"]
+        return [f"c = h({self.num()})"]
+
+    def program(self) -> str:
+        lines = ["let a = 1", "let b = 2", "let c = 3", 'let s = "s"', "let xs = [1, 2, 3]",
+                 "fn f(x) {", "    let y = x * 2", "    if y > 6 { return y - 6 }", "    return y", "}",
+                 "fn g(p, q) {", "    if p > q { return 1 }", "    let d = q - p", "    return d % 3", "}",
+                 "fn h(z) {", *self.block(1, False, True, n=self.r.randint(1, 4)), "    return z", "}"]
+        lines += self.block(0, False, False, n=self.r.randint(3, 8))
+        if self.r.random() < 0.25:
+            lines.append(self.pick("if s < a { b = 1 }", "if a { b = 1 } else { b = 2 }"))  # a failing condition
+        lines.append("print(a, b, c, s, xs)")
+        return "\n".join(lines) + "\n"
+
+
+def _full_steps(source: str) -> int:
+    return in_big_stack(lambda: _run(source))["steps"]
+
+
+def _random_program(seed: int) -> str:
+    for k in range(100):
+        source = _Gen(seed * 1000 + k).program()
+        checked, errors = check_source(source, "random.dal")
+        if checked is not None and _full_steps(source) <= 400:  # every budget is run: keep it short
+            return source
+    raise AssertionError(f"no valid program for seed {seed}")
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_programs_charge_as_statement_by_statement(seed: int) -> None:
+    source = _random_program(seed)
+    got, want = results(source), results(source, merge=False)
+    assert got["full"] == want["full"], source
+    assert got["budgets"] == want["budgets"], source
+    assert got["checks"] == want["checks"], source
+    assert got["interrupts"] == want["interrupts"], source
 
 
 if __name__ == "__main__":
