@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 
 import attrs
 
@@ -80,7 +81,21 @@ def _check_path(raw: str, kind: str, policy: Policy) -> str:
         raise _Denied(f"{verb} outside the allowed roots: {raw}{where}")
     if kind == "write_nofollow" and resolved == ws:
         raise _Denied(f"would remove or move the workspace itself: {raw}")
+    if kind != "write_nofollow":  # removing or moving a name leaves the file's other names alone
+        _check_links(raw, resolved)
     return resolved
+
+
+def _check_links(raw: str, resolved: str) -> None:
+    """Deny a file that has other hard links: they may be anywhere on the filesystem, outside every root,
+    and nothing tells where, so reading or writing through this name could reach a file outside."""
+    try:
+        st = os.stat(resolved)
+    except OSError:
+        return  # nothing there yet: a write creates a file with one link
+    if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
+        raise _Denied(f"{raw}: the file has {st.st_nlink} hard links, and the others may be outside the allowed "
+                      "roots")
 
 
 _TREE_LIMIT = 10_000
@@ -95,11 +110,19 @@ def _check_tree(top: str, policy: Policy) -> None:
             if seen > _TREE_LIMIT:
                 raise _Denied(f"{P.display(top, policy.workspace)}: too many entries to check a recursive write")
             path = os.path.join(dirpath, name)
-            if os.path.islink(path):
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue  # gone since the walk listed it
+            if stat.S_ISLNK(st.st_mode):
                 target = os.path.realpath(path)
                 if not P.within(target, policy.write_roots):
                     shown = P.display(path, policy.workspace)
                     raise _Denied(f"writes outside the allowed roots: {shown} (resolves to {target})")
+            elif st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
+                shown = P.display(path, policy.workspace)
+                raise _Denied(f"{shown}: the file has {st.st_nlink} hard links, and the others may be outside "
+                              "the allowed roots")
 
 
 def _write_counts(target: str, ws: str) -> bool:

@@ -1,4 +1,4 @@
-"""Build a workspace with every kind of symlink next to an outside directory holding a canary."""
+"""Build a workspace with every kind of symlink, and hard links, next to an outside directory holding a canary."""
 
 from __future__ import annotations
 
@@ -27,6 +27,10 @@ def build_workspace(root: Path) -> tuple[Path, Path]:
     # An existing tree with a symlink deep inside: `cp -r docs dest` would write through dest/docs/a.md.
     (ws / "dest" / "docs").mkdir(parents=True)
     os.symlink("../../../outside/canary.txt", ws / "dest" / "docs" / "a.md")
+    # Hard links to the canary: a name inside the workspace for a file outside, at the top and in a tree.
+    os.link(outside / "canary.txt", ws / "hard_canary")
+    (ws / "hard_tree" / "docs").mkdir(parents=True)  # `cp -r docs hard_tree` would write into docs/a.md
+    os.link(outside / "canary.txt", ws / "hard_tree" / "docs" / "a.md")
     return ws, outside
 
 

@@ -113,6 +113,8 @@ ALLOW = [
     "rm -rf docs2",
     "rm sub/up/notes.txt",
     "rm link_out",
+    "rm -f hard_canary",  # removes a name; the file's other names stay as they are
+    "ls hard_tree",
     "rm -rf sub/up",
     "tee out2.txt < notes.txt",
     "cut -d, -f1 notes.txt",
@@ -305,6 +307,14 @@ DENY = [
     ("sed -i s/a/b/ notes.txt", "runs other programs"),
     ("cat notes.txt | sh", "runs other programs"),
     ("ls && bash", "runs other programs"),
+    # hard links: a name inside for a file that may be outside (here: the canary)
+    ("cat hard_canary", "hard links"),
+    ("echo x > hard_canary", "hard links"),
+    ("echo x >> hard_tree/docs/a.md", "hard links"),
+    ("cp notes.txt hard_canary", "hard links"),
+    ("touch hard_canary", "hard links"),
+    ("wc -l < hard_canary", "hard links"),
+    ("cp -r docs hard_tree", "hard links"),
     # programs by path or in disguise
     ("/bin/ls", "path-qualified"),
     ("./script.sh", "path-qualified"),

@@ -37,7 +37,7 @@ PATHS = ["notes.txt", "docs", "docs/a.md", "dest", "dest/docs", "new.txt", "new 
          "sub/up/notes.txt",
          "link_in", "link_in/a.md", "link_out", "link_out/canary.txt", "link_out/new", "dangling",
          "file_link_out", "..", "../outside", "../outside/canary.txt", "docs/../../outside/x", "OUT",
-         "OUT/canary.txt", "OUT/new", "/dev/null"]  # fmt: skip
+         "OUT/canary.txt", "OUT/new", "/dev/null", "hard_canary", "hard_tree", "hard_tree/docs/a.md"]  # fmt: skip
 OPTIONS = ["-r", "-R", "-f", "-p", "-n", "-l", "-a", "-L", "-t", "-o", "-e", "--", "-name", "-exec", "-delete",
            "--target-directory=OUT", "--target=OUT", "--output=OUT/x", "-fprint", "--no-preserve-root",
            "1"]  # fmt: skip
