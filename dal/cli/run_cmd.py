@@ -150,6 +150,10 @@ def run_and_report(args: argparse.Namespace, req: Any) -> int:
         report = execute(req)
     except RunnerError as e:
         sys.stderr.write(f"dal: error: {e}\n")
+        if args.json:
+            # No run was started, so there is no receipt; a host still gets one JSON object on stdout.
+            error = {"error": {"message": str(e), "exit_code": e.exit_code}}
+            sys.stdout.write(json.dumps(error, indent=2, ensure_ascii=False) + "\n")
         return e.exit_code
     (sys.stderr if args.json else sys.stdout).flush()
     receipt = report.receipt

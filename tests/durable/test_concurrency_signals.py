@@ -4,6 +4,7 @@ code is 130/143, and the run resumes without repeating anything."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import time
@@ -109,3 +110,20 @@ def test_operation_in_the_script_on_a_busy_key_exits_3(durable) -> None:
     assert holder.returncode == 0
     assert d.lines("append.txt") == ["line"]
     assert [r["status"] for r in d.check_store()] == ["completed"]  # the refused invocation left no run
+
+
+def test_a_busy_key_in_host_mode_prints_a_json_error_instead_of_a_receipt(durable) -> None:
+    d = durable
+    d.write("slow.dal", 'run("echo line >> append.txt")\nrun("sleep 2")\n')
+    holder = d.spawn("run", "--key", "shared", "slow.dal")
+    deadline = time.monotonic() + 30
+    while not d.lines("append.txt") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    second = d.run("run", "--key", "shared", "--json", "slow.dal")
+    assert second.code == 3, second
+    error = json.loads(second.out)["error"]  # stdout is one JSON object a host can parse
+    assert error["exit_code"] == 3
+    assert re.search(r"operation 'shared' is being run by process \d+", error["message"])
+    assert error["message"] in second.err
+    holder.communicate(timeout=30)
+    assert d.lines("append.txt") == ["line"]
