@@ -657,14 +657,37 @@ class Compiler:
         b0 = self._body(blk.body, blk)
         e0 = self._body(st.orelse.body, st.orelse) if st.orelse is not None else None
         has_rest = rest.code is not _noop
-        ci = 1 + node_cost(cnode)
-        env: dict[str, Any] = {
-            "rt": self.rt, "span": st.span, "ci": ci,
-            "b0pre": b0.pre, "b0exact": b0.exact, "tb": ci + b0.cost,
-            "rpre": rest.pre, "rexact": rest.exact, "rcode": rest.code, "tr": ci + rest.cost,
-        }
+        rt, span, ci = self.rt, st.span, 1 + node_cost(cnode)
+        rcode = rest.code
+
+        def charge_if() -> None:
+            rt.steps += ci
+            if rt.steps > rt.limit:
+                rt.over_limit(span)
+
+        def exactly(run: Code, then_rest: bool) -> Code:
+            """The slow path: the `if` charged alone, then `run` (a branch or the rest) charging exactly."""
+            if not then_rest:
+
+                def slow(f: Frame) -> Any:
+                    charge_if()
+                    return run(f)
+
+                return slow
+
+            def slow_then_rest(f: Frame) -> Any:
+                charge_if()
+                r = run(f)
+                if r is not None:
+                    return r
+                return rcode(f)
+
+            return slow_then_rest
+
+        env: dict[str, Any] = {"rt": rt, "charge_if": charge_if, "b0pre": b0.pre, "sb": exactly(b0.exact, has_rest),
+                               "rpre": rest.pre, "rcode": rcode, "sr": exactly(rest.exact, False)}
         if e0 is not None:
-            env.update(e0pre=e0.pre, e0exact=e0.exact, te=ci + e0.cost)
+            env.update(e0pre=e0.pre, se=exactly(e0.exact, has_rest))
         if self._is_boolean(cnode):
             cond = self._value_lines(cnode, env)
         else:
@@ -672,38 +695,31 @@ class Compiler:
             cond = ["v = c0(f)"]
         charged = self.count_steps
         names = sorted(env)
+        # the steps charged at once on each path, written into the template as constants
+        tb, te, tr = ci + b0.cost, ci + (e0.cost if e0 is not None else 0), ci + rest.cost
 
         def text() -> list[str]:
-            charge_if = _charge_lines("ci")
-            lines = ["    try:", *_indent(cond, 8), "    except BaseException:", *_indent(charge_if, 8),
+            lines = ["    try:", *_indent(cond, 8), "    except BaseException:", "        charge_if()",
                      "        raise"] if charged else _indent(cond, 4)
 
-            def branch(name: str, total: str, ind: str) -> list[str]:
-                """Run a branch, its first charge taken with the `if`'s, leaving its result in `r`."""
-                if not charged:
-                    return [f"{ind}r = {name}pre(f)"]
-                return [f"{ind}n = rt.steps + {total}", f"{ind}if n > rt.limit:", *_indent(charge_if, len(ind) + 4),
-                        f"{ind}    r = {name}exact(f)", f"{ind}else:", f"{ind}    rt.steps = n",
-                        f"{ind}    r = {name}pre(f)"]
+            def path(total: int, slow: str, run: str, then_rest: bool, ind: str) -> list[str]:
+                out = [f"{ind}n = rt.steps + {total}", f"{ind}if n > rt.limit:", f"{ind}    return {slow}(f)",
+                       f"{ind}rt.steps = n"] if charged else []
+                if not run:
+                    return [*out, f"{ind}return None"]
+                if not then_rest:
+                    return [*out, f"{ind}return {run}(f)"]
+                return [*out, f"{ind}r = {run}(f)", f"{ind}if r is not None:", f"{ind}    return r",
+                        f"{ind}return rcode(f)"]
 
-            def then_rest(ind: str) -> list[str]:
-                if not has_rest:
-                    return [f"{ind}return r"]
-                return [f"{ind}if r is not None:", f"{ind}    return r", f"{ind}return rcode(f)"]
-
-            lines += ["    if v:", *branch("b0", "tb", " " * 8), *then_rest(" " * 8)]
+            lines += ["    if v:", *path(tb, "sb", "b0pre", has_rest, " " * 8)]
             if e0 is not None:
-                lines += [*branch("e0", "te", " " * 4), *then_rest(" " * 4)]
-            elif has_rest:
-                if charged:
-                    lines += ["    n = rt.steps + tr", "    if n > rt.limit:", *_indent(charge_if, 8),
-                              "        return rexact(f)", "    rt.steps = n"]
-                lines.append("    return rpre(f)")
+                lines += path(te, "se", "e0pre", has_rest, " " * 4)
             else:
-                lines += [*(_indent(charge_if, 4) if charged else []), "    return None"]
+                lines += path(tr, "sr", "rpre" if has_rest else "", False, " " * 4)
             return [f"def make({', '.join(names)}):", "  def if_(f):", *lines, "  return if_"]
 
-        key = ("if_next", charged, e0 is not None, has_rest, tuple(cond), tuple(names))
+        key = ("if_next", charged, e0 is not None, has_rest, tb, te, tr, tuple(cond), tuple(names))
         code = _template(key, text)(**env)
         return _Run(0, code, code, code)
 
