@@ -424,25 +424,27 @@ class Compiler:
             return _Run(s.cost, s.charged, s.raw, s.charged)
         k = len(group)
         costs = [s.cost for s in group]
-        after = tuple(sum(costs[j + 1 :]) for j in range(k))
         exact = self._seq([s.charged for s in group])
         names = ", ".join(f"s{j}" for j in range(k))
+        head = 8  # the line of the first statement call in the charged template (4 lines earlier uncharged)
 
         def build(charged: bool) -> Code:
+            # When statement j fails, the charges of the statements after it are given back; the failing
+            # one is found by the line its call is on (the traceback's), so the fast path keeps no index.
+            first = head if charged else head - 4
+            back = {first + j: sum(costs[j + 1 :]) for j in range(k - 1)}
+
             def text() -> list[str]:
-                lines = [f"def make(rt, total, after, exact, {names}):", "  def run(f):"]
+                lines = [f"def make(rt, total, back, exact, {names}):", "  def run(f):"]
                 if charged:
                     lines += ["    n = rt.steps + total", "    if n > rt.limit:", "        return exact(f)",
                               "    rt.steps = n"]
-                lines += ["    i = 0", "    try:"]
-                for j in range(k - 1):
-                    if j:
-                        lines.append(f"        i = {j}")
-                    lines.append(f"        s{j}(f)")
-                return [*lines, "    except BaseException:", "        rt.steps -= after[i]", "        raise",
-                        f"    return s{k - 1}(f)", "  return run"]
+                lines += ["    try:", *(f"        s{j}(f)" for j in range(k - 1))]
+                assert lines[first - 1] == "        s0(f)", lines
+                return [*lines, "    except BaseException as e:", "        rt.steps -= back[e.__traceback__.tb_lineno]",
+                        "        raise", f"    return s{k - 1}(f)", "  return run"]
 
-            return _template(("run", k, charged), text)(self.rt, sum(costs), after, exact, *(s.raw for s in group))
+            return _template(("run", k, charged), text)(self.rt, sum(costs), back, exact, *(s.raw for s in group))
 
         return _Run(sum(costs), build(True), build(False), exact)
 
