@@ -237,6 +237,25 @@ def _noop(f: Frame) -> None:
     return None
 
 
+# CPython 3.11 keeps Python frames in chunks of 16 KB, allocated with mmap when a frame does not fit in
+# the current one and freed with munmap as soon as the first frame of a chunk returns. A recursion that
+# keeps crossing a chunk boundary (fib near its leaves) pays a mmap and a munmap per crossing: fib(25)
+# made 25,000 of each, which doubled its run time, and whether a program hit a boundary depended on the
+# exact frame sizes of the compiled closures. So a script's entry frame declares a stack of `_ROOM` words
+# that it never uses: it gets a chunk of its own (2 MB, of which only the pages used are touched), and
+# the script's frames fill the rest of that chunk: room for some 1,200 levels of DAL calls (the default
+# limit is 1,000).
+_ROOM = 132_000
+
+
+def _with_stack_room(code: Code) -> Code:
+    def run(f: Frame) -> Any:
+        return code(f)
+
+    run.__code__ = run.__code__.replace(co_stacksize=run.__code__.co_stacksize + _ROOM)
+    return run
+
+
 class Compiler:
     def __init__(
         self,
@@ -338,7 +357,7 @@ class Compiler:
     # those of charging each statement on its own.
 
     def program(self, prog: ast.Program) -> Code:
-        return self.block(prog.body, prog)
+        return _with_stack_room(self.block(prog.body, prog))
 
     def block(self, stmts: tuple[ast.Stmt, ...], owner: Any, *, exclude_cells: tuple[int, ...] = ()) -> Code:
         return self._body(stmts, owner, exclude_cells=exclude_cells).code
