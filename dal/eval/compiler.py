@@ -6,7 +6,9 @@ return value, then the locals) and returns None, or BREAK / CONTINUE / RETURN to
 
 Steps: each statement charges `1 + (number of expression nodes it evaluates)` when it starts, all at
 once (so `a and b` costs the same whether or not `b` runs: counts stay deterministic and cheap).
-Loop conditions charge per evaluation, `for` charges one step per item bound.
+Loop conditions charge per evaluation, `for` charges one step per item bound. Charges that nothing
+could tell apart from one another (no call between them) are made at once, falling back to one charge
+per statement near a budget, the clock check or an interrupt: see "program and blocks" below.
 """
 
 from __future__ import annotations
