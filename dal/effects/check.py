@@ -93,8 +93,12 @@ def _check_links(raw: str, resolved: str) -> None:
         st = os.stat(resolved)
     except OSError:
         return  # nothing there yet: a write creates a file with one link
+    _deny_linked(raw, st)
+
+
+def _deny_linked(shown: str, st: os.stat_result) -> None:
     if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
-        raise _Denied(f"{raw}: the file has {st.st_nlink} hard links, and the others may be outside the allowed "
+        raise _Denied(f"{shown}: the file has {st.st_nlink} hard links, and the others may be outside the allowed "
                       "roots")
 
 
@@ -102,7 +106,8 @@ _TREE_LIMIT = 10_000
 
 
 def _check_tree(top: str, policy: Policy) -> None:
-    """Deny if a symlink below `top` (a directory about to be written into recursively) leads out."""
+    """Deny if a symlink below `top` (a directory about to be written into recursively) leads out, or a file
+    there has other hard links."""
     seen = 0
     for dirpath, dirnames, filenames in os.walk(top):
         for name in dirnames + filenames:
@@ -119,10 +124,8 @@ def _check_tree(top: str, policy: Policy) -> None:
                 if not P.within(target, policy.write_roots):
                     shown = P.display(path, policy.workspace)
                     raise _Denied(f"writes outside the allowed roots: {shown} (resolves to {target})")
-            elif st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
-                shown = P.display(path, policy.workspace)
-                raise _Denied(f"{shown}: the file has {st.st_nlink} hard links, and the others may be outside "
-                              "the allowed roots")
+            elif st.st_nlink > 1:
+                _deny_linked(P.display(path, policy.workspace), st)
 
 
 def _write_counts(target: str, ws: str) -> bool:

@@ -63,12 +63,18 @@ class UnexpectedToken(UnexpectedInput):
         super().__init__(f"unexpected {token.type} {token.value!r} at line {token.line}, column {token.column}")
 
 
+def shipped_tables() -> dict[str, Any]:
+    """The tables in dal/syntax/lalr_tables.py, as generated."""
+    from dal.syntax import lalr_tables
+
+    return {k: v for k, v in vars(lalr_tables).items() if k.isupper()}
+
+
 def load_tables() -> dict[str, Any]:
     """The shipped tables, or tables built now (with Lark) if the grammar changed since they were made."""
     from dal.paths import grammar_path
-    from dal.syntax import lalr_tables
 
-    shipped = {k: v for k, v in vars(lalr_tables).items() if k.isupper()}
+    shipped = shipped_tables()
     try:
         grammar = grammar_path().read_text(encoding="utf-8")
     except OSError:

@@ -52,13 +52,7 @@ def test_a_changed_grammar_is_never_parsed_with_stale_tables(tmp_path: Path, mon
     assert "regenerate it with `python -m dal.syntax.tablegen`" in capsys.readouterr().err
     lalr.Parser(tables, None).parse("@\n")
     with pytest.raises(lalr.UnexpectedCharacters):
-        lalr.Parser(_shipped(), None).parse("@\n")
-
-
-def _shipped() -> dict[str, Any]:
-    from dal.syntax import lalr_tables
-
-    return {k: v for k, v in vars(lalr_tables).items() if k.isupper()}
+        lalr.Parser(lalr.shipped_tables(), None).parse("@\n")
 
 
 # --- the same behaviour as Lark --------------------------------------------------------------
@@ -85,7 +79,7 @@ def parsers() -> tuple[Lark, lalr.Parser]:
     reference = Lark(grammar_path().read_text(encoding="utf-8"), parser="lalr", lexer="basic", strict=True,
                      keep_all_tokens=True, maybe_placeholders=False, transformer=Recorder(),
                      start=["start", "repl_expr"])
-    return reference, lalr.Parser(_shipped(), Recorder())
+    return reference, lalr.Parser(lalr.shipped_tables(), Recorder())
 
 
 def _outcome(parse: Any, text: str, start: str) -> Any:
