@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dal.records import FrozenRecord
 
-__all__ = ["Policy", "PolicyError", "ProgramRule", "EFFECT_CLASSES", "TRUSTED_PATH"]
+__all__ = ["Policy", "PolicyError", "ProgramRule", "EFFECT_CLASSES", "TRUSTED_PATH", "PROTECTED_NAMES"]
 
 EFFECT_CLASSES = ("read", "local", "external")
 TRUSTED_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -24,6 +24,26 @@ DEFAULT_TOOLSET_NAMES: frozenset[str] = frozenset(
     "[ b2sum basename cat comm cp cut date diff dirname du echo false find grep head ls md5sum mkdir mv paste "
     "printf pwd readlink realpath rm seq sha1sum sha256sum sha512sum sleep sort stat tail tee test touch tr "
     "true uniq wc".split()
+)
+
+
+# Paths a script may never write, whatever the roots say (docs/policy.md, "Protected paths"): the files that
+# decide or record what a script may do, and the parts of a git repository that make git run code later.
+# Relative to the workspace; `[paths] protect` adds more, and the runner adds the policy file in force,
+# the store and the receipts folder wherever they are.
+# (The wall makes each of these that exists read-only; the check also protects them by name, anywhere.)
+WORKSPACE_PROTECTED: tuple[str, ...] = (
+    "dal.toml", ".dal", ".git/config", ".git/config.worktree", ".git/hooks", ".git/info", ".git/modules",
+    ".git/worktrees", ".git/commondir",
+)
+# Names protected wherever they appear: a `dal.toml` in any folder is the policy of the workspace a later
+# `dal run` may discover there, and a `.dal` folder is a store.
+PROTECTED_NAMES: frozenset[str] = frozenset({"dal.toml", ".dal"})
+# Entries of a `.git` folder, in any repository, through which git runs programs or reads configuration
+# (config's core.fsmonitor, core.pager, aliases, filters; hooks; info/attributes naming filter drivers;
+# the configuration of submodules and worktrees).
+GIT_PROTECTED: frozenset[str] = frozenset(
+    {"config", "config.worktree", "hooks", "info", "modules", "worktrees", "commondir"}
 )
 
 
@@ -49,7 +69,7 @@ class ProgramRule(FrozenRecord):
 class Policy(FrozenRecord):
     __slots__ = (
         "workspace", "allowed", "denied", "approval", "rules", "read_roots", "write_roots", "allow_net", "timeout",
-        "max_output", "source", "_rule_index",
+        "max_output", "source", "protected", "_rule_index",
     )
     _compared = _shown = __slots__[:-1]  # not the index built from `rules`
 
@@ -66,6 +86,7 @@ class Policy(FrozenRecord):
         timeout: float | None = None,
         max_output: int | None = None,
         source: str = "default policy",
+        protected: tuple[str, ...] = (),
     ) -> None:
         init = object.__setattr__
         init(self, "workspace", workspace)
@@ -79,10 +100,30 @@ class Policy(FrozenRecord):
         init(self, "timeout", timeout)
         init(self, "max_output", max_output)
         init(self, "source", source)
+        init(self, "protected", protected)
         init(self, "_rule_index", {r.name: r for r in rules})
 
     def rule(self, name: str) -> ProgramRule | None:
         return self._rule_index.get(name)
+
+    def protection(self, resolved: str) -> str | None:
+        """Why a script may not write the absolute, resolved path `resolved`, or None when it may.
+
+        Protected: every path in `protected` and everything below it; any path with a component named in
+        PROTECTED_NAMES (a `dal.toml` or a `.dal` folder anywhere); and, in any git repository, the parts of
+        `.git/` that make git run code later (GIT_PROTECTED)."""
+        for root in self.protected:
+            if resolved == root or resolved.startswith(root.rstrip("/") + "/"):
+                return f"{root} is protected: scripts never change the files that decide or record what they may do"
+        parts = resolved.split("/")
+        for i, part in enumerate(parts):
+            if part in PROTECTED_NAMES:
+                what = "a policy file" if part == "dal.toml" else "a run store"
+                return f"{resolved} is protected: {part} is {what}, which scripts never change"
+            if part == ".git" and i + 1 < len(parts) and parts[i + 1] in GIT_PROTECTED:
+                return (f"{resolved} is protected: .git/{parts[i + 1]} can make git run programs later, so scripts "
+                        "never change it")
+        return None
 
     @classmethod
     def default(cls, workspace: Path | str) -> Policy:
@@ -163,7 +204,7 @@ def _names(values: Iterable[str] | str, where: str) -> list[str]:
 _TOP_KEYS = {"run", "paths", "network", "programs", "limits"}
 _SECTION_KEYS = {
     "run": {"defaults", "allow", "deny", "require_approval"},
-    "paths": {"read", "write"},
+    "paths": {"read", "write", "protect"},
     "network": {"allow"},
     "limits": {"timeout", "max_output"},
 }
@@ -260,6 +301,11 @@ def _build(
     # Reads: the workspace plus named roots plus every write root.
     write_roots = tuple(_roots(ws, write)) or (ws,)
     read_roots = tuple(dict.fromkeys([ws, *_roots(ws, read), *write_roots]))
+    protect = _str_list(paths.get("protect", []), source, "paths.protect")
+    protected = [*WORKSPACE_PROTECTED, *protect]
+    if source != "default policy":
+        protected.append(source)
+    protected_paths = tuple(dict.fromkeys(_roots(ws, protected)))
     return Policy(
         workspace=ws,
         allowed=frozenset(allowed | set(flag_run) | set(flag_approval) | approval),
@@ -272,6 +318,7 @@ def _build(
         timeout=float(timeout) if timeout is not None else None,
         max_output=max_output,
         source=source,
+        protected=protected_paths,
     )
 
 

@@ -169,3 +169,20 @@ def test_policy_check_usage_and_policy_errors_exit_2(tmp_path: Path) -> None:
     r = dal("policy", "check", "ls", cwd=tmp_path)
     assert r.returncode == 2 and "bogus" in r.stderr
     assert dal("policy", "check", cwd=tmp_path).returncode == 2
+
+
+def test_protected_paths_cover_the_policy_the_store_and_git_internals(tmp_path: Path) -> None:
+    ws = tmp_path.resolve()
+    (ws / "rules.toml").write_text('[paths]\nprotect = ["keep"]\n')
+    p = Policy.load(ws, ws / "rules.toml")
+    for rel in ("dal.toml", "sub/dal.toml", ".dal/dal.db", "sub/.dal", ".git/config", ".git/hooks/pre-commit",
+                "vendor/lib/.git/info/attributes", "rules.toml", "keep", "keep/x"):
+        assert p.protection(str(ws / rel)) is not None, rel
+    for rel in ("notes.txt", "dal.toml.bak", ".git/objects/ab/cd", ".git/HEAD", "git/config", "keeper"):
+        assert p.protection(str(ws / rel)) is None, rel
+
+
+def test_paths_protect_must_be_a_list_of_strings(tmp_path: Path) -> None:
+    write_toml(tmp_path, "[paths]\nprotect = 3\n")
+    with pytest.raises(PolicyError, match="paths.protect: expected a list of strings"):
+        Policy.load(tmp_path)
