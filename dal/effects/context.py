@@ -10,6 +10,9 @@ from dal.records import FrozenRecord
 if TYPE_CHECKING:
     from dal.effects.policy import Policy
 
+DEFAULT_EFFECT_TIMEOUT = 30.0  # seconds per command, unless a flag or the policy's [limits] says otherwise
+DEFAULT_MAX_OUTPUT = 1 << 20  # bytes kept of stdout and of stderr
+
 
 class EffectContext(FrozenRecord):
     """How to run effects: the policy and the limits.

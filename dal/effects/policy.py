@@ -9,13 +9,27 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
+from dal.digest import sha256
 from dal.records import FrozenRecord
 
-__all__ = ["Policy", "PolicyError", "ProgramRule", "EFFECT_CLASSES", "TRUSTED_PATH", "PROTECTED_NAMES"]
+__all__ = [
+    "Policy", "PolicyError", "ProgramRule", "EFFECT_CLASSES", "TRUSTED_PATH", "PROTECTED_NAMES", "HARMLESS_ENV",
+]
 
 EFFECT_CLASSES = ("read", "local", "external")
 TRUSTED_PATH = "/usr/local/bin:/usr/bin:/bin"
+POLICY_JSON_VERSION = 1
+
+# The variables `env()` reads whatever the policy says (docs/policy.md, "env()"): locale, time zone and
+# terminal settings, which a script may need to format text and which by convention never hold a secret.
+# Not HOME, USER, PATH, PWD, SHELL or HOSTNAME: they name the operator's account and the host's layout,
+# and the programs a script runs get their own (HOME is the workspace). A policy names any other.
+HARMLESS_ENV: frozenset[str] = frozenset({
+    "LANG", "LANGUAGE", "LC_ALL", "LC_COLLATE", "LC_CTYPE", "LC_MESSAGES", "LC_MONETARY", "LC_NUMERIC",
+    "LC_TIME", "TZ", "TERM", "NO_COLOR",
+})
 
 # The names of `programs.DEFAULT_TOOLSET` (every program with an argument model, and find), spelled out so
 # that building a policy, which every `dal run` does at start, does not build every argument model;
@@ -65,11 +79,15 @@ class ProgramRule(FrozenRecord):
         init(self, "idempotent", idempotent)
         init(self, "approval", approval)
 
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "class": self.effect_class, "idempotent": self.idempotent,
+                "approval": self.approval}
+
 
 class Policy(FrozenRecord):
     __slots__ = (
         "workspace", "allowed", "denied", "approval", "rules", "read_roots", "write_roots", "allow_net", "timeout",
-        "max_output", "source", "protected", "_rule_index",
+        "max_output", "source", "protected", "env_allow", "file_sha256", "_rule_index",
     )
     _compared = _shown = __slots__[:-1]  # not the index built from `rules`
 
@@ -87,6 +105,8 @@ class Policy(FrozenRecord):
         max_output: int | None = None,
         source: str = "default policy",
         protected: tuple[str, ...] = (),
+        env_allow: frozenset[str] = frozenset(),  # env() names beyond HARMLESS_ENV
+        file_sha256: str | None = None,  # of the policy file's bytes as read; None: the default policy
     ) -> None:
         init = object.__setattr__
         init(self, "workspace", workspace)
@@ -101,6 +121,8 @@ class Policy(FrozenRecord):
         init(self, "max_output", max_output)
         init(self, "source", source)
         init(self, "protected", protected)
+        init(self, "env_allow", env_allow)
+        init(self, "file_sha256", file_sha256)
         init(self, "_rule_index", {r.name: r for r in rules})
 
     def rule(self, name: str) -> ProgramRule | None:
@@ -125,6 +147,146 @@ class Policy(FrozenRecord):
                         "never change it")
         return None
 
+    # --- env() ---------------------------------------------------------------------------------
+
+    def env_visible(self, name: str) -> bool:
+        """Whether `env(name)` may read the variable: the policy names it, or it is in HARMLESS_ENV."""
+        return name in HARMLESS_ENV or name in self.env_allow
+
+    def getenv(self, name: str) -> str | None:
+        """What `env(name)` returns: the variable's value when the policy lets the script read it, else
+        None (as if it were not set, so that a script runs the same under a policy that withholds it)."""
+        return os.environ.get(name) if self.env_visible(name) else None
+
+    # --- the policy in force of an operation (docs/policy.md, "The policy in force") -------------
+
+    def protecting(self, paths: Iterable[str | os.PathLike[str]]) -> Policy:
+        """This policy with `paths` (resolved to absolute paths) added to the protected set."""
+        more = [os.path.realpath(os.fspath(p)) for p in paths]
+        return self.evolve(protected=tuple(dict.fromkeys([*self.protected, *more])))
+
+    def extended(
+        self,
+        *,
+        allow_run: Iterable[str] = (),
+        allow_read: Iterable[str] = (),
+        allow_write: Iterable[str] = (),
+        allow_net: bool = False,
+        require_approval: Iterable[str] = (),
+        allow_env: Iterable[str] = (),
+    ) -> Policy:
+        """This policy widened by an operator's flags, the way a resume applies the flags of its command
+        line to the policy the operation started with: every flag adds (`--allow-write` adds a write root
+        here, where at a start it names the only ones); nothing is taken away, and `[run] deny` still wins.
+        Raises PolicyError for a malformed flag."""
+        run = _names(allow_run, "--allow-run")
+        approval = _names(require_approval, "--require-approval")
+        env = _env_names(allow_env, "--allow-env")
+        ws = self.workspace
+        write = _roots(ws, _split(allow_write))
+        read = _roots(ws, _split(allow_read))
+        write_roots = tuple(dict.fromkeys([*self.write_roots, *write]))
+        return self.evolve(
+            allowed=self.allowed | set(run) | set(approval),
+            approval=self.approval | set(approval),
+            read_roots=tuple(dict.fromkeys([*self.read_roots, *read, *write_roots])),
+            write_roots=write_roots,
+            allow_net=self.allow_net or bool(allow_net),
+            env_allow=self.env_allow | set(env),
+        )
+
+    def widening(self, base: Policy) -> dict[str, Any]:
+        """What this policy allows beyond `base`, as the flags that would add it (empty: nothing more)."""
+        approval = self.approval - base.approval
+        write = [r for r in self.write_roots if r not in base.write_roots]
+        out: dict[str, Any] = {
+            "allow_run": sorted(self.allowed - base.allowed - approval),
+            "require_approval": sorted(approval),
+            "allow_read": [r for r in self.read_roots if r not in base.read_roots and r not in write],
+            "allow_write": write,
+            "allow_env": sorted(self.env_allow - base.env_allow),
+            "allow_net": self.allow_net and not base.allow_net,
+        }
+        return {k: v for k, v in out.items() if v}
+
+    def file_state(self) -> tuple[str | None, str | None]:
+        """The policy file this policy came from as it is on disk now: (path, sha256 of its bytes), with
+        sha256 None when it is gone. For the default policy, WORKSPACE/dal.toml if one exists now (a
+        file a new run there would read), else (None, None)."""
+        path = self.source if self.file_sha256 is not None else os.path.join(self.workspace, "dal.toml")
+        if self.file_sha256 is None and not os.path.isfile(path):
+            return None, None
+        try:
+            with open(path, "rb") as f:
+                return path, sha256(f.read()).hexdigest()
+        except OSError:
+            return path, None
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field as plain JSON, so that the store keeps the whole policy an operation runs under and
+        `from_json` gives back an equal Policy (tests/effects/test_policy_json.py checks every field)."""
+        return {
+            "version": POLICY_JSON_VERSION,
+            "workspace": self.workspace,
+            "source": self.source,
+            "file_sha256": self.file_sha256,
+            "allowed": sorted(self.allowed),
+            "denied": sorted(self.denied),
+            "approval": sorted(self.approval),
+            "rules": [r.to_json() for r in self.rules],
+            "read_roots": list(self.read_roots),
+            "write_roots": list(self.write_roots),
+            "allow_net": self.allow_net,
+            "timeout": self.timeout,
+            "max_output": self.max_output,
+            "protected": list(self.protected),
+            "env_allow": sorted(self.env_allow),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Policy:
+        """The Policy `to_json` described. Raises PolicyError naming the field when the data is not one
+        (a damaged store row), so that a resume refuses rather than run under a half-read policy."""
+        where = "the stored policy"
+        _want(isinstance(data, dict), where, "(top)", "expected an object")
+        _want(data.get("version") == POLICY_JSON_VERSION, where, "version",
+              f"expected {POLICY_JSON_VERSION} (stored by another version of DAL?)")
+
+        def strs(key: str) -> list[str]:
+            return _str_list(data.get(key), where, key)
+
+        def opt(key: str, kinds: tuple[type, ...]) -> Any:
+            v = data.get(key)
+            _want(v is None or (isinstance(v, kinds) and not isinstance(v, bool)), where, key, "wrong type")
+            return v
+
+        rules = []
+        raw_rules = data.get("rules")
+        _want(isinstance(raw_rules, list), where, "rules", "expected a list")
+        for r in raw_rules:
+            _want(isinstance(r, dict) and isinstance(r.get("name"), str), where, "rules", "expected {name, ...}")
+            rules.append(ProgramRule(r["name"], r.get("class"), r.get("idempotent"), r.get("approval")))
+        for key in ("workspace", "source"):
+            _want(isinstance(data.get(key), str), where, key, "expected a string")
+        _want(isinstance(data.get("allow_net"), bool), where, "allow_net", "expected true or false")
+        timeout = opt("timeout", (int, float))
+        return cls(
+            workspace=data["workspace"],
+            allowed=frozenset(strs("allowed")),
+            denied=frozenset(strs("denied")),
+            approval=frozenset(strs("approval")),
+            rules=tuple(rules),
+            read_roots=tuple(strs("read_roots")),
+            write_roots=tuple(strs("write_roots")),
+            allow_net=data["allow_net"],
+            timeout=float(timeout) if timeout is not None else None,
+            max_output=opt("max_output", (int,)),
+            source=data["source"],
+            protected=tuple(strs("protected")),
+            env_allow=frozenset(strs("env_allow")),
+            file_sha256=opt("file_sha256", (str,)),
+        )
+
     @classmethod
     def default(cls, workspace: Path | str) -> Policy:
         """The built-in policy: the default toolset, reads and writes inside the workspace, no network."""
@@ -141,6 +303,7 @@ class Policy(FrozenRecord):
         allow_write: Iterable[str] = (),
         allow_net: bool = False,
         require_approval: Iterable[str] = (),
+        allow_env: Iterable[str] = (),
         _skip_file: bool = False,
     ) -> Policy:
         """Build the policy for `workspace` from the defaults, the TOML file and the flags.
@@ -152,15 +315,19 @@ class Policy(FrozenRecord):
             raise PolicyError(f"--workspace: {workspace} is not a directory")
         data: dict = {}
         source = "default policy"
+        digest = None
         if policy_file is not None:
             path = Path(policy_file)
             if not path.is_file():
                 raise PolicyError(f"--policy: {policy_file}: no such file")
-            data, source = _read_toml(path), str(path)
+            # The source is the file's absolute path: a resume from another folder compares the same file.
+            source = os.path.abspath(path)
+            data, digest = _read_toml(Path(source))
         elif not _skip_file and os.path.isfile(os.path.join(ws, "dal.toml")):
             path = Path(ws, "dal.toml")
-            data, source = _read_toml(path), str(path)
-        return _build(
+            data, digest = _read_toml(path)
+            source = str(path)
+        policy = _build(
             ws,
             data,
             source,
@@ -169,15 +336,22 @@ class Policy(FrozenRecord):
             _split(allow_read),
             _split(allow_write),
             allow_net,
+            _env_names(allow_env, "--allow-env"),
         )
+        return policy if digest is None else policy.evolve(file_sha256=digest)
 
 
-def _read_toml(path: Path) -> dict:
+def _read_toml(path: Path) -> tuple[dict, str]:
+    """The file's table and the SHA-256 of the bytes it was parsed from (read once: what is hashed is
+    what is parsed)."""
     import tomllib  # only when there is a policy file: most runs have none, and it costs ~7 ms to import
 
     try:
         with path.open("rb") as f:
-            return tomllib.load(f)
+            raw = f.read()
+        return tomllib.loads(raw.decode("utf-8")), sha256(raw).hexdigest()
+    except UnicodeDecodeError as e:
+        raise PolicyError(f"{path}: not UTF-8 text (invalid byte at offset {e.start})") from e
     except tomllib.TOMLDecodeError as e:
         raise PolicyError(f"{path}: invalid TOML: {e}") from e
     except OSError as e:
@@ -201,12 +375,26 @@ def _names(values: Iterable[str] | str, where: str) -> list[str]:
     return names
 
 
-_TOP_KEYS = {"run", "paths", "network", "programs", "limits"}
+def env_names(values: Iterable[str] | str, where: str = "--allow-env") -> list[str]:
+    """The variable names in `values` (comma-separated strings); PolicyError for one that is not a name."""
+    return _env_names(values, where)
+
+
+def _env_names(values: Iterable[str] | str, where: str) -> list[str]:
+    names = _split(values)
+    for n in names:
+        if not n.replace("_", "a").isalnum() or not n.isascii() or n[0].isdigit():
+            raise PolicyError(f"{where}: {n!r} is not an environment variable name (letters, digits, _)")
+    return names
+
+
+_TOP_KEYS = {"run", "paths", "network", "programs", "limits", "env"}
 _SECTION_KEYS = {
     "run": {"defaults", "allow", "deny", "require_approval"},
     "paths": {"read", "write", "protect"},
     "network": {"allow"},
     "limits": {"timeout", "max_output"},
+    "env": {"allow"},
 }
 _PROGRAM_KEYS = {"class", "idempotent", "approval", "allow"}
 
@@ -235,6 +423,7 @@ def _build(
     flag_read: list[str],
     flag_write: list[str],
     flag_net: bool,
+    flag_env: list[str] = (),  # type: ignore[assignment]
 ) -> Policy:
     for key in data:
         _want(key in _TOP_KEYS, source, key, f"unknown section (expected one of {', '.join(sorted(_TOP_KEYS))})")
@@ -301,6 +490,8 @@ def _build(
     # Reads: the workspace plus named roots plus every write root.
     write_roots = tuple(_roots(ws, write)) or (ws,)
     read_roots = tuple(dict.fromkeys([ws, *_roots(ws, read), *write_roots]))
+    env = _str_list(data.get("env", {}).get("allow", []), source, "env.allow")
+    _env_names(env, f"{source}: env.allow")
     protect = _str_list(paths.get("protect", []), source, "paths.protect")
     protected = [*WORKSPACE_PROTECTED, *protect]
     if source != "default policy":
@@ -319,6 +510,7 @@ def _build(
         max_output=max_output,
         source=source,
         protected=protected_paths,
+        env_allow=frozenset([*env, *flag_env]),
     )
 
 
