@@ -18,6 +18,13 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ["DAL_VALIDATE_RECEIPTS"] = "1"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _workspace_ceiling(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Workspace discovery (dal/workspace.py) walks up from a test's folder; it stops at pytest's base
+    temporary folder, so that a marker left above it (another suite's `.dal/`) cannot change a test."""
+    os.environ["DAL_CEILING_DIRECTORIES"] = str(tmp_path_factory.getbasetemp())
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-goldens",
