@@ -128,6 +128,9 @@ def _policy(workspace: Path, policy: Any) -> Any:
     raise DalUsageError("policy must be a dal.effects.Policy, a dict of policy flags, or a TOML file path")
 
 
+_FLAG_KEYS = ("allow_run", "allow_read", "allow_write", "allow_net", "require_approval", "allow_env")
+
+
 def _policy_args(policy: Any) -> dict[str, Any]:
     """The policy as flags, stored with the run so that `resume` rebuilds it."""
     if isinstance(policy, dict):
@@ -141,10 +144,14 @@ def _policy_args(policy: Any) -> dict[str, Any]:
 
 
 def _workspace(workspace: str | os.PathLike[str] | None) -> Path:
-    ws = Path(workspace) if workspace is not None else Path.cwd()
+    """`workspace`, else the one found from the current directory as `dal run` finds it (the nearest
+    folder with a dal.toml or a .dal/ folder, else the current directory)."""
+    from dal.workspace import find_workspace
+
+    ws = find_workspace(workspace).path
     if not ws.is_dir():
-        raise DalUsageError(f"workspace {ws} is not a directory")
-    return ws.resolve()
+        raise DalUsageError(f"workspace {workspace} is not a directory")
+    return ws
 
 
 def _store(store: str | os.PathLike[str] | None, ws: Path) -> Path:
@@ -164,11 +171,16 @@ def run(
     max_steps: int = 1_000_000,
     max_effects: int | None = None,
     timeout: float | None = None,
-    effect_timeout: float = 30.0,
+    effect_timeout: float | None = None,
     filename: str | None = None,
 ) -> Receipt:
     """Run a script (a path to a `.dal` file, or its source text) and return its receipt.
 
+    `policy`: a `dal.effects.Policy`, a dict of flags (`allow_run`, `allow_read`, `allow_write`,
+    `allow_net`, `require_approval`, `allow_env`, and `file` for a TOML path), or a TOML path; None: the
+    workspace's dal.toml or the default. A run that continues an operation (its `key` has a waiting,
+    interrupted or failed run) runs under the policy the operation started with, plus the flags given.
+    `effect_timeout`: seconds per command (None: the policy's `[limits] timeout`, else 30).
     What the script prints is captured in `receipt.output`. Nothing about the script's own outcome
     raises: read `receipt.status`.
     """
@@ -336,39 +348,56 @@ def resume(
     *,
     workspace: str | os.PathLike[str] | None = None,
     store: str | os.PathLike[str] | None = None,
-    policy: Any = None,
+    policy: dict[str, Any] | None = None,
     max_steps: int | None = None,
 ) -> Receipt:
     """Resume a waiting or interrupted run: replay its journal, continue from the first open effect.
-    The script, policy flags and budgets are those the run was started with unless given here."""
+
+    The script, workspace and budgets are those the run was started with unless given here, and the
+    policy is the one stored with its operation: the policy file is not read again. `policy` may add to
+    it, as a dict of flags (`allow_run`, `allow_read`, `allow_write`, `allow_net`, `require_approval`,
+    `allow_env`); what they add is recorded in the receipt (`policy.added`)."""
     from dal.receipts import StoreError
     from dal.runner.decisions import launch_of
     from dal.runner.runner import find_run
 
+    if policy is not None and (not isinstance(policy, dict) or set(policy) - set(_FLAG_KEYS)):
+        raise DalUsageError(
+            "resume() runs under the policy stored with the operation; `policy` may only add to it, as a dict "
+            f"of flags ({', '.join(_FLAG_KEYS)}); start a new operation to use another policy or file"
+        )
     ws = _workspace(workspace)
     try:
         with _open(store, ws, readonly=True) as db:
             run = find_run(db, run_id)
     except StoreError as e:
         raise DalUsageError(str(e)) from None
-    launch = launch_of(run)
+    try:
+        launch = launch_of(run)
+    except ValueError as e:
+        raise DalUsageError(str(e)) from None
     script = launch.script
     if script is not None and not script.is_absolute() and not script.exists():
         script = ws / script
     if script is None or not script.is_file():
         raise DalUsageError(f"the script of run {run['run_id']} is gone: {script}")
-    if policy is None:
-        args = {k: v for k, v in launch.policy_args.items()
-                if k in ("allow_run", "allow_read", "allow_write", "allow_net", "require_approval")}
+    added = dict(policy or {})
+    stored = launch.policy
+    if stored is None:  # a run an older DAL started kept only its flags: rebuild from them
+        args = {k: v for k, v in launch.policy_args.items() if k in _FLAG_KEYS}
+        for k, v in added.items():
+            args[k] = v if k == "allow_net" else [*(args.get(k) or []), *v]
         args["file"] = launch.policy_args.get("policy")
-        policy = args
+        stored = _policy(ws, args)
     return _execute(
         script=script,
-        workspace=ws,
-        policy=_policy(ws, policy),
+        workspace=Path(stored.workspace),
+        policy=stored,
+        policy_args=added,
         max_steps=max_steps or launch.max_steps or 1_000_000,
         max_effects=launch.max_effects,
         timeout=launch.timeout,
+        effect_timeout=launch.policy_args.get("effect_timeout"),
         store=_store(store, ws),
         resume=run["run_id"],
     )

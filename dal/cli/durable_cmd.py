@@ -28,7 +28,8 @@ def _store_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", type=Path, default=None, metavar="PATH",
                    help="the run store (default: $DAL_STORE, else WORKSPACE/.dal/dal.db)")
     p.add_argument("--workspace", type=Path, default=None, metavar="DIR",
-                   help="the workspace whose store to use (default: the current directory)")
+                   help="the workspace whose store to use (default: the nearest folder, from the current "
+                   "directory up, with a dal.toml or a .dal/ folder; else the current directory)")
 
 
 def register(sub: Any) -> None:
@@ -68,22 +69,27 @@ def register(sub: Any) -> None:
     r.add_argument("--json", action="store_true", help="print the recorded decision as JSON")
     r.set_defaults(func=cmd_decide, decision=None)
 
+    from dal.cli.policy_cmd import add_policy_flags
     from dal.cli.run_cmd import add_run_flags
 
     s = sub.add_parser(
         "resume",
         help="continue a waiting or interrupted run",
         description="Continue a waiting or interrupted run (or one whose process died): run its script "
-        "again with the policy flags and key it was started with, replaying the effect journal. Effects "
-        "with a recorded result are not executed again; approved effects execute once; effects whose "
-        "outcome is unknown run again only when safe (read, idempotent local) or when resolved as retry. "
-        "Budgets default to the run's own. Exit codes as `dal run`.",
+        "again in its workspace, under the policy stored with its operation and with its key, replaying "
+        "the effect journal. The policy file is not read again (a note says when it changed); policy flags "
+        "given here add to the stored policy. Effects with a recorded result are not executed again; "
+        "approved effects execute once; effects whose outcome is unknown run again only when safe (read, "
+        "idempotent local) or when resolved as retry. Budgets default to the run's own. Exit codes as "
+        "`dal run`.",
     )
     s.add_argument("ref", metavar="RUN", help="run id, unique prefix, operation key, or `latest`")
     s.add_argument("--workspace", type=Path, default=None, metavar="DIR",
-                   help="use DIR/.dal/dal.db and run in DIR (default: the store in the current directory, "
-                   "and the workspace the run was started in)")
+                   help="the workspace whose store to use (default: the nearest folder, from the current "
+                   "directory up, with a dal.toml or a .dal/ folder; else the current directory); the run "
+                   "continues in the workspace it started in")
     add_run_flags(s)
+    add_policy_flags(s, additive=True)
     s.set_defaults(func=cmd_resume, max_steps=None)
 
 
@@ -92,8 +98,14 @@ def _die(message: str, code: int = EXIT_USAGE) -> int:
     return code
 
 
+def _workspace(args: argparse.Namespace) -> Path:
+    from dal.workspace import find_workspace
+
+    return find_workspace(args.workspace).path
+
+
 def _open(args: argparse.Namespace) -> Store:
-    path = store_path(args.store, args.workspace)
+    path = store_path(args.store, _workspace(args))
     if not path.exists():
         raise DecisionRefused(f"no runs yet: there is no run store at {path}")
     return Store(path)
@@ -124,7 +136,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from dal.cli.run_cmd import request_from_args, run_and_report
     from dal.runner.runner import find_run
 
-    path = args.store or store_path(None, args.workspace)
+    path = args.store or store_path(None, _workspace(args))
     if not Path(path).exists():
         return _die(f"no runs yet: there is no run store at {path}")
     try:
@@ -132,21 +144,27 @@ def cmd_resume(args: argparse.Namespace) -> int:
             run = find_run(store, args.ref)
     except StoreError as e:
         return _die(str(e))
-    launch = launch_of(run)
+    try:
+        launch = launch_of(run)
+    except ValueError as e:
+        return _die(str(e))
     if launch.script is None:
         return _die(f"run {run['run_id']} does not say which script it ran")
     stored = launch.policy_args
     ns = argparse.Namespace(**vars(args))
-    ns.workspace = args.workspace or launch.workspace
-    ns.policy = stored.get("policy")
-    ns.allow_run = list(stored.get("allow_run") or [])
-    ns.allow_read = list(stored.get("allow_read") or [])
-    ns.allow_write = list(stored.get("allow_write") or [])
-    ns.allow_net = bool(stored.get("allow_net"))
-    ns.require_approval = list(stored.get("require_approval") or [])
-    ns.effect_timeout = stored.get("effect_timeout")
-    ns.require_sandbox = bool(stored.get("require_sandbox"))
+    # The run's own settings, unless this command line says otherwise; its policy flags only add.
+    if ns.effect_timeout is None:
+        ns.effect_timeout = stored.get("effect_timeout")
+    ns.require_sandbox = bool(args.require_sandbox or stored.get("require_sandbox"))
     ns.key = None
+    policy = launch.policy
+    if policy is None:
+        # A run an older DAL started stored only its flags: rebuild its policy from them (and the file).
+        ns.workspace = args.workspace or launch.workspace
+        ns.policy = stored.get("policy")
+        for k in ("allow_run", "allow_read", "allow_write", "require_approval", "allow_env"):
+            setattr(ns, k, [*(stored.get(k) or []), *(getattr(args, k, None) or [])])
+        ns.allow_net = bool(stored.get("allow_net") or args.allow_net)
     if ns.max_steps is None:
         ns.max_steps = launch.max_steps or 1_000_000
     if ns.max_effects is None and launch.max_effects:
@@ -154,4 +172,4 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if ns.timeout is None and launch.timeout:
         ns.timeout = launch.timeout
     ns.store = Path(path)
-    return run_and_report(ns, request_from_args(ns, launch.script, resume=run["run_id"]))
+    return run_and_report(ns, request_from_args(ns, launch.script, policy, resume=run["run_id"]))

@@ -1,6 +1,7 @@
 """`dal policy check "CMD"`: say whether the policy allows a shell command, and why, without running it.
 
-Also the policy flags shared with `dal run` (`add_policy_flags`, `policy_from_args`, `context_from_args`).
+Also the policy flags shared with `dal run` (`add_policy_flags`, `policy_from_args`, `context_from_args`) and
+workspace discovery for every command that takes `--workspace` (`workspace_from_args`).
 Exit codes of `dal policy check`: 0 allowed (also when it would need approval), 1 denied, 2 usage or
 policy error.
 """
@@ -15,11 +16,14 @@ from typing import Any
 
 from dal.cli.argtypes import seconds
 from dal.effects import EffectContext, Policy, PolicyError
+from dal.effects.context import DEFAULT_EFFECT_TIMEOUT, DEFAULT_MAX_OUTPUT
+from dal.workspace import Found, find_workspace
 
-__all__ = ["add_policy_flags", "policy_from_args", "context_from_args", "register", "cmd_policy_check"]
+__all__ = ["add_policy_flags", "policy_from_args", "context_from_args", "register", "cmd_policy_check",
+           "workspace_from_args", "DEFAULT_EFFECT_TIMEOUT", "DEFAULT_MAX_OUTPUT"]
 
-DEFAULT_EFFECT_TIMEOUT = 30.0
-DEFAULT_MAX_OUTPUT = 1 << 20
+WORKSPACE_HELP = ("the workspace (default: the nearest folder, from the current directory up, with a dal.toml "
+                  "or a .dal/ folder; else the current directory)")
 
 
 class _Append(argparse.Action):
@@ -31,18 +35,17 @@ class _Append(argparse.Action):
         setattr(namespace, self.dest, items)
 
 
-def add_policy_flags(parser: argparse.ArgumentParser) -> None:
-    """The effect-policy flags of `dal run` and `dal policy check`."""
-    g = parser.add_argument_group("effect policy")
-    g.add_argument(
-        "--workspace",
-        type=Path,
-        metavar="DIR",
-        help="the directory commands run in and may write to (default: the current directory)",
-    )
-    g.add_argument(
-        "--policy", type=Path, metavar="FILE", help="policy TOML file (default: WORKSPACE/dal.toml when it exists)"
-    )
+def add_policy_flags(parser: argparse.ArgumentParser, *, additive: bool = False) -> None:
+    """The effect-policy flags of `dal run` and `dal policy check`. `additive`: only the flags that add to
+    a stored policy (`dal resume`, which has its own --workspace and never reads a policy file)."""
+    g = parser.add_argument_group("effect policy" if not additive else
+                                  "effect policy (adds to the policy the run started with)")
+    if not additive:
+        g.add_argument("--workspace", type=Path, metavar="DIR", help=WORKSPACE_HELP)
+        g.add_argument(
+            "--policy", type=Path, metavar="FILE",
+            help="policy TOML file (default: WORKSPACE/dal.toml when it exists)",
+        )
     g.add_argument(
         "--allow-run",
         action=_Append,
@@ -73,6 +76,13 @@ def add_policy_flags(parser: argparse.ArgumentParser) -> None:
         help="allow these programs, but only after a person approves each command",
     )
     g.add_argument(
+        "--allow-env",
+        action=_Append,
+        default=[],
+        metavar="NAME[,NAME...]",
+        help="let env() read these environment variables (besides LANG, TZ and the other harmless ones)",
+    )
+    g.add_argument(
         "--effect-timeout",
         type=seconds,
         default=None,
@@ -86,18 +96,46 @@ def add_policy_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def workspace_from_args(args: argparse.Namespace, *, quiet: bool | None = None) -> Found:
+    """The workspace of a command: `--workspace DIR`, else discovered from the current directory
+    (dal/workspace.py). Says on stderr when the workspace found is nested inside another one (once per
+    command: the result is kept on `args`)."""
+    found = getattr(args, "workspace_found", None)
+    if isinstance(found, Found):
+        return found
+    found = find_workspace(getattr(args, "workspace", None))
+    args.workspace_found = found
+    note = found.note()
+    if quiet is None:
+        quiet = bool(getattr(args, "quiet", False))
+    if note is not None and not quiet:
+        sys.stderr.write(f"dal: note: {note}\n")
+    return found
+
+
 def policy_from_args(args: argparse.Namespace) -> Policy:
     """Build the Policy the flags describe; raises PolicyError naming the file or flag at fault."""
-    workspace = args.workspace if getattr(args, "workspace", None) is not None else Path.cwd()
     return Policy.load(
-        workspace,
+        workspace_from_args(args).path,
         getattr(args, "policy", None),
         allow_run=getattr(args, "allow_run", ()) or (),
         allow_read=getattr(args, "allow_read", ()) or (),
         allow_write=getattr(args, "allow_write", ()) or (),
         allow_net=bool(getattr(args, "allow_net", False)),
         require_approval=getattr(args, "require_approval", ()) or (),
+        allow_env=getattr(args, "allow_env", ()) or (),
     )
+
+
+def describe_source(policy: Policy) -> str:
+    """The policy file in force as a person reads it: relative to the workspace when inside it, with
+    the first characters of its SHA-256; "default policy" when there is none."""
+    import os
+
+    if policy.file_sha256 is None:
+        return "default policy"
+    rel = os.path.relpath(policy.source, policy.workspace)
+    return f"{rel if not rel.startswith('..') else policy.source} (sha256 {policy.file_sha256[:12]})"
 
 
 def context_from_args(args: argparse.Namespace, policy: Policy | None = None) -> EffectContext:
@@ -152,7 +190,9 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
             "command": args.cmd,
             **d.to_json(),
             "policy": policy.source,
+            "policy_sha256": policy.file_sha256,
             "workspace": policy.workspace,
+            "workspace_found_by": workspace_from_args(args).how,
             "sandbox": {"available": available, "reason": why},
         }
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
@@ -166,5 +206,9 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
                 f"  programs:   {', '.join(d.programs)}",
                 f"  idempotent: {'yes' if d.idempotent else 'no'}",
             ]
+        lines += [
+            f"  workspace:  {policy.workspace} ({workspace_from_args(args).how})",
+            f"  policy:     {describe_source(policy)}",
+        ]
         sys.stdout.write("\n".join(lines) + "\n")
     return 0 if d.allowed else 1

@@ -30,7 +30,8 @@ def _add_store_flags(parser: argparse.ArgumentParser) -> None:
         "--workspace",
         metavar="DIR",
         type=Path,
-        help="the workspace whose store to read (default: the current directory)",
+        help="the workspace whose store to read (default: the nearest folder, from the current directory up, "
+        "with a dal.toml or a .dal/ folder; else the current directory)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
 
@@ -80,7 +81,10 @@ def register(subparsers: Any) -> tuple[argparse.ArgumentParser, argparse.Argumen
 
 
 def _open(args: argparse.Namespace) -> Store:
-    return Store(store_path(getattr(args, "store", None), getattr(args, "workspace", None)), readonly=True)
+    from dal.workspace import find_workspace  # the workspace found as `dal run` finds it
+
+    workspace = find_workspace(getattr(args, "workspace", None)).path
+    return Store(store_path(getattr(args, "store", None), workspace), readonly=True)
 
 
 def _fail(message: str, err: TextIO) -> int:

@@ -22,7 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         add_policy_flags(parser)
     if "--workspace" not in parser._option_string_actions:
         parser.add_argument(
-            "--workspace", metavar="DIR", type=Path, help="the workspace (default: the current directory)"
+            "--workspace", metavar="DIR", type=Path,
+            help="the workspace (default: the nearest folder up with a dal.toml or .dal/; else the current one)"
         )
     parser.add_argument(
         "--max-steps",
@@ -83,8 +84,9 @@ def run_repl(args: argparse.Namespace) -> int:
     from dal.repl.history import LazyFileHistory, default_history_path
     from dal.repl.wiring import SessionWiring
     from dal.session import Session
+    from dal.workspace import find_workspace
 
-    workspace = Path(getattr(args, "workspace", None) or Path.cwd()).resolve()
+    workspace = find_workspace(getattr(args, "workspace", None)).path
     if not workspace.is_dir():
         print(f"dal: error: the workspace {workspace} is not a directory", file=sys.stderr)
         return 2

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dal.cli.argtypes import positive_int, seconds
-from dal.cli.policy_cmd import add_policy_flags, context_from_args, policy_from_args
+from dal.cli.policy_cmd import add_policy_flags, policy_from_args, workspace_from_args
 
 
 def add_run_flags(p: argparse.ArgumentParser) -> None:
@@ -66,22 +66,29 @@ def policy_args_of(args: argparse.Namespace) -> dict[str, Any]:
         "allow_write": list(getattr(args, "allow_write", []) or []),
         "allow_net": bool(getattr(args, "allow_net", False)),
         "require_approval": list(getattr(args, "require_approval", []) or []),
+        "allow_env": list(getattr(args, "allow_env", []) or []),
         "effect_timeout": getattr(args, "effect_timeout", None),
         "require_sandbox": bool(getattr(args, "require_sandbox", False)),
     }
 
 
-def request_from_args(args: argparse.Namespace, script: Path, **extra: Any) -> Any:
+def request_from_args(args: argparse.Namespace, script: Path, policy: Any = None, **extra: Any) -> Any:
+    """The run the flags describe. `policy`: the policy to start from instead of the one the flags build
+    (`dal resume`: the run's stored policy); either way the runner adopts the operation's stored policy
+    when the run continues an operation, widened by the flags."""
     from dal.effects import PolicyError
     from dal.runner.runner import RunRequest
 
-    try:
-        policy = policy_from_args(args)
-    except PolicyError as e:
-        sys.stderr.write(f"dal: error: {e}\n")
-        raise SystemExit(2) from None
-    ctx = context_from_args(args, policy)
-    workspace = Path(args.workspace) if getattr(args, "workspace", None) else Path.cwd()
+    quiet = bool(args.quiet or args.json)
+    if policy is None:
+        try:
+            policy = policy_from_args(args)
+        except PolicyError as e:
+            sys.stderr.write(f"dal: error: {e}\n")
+            raise SystemExit(2) from None
+        workspace = workspace_from_args(args, quiet=quiet).path
+    else:
+        workspace = Path(policy.workspace)
     out = sys.stderr if args.json else sys.stdout
     return RunRequest(
         script=script,
@@ -90,16 +97,16 @@ def request_from_args(args: argparse.Namespace, script: Path, **extra: Any) -> A
         max_steps=args.max_steps,
         max_effects=args.max_effects,
         timeout=args.timeout,
-        effect_timeout=ctx.timeout,
-        max_output=ctx.max_output,
+        effect_timeout=getattr(args, "effect_timeout", None),  # else the policy in force's, else 30 s
         key=getattr(args, "key", None),
         store=args.store,
         receipts_dir=args.receipts,
-        require_sandbox=ctx.require_sandbox,
+        require_sandbox=bool(getattr(args, "require_sandbox", False)),
         wait=args.wait,
         policy_args=policy_args_of(args),
         write=out.write,
         on_loop_receipt=_print_loop if args.verbose and not args.json else None,
+        notify=(lambda text: sys.stderr.write(f"dal: note: {text}\n")) if not args.quiet else None,
         **extra,
     )
 
@@ -183,9 +190,36 @@ def summary_line(receipt: dict[str, Any], report: Any) -> str:
     steps = receipt["steps"]
     parts.append(f"· {steps['used']:,} steps · {receipt['effects']['count']} effects")
     parts.append(f"· receipt {where}" if where else f"· run {receipt['run_id']}")
+    parts.append(f"· workspace {_home(receipt['workspace'])} · policy {policy_name(receipt)}")
     line = " ".join(parts)
     if status in ("waiting", "failed", "exhausted", "interrupted"):
         from dal.receipts.render import next_action
 
         line += f"\ndal: next: {next_action(receipt)}"
+    withheld = (receipt.get("policy") or {}).get("env_withheld") or []
+    if withheld:
+        names = ", ".join(withheld)
+        line += (f"\ndal: note: env() returned null for {names}: the policy does not let scripts read "
+                 f"{'it' if len(withheld) == 1 else 'them'} (--allow-env={','.join(withheld)} or [env] allow)")
     return line
+
+
+def _home(path: str) -> str:
+    import os
+
+    home = os.path.expanduser("~")
+    if home not in ("", "/") and (path == home or path.startswith(home + "/")):
+        return "~" + path[len(home):]
+    return path
+
+
+def policy_name(receipt: dict[str, Any]) -> str:
+    """The policy file in force, for the closing line: relative to the workspace when inside it."""
+    import os
+
+    policy = receipt.get("policy") or {}
+    if not policy.get("sha256"):
+        return "default"
+    source = policy.get("source") or ""
+    rel = os.path.relpath(source, receipt["workspace"]) if source.startswith("/") else source
+    return rel if not rel.startswith("..") else _home(source)

@@ -22,8 +22,12 @@ A test script is a DAL script named NAME.test.dal. Besides every builtin it can 
   resume(run_id, options)        continue a waiting, interrupted or crashed run, as dal resume
   receipt(ref)                   a stored receipt by run id, key or "latest"
 
-With no PATHS: tests/**/*.test.dal and examples/tests/*.test.dal under the current folder. A folder
+With no PATHS: tests/**/*.test.dal and examples/tests/*.test.dal under the workspace (the nearest folder,
+from the current directory up, with a dal.toml or a .dal/ folder; else the current folder). A folder
 given runs every *.test.dal under it; a file given runs that file.
+
+env() in a test and in the workflows it invokes reads only LANG, TZ and the other harmless variables,
+plus those named by --allow-env (or by an `allow_env` policy flag of `invoke`).
 
 The last line is the summary, `N passed, N failed`. Exit 0 when every test passed, 1 when any failed,
 2 on a usage error (a path that does not exist, no test scripts found). See docs/testing.md.
@@ -40,6 +44,8 @@ def register(sub: Any) -> None:
     p.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="test scripts or folders of them")
     p.add_argument("--keep", action="store_true", help="keep each test's workspace and print where it is")
     p.add_argument("--verbose", "-v", action="store_true", help="show what passing tests printed too")
+    p.add_argument("--allow-env", action="append", default=[], metavar="NAME[,NAME...]",
+                   help="let env() read these variables, in the tests and in the workflows they invoke")
     p.set_defaults(func=run_tests)
 
 
@@ -52,11 +58,24 @@ def _indent(text: str, pad: str = "    ") -> str:
 
 
 def run_tests(args: argparse.Namespace) -> int:
+    import os
+
     from dal.diagnostics import render, want_color
+    from dal.effects.policy import PolicyError, env_names
     from dal.testing.harness import DEFAULT_GLOBS, NoTests, discover, run_test_file
+    from dal.workspace import find_workspace
 
     try:
-        tests = discover(list(args.paths))
+        allow_env = env_names(args.allow_env)
+    except PolicyError as e:
+        sys.stderr.write(f"dal: error: {e}\n")
+        return 2
+    root = None
+    if not args.paths:
+        found = find_workspace().path
+        root = Path(os.path.relpath(found)) if found != Path.cwd().resolve() else None
+    try:
+        tests = discover(list(args.paths), root)
     except NoTests as e:
         sys.stderr.write(f"dal: error: {e}\n")
         return 2
@@ -68,7 +87,7 @@ def run_tests(args: argparse.Namespace) -> int:
     color = want_color(out)
     passed = failed = 0
     for path in tests:
-        result = run_test_file(path, keep=args.keep)
+        result = run_test_file(path, keep=args.keep, allow_env=allow_env)
         took = f"({result.duration:.2f}s)"
         if result.passed:
             passed += 1

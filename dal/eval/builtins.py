@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import json as _json
 import math
-import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -413,7 +412,9 @@ def _now(rt: Runtime, args: list[Any], span: Any) -> float:
 
 @builtin("env(name)", 1)
 def _env(rt: Runtime, args: list[Any], span: Any) -> str | None:
-    """The value of an environment variable of the `dal` process, or null when it is not set.
+    """The value of an environment variable of the `dal` process when the policy lets the script read it
+    (`[env] allow`, `--allow-env`, or a harmless locale or terminal variable such as LANG or TZ), else null,
+    as for a variable that is not set.
 
     Example:
         print(env("DAL_SURELY_NOT_SET_ANYWHERE"))
@@ -421,7 +422,7 @@ def _env(rt: Runtime, args: list[Any], span: Any) -> str | None:
     """
     name = args[0]
     _want(name, str, "string", "env")
-    return rt.observe(f"env({name})", lambda: os.environ.get(name))
+    return rt.observe(f"env({name})", lambda: rt.getenv(name))
 
 
 @builtin("record(state, operation, outcome)", 3)

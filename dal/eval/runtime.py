@@ -125,7 +125,7 @@ class Runtime:
     __slots__ = (
         "steps", "limit", "max_steps", "deadline", "timeout", "depth", "max_depth", "loops",
         "recorder", "write", "interrupt_reason", "filename", "source", "effects", "state", "now",
-        "_lock", "on_effect", "context", "observe", "interrupted_at",
+        "_lock", "on_effect", "context", "observe", "interrupted_at", "getenv",
     )
 
     def __init__(
@@ -159,6 +159,9 @@ class Runtime:
         self.context: Any = None
         # How builtins read values the outside world decides (`now`, `env`); the runner journals them.
         self.observe: Callable[[str, Callable[[], Any]], Any] = lambda what, produce: produce()
+        # What `env(NAME)` may see: the host sets it from the policy (Policy.getenv); a runtime without a
+        # policy sees no variable at all (docs/policy.md, "env()").
+        self.getenv: Callable[[str], str | None] = lambda name: None
 
     def start_clock(self) -> None:
         self.deadline = (time.monotonic() + self.timeout) if self.timeout else None

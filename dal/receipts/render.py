@@ -313,6 +313,34 @@ def duration_text(ms: float | None) -> str:
     return f"{ms / 60_000:.1f} min"
 
 
+def policy_text(receipt: Mapping[str, Any]) -> str | None:
+    """The policy in force, for a person: its file (relative to the workspace when inside it) and the
+    start of its SHA-256, or "default policy"; where it came from when the run continued an operation;
+    and the notices (a policy file changed since the operation started). None for a receipt without."""
+    import os
+
+    policy = receipt.get("policy")
+    if not isinstance(policy, Mapping):
+        return None
+    if policy.get("sha256"):
+        source = str(policy.get("source") or "")
+        ws = str(receipt.get("workspace") or "")
+        rel = os.path.relpath(source, ws) if ws and source.startswith("/") else source
+        text = f"{rel if not rel.startswith('..') else source} (sha256 {str(policy['sha256'])[:12]})"
+    else:
+        text = "default policy"
+    if policy.get("adopted_from"):
+        text += f", fixed when the operation started (stored with {policy['adopted_from']})"
+    added = policy.get("added") or {}
+    if added:
+        text += "; added here: " + " ".join(
+            f"--{k.replace('_', '-')}" + ("" if v is True else "=" + ",".join(map(str, v))) for k, v in added.items()
+        )
+    for note in policy.get("notices") or []:
+        text += f"; {note}"
+    return text
+
+
 def render(
     receipt: Mapping[str, Any],
     *,
@@ -370,6 +398,11 @@ def render(
     if receipt.get("blocker") and not (isinstance(error, Mapping) and error.get("message") == receipt["blocker"]):
         facts.append(("blocker", paint("1", receipt["blocker"])))
     facts.append(("external", receipt.get("external_effect", "none")))
+    if receipt.get("workspace"):
+        facts.append(("workspace", str(receipt["workspace"])))
+    policy = policy_text(receipt)
+    if policy is not None:
+        facts.append(("policy", policy))
     width = max(len(k) for k, _ in facts)
     out += [f"  {k.ljust(width)}  {v}" for k, v in facts]
 

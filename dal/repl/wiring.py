@@ -39,6 +39,8 @@ class SessionWiring:
             return
         if self.recorder is not None and getattr(rt, "recorder", None) is None:
             rt.recorder = self.recorder
+        if self.context is not None:
+            rt.getenv = self.context.policy.getenv  # env() sees what the policy names, as in `dal run`
         if self.context is not None and getattr(rt, "effects", None) is None:
             from dal.runner.effects import EffectHandler
 
@@ -132,6 +134,10 @@ def save_session_receipt(session: Any, wiring: SessionWiring, workspace: Any, st
         "previous_run": None,
         "skipped_of": None,
     }
+    if wiring.context is not None:
+        from dal.runner.inforce import receipt_policy
+
+        receipt["policy"] = receipt_policy(wiring.context.policy, None, [])
     with Store(default_store(ws)) as db:
         db.save_receipt(receipt)
     _, md = write_receipt_files(receipt, workspace=ws)

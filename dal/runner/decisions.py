@@ -91,13 +91,22 @@ class Launch:
     script: Path | None
     workspace: Path | None
     policy_args: dict[str, Any]  # the policy flags, as `dal run` took them
+    policy: Any  # the Policy in force stored with the run (None: an older DAL stored only the flags)
     max_steps: int | None
     max_effects: int | None
     timeout: float | None
 
 
 def launch_of(run: dict[str, Any]) -> Launch:
-    """Read back what the store kept of a run's start (`run_row(...)["policy"]`)."""
+    """Read back what the store kept of a run's start (`run_row(...)["policy"]`). Raises ValueError when
+    the stored policy cannot be read."""
+    from dal.effects.policy import PolicyError
+    from dal.runner.inforce import stored_policy
+
+    try:
+        in_force = stored_policy(run)
+    except PolicyError as e:
+        raise ValueError(f"run {run.get('run_id')}: {e}; start a new operation") from None
     policy = run.get("policy") or {}
     stored = dict(policy.get("args") or {})
     launch = policy.get("launch") or {}
@@ -109,13 +118,15 @@ def launch_of(run: dict[str, Any]) -> Launch:
     script = here(run.get("script_path"))
     if launch.get("script") and (script is None or Path.cwd() != cwd or not script.exists()):
         script = Path(launch["script"])  # the same file, named as the run named it when that still works
-    workspace = here(stored.get("workspace")) or here(launch.get("workspace"))
+    workspace = Path(in_force.workspace) if in_force is not None else (
+        here(stored.get("workspace")) or here(launch.get("workspace")))
     if stored.get("policy"):
         stored["policy"] = here(stored["policy"])
     return Launch(
         script=script,
         workspace=workspace,
         policy_args=stored,
+        policy=in_force,
         max_steps=int(launch["max_steps"]) if launch.get("max_steps") else None,
         max_effects=int(launch["max_effects"]) if launch.get("max_effects") else None,
         timeout=float(launch["timeout"]) if launch.get("timeout") else None,

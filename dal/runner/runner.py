@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from dal.digest import sha256
-from dal.effects import EffectContext, Policy
+from dal.effects import EffectContext, Policy, PolicyError
+from dal.effects.context import DEFAULT_EFFECT_TIMEOUT, DEFAULT_MAX_OUTPUT
 from dal.errors import DalError, DalRuntimeError, DivergenceError
 from dal.eval.interpreter import Engine, Outcome, check_source
 from dal.eval.runtime import Runtime, SkipSignal
@@ -37,6 +38,7 @@ from dal.receipts import (
 from dal.receipts.compact import compact
 from dal.records import ValueRecord
 from dal.runner.effects import EffectHandler, Prior
+from dal.runner.inforce import Adopted, adopt, protect_run, receipt_policy, stored_policy
 from dal.runner.locks import KeyBusy, KeyLock
 from dal.runner.recorder import LoopRecorder
 
@@ -70,6 +72,7 @@ class RunRequest(ValueRecord):
         "script", "workspace", "policy", "source", "max_steps", "max_effects", "timeout", "effect_timeout",
         "max_output", "key", "store", "receipts_dir", "require_sandbox", "use_sandbox", "resume", "wait",
         "policy_args", "write", "on_loop_receipt", "handle_signals", "write_files", "fake", "simulate_crash",
+        "notify",
     )
 
     def __init__(
@@ -81,8 +84,8 @@ class RunRequest(ValueRecord):
         max_steps: int = 1_000_000,
         max_effects: int | None = None,
         timeout: float | None = None,
-        effect_timeout: float = 30.0,
-        max_output: int = 1 << 20,
+        effect_timeout: float | None = None,  # None: the policy in force's [limits] timeout, else 30 s
+        max_output: int | None = None,  # None: the policy in force's [limits] max_output, else 1 MiB
         key: str | None = None,
         store: Path | None = None,
         receipts_dir: Path | None = None,
@@ -97,6 +100,7 @@ class RunRequest(ValueRecord):
         write_files: bool = True,
         fake: Callable[..., Any] | None = None,  # dal test: scripted effect results (see EffectHandler)
         simulate_crash: tuple[str, int] | None = None,  # dal test: raise SimulatedCrash at (boundary, seq)
+        notify: Callable[[str], Any] | None = None,  # says what the operator should know (stderr in the CLI)
     ) -> None:
         self.script = script
         self.workspace = workspace
@@ -121,6 +125,7 @@ class RunRequest(ValueRecord):
         self.write_files = write_files
         self.fake = fake
         self.simulate_crash = simulate_crash
+        self.notify = notify
 
 
 class RunReport(ValueRecord):
@@ -152,9 +157,12 @@ def default_store(workspace: Path) -> Path:
     return workspace / ".dal" / "dal.db"
 
 
-def policy_json(policy: Policy, args: dict[str, Any], launch: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What the store keeps of a run's policy: where it came from and what it allowed, and (`launch`)
-    what `dal resume` needs to run the same script again: absolute script path, workspace, budgets."""
+def policy_json(policy: Policy, args: dict[str, Any], launch: dict[str, Any] | None = None,
+                adopted: Adopted | None = None) -> dict[str, Any]:
+    """What the store keeps of a run's policy: the whole policy in force (`in_force`, which every later
+    run of the operation adopts), the flags of its command line, the run whose policy it adopted and what
+    its flags added, and (`launch`) what `dal resume` needs to run the same script again: absolute script
+    path, workspace, budgets. The other keys summarise `in_force` for a person reading the store."""
     return {
         "launch": launch or {},
         "source": policy.source,
@@ -164,7 +172,21 @@ def policy_json(policy: Policy, args: dict[str, Any], launch: dict[str, Any] | N
         "read_roots": list(policy.read_roots),
         "write_roots": list(policy.write_roots),
         "allow_net": policy.allow_net,
+        "in_force": policy.to_json(),
+        "adopted_from": adopted.from_run if adopted is not None else None,
+        "added": adopted.added if adopted is not None else {},
     }
+
+
+def effect_context(req: RunRequest, policy: Policy) -> EffectContext:
+    """How effects run under `policy`: a limit the command line set wins, then the policy's `[limits]`."""
+    return EffectContext(
+        policy=policy,
+        timeout=req.effect_timeout or policy.timeout or DEFAULT_EFFECT_TIMEOUT,
+        max_output=req.max_output or policy.max_output or DEFAULT_MAX_OUTPUT,
+        require_sandbox=req.require_sandbox,
+        use_sandbox=req.use_sandbox,
+    )
 
 
 def _sha256_text(text: str) -> str:
@@ -223,6 +245,10 @@ def crashed_receipt(
         })
     sha = launch.get("sha256")
     ws = Path(launch.get("workspace") or workspace)
+    try:
+        in_force = stored_policy(info)
+    except PolicyError:
+        in_force = None
     done = ("completed", "failed", "timeout", "uncertain")
     receipt = {
         "schema": SCHEMA,
@@ -255,6 +281,8 @@ def crashed_receipt(
         "previous_run": prev.get("previous_run"),
         "skipped_of": None,
     }
+    if in_force is not None:
+        receipt["policy"] = receipt_policy(in_force, None, [])
     receipt["retry"] = derive_retry("interrupted", external_effect=receipt["external_effect"])
     return receipt
 
@@ -277,6 +305,68 @@ class _Run:
         self.skipped_of: str | None = None
         self.kind = "new"  # new | resume | duplicate
         self.launch: dict[str, Any] = {}
+        # The policy in force: the command line's for a new operation, the operation's stored one (plus this
+        # command line's flags) once the run turns out to continue one (see adopt_policy).
+        self.policy: Policy = req.policy
+        self.adopted: Adopted | None = None
+        self.handler: EffectHandler | None = None
+        self.env_read: dict[str, bool] = {}  # env() names asked for -> whether the policy let the script see it
+        self.leaked_env: list[str] = []  # see adopt_policy
+
+    # --- the policy in force -------------------------------------------------------------------
+
+    def protect(self, policy: Policy) -> Policy:
+        from dal.receipts.files import receipts_dir
+
+        store = self.req.store or default_store(self.workspace)
+        return protect_run(policy, Path(store), receipts_dir(self.req.receipts_dir, self.workspace))
+
+    def getenv(self, name: str) -> str | None:
+        """`env(name)` under the policy in force."""
+        visible = self.policy.env_visible(name)
+        self.env_read[name] = self.env_read.get(name, False) or visible
+        return self.policy.getenv(name)
+
+    def adopt_policy(self, prev: dict[str, Any], operation: str) -> list[str]:
+        """This run continues `prev`'s operation: run under the policy stored with it, widened by this
+        command line's flags (docs/policy.md, "The policy in force"). Returns the env() names the script
+        already read that the adopted policy does not let it read (only possible before operation("K"))."""
+        store = self.open_store()
+        row = store.run_row(prev["run_id"]) or prev
+        try:
+            stored = stored_policy(row)
+        except PolicyError as e:
+            raise RunnerError(f"run {prev['run_id']}: {e}; the operation cannot continue under a policy DAL "
+                              "cannot read (start a new operation)") from None
+        if stored is None:  # started by a DAL that kept only its flags: the command line's policy stands
+            notice = (f"run {prev['run_id']} did not store its policy (an older DAL started it): this run uses "
+                      f"the policy of its own command line ({self.policy.source})")
+            self.adopted = Adopted(self.policy, prev["run_id"], {}, [notice])
+            self._notify([notice])
+            return []
+        if os.path.realpath(stored.workspace) != str(self.workspace):
+            raise RunnerError(
+                f"operation {operation!r} started in workspace {stored.workspace}, and this run's workspace is "
+                f"{self.workspace}: continue it there (--workspace {stored.workspace}), or use another key"
+            )
+        try:
+            self.adopted = adopt(stored, prev["run_id"], self.req.policy, self.req.policy_args, operation)
+        except PolicyError as e:
+            raise RunnerError(str(e)) from None
+        self.policy = self.protect(self.adopted.policy)
+        if self.handler is not None:
+            self.handler.ctx = effect_context(self.req, self.policy).evolve(cancel=self.handler.ctx.cancel)
+        self._notify(self.adopted.notices)
+        return [n for n, seen in self.env_read.items() if seen and not self.policy.env_visible(n)]
+
+    def _notify(self, notices: list[str]) -> None:
+        if self.req.notify is not None:
+            for n in notices:
+                self.req.notify(n)
+
+    def receipt_policy(self) -> dict[str, Any]:
+        withheld = sorted(n for n, seen in self.env_read.items() if not seen)
+        return receipt_policy(self.policy, self.adopted, withheld)
 
     # --- store and key ---------------------------------------------------------------------
 
@@ -328,6 +418,7 @@ class _Run:
             self.previous = prev
             return
         self.previous = prev
+        self.leaked_env = self.adopt_policy(prev, key)  # every later run of an operation runs under its policy
         if status in RESUMABLE:
             if status == "running":
                 # We hold the key's lock, so the process that began this run is gone (kill -9, power
@@ -422,7 +513,7 @@ class _Run:
                 script_path=str(self.req.script),
                 started_at=self.started_at,
                 previous_run=self.previous["run_id"] if self.previous and self.kind != "duplicate" else None,
-                policy=policy_json(self.req.policy, self.req.policy_args, self.launch),
+                policy=policy_json(self.policy, self.req.policy_args, self.launch, self.adopted),
             )
         except StoreError as e:
             raise RunnerError(str(e)) from None
@@ -619,6 +710,7 @@ def _execute(run: _Run) -> RunReport:
     filename = str(req.script)
     checked, errors = check_source(source, filename)
     operation = req.key or f"script:{Path(filename).stem}"
+    run.policy = run.protect(req.policy)
 
     if errors:
         run.open_store()
@@ -636,13 +728,7 @@ def _execute(run: _Run) -> RunReport:
         "timeout": req.timeout,
     }
     rt = Runtime(max_steps=req.max_steps, timeout=req.timeout, write=req.write or sys.stdout.write)
-    ctx = EffectContext(
-        policy=req.policy,
-        timeout=req.effect_timeout,
-        max_output=req.max_output,
-        require_sandbox=req.require_sandbox,
-        use_sandbox=req.use_sandbox,
-    )
+    ctx = effect_context(req, run.policy)
     store = run.open_store()
     state = {"operation": operation}
     # The run is recorded in the store just before its first journal write (or at its end), so that an
@@ -653,7 +739,9 @@ def _execute(run: _Run) -> RunReport:
     recorder = LoopRecorder(on_receipt=req.on_loop_receipt)
     rt.effects = handler
     rt.observe = handler.observe
+    rt.getenv = run.getenv
     rt.recorder = recorder
+    run.handler = handler
 
     if req.resume:
         prev = _resumable(run, store, req.resume)
@@ -662,6 +750,7 @@ def _execute(run: _Run) -> RunReport:
             run.enter_key(prev["key"], handler, resuming=prev["run_id"])
         else:
             _lock_keyless(run, store, prev)
+            run.adopt_policy(prev, prev["operation"])
             run.previous = prev
             run.kind = "resume"
             if prev["status"] == "running":
@@ -688,6 +777,14 @@ def _execute(run: _Run) -> RunReport:
             run.enter_key(key, handler)
         except RunnerError as e:
             raise _Abort(e) from None  # past the engine: a busy key is not the script's failure
+        if run.leaked_env:
+            names = ", ".join(run.leaked_env)
+            raise DalRuntimeError(
+                f"env() read {names} before operation({json.dumps(key)}) under this command line's policy, but "
+                f"operation {key!r} runs under the policy it started with, which does not let the script read "
+                f"{'it' if len(run.leaked_env) == 1 else 'them'}: call operation() before env(), or add "
+                f"--allow-env={','.join(run.leaked_env)}"
+            )
         state["operation"] = key
         if run.kind == "duplicate":
             raise SkipSignal(run.skipped_of or "")
@@ -809,6 +906,7 @@ def _finish(
         "attempts": attempts,
         "previous_run": run.previous["run_id"] if run.previous and run.kind != "duplicate" else None,
         "skipped_of": run.skipped_of if status == "skipped" else None,
+        "policy": run.receipt_policy(),
     }
     if error is not None and error.kind == "internal":
         receipt["error"]["message"] = error.message

@@ -62,15 +62,17 @@ class Launch:
     policy: Policy
     max_steps: int
     max_effects: int | None
+    flags: dict[str, Any] = attrs.Factory(dict)  # the policy flags it was invoked with (they add on a resume)
 
 
 class Session:
     """What the test builtins share while one test script runs."""
 
-    def __init__(self, test_path: Path, workspace: Path) -> None:
+    def __init__(self, test_path: Path, workspace: Path, allow_env: Iterable[str] = ()) -> None:
         self.test_path = test_path
         self.test_dir = test_path.resolve().parent
         self.workspace = workspace
+        self.allow_env = list(allow_env)  # `dal test --allow-env`: added to every policy the test builds
         self.store = workspace / ".dal" / "dal.db"
         self.fakes: list[Fake] = []
         self.launches: dict[str, Launch] = {}
@@ -106,16 +108,17 @@ class Session:
     def policy(self, spec: Any) -> Policy:
         """A policy from an `invoke` option: null (the workspace's dal.toml or the default), a TOML path
         relative to the test file, or a map of flags (`allow_run`, `allow_read`, `allow_write`,
-        `allow_net`, `require_approval`, and `file` for a TOML path)."""
+        `allow_net`, `require_approval`, `allow_env`, and `file` for a TOML path)."""
+        env = self.allow_env
         try:
             if spec is None:
-                return Policy.load(self.workspace)
+                return Policy.load(self.workspace, allow_env=env)
             if isinstance(spec, str):
-                return Policy.load(self.workspace, self.test_dir / spec)
+                return Policy.load(self.workspace, self.test_dir / spec, allow_env=env)
             if isinstance(spec, dict):
                 flags = dict(spec)
                 file = flags.pop("file", None)
-                known = {"allow_run", "allow_read", "allow_write", "allow_net", "require_approval"}
+                known = {"allow_run", "allow_read", "allow_write", "allow_net", "require_approval", "allow_env"}
                 bad = sorted(set(flags) - known)
                 if bad:
                     raise DalRuntimeError(f"unknown policy flag {json.dumps(bad[0])}: use "
@@ -128,6 +131,7 @@ class Session:
                         raise DalTypeError(f"policy flag `{k}` needs a list of strings, got {type_name(v)}")
                 if file is not None and not isinstance(file, str):
                     raise DalTypeError(f"policy `file` needs a string, got {type_name(file)}")
+                flags["allow_env"] = [*flags.get("allow_env", []), *env]
                 return Policy.load(self.workspace, (self.test_dir / file) if file else None, **flags)
         except PolicyError as e:
             raise DalRuntimeError(f"bad policy: {e}") from None
@@ -148,6 +152,7 @@ class Session:
             key=key,
             store=self.store,
             resume=resume,
+            policy_args={**launch.flags, "allow_env": [*launch.flags.get("allow_env", []), *self.allow_env]},
             write=buf.write,
             handle_signals=False,
             fake=self.fake_for,
@@ -335,7 +340,8 @@ def _invoke(rt: Runtime, args: list[Any], span: Any) -> dict[str, Any]:
     path = s.test_dir / script
     if not path.is_file():
         raise DalRuntimeError(f"no such workflow script: {path} (paths are relative to the test file)")
-    launch = Launch(path, policy, max_steps or 1_000_000, max_effects)
+    spec = opts.get("policy")
+    launch = Launch(path, policy, max_steps or 1_000_000, max_effects, dict(spec) if isinstance(spec, dict) else {})
     return s.start(launch, key=key, crash=crash)
 
 
@@ -471,8 +477,10 @@ class TestResult:
     workspace: Path | None = None  # kept with --keep
 
 
-def run_test_file(path: Path, *, keep: bool = False, max_steps: int = 1_000_000) -> TestResult:
-    """Run one test script in a fresh temporary workspace (removed afterwards unless `keep`)."""
+def run_test_file(path: Path, *, keep: bool = False, max_steps: int = 1_000_000,
+                  allow_env: Iterable[str] = ()) -> TestResult:
+    """Run one test script in a fresh temporary workspace (removed afterwards unless `keep`). `allow_env`:
+    variables env() may read, in the test script and in every workflow it invokes (`--allow-env`)."""
     t0 = time.monotonic()
     try:
         source = path.read_text(encoding="utf-8")
@@ -487,9 +495,11 @@ def run_test_file(path: Path, *, keep: bool = False, max_steps: int = 1_000_000)
         from dal.runner.effects import EffectHandler
 
         rt = Runtime(max_steps=max_steps, write=buf.write)
-        rt.context = Session(path, workspace)
+        rt.context = Session(path, workspace, allow_env)
         # The test's own run() calls (fixtures) run for real under the workspace's policy, unjournaled.
-        rt.effects = EffectHandler(rt, EffectContext(policy=Policy.load(workspace)))
+        own = Policy.load(workspace, allow_env=allow_env)
+        rt.effects = EffectHandler(rt, EffectContext(policy=own))
+        rt.getenv = own.getenv
         outcome = Engine(rt, TEST_BUILTINS).execute(checked)  # type: ignore[arg-type]
     finally:
         if not keep:

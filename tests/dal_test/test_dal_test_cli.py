@@ -112,8 +112,8 @@ def test_misused_test_builtins_fail_at_the_call_with_a_clear_message(dal_test) -
     assert "`assert` needs a boolean condition, got string" in got.out
     assert 'a fake result has no field "exit"; its fields are: stdout, stderr, code, timeout' in got.out
     assert "give `crash_after` or `crash_before`, not both" in got.out
-    assert ('unknown policy flag "require_aproval": use allow_net, allow_read, allow_run, allow_write, file, '
-            "require_approval") in got.out
+    assert ('unknown policy flag "require_aproval": use allow_env, allow_net, allow_read, allow_run, allow_write, '
+            "file, require_approval") in got.out
     assert "run run_20260101T000000000Z_abcdef was not started by this test (invoke it first)" in got.out
     assert got.summary == "0 passed, 7 failed"
 

@@ -230,10 +230,10 @@ def test_now_and_env_are_replayed_on_resume(durable, monkeypatch) -> None:
     d = durable
     d.write("clock.dal", 'operation("clock")\nlet t = now()\nlet who = env("WHO")\n'
                          'run("echo line >> append.txt")\nprint(t, who)\nrun("echo two >> append.txt")\n')
-    first = d.run("run", "clock.dal", DAL_TEST_CRASH_AT="before-intent:2", WHO="first")
+    first = d.run("run", "clock.dal", "--allow-env=WHO", DAL_TEST_CRASH_AT="before-intent:2", WHO="first")
     assert first.code == -signal.SIGKILL
     monkeypatch.setenv("WHO", "second")
-    again = d.cli("run", "clock.dal")
+    again = d.cli("run", "clock.dal")  # operation("clock") continues under its stored policy (WHO allowed)
     assert again.code == 0, again
     assert again.out == first.out  # the same instant and the same value, from the journal
     assert first.out.strip().endswith(" first")

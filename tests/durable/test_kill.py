@@ -49,7 +49,7 @@ def test_kill_9_at_every_boundary_then_reinvoke(boundary, make_durable, monkeypa
     for seq in (1, 2, 3, 4):
         d = make_durable(f"{boundary}-{seq}")
         d.write("report.dal", SCRIPT)
-        proc = d.spawn("run", "--key", "report", "report.dal",
+        proc = d.spawn("run", "--key", "report", "report.dal", "--allow-env=PAUSES",
                        DAL_TEST_CRASH_AT=f"{boundary}:{seq}", PAUSES=pauses(boundary, seq))
         cases[seq] = (d, proc)
     for seq, (_, proc) in cases.items():  # the children run in parallel; collect them all

@@ -157,7 +157,11 @@ def test_policy_check_allows_and_explains(tmp_path: Path) -> None:
 @needs_main
 def test_policy_check_denies_with_reason_and_json(tmp_path: Path) -> None:
     r = dal("policy", "check", "cat /etc/passwd", cwd=tmp_path)
-    assert r.returncode == 1 and r.stdout == "deny: reads outside the allowed roots: /etc/passwd\n"
+    assert r.returncode == 1 and r.stdout.splitlines() == [
+        "deny: reads outside the allowed roots: /etc/passwd",
+        f"  workspace:  {tmp_path.resolve()} (current directory)",
+        "  policy:     default policy",
+    ]
     r = dal("policy", "check", "--json", "--workspace", str(tmp_path), "--allow-run=git,curl", "git log", cwd=tmp_path)
     d = json.loads(r.stdout)
     assert r.returncode == 0 and d["decision"] == "allow" and d["class"] == "local" and d["programs"] == ["git"]

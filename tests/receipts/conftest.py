@@ -252,6 +252,9 @@ def verification_failed() -> dict[str, Any]:
             ],
         },
         artifacts=[{"path": ARTICLE_PATH, "state": "exists", "size": 8, "sha256": "c" * 64}],
+        policy={"source": "/work/ws/dal.toml", "sha256": "5d1a0c0ffee0" + "0" * 52, "allowed": ["cat", "grep"],
+                "approval": [], "denied": [], "read_roots": ["/work/ws"], "write_roots": ["/work/ws"],
+                "network": False, "env": [], "env_withheld": [], "adopted_from": None, "added": {}, "notices": []},
         result={
             "status": "verification_failed",
             "blocker": "required framing paragraph is missing",

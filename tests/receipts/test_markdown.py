@@ -79,6 +79,7 @@ VERIFICATION_FAILED = """\
 - run: run_20260902T101500000Z_4f9a2c (failed, 2026-09-02T10:15:00.000Z, 42 ms)
 - artifact: COO-FILESYSTEM/articles/drafts/example.md — exists
 - external effect: none
+- policy: dal.toml (sha256 5d1a0c0ffee0) in /work/ws
 - retry: inspect
 - blocker: required framing paragraph is missing
 - next: inspect COO-FILESYSTEM/articles/drafts/example.md (exists): required framing paragraph is missing

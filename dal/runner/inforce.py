@@ -1,0 +1,125 @@
+"""The policy in force of an operation: fixed when the operation starts, stored with each of its runs, and
+the one every later run of it uses (docs/policy.md, "The policy in force").
+
+A new operation runs under the policy its command line built (the file found or named, plus flags). Every
+later run of the same operation — `dal resume`, the same `--key` or `operation("K")` again, a new attempt
+after a failure — runs under the policy stored with the operation's newest run, widened only by the flags
+on its own command line (the operator is trusted; what they add is recorded). The policy file on disk is
+never read again for it: a script that rewrote `dal.toml` cannot widen its own operation, and when the file
+differs from the one the operation started with, the run says so.
+
+The runner adds to the protected set what records the run wherever it is: the store and its lock folder
+and the receipts folder (the policy file in force is already there, see `Policy.load`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from dal.effects.policy import Policy
+from dal.records import ValueRecord
+
+__all__ = ["ADDITIVE_FLAGS", "Adopted", "adopt", "additions_of", "protect_run", "receipt_policy", "stored_policy"]
+
+# The flags a later run of an operation may add to its stored policy (all of them widen; none narrows).
+ADDITIVE_FLAGS = ("allow_run", "allow_read", "allow_write", "allow_net", "require_approval", "allow_env")
+
+
+class Adopted(ValueRecord):
+    """The stored policy a run of an existing operation adopted: from which run, what this run's command
+    line added to it, and what to tell the operator (the file on disk changed, `--policy` ignored)."""
+
+    __slots__ = ("policy", "from_run", "added", "notices")
+
+    def __init__(self, policy: Policy, from_run: str | None, added: dict[str, Any], notices: list[str]) -> None:
+        self.policy = policy
+        self.from_run = from_run
+        self.added = added
+        self.notices = notices
+
+
+def protect_run(policy: Policy, store: Path, receipts: Path) -> Policy:
+    """`policy` with the store (its file, SQLite's side files and the lock folder) and the receipts folder
+    added to the protected set, wherever `--store`, `$DAL_STORE` and `--receipts` put them."""
+    db = os.path.realpath(store)
+    return policy.protecting([db, db + "-wal", db + "-shm", db + "-journal", os.path.join(os.path.dirname(db), "locks"),
+                              os.path.realpath(receipts)])
+
+
+def stored_policy(row: dict[str, Any] | None) -> Policy | None:
+    """The policy in force stored with a run (`Store.run_row()`), or None for a run an older DAL started
+    (it kept only the flags). Raises PolicyError for a stored policy that cannot be read."""
+    data = ((row or {}).get("policy") or {}).get("in_force")
+    if data is None:
+        return None
+    return Policy.from_json(data)
+
+
+def additions_of(flags: dict[str, Any] | None) -> dict[str, Any]:
+    """The additive flags among a command line's policy flags (`RunRequest.policy_args`)."""
+    flags = flags or {}
+    out: dict[str, Any] = {}
+    for k in ADDITIVE_FLAGS:
+        v = flags.get(k)
+        if v:
+            out[k] = bool(v) if k == "allow_net" else ([v] if isinstance(v, str) else list(v))
+    return out
+
+
+def _name(path: str | None, workspace: str) -> str:
+    if path is None:
+        return "the default policy"
+    try:
+        rel = os.path.relpath(path, workspace)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
+
+
+def adopt(stored: Policy, from_run: str | None, fresh: Policy | None, flags: dict[str, Any] | None,
+          operation: str) -> Adopted:
+    """The policy in force for a later run of `operation`: `stored` widened by the additive `flags`; with
+    the notices a person should see when the policy file on disk, or the one this command named (`fresh`),
+    is not the stored one. Raises PolicyError for a malformed flag."""
+    policy = stored.extended(**additions_of(flags))
+    notices: list[str] = []
+    ws = stored.workspace
+    started_with = _name(stored.source if stored.file_sha256 is not None else None, ws)
+    path, sha = stored.file_state()
+    tail = "; the stored policy is used; start a new operation to use the new file"
+    if stored.file_sha256 is not None and sha != stored.file_sha256:
+        what = "is gone" if sha is None else "changed"
+        notices.append(f"{started_with} {what} since this operation started{tail}")
+    elif stored.file_sha256 is None and path is not None:
+        notices.append(f"{_name(path, ws)} appeared since this operation started (it began under the default "
+                       f"policy){tail}")
+    if (fresh is not None and fresh.file_sha256 is not None
+            and (fresh.source, fresh.file_sha256) != (stored.source, stored.file_sha256)
+            and fresh.source != path):
+        notices.append(f"{_name(fresh.source, ws)} is not used: operation {operation!r} runs under the policy it "
+                       f"started with ({started_with}), plus the flags on this command line; start a new "
+                       "operation to use another file")
+    return Adopted(policy, from_run, policy.widening(stored), notices)
+
+
+def receipt_policy(policy: Policy, adopted: Adopted | None, env_withheld: list[str]) -> dict[str, Any]:
+    """The receipt's `policy` object: the policy in force, where it came from, what it allowed."""
+    out: dict[str, Any] = {
+        "source": policy.source,
+        "sha256": policy.file_sha256,
+        "allowed": sorted(policy.allowed - policy.denied),
+        "approval": sorted(policy.approval - policy.denied),
+        "denied": sorted(policy.denied),
+        "read_roots": list(policy.read_roots),
+        "write_roots": list(policy.write_roots),
+        "network": policy.allow_net,
+        "env": sorted(policy.env_allow),
+        "env_withheld": env_withheld,
+        "adopted_from": adopted.from_run if adopted is not None else None,
+        "added": adopted.added if adopted is not None else {},
+        "notices": list(adopted.notices) if adopted is not None else [],
+    }
+    return out
+
