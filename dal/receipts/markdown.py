@@ -74,9 +74,9 @@ def render_markdown(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str,
             f"- artifacts: … {len(artifacts) - MAX_ARTIFACT_LINES} more (`dal receipt show {receipt['run_id']} --json`)"
         )
     lines.append(f"- external effect: {receipt.get('external_effect', 'none')}")
-    policy = policy_text(receipt)
+    policy = policy_text(receipt, where=True)
     if policy is not None:
-        lines.append(f"- policy: {policy} in {receipt.get('workspace')}")
+        lines.append(f"- policy: {policy}")
     lines.append(f"- retry: {receipt.get('retry')}")
     if receipt.get("blocker"):
         lines.append(f"- blocker: {receipt['blocker']}")

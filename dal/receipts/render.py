@@ -313,10 +313,11 @@ def duration_text(ms: float | None) -> str:
     return f"{ms / 60_000:.1f} min"
 
 
-def policy_text(receipt: Mapping[str, Any]) -> str | None:
+def policy_text(receipt: Mapping[str, Any], *, where: bool = False) -> str | None:
     """The policy in force, for a person: its file (relative to the workspace when inside it) and the
     start of its SHA-256, or "default policy"; where it came from when the run continued an operation;
-    and the notices (a policy file changed since the operation started). None for a receipt without."""
+    and the notices (a policy file changed since the operation started). `where`: name the workspace
+    too. None for a receipt without."""
     import os
 
     policy = receipt.get("policy")
@@ -329,6 +330,8 @@ def policy_text(receipt: Mapping[str, Any]) -> str | None:
         text = f"{rel if not rel.startswith('..') else source} (sha256 {str(policy['sha256'])[:12]})"
     else:
         text = "default policy"
+    if where and receipt.get("workspace"):
+        text += f" in {receipt['workspace']}"
     if policy.get("adopted_from"):
         text += f", fixed when the operation started (stored with {policy['adopted_from']})"
     added = policy.get("added") or {}
