@@ -224,8 +224,10 @@ class Policy(FrozenRecord):
 
     def to_json(self) -> dict[str, Any]:
         """Every field as plain JSON, so that the store keeps the whole policy an operation runs under and
-        `from_json` gives back an equal Policy (tests/effects/test_policy_json.py checks every field)."""
-        return {
+        `from_json` gives back an equal Policy (tests/effects/test_policy_json.py checks every field). A
+        field not named here (a new `[limits]` key) must hold None, a number, a string or a boolean, and
+        is kept as it is; anything else needs its own line here."""
+        out = {
             "version": POLICY_JSON_VERSION,
             "workspace": self.workspace,
             "source": self.source,
@@ -242,6 +244,13 @@ class Policy(FrozenRecord):
             "protected": list(self.protected),
             "env_allow": sorted(self.env_allow),
         }
+        for name in type(self)._compared or ():
+            if name not in out:
+                value = getattr(self, name)
+                if value is not None and not isinstance(value, int | float | str | bool):
+                    raise TypeError(f"Policy.to_json: field {name} holds a {type(value).__name__}; give it a line")
+                out[name] = value
+        return out
 
     @classmethod
     def from_json(cls, data: Any) -> Policy:
@@ -270,6 +279,13 @@ class Policy(FrozenRecord):
             _want(isinstance(data.get(key), str), where, key, "expected a string")
         _want(isinstance(data.get("allow_net"), bool), where, "allow_net", "expected true or false")
         timeout = opt("timeout", (int, float))
+        named = {"workspace", "allowed", "denied", "approval", "rules", "read_roots", "write_roots", "allow_net",
+                 "timeout", "max_output", "source", "protected", "env_allow", "file_sha256"}
+        scalars = {}  # the fields to_json keeps as they are (a missing one: stored before it existed)
+        for name in cls._compared or ():
+            if name not in named and data.get(name) is not None:
+                _want(isinstance(data[name], int | float | str | bool), where, name, "wrong type")
+                scalars[name] = data[name]
         return cls(
             workspace=data["workspace"],
             allowed=frozenset(strs("allowed")),
@@ -285,6 +301,7 @@ class Policy(FrozenRecord):
             protected=tuple(strs("protected")),
             env_allow=frozenset(strs("env_allow")),
             file_sha256=opt("file_sha256", (str,)),
+            **scalars,
         )
 
     @classmethod

@@ -155,3 +155,22 @@ def test_env_section_errors_name_the_key(tmp_path: Path, text: str, message: str
     (tmp_path / "dal.toml").write_text(text)
     with pytest.raises(PolicyError, match=message):
         Policy.load(tmp_path)
+
+
+def test_a_new_scalar_field_round_trips_without_a_codec(tmp_path: Path) -> None:
+    # A [limits] key added to Policy later (None, a number, a string or a boolean) is kept as it is.
+    class Wider(Policy):
+        __slots__ = ("max_widgets",)
+        _compared = _shown = (*Policy._compared, "max_widgets")
+
+        def __init__(self, *args, max_widgets: int | None = None, **kw) -> None:
+            super().__init__(*args, **kw)
+            object.__setattr__(self, "max_widgets", max_widgets)
+
+    p = Wider(str(tmp_path), frozenset({"ls"}), max_widgets=7)
+    data = json.loads(json.dumps(p.to_json()))
+    assert data["max_widgets"] == 7 and Wider.from_json(data) == p
+    del data["max_widgets"]  # stored before the field existed: its default
+    assert Wider.from_json(data).max_widgets is None
+    with pytest.raises(PolicyError, match="max_widgets"):
+        Wider.from_json({**data, "max_widgets": [1]})
