@@ -799,6 +799,76 @@ class Store:
 
         return self._read(f"reading the journal of {run_id}", read)
 
+    def journal_hold(
+        self,
+        run_id: str,
+        seq: int,
+        command: str,
+        effect_class: str | None,
+        *,
+        detail: dict[str, Any] | None = None,
+        decided_in: Iterable[str] = (),
+        kinds: Iterable[str] = (),
+        after: int = 0,
+    ) -> dict[str, Any] | None:
+        """Effect `seq` needs a person's decision (an approval, or what happened to an effect of unknown
+        outcome). In one transaction: the newest decision of one of `kinds` about effect `seq` recorded for
+        any run in `decided_in` with an id above `after`, as approvals() gives it; when there is none, the
+        hold is journaled for `run_id` (as journal_intent() would) and None is returned.
+
+        A decision recorded at the same moment is therefore either returned here or recorded after the
+        hold is journaled, never lost in between: the runner's check at a gate and `dal approve` cannot
+        pass each other."""
+        runs, wanted = list(dict.fromkeys(decided_in)), list(dict.fromkeys(kinds))
+        with self._write(f"journaling effect {seq} of {run_id}") as c:
+            if runs and wanted:
+                cur = c.execute(
+                    "SELECT id, run_id, seq, decision, who, at, note FROM approvals"
+                    f" WHERE run_id IN ({', '.join('?' * len(runs))}) AND seq = ?"
+                    f" AND decision IN ({', '.join('?' * len(wanted))}) AND id > ? ORDER BY id DESC LIMIT 1",
+                    (*runs, seq, *wanted, after),
+                )
+                row = cur.fetchone()
+                if row is not None:
+                    return dict(zip([d[0] for d in cur.description], row, strict=True))
+            cur = c.execute(
+                "INSERT INTO effects (run_id, seq, command, class, status, intent_at, detail)"
+                " VALUES (?, ?, ?, ?, 'intent', ?, ?)"
+                " ON CONFLICT (run_id, seq) DO UPDATE SET command = excluded.command, class = excluded.class,"
+                " intent_at = excluded.intent_at, detail = excluded.detail WHERE effects.result IS NULL",
+                (run_id, seq, command, effect_class, utc_timestamp(),
+                 None if detail is None else json.dumps(detail, ensure_ascii=False)),
+            )
+            if cur.rowcount == 0:
+                raise StoreError(
+                    f"effect {seq} of run {run_id} already has a journaled result; it is final.", self.path
+                )
+        return None
+
+    def lineage(self, run_id: str, *, limit: int = 10_000) -> list[dict[str, Any]]:
+        """`run_id` and the runs it continues, newest first, following `previous_run`: each as run_id,
+        previous_run, status, key, pid and the parsed `policy`. Ends at a run with no previous run, at a
+        previous run the store does not hold, or after `limit` runs. One query, however long the chain."""
+
+        def read(c: sqlite3.Connection) -> list[dict[str, Any]]:
+            if not self._has_tables(c):
+                return []
+            cur = c.execute(
+                "WITH RECURSIVE chain(run_id, depth) AS (SELECT ?, 0 UNION ALL"
+                " SELECT r.previous_run, chain.depth + 1 FROM runs r JOIN chain ON r.run_id = chain.run_id"
+                " WHERE r.previous_run IS NOT NULL AND chain.depth + 1 < ?)"
+                " SELECT runs.run_id, runs.previous_run, runs.status, runs.key, runs.pid, runs.policy"
+                " FROM chain JOIN runs ON runs.run_id = chain.run_id ORDER BY chain.depth",
+                (run_id, max(1, int(limit))),
+            )
+            names = [d[0] for d in cur.description]
+            out = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+            for row in out:
+                row["policy"] = json.loads(row["policy"]) if row["policy"] else None
+            return out
+
+        return self._read(f"reading the runs before {run_id}", read)
+
     # -- approvals -----------------------------------------------------------------------------------
 
     def record_approval(

@@ -50,3 +50,43 @@ def test_unfinished_run_row_prefix_and_waiting(tmp_path) -> None:
         assert store.list_runs(waiting=True) == []  # resumed: nobody needs to act on it any more
         assert store.count_runs(waiting=True) == 0
         assert store.run_ids_with_prefix("run_20261129T19") == [A, B]
+
+
+C = "run_20261129T190200000Z_cccccc"
+
+
+def test_lineage_follows_previous_runs_newest_first(tmp_path) -> None:
+    with Store(tmp_path / "dal.db") as store:
+        store.begin_run(A, operation="k", key="k", policy={"launch": {"attempt": "new"}})
+        store.begin_run(B, operation="k", key="k", previous_run=A)
+        store.begin_run(C, operation="k", key="k", previous_run=B)
+        chain = store.lineage(C)
+        assert [r["run_id"] for r in chain] == [C, B, A]
+        assert chain[-1]["policy"] == {"launch": {"attempt": "new"}} and chain[0]["policy"] is None
+        assert [r["run_id"] for r in store.lineage(C, limit=2)] == [C, B]
+        assert store.lineage("run_20200101T000000000Z_000000") == []
+
+
+def test_journal_hold_returns_a_decision_or_journals_the_hold(tmp_path) -> None:
+    with Store(tmp_path / "dal.db") as store:
+        store.begin_run(A, operation="k", key="k")
+        store.begin_run(B, operation="k", key="k", previous_run=A)
+        kinds = ("approved", "denied")
+        # No decision yet: the hold is journaled, as an intent without a result.
+        assert store.journal_hold(B, 2, "send", "external", detail={"pending": "approval"},
+                                  decided_in=[A, B], kinds=kinds) is None
+        (held,) = store.journal(B)
+        assert (held["seq"], held["result"], held["detail"]) == (2, None, {"pending": "approval"})
+        # A decision recorded for any run of the operation is found; one of another kind is not.
+        store.record_approval(A, 2, "resolved:done")
+        first = store.record_approval(A, 2, "approved", who="ana")
+        got = store.journal_hold(B, 2, "send", "external", decided_in=[A, B], kinds=kinds)
+        assert got["id"] == first["id"] and got["decision"] == "approved" and got["who"] == "ana"
+        later = store.record_approval(B, 2, "denied", who="bo")
+        assert store.journal_hold(B, 2, "send", "external", decided_in=[A, B], kinds=kinds)["id"] == later["id"]
+        # Decisions at or below `after` were used already.
+        assert store.journal_hold(B, 2, "send", "external", decided_in=[A, B], kinds=kinds,
+                                  after=later["id"]) is None
+        store.journal_result(B, 2, {"status": "completed"})
+        with pytest.raises(Exception, match="already has a journaled result"):
+            store.journal_hold(B, 2, "send", "external", decided_in=[A], kinds=kinds, after=later["id"])
