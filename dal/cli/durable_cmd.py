@@ -120,7 +120,8 @@ def cmd_decide(args: argparse.Namespace) -> int:
         return _die(str(e))
     row, rid, seq = done.row, done.row["run_id"], done.row["seq"]
     if args.json:
-        sys.stdout.write(json.dumps({**row, "command": done.command}, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps({**row, "command": done.command, "applies": done.applies}, indent=2,
+                                    ensure_ascii=False) + "\n")
         return 0
     if args.decision:
         line = f"dal: {decision} effect {seq} of {rid}: `{done.command}`"
@@ -128,7 +129,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
         line = f"dal: resolved effect {seq} of {rid} as {args.outcome}: `{done.command}`"
     if done.replaced:
         line += f" (replaces the earlier decision `{done.replaced['decision']}` by {done.replaced['who']})"
-    sys.stdout.write(line + f"\ndal: next: `dal resume {rid}`\n")
+    sys.stdout.write(line + f"\ndal: {done.applies}\n")
     return 0
 
 

@@ -51,6 +51,10 @@ def register(sub: Any) -> None:
     p.add_argument("--key", metavar="KEY",
                    help="operation key: a second run with the key of a completed run is skipped; one of an "
                    "interrupted or waiting run resumes it")
+    p.add_argument("--new-attempt", action="store_true",
+                   help="start the key's operation over: close its journal (and any decisions waiting in it) "
+                   "and run every effect again, as a new attempt linked to the key's last run; also re-runs a "
+                   "completed key")
     add_run_flags(p)
     add_policy_flags(p)
     p.set_defaults(func=cmd_run)
@@ -104,6 +108,7 @@ def request_from_args(args: argparse.Namespace, script: Path, policy: Any = None
         require_sandbox=bool(getattr(args, "require_sandbox", False)),
         wait=args.wait,
         policy_args=policy_args_of(args),
+        new_attempt=bool(getattr(args, "new_attempt", False)),
         write=out.write,
         on_loop_receipt=_print_loop if args.verbose and not args.json else None,
         notify=(lambda text: sys.stderr.write(f"dal: note: {text}\n")) if not args.quiet else None,
@@ -166,6 +171,9 @@ def run_and_report(args: argparse.Namespace, req: Any) -> int:
     receipt = report.receipt
     if report.error is not None and not args.json:
         sys.stderr.write(render(report.error, want_color(sys.stderr)) + "\n")
+    if report.store_problem:
+        # The run ended but the store did not record it: say so however quiet the output is asked to be.
+        sys.stderr.write(f"dal: error: {report.store_problem}\n")
     if args.json:
         sys.stdout.write(json.dumps(receipt, indent=2, ensure_ascii=False) + "\n")
     elif not args.quiet:
@@ -192,7 +200,9 @@ def summary_line(receipt: dict[str, Any], report: Any) -> str:
     parts.append(f"· receipt {where}" if where else f"· run {receipt['run_id']}")
     parts.append(f"· workspace {_home(receipt['workspace'])} · policy {policy_name(receipt)}")
     line = " ".join(parts)
-    if status in ("waiting", "failed", "exhausted", "interrupted"):
+    if getattr(report, "next_step", None):
+        line += f" (not recorded in the run store)\ndal: next: {report.next_step}"
+    elif status in ("waiting", "failed", "exhausted", "interrupted"):
         from dal.receipts.render import next_action
 
         line += f"\ndal: next: {next_action(receipt)}"

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 from dal import effects as fx  # names resolved on first use: no shell parser until the first run()
 from dal.errors import BudgetExhausted, DivergenceError, Interrupted
 from dal.eval.runtime import Runtime, WaitSignal
+from dal.receipts.store import StoreError
 from dal.records import ValueRecord
 from dal.syntax.ast import Span
 
@@ -50,7 +51,7 @@ CRASH_BOUNDARIES = ("before-intent", "after-intent", "during", "after-exec", "af
 class Prior(ValueRecord):
     """One journaled effect of an earlier attempt of the same operation."""
 
-    __slots__ = ("seq", "command", "effect_class", "idempotent", "result", "kind", "detail")
+    __slots__ = ("seq", "command", "effect_class", "idempotent", "result", "kind", "detail", "origin")
 
     def __init__(
         self,
@@ -61,6 +62,7 @@ class Prior(ValueRecord):
         result: dict[str, Any] | None,  # None: intent without result
         kind: str = "effect",  # effect | value (now(), env())
         detail: dict[str, Any] | None = None,
+        origin: str = "",  # the run whose journal holds this entry
     ) -> None:
         self.seq = seq
         self.command = command
@@ -69,6 +71,7 @@ class Prior(ValueRecord):
         self.result = result
         self.kind = kind
         self.detail = {} if detail is None else detail
+        self.origin = origin
 
     @property
     def pending(self) -> bool:
@@ -147,18 +150,38 @@ def _who(row: dict[str, Any] | None) -> str:
     return text
 
 
+APPROVALS = ("approved", "denied")
+RESOLUTIONS = ("resolved:done", "resolved:failed", "resolved:retry")
+
+
+class JournalUnavailable(Interrupted):
+    """The run store could not take a journal entry (locked past its busy timeout, disk full, read-only,
+    gone): the run stops there, as `interrupted` with error kind `store`, and the next attempt continues
+    from the journal. Nothing is executed after a journal write failed."""
+
+    kind = "store"
+
+    def __init__(self, message: str, span: Span | None = None, *, seq: int = 0, **kw: Any) -> None:
+        super().__init__(message, span, signal_name="store", **kw)
+        self.seq = seq
+
+
 class EffectHandler:
-    """The callable behind `run()` for one run."""
+    """The callable behind `run()` for one run.
+
+    `mode` says how the journal in `replay` is used: `resume` (after waiting, interrupted or died)
+    replays every journaled result; `retry` (after failed or exhausted) replays what must not run twice
+    and runs reads and idempotent local effects again, since the failure may have been theirs."""
 
     def __init__(
         self,
         rt: Runtime,
         ctx: EffectContext,
         *,
-        journal: Any = None,  # Store-like: journal_intent / journal_result, or None (no journal)
+        journal: Any = None,  # Store-like: journal_intent / journal_result (/ journal_hold), or None
         run_id: str = "",
         replay: dict[int, Prior] | None = None,
-        decisions: dict[int, dict[str, Any]] | None = None,  # seq -> approval/resolution row
+        decisions: dict[int, list[dict[str, Any]]] | None = None,  # seq -> unused decisions, oldest first
         max_effects: int | None = None,
         fake: Any = None,  # dal test: (command, decision) -> EffectResult | None, used in place of executing
         simulate_crash: tuple[str, int] | None = None,  # dal test: (boundary, seq) raises SimulatedCrash
@@ -178,6 +201,12 @@ class EffectHandler:
         self.run_id = run_id
         self.replay = replay or {}
         self.decisions = decisions or {}
+        self.mode = "resume"
+        self.consumed: dict[int, int] = {}  # seq -> highest decision id the journal shows was acted on
+        self.decided_in: list[str] = []  # the runs of the operation whose decisions apply
+        self._used: dict[int, int] = {}  # seq -> the decision this run acted on
+        # an effect that ran but whose result the store did not take: seq, result, class, idempotent
+        self.unjournaled: dict[str, Any] | None = None
         self.max_effects = max_effects
         self.seq = 0
         self.value_seq = 0
@@ -206,6 +235,53 @@ class EffectHandler:
             return
         _die_now()
 
+    # --- the journal ---------------------------------------------------------------------------
+
+    def _write(self, what: str, span: Span | None, seq: int, fn: Any, *args: Any, ran: str = "", **kw: Any) -> Any:
+        """One journal write; a store that refuses it stops the run (JournalUnavailable). `ran`: what the
+        effect did when it is its result that could not be journaled."""
+        try:
+            return fn(*args, **kw)
+        except StoreError as e:
+            if ran:
+                message = f"effect {seq} ({what}) ran ({ran}), but the run store could not journal its result: {e}"
+            else:
+                message = f"the run stopped at effect {seq} ({what}), which did not run: {e}" if seq > 0 else \
+                    f"the run stopped at {what}: {e}"
+            raise JournalUnavailable(
+                message, span, seq=seq, filename=self.rt.filename, source=self.rt.source,
+                help="what was journaled before is intact; once the store can be written, resume the run: "
+                     "it continues from the journal",
+            ) from None
+
+    def _after(self, seq: int) -> int:
+        """Decisions about effect `seq` with an id at or below this were used already."""
+        return max(self.consumed.get(seq, 0), self._used.get(seq, 0))
+
+    def _decision_for(self, seq: int, kinds: tuple[str, ...]) -> dict[str, Any] | None:
+        after = self._after(seq)
+        rows = [r for r in self.decisions.get(seq, ()) if r.get("decision") in kinds and r.get("id", 0) > after]
+        return rows[-1] if rows else None
+
+    def _hold(self, seq: int, command: str, effect_class: str | None, detail: dict[str, Any],
+              kinds: tuple[str, ...], span: Span) -> dict[str, Any] | None:
+        """Effect `seq` waits for a person: a decision recorded since this run loaded the journal (returned),
+        or else the hold journaled, in one store transaction, so that a decision made at this very moment
+        is seen here or applies to the next attempt, never lost between the two."""
+        if self.journal is None:
+            return None
+        what = f"`{command}`"
+        hold = getattr(self.journal, "journal_hold", None)
+        if hold is None:
+            self._write(what, span, seq, self.journal.journal_intent, self.run_id, seq, command, effect_class,
+                        detail=detail)
+            return None
+        row = self._write(what, span, seq, hold, self.run_id, seq, command, effect_class, detail=detail,
+                          decided_in=[*self.decided_in, self.run_id], kinds=kinds, after=self._after(seq))
+        if row is not None:
+            self.decisions.setdefault(seq, []).append(row)
+        return row
+
     # --- values the world decides (now, env) ---------------------------------------------------
 
     def observe(self, what: str, produce: Any) -> Any:
@@ -218,11 +294,18 @@ class EffectHandler:
         else:
             value = produce()
         if self.journal is not None:
-            self.journal.journal_intent(self.run_id, key, what, "read", detail={"kind": "value"})
-            self.journal.journal_result(self.run_id, key, {"status": "completed", "value": value})
+            self._write(what, None, key, self.journal.journal_intent, self.run_id, key, what, "read",
+                        detail={"kind": "value"})
+            self._write(what, None, key, self.journal.journal_result, self.run_id, key,
+                        {"status": "completed", "value": value})
         return value
 
     # --- run() ---------------------------------------------------------------------------------
+
+    def _rerun_on_retry(self, prior: Prior) -> bool:
+        """A retry runs a journaled read or idempotent local effect again (no person decided about it)."""
+        return (self.mode == "retry" and prior.kind == "effect" and rerunnable(prior.effect_class, prior.idempotent)
+                and not prior.detail.get("approved") and "decision" not in prior.detail)
 
     def __call__(self, command: str, span: Span) -> EffectResult:
         rt = self.rt
@@ -247,51 +330,61 @@ class EffectHandler:
                     + f", the script now asks for `{command}` at line {span.line}",
                     span, filename=rt.filename, source=rt.source,
                     help="the script or its inputs changed since the interrupted attempt; inspect the "
-                    "journal (dal receipt show) and start a new operation key if the change is intended",
+                    "journal (dal receipt show); if the change is intended, start a new attempt of the operation "
+                    "(`dal run --key KEY --new-attempt`), which runs every effect again",
                 )
             if prior.result is not None:
-                result = result_from_json(command, prior.result, decision)
-                replayed = True
+                if not self._rerun_on_retry(prior):
+                    result = result_from_json(command, prior.result, decision)
+                    replayed = True
             elif not prior.pending:
                 result = self._unknown_outcome(seq, command, prior, decision, span)
                 replayed = result is not None
         if result is None:
             result = self._live(seq, command, decision, span)
-        elif self.journal is not None:
-            # The result is the earlier attempt's (or a person's resolution): carry it into this run's
-            # journal so that a later resume of this run replays it too.
-            self.journal.journal_intent(self.run_id, seq, command, result.decision.effect_class,
-                                        detail={"replayed": True, "line": span.line,
-                                                "idempotent": decision.idempotent})
-            self.journal.journal_result(self.run_id, seq, result_to_json(result))
+        elif self.journal is not None and prior is not None:
+            # The result is an earlier attempt's (or a person's resolution): carry it into this run's
+            # journal, so that this run's own journal shows what the script saw.
+            detail = {k: v for k, v in prior.detail.items() if k not in ("pending", "uncertain")}
+            detail.update(replayed=True, line=span.line, idempotent=decision.idempotent)
+            if seq in self._used:
+                detail["decision"] = self._used[seq]
+            what = f"`{command}`"
+            self._write(what, span, seq, self.journal.journal_intent, self.run_id, seq, command,
+                        result.decision.effect_class, detail=detail)
+            self._write(what, span, seq, self.journal.journal_result, self.run_id, seq, result_to_json(result))
         if replayed:
             self.replayed += 1
         self._account(seq, result, span, replayed)
         return result
 
-    def _decision_for(self, seq: int) -> dict[str, Any] | None:
-        return self.decisions.get(seq)
-
     def _unknown_outcome(
         self, seq: int, command: str, prior: Prior, decision: Decision, span: Span
     ) -> EffectResult | None:
-        """An intent with no result: re-run it if that is safe, else hold it for a person."""
-        row = self._decision_for(seq)
-        verdict = (row or {}).get("decision", "")
-        if verdict == "resolved:done":
-            return fx.EffectResult(
-                command=command, status="completed", code=0, stdout="", stderr="",
-                decision=_evolve(decision, reason=f"outcome unknown; resolved as done by {_who(row)}"),
-            )
-        if verdict == "resolved:failed":
-            return fx.EffectResult(
-                command=command, status="failed", code=None, stdout="",
-                stderr=f"resolved as failed by {_who(row)}",
-                decision=_evolve(decision, reason=f"outcome unknown; resolved as failed by {_who(row)}"),
-            )
-        if verdict == "resolved:retry":
-            return None
-        if rerunnable(prior.effect_class, prior.idempotent):
+        """An intent with no result: re-run it if that is safe or a person said so, hand the script what a
+        person said happened, or else hold it for a person."""
+        row = self._decision_for(seq, RESOLUTIONS)
+        safe = rerunnable(prior.effect_class, prior.idempotent)
+        if row is None and not safe:
+            row = self._hold(seq, command, prior.effect_class,
+                             {"uncertain": True, "idempotent": prior.idempotent, "line": span.line},
+                             RESOLUTIONS, span)
+        if row is not None:
+            self._used[seq] = row["id"]
+            verdict = row.get("decision", "")
+            if verdict == "resolved:done":
+                return fx.EffectResult(
+                    command=command, status="completed", code=0, stdout="", stderr="",
+                    decision=_evolve(decision, reason=f"outcome unknown; resolved as done by {_who(row)}"),
+                )
+            if verdict == "resolved:failed":
+                return fx.EffectResult(
+                    command=command, status="failed", code=None, stdout="",
+                    stderr=f"resolved as failed by {_who(row)}",
+                    decision=_evolve(decision, reason=f"outcome unknown; resolved as failed by {_who(row)}"),
+                )
+            return None  # resolved:retry: run it again (the person's call)
+        if safe:
             return None  # safe to run again
         why = (
             "an external effect" if prior.effect_class == "external"
@@ -305,10 +398,6 @@ class EffectHandler:
         }
         if prior.effect_class == "external":
             self.external_uncertain = True
-        if self.journal is not None:
-            self.journal.journal_intent(self.run_id, seq, command, prior.effect_class,
-                                        detail={"uncertain": True, "idempotent": prior.idempotent,
-                                                "line": span.line})
         self._hold_item(seq, command, "uncertain", prior.effect_class, decision, span,
                         f"started by an earlier attempt that stopped before recording its result; {why}, "
                         "so it is not run again until a person says what happened")
@@ -321,37 +410,40 @@ class EffectHandler:
 
     def _live(self, seq: int, command: str, decision: Decision, span: Span) -> EffectResult:
         started = time.perf_counter()
+        what = f"`{command}`"
         if not decision.allowed:
             result = fx.EffectResult(command=command, status="denied", code=None, stdout="", stderr="",
                                   decision=decision)
             if self.journal is not None:
-                self.journal.journal_intent(self.run_id, seq, command, decision.effect_class,
-                                            detail={"denied": True, "line": span.line})
-                self.journal.journal_result(self.run_id, seq, result_to_json(result))
+                self._write(what, span, seq, self.journal.journal_intent, self.run_id, seq, command,
+                            decision.effect_class, detail={"denied": True, "line": span.line})
+                self._write(what, span, seq, self.journal.journal_result, self.run_id, seq, result_to_json(result))
             return result
         if decision.approval_required:
-            row = self._decision_for(seq)
-            verdict = (row or {}).get("decision")
-            if verdict == "denied":
+            row = self._decision_for(seq, APPROVALS)
+            if row is None:
+                # The proposal, so that a resume checks the approved command is the one asked for.
+                row = self._hold(seq, command, decision.effect_class,
+                                 {"pending": "approval", "line": span.line, "idempotent": decision.idempotent},
+                                 APPROVALS, span)
+            if row is None:
+                self.wait = {"reason": "pending_approval", "seq": seq, "command": command,
+                             "effect_class": decision.effect_class}
+                self._hold_item(seq, command, "pending_approval", decision.effect_class, decision, span,
+                                f"{decision.reason}; waiting for `dal approve` or `dal deny`")
+                raise WaitSignal(f"effect {seq} needs approval: `{command}`", span, self.wait)
+            self._used[seq] = row["id"]
+            if row.get("decision") == "denied":
                 denied = _evolve(decision, allowed=False, reason=f"approval denied by {_who(row)}")
                 result = fx.EffectResult(command=command, status="denied", code=None, stdout="", stderr="",
                                       decision=denied)
                 if self.journal is not None:
-                    self.journal.journal_intent(self.run_id, seq, command, decision.effect_class,
-                                                detail={"approval": "denied", "line": span.line})
-                    self.journal.journal_result(self.run_id, seq, result_to_json(result))
+                    self._write(what, span, seq, self.journal.journal_intent, self.run_id, seq, command,
+                                decision.effect_class,
+                                detail={"approval": "denied", "line": span.line, "decision": row["id"]})
+                    self._write(what, span, seq, self.journal.journal_result, self.run_id, seq,
+                                result_to_json(result))
                 return result
-            if verdict != "approved":
-                self.wait = {"reason": "pending_approval", "seq": seq, "command": command,
-                             "effect_class": decision.effect_class}
-                if self.journal is not None:
-                    # The proposal, so that a resume checks the approved command is the one asked for.
-                    self.journal.journal_intent(self.run_id, seq, command, decision.effect_class,
-                                                detail={"pending": "approval", "line": span.line,
-                                                        "idempotent": decision.idempotent})
-                self._hold_item(seq, command, "pending_approval", decision.effect_class, decision, span,
-                                f"{decision.reason}; waiting for `dal approve` or `dal deny`")
-                raise WaitSignal(f"effect {seq} needs approval: `{command}`", span, self.wait)
             decision = _evolve(decision, reason=f"{decision.reason}; approved by {_who(row)}")
         self._crash_at("before-intent", seq)
         if self.journal is not None:
@@ -360,13 +452,13 @@ class EffectHandler:
                 # Only an intent whose loss could make the effect run twice must reach the disk before
                 # the effect starts; every commit survives kill -9 anyway (see docs/durability.md).
                 extra["durable"] = not rerunnable(decision.effect_class, decision.idempotent)
-            self.journal.journal_intent(
-                self.run_id, seq, command, decision.effect_class,
-                detail={"idempotent": decision.idempotent, "line": span.line,
-                        "approved": bool(decision.approval_required), "policy": decision.reason,
-                        "writes": list(decision.writes)},
-                **extra,
-            )
+            detail = {"idempotent": decision.idempotent, "line": span.line,
+                      "approved": bool(decision.approval_required), "policy": decision.reason,
+                      "writes": list(decision.writes)}
+            if seq in self._used:
+                detail["decision"] = self._used[seq]  # the approval (or `resolve --as retry`) this run acts on
+            self._write(what, span, seq, self.journal.journal_intent, self.run_id, seq, command,
+                        decision.effect_class, detail=detail, **extra)
         self._crash_at("after-intent", seq)
         self._crash_at("during", seq)
         result = self.fake(command, decision) if self.fake is not None else None
@@ -391,7 +483,15 @@ class EffectHandler:
                 ) from None
         self._crash_at("after-exec", seq)
         if self.journal is not None:
-            self.journal.journal_result(self.run_id, seq, result_to_json(result))
+            try:
+                self._write(what, span, seq, self.journal.journal_result, self.run_id, seq, result_to_json(result),
+                            ran=result.summary)
+            except JournalUnavailable:
+                # It ran: the receipt says what it did, and the runner tries once more to journal it.
+                self.unjournaled = {"seq": seq, "result": result_to_json(result), "class": decision.effect_class,
+                                    "idempotent": decision.idempotent}
+                self._account(seq, result, span, False)
+                raise
         self._crash_at("after-result", seq)
         return result
 

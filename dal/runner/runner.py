@@ -37,7 +37,7 @@ from dal.receipts import (
 )
 from dal.receipts.compact import compact
 from dal.records import ValueRecord
-from dal.runner.effects import EffectHandler, Prior
+from dal.runner.effects import EffectHandler, rerunnable
 from dal.runner.inforce import Adopted, adopt, protect_run, receipt_policy, stored_policy
 from dal.runner.locks import KeyBusy, KeyLock
 from dal.runner.recorder import LoopRecorder
@@ -72,7 +72,7 @@ class RunRequest(ValueRecord):
         "script", "workspace", "policy", "source", "max_steps", "max_effects", "timeout", "effect_timeout",
         "max_output", "key", "store", "receipts_dir", "require_sandbox", "use_sandbox", "resume", "wait",
         "policy_args", "write", "on_loop_receipt", "handle_signals", "write_files", "fake", "simulate_crash",
-        "notify",
+        "notify", "new_attempt",
     )
 
     def __init__(
@@ -101,6 +101,7 @@ class RunRequest(ValueRecord):
         fake: Callable[..., Any] | None = None,  # dal test: scripted effect results (see EffectHandler)
         simulate_crash: tuple[str, int] | None = None,  # dal test: raise SimulatedCrash at (boundary, seq)
         notify: Callable[[str], Any] | None = None,  # says what the operator should know (stderr in the CLI)
+        new_attempt: bool = False,  # close the key's journal: a new attempt that runs every effect again
     ) -> None:
         self.script = script
         self.workspace = workspace
@@ -126,12 +127,13 @@ class RunRequest(ValueRecord):
         self.fake = fake
         self.simulate_crash = simulate_crash
         self.notify = notify
+        self.new_attempt = new_attempt
 
 
 class RunReport(ValueRecord):
     """How a run ended: its receipt, exit code, error, receipt files and the signal that stopped it."""
 
-    __slots__ = ("receipt", "exit_code", "error", "json_path", "md_path", "signal_name")
+    __slots__ = ("receipt", "exit_code", "error", "json_path", "md_path", "signal_name", "store_problem", "next_step")
 
     def __init__(
         self,
@@ -141,6 +143,8 @@ class RunReport(ValueRecord):
         json_path: Path | None = None,
         md_path: Path | None = None,
         signal_name: str | None = None,
+        store_problem: str | None = None,  # the store could not record the run's end: what and why
+        next_step: str | None = None,  # ... and what to do then
     ) -> None:
         self.receipt = receipt
         self.exit_code = exit_code
@@ -148,6 +152,8 @@ class RunReport(ValueRecord):
         self.json_path = json_path
         self.md_path = md_path
         self.signal_name = signal_name
+        self.store_problem = store_problem
+        self.next_step = next_step
 
 
 def default_store(workspace: Path) -> Path:
@@ -303,7 +309,9 @@ class _Run:
         self.attempts: dict[str, int] | None = None
         self.begun = False
         self.skipped_of: str | None = None
-        self.kind = "new"  # new | resume | duplicate
+        # new (a fresh journal) | resume (replays every result) | retry (after failed or exhausted: replays
+        # what must not run twice) | duplicate (the key already completed)
+        self.kind = "new"
         self.launch: dict[str, Any] = {}
         # The policy in force: the command line's for a new operation, the operation's stored one (plus this
         # command line's flags) once the run turns out to continue one (see adopt_policy).
@@ -374,16 +382,21 @@ class _Run:
         if self.store is None:
             path = self.req.store or default_store(self.workspace)
             try:
-                self.store = Store(path)
+                store = Store(path)
                 # Every commit survives kill -9; only intents that must never be lost pay an fsync
                 # (see _BeginFirst and docs/durability.md).
-                self.store.set_synchronous("NORMAL")
+                store.set_synchronous("NORMAL")
             except StoreError as e:
                 raise RunnerError(str(e)) from None
+            if os.environ.get("DAL_TEST_STORE_FAULT"):
+                from dal.runner.faults import wrap
+
+                store = wrap(store)
+            self.store = store
         return self.store
 
     def enter_key(self, key: str, handler: EffectHandler | None, resuming: str | None = None) -> None:
-        """Lock the key; decide new attempt, resume or skip from the key's newest run.
+        """Lock the key; decide new attempt, resume, retry or skip from the key's newest run.
 
         `resuming`: the run `dal resume` named; it must still be the key's newest run."""
         store = self.open_store()
@@ -398,7 +411,10 @@ class _Run:
             self.lock = None
             raise RunnerError(f"cannot lock operation {key!r} in {store.path.parent / 'locks'}: "
                               f"{e.strerror or e}") from None
-        prev = newest_run_of_key(store, key)
+        try:
+            prev = newest_run_of_key(store, key)
+        except StoreError as e:
+            raise RunnerError(str(e)) from None
         if resuming is not None and (prev is None or prev["run_id"] != resuming):
             later = f"run {prev['run_id']} ({prev['status']})" if prev else "a later run"
             raise RunnerError(
@@ -412,6 +428,15 @@ class _Run:
         status = prev["status"]
         if status == "skipped" and prev.get("skipped_of"):
             status = "completed"
+        if status == "running":
+            # We hold the key's lock, so the process that began this run is gone (kill -9, power
+            # loss, a store that refused its receipt): give it its receipt, then continue its journal.
+            self._bury(prev)
+        if self.req.new_attempt:
+            # The operator closes the operation's journal: a fresh one, linked to the run it follows.
+            self.previous = {"run_id": prev["skipped_of"]} if prev["status"] == "skipped" else prev
+            self.kind = "new"
+            return
         if status == "completed":
             self.kind = "duplicate"
             self.skipped_of = prev.get("skipped_of") or prev["run_id"]
@@ -419,23 +444,14 @@ class _Run:
             return
         self.previous = prev
         self.leaked_env = self.adopt_policy(prev, key)  # every later run of an operation runs under its policy
-        if status in RESUMABLE:
-            if status == "running":
-                # We hold the key's lock, so the process that began this run is gone (kill -9, power
-                # loss): give it its receipt, then continue from its journal.
-                self._bury(prev)
-            self.kind = "resume"
-            if handler is not None:
-                self.load_replay(prev["run_id"], handler)
-        elif status == "failed" and (source := diverged_from(store, prev)) is not None:
-            # A run that stopped on a divergence executed nothing new: the operation still stands where
-            # the attempt it diverged from left it, so continue from that journal again (and stop again
-            # while the script still disagrees with it) rather than repeat its effects.
-            self.kind = "resume"
-            if handler is not None:
-                self.load_replay(source, handler)
-        else:
-            self.kind = "new"  # failed, exhausted: a new attempt linked to the last one
+        # The journal belongs to the operation: every attempt after the first continues it, whatever the
+        # last one did. A resume replays every journaled result; a retry after failed or exhausted
+        # replays what must not run twice and runs reads and idempotent writes again.
+        self.kind = "resume" if status in RESUMABLE else "retry"
+        if handler is not None:
+            self.load_replay(prev["run_id"], handler)
+        # Recorded at once, so that `dal approve` sees which run continues the operation.
+        self.begin(key)
 
     def _attempts_so_far(self, prev: dict[str, Any] | None) -> dict[str, int]:
         """The counts of the key's invocations before this one, from the newest receipt of the key; a
@@ -447,76 +463,80 @@ class _Run:
         dead: list[dict[str, Any]] = []
         row: dict[str, Any] | None = prev
         receipt = None
-        while row is not None and len(dead) < 100:
-            receipt = self.store.get_run(row["run_id"])
-            if receipt is not None:
-                break
-            dead.append(row)
-            row = self.store.run_row(row["previous_run"]) if row.get("previous_run") else None
+        try:
+            while row is not None and len(dead) < 100:
+                receipt = self.store.get_run(row["run_id"])
+                if receipt is not None:
+                    break
+                dead.append(row)
+                row = self.store.run_row(row["previous_run"]) if row.get("previous_run") else None
+        except StoreError as e:
+            raise RunnerError(str(e)) from None
         got = (receipt or {}).get("attempts") or {}
         for k in base:
             if isinstance(got.get(k), int):
                 base[k] = got[k]
         for d in dead:
             base["invocations"] += 1
-            base["resumes" if d.get("previous_run") else "new"] += 1
+            base[_count_as(d)] += 1
         return base
 
     def load_replay(self, run_id: str, handler: EffectHandler) -> None:
-        store = self.open_store()
-        replay: dict[int, Prior] = {}
-        for row in store.journal(run_id):
-            detail = row.get("detail") or {}
-            replay[row["seq"]] = Prior(
-                seq=row["seq"],
-                command=row["command"],
-                effect_class=row.get("class"),
-                idempotent=bool(detail.get("idempotent")),
-                result=row.get("result"),
-                kind=detail.get("kind", "effect"),
-                detail=detail,
-            )
-        decisions: dict[int, dict[str, Any]] = {}
-        for row in store.approvals(run_id):
-            if row.get("seq") is not None:
-                decisions[int(row["seq"])] = row
-        handler.replay = replay
-        handler.decisions = decisions
+        """Hand the handler the operation's journal as it stands after `run_id`, and its decisions."""
+        from dal.runner import journal
+
+        try:
+            oj = journal.load(self.open_store(), run_id)
+        except StoreError as e:
+            raise RunnerError(str(e)) from None
+        handler.replay = oj.entries
+        handler.decisions = oj.decisions
+        handler.consumed = oj.consumed
+        handler.decided_in = oj.runs
+        handler.mode = "retry" if self.kind == "retry" else "resume"
 
     def _bury(self, prev: dict[str, Any]) -> None:
-        """A run whose process died before writing its receipt: give it one, as interrupted."""
+        """A run whose process died before writing its receipt: give it one, as interrupted. A store that
+        refuses it loses nothing: the run stays `running`, its journal is still the operation's."""
         store = self.open_store()
-        attempts = None
-        if prev.get("key"):
-            attempts = self._attempts_so_far(store.run_row(prev["previous_run"]) if prev.get("previous_run") else None)
-            attempts["invocations"] += 1
-            attempts["resumes" if prev.get("previous_run") else "new"] += 1
-        receipt = crashed_receipt(
-            store, prev, workspace=self.workspace, attempts=attempts,
-            blocker="the process running this operation died before writing its receipt (killed?); "
-                    f"run {self.run_id} continues it from its journal",
-        )
         try:
+            attempts = None
+            if prev.get("key"):
+                attempts = self._attempts_so_far(
+                    store.run_row(prev["previous_run"]) if prev.get("previous_run") else None)
+                attempts["invocations"] += 1
+                attempts[_count_as(store.run_row(prev["run_id"]) or prev)] += 1
+            receipt = crashed_receipt(
+                store, prev, workspace=self.workspace, attempts=attempts,
+                blocker="the process running this operation died before writing its receipt (killed?); "
+                        f"run {self.run_id} continues it from its journal",
+            )
             store.save_receipt(receipt)
-        except (StoreError, ValueError):
+        except (StoreError, RunnerError, ValueError):
             pass
 
     def begin(self, operation: str) -> None:
+        try:
+            self.begin_or_fail(operation)
+        except StoreError as e:
+            raise RunnerError(str(e)) from None
+
+    def begin_or_fail(self, operation: str) -> None:
+        """Record the run in the store (once); StoreError when the store refuses."""
         if self.begun:
             return
         store = self.open_store()
-        try:
-            store.begin_run(
-                self.run_id,
-                operation=operation,
-                key=self.key,
-                script_path=str(self.req.script),
-                started_at=self.started_at,
-                previous_run=self.previous["run_id"] if self.previous and self.kind != "duplicate" else None,
-                policy=policy_json(self.policy, self.req.policy_args, self.launch, self.adopted),
-            )
-        except StoreError as e:
-            raise RunnerError(str(e)) from None
+        continues = self.previous is not None and self.kind != "duplicate"
+        store.begin_run(
+            self.run_id,
+            operation=operation,
+            key=self.key,
+            script_path=str(self.req.script),
+            started_at=self.started_at,
+            previous_run=self.previous["run_id"] if continues and self.previous else None,
+            policy=policy_json(self.policy, self.req.policy_args, {**self.launch, "attempt": self.kind},
+                               self.adopted),
+        )
         self.begun = True
 
     def release(self) -> None:
@@ -536,6 +556,14 @@ class _Abort(BaseException):
         self.error = error
 
 
+def _count_as(row: dict[str, Any]) -> str:
+    """Which count of `attempts` a run adds to, from the attempt kind stored with it."""
+    kind = ((row.get("policy") or {}).get("launch") or {}).get("attempt")
+    if kind is None:  # stored before runs had kinds
+        kind = "resume" if row.get("previous_run") else "new"
+    return {"resume": "resumes", "duplicate": "duplicates"}.get(kind, "new")
+
+
 class _BeginFirst:
     """The store as the effect journal, recording the run itself before the first journal entry.
 
@@ -549,6 +577,10 @@ class _BeginFirst:
         self._store = store
         self._begin = begin
         self._keyed = keyed
+
+    def journal_hold(self, *args: Any, **kw: Any) -> dict[str, Any] | None:
+        self._begin()
+        return self._store.journal_hold(*args, **kw)
 
     def journal_intent(self, *args: Any, durable: bool = False, **kw: Any) -> None:
         if self._keyed() or (kw.get("detail") or {}).get("kind") != "value":
@@ -598,21 +630,6 @@ def find_run(store: Store, ref: str) -> dict[str, Any]:
     return store.run_row(receipt["run_id"]) or receipt
 
 
-def diverged_from(store: Store, row: dict[str, Any]) -> str | None:
-    """For a run that failed on a divergence, the run whose journal it was replaying (following a chain
-    of divergences back); None for any other run."""
-    seen = 0
-    source: str | None = None
-    while row is not None and row.get("status") == "failed" and seen < 100:
-        receipt = store.get_run(row["run_id"]) or {}
-        if (receipt.get("error") or {}).get("kind") != "divergence" or not row.get("previous_run"):
-            break
-        source = row["previous_run"]
-        row = store.run_row(source)  # type: ignore[assignment]
-        seen += 1
-    return source
-
-
 def pid_alive(pid: Any) -> bool:
     if not isinstance(pid, int) or pid <= 0:
         return False
@@ -626,20 +643,23 @@ def pid_alive(pid: Any) -> bool:
 
 
 def _resumable(run: _Run, store: Store, ref: str) -> dict[str, Any]:
-    """The run `dal resume REF` continues; RunnerError when it cannot be resumed."""
+    """The run `dal resume REF` continues; RunnerError when it cannot be resumed. Any run of an operation
+    that has not completed continues it: waiting, interrupted or died (a resume), failed or exhausted
+    (a retry, which replays what must not run twice)."""
     try:
         prev = find_run(store, ref)
     except StoreError as e:
         raise RunnerError(str(e)) from None
     status = prev.get("status")
-    if status not in RESUMABLE and not (status == "failed" and diverged_from(store, prev)):
-        hint = (f"run the script again with --key {prev['key']}" if prev.get("key") else "run the script again")
+    if status not in RESUMABLE and status not in ("failed", "exhausted"):
         raise RunnerError(
-            f"run {prev['run_id']} is {status}: only waiting or interrupted runs resume"
-            + (" (a failed or exhausted run starts a new attempt: " + hint + ")"
-               if status in ("failed", "exhausted") else "")
-            + (f" (its operation already completed in {prev['skipped_of']}: nothing to resume)"
+            f"run {prev['run_id']} is {status}: nothing to resume"
+            + (f" (its operation already completed in {prev['skipped_of']})"
                if status == "skipped" and prev.get("skipped_of") else "")
+            + (" (it was rejected before anything ran: fix the script and run it again)"
+               if status == "rejected" else "")
+            + (f" (start the work again with `dal run --key {prev['key']} --new-attempt SCRIPT`)"
+               if status in ("completed", "skipped") and prev.get("key") else "")
         )
     return prev
 
@@ -664,7 +684,8 @@ def _lock_keyless(run: _Run, store: Store, prev: dict[str, Any]) -> None:
 def _unreached(handler: EffectHandler, outcome: Outcome, checked: Any) -> Outcome:
     """A resumed script that completes without asking for effects its earlier attempt journaled has
     diverged too: those effects happened (or may have), and the script no longer accounts for them."""
-    left = sorted((p for p in handler.replay.values() if p.seq > handler.seq and not p.pending), key=lambda p: p.seq)
+    left = sorted((p for p in handler.replay.values() if p.seq > handler.seq and not p.pending
+                   and not (p.result is not None and handler._rerun_on_retry(p))), key=lambda p: p.seq)
     if not left:
         return outcome
     first = left[0]
@@ -675,7 +696,8 @@ def _unreached(handler: EffectHandler, outcome: Outcome, checked: Any) -> Outcom
         f"`{first.command}`" + (f" (line {line})" if line else "") + " that the script no longer asks for",
         None, filename=checked.filename, source=checked.source,
         help="the script or its inputs changed since the interrupted attempt; inspect the journal "
-        "(dal receipt show) and start a new operation key if the change is intended",
+        "(dal receipt show); if the change is intended, start a new attempt of the operation (`dal run --key "
+        "KEY --new-attempt`), which runs every effect again",
     )
     return Outcome("failed", err, ended_by="error")
 
@@ -733,7 +755,7 @@ def _execute(run: _Run) -> RunReport:
     state = {"operation": operation}
     # The run is recorded in the store just before its first journal write (or at its end), so that an
     # operation key set by operation("K") at the top of the script is part of the run's record.
-    journal = _BeginFirst(store, lambda: run.begin(state["operation"]), keyed=lambda: run.key is not None)
+    journal = _BeginFirst(store, lambda: run.begin_or_fail(state["operation"]), keyed=lambda: run.key is not None)
     handler = EffectHandler(rt, ctx, journal=journal, run_id=run.run_id, max_effects=req.max_effects,
                             fake=req.fake, simulate_crash=req.simulate_crash)
     recorder = LoopRecorder(on_receipt=req.on_loop_receipt)
@@ -752,17 +774,17 @@ def _execute(run: _Run) -> RunReport:
             _lock_keyless(run, store, prev)
             run.adopt_policy(prev, prev["operation"])
             run.previous = prev
-            run.kind = "resume"
+            run.kind = "resume" if prev["status"] in RESUMABLE else "retry"
             if prev["status"] == "running":
                 run._bury(prev)
-            run.load_replay(diverged_from(store, prev) or prev["run_id"], handler)
+            run.load_replay(prev["run_id"], handler)
             operation = prev["operation"]
             state["operation"] = operation
+            run.begin(operation)
     elif req.key:
         run.enter_key(req.key, handler)
 
     if run.kind == "duplicate":
-        run.begin(operation)
         return _finish(run, source, operation, Outcome("skipped", ended_by="skip"), rt, handler, recorder)
 
     def set_operation(key: str, span: Any) -> None:
@@ -810,10 +832,12 @@ def _execute(run: _Run) -> RunReport:
         for s, h in restore.items():
             signal.signal(s, h)
     operation = state["operation"]
-    if outcome.status == "completed" and run.kind == "resume":
+    if outcome.status == "completed" and run.kind in ("resume", "retry"):
         outcome = _unreached(handler, outcome, checked)
     report = _finish(run, source, operation, outcome, rt, handler, recorder)
     report.signal_name = got.get("signal")
+    if report.exit_code == 2:
+        return report
     if report.receipt["status"] == "interrupted" and got.get("signal") == "SIGTERM":
         report.exit_code = 143
     return report
@@ -834,6 +858,8 @@ def _finish(
         run.skipped_of = run.skipped_of or (outcome.result if isinstance(outcome.result, str) else None)
         run.kind = "duplicate"
     error = outcome.error
+    if handler is not None and handler.unjournaled is not None:
+        _journal_late(run, handler, error)
     result_value = outcome.result if status != "skipped" else None
     script_retry = None
     blocker: str | None = None
@@ -873,7 +899,7 @@ def _finish(
     if run.key is not None and run.attempts is not None:
         attempts = dict(run.attempts)
         attempts["invocations"] += 1
-        attempts[{"new": "new", "resume": "resumes", "duplicate": "duplicates"}[run.kind]] += 1
+        attempts[{"resume": "resumes", "duplicate": "duplicates"}.get(run.kind, "new")] += 1
 
     finished = utc_timestamp()
     artifacts = [_artifact(run.workspace, p) for p in (handler.writes if handler else {})]
@@ -910,6 +936,9 @@ def _finish(
     }
     if error is not None and error.kind == "internal":
         receipt["error"]["message"] = error.message
+    exit_code = EXIT_BY_STATUS[status]
+    if error is not None and error.kind == "store":
+        exit_code = 2  # the run store could not be used (docs/cli.md): the run stopped, resumable
     # The store is the source of truth, but a store problem must not lose the receipt: the files are
     # written whatever happens, and the problem is reported after.
     store_problem: StoreError | None = None
@@ -928,11 +957,72 @@ def _finish(
     except (StoreError, RunnerError) as e:
         store_problem = e if isinstance(e, StoreError) else StoreError(str(e), None)
     json_path = md_path = None
+    files_problem: OSError | None = None
     if req.write_files:
         try:
             json_path, md_path = write_receipt_files(receipt, req.receipts_dir, workspace=run.workspace)
         except OSError as e:
-            raise RunnerError(f"cannot write the receipt files: {e}") from None
+            if store_problem is None:
+                raise RunnerError(f"cannot write the receipt files: {e}") from None
+            files_problem = e
     if store_problem is not None:
-        raise RunnerError(f"{store_problem} (the receipt was written to {json_path})")
-    return RunReport(receipt, EXIT_BY_STATUS[status], error, json_path, md_path)
+        # The store could not record how the run ended. Whatever it had journaled stays the operation's
+        # journal: the next attempt finds this run `running` with no live process and continues from it.
+        problem, next_step = _unrecorded(run, receipt, store_problem, json_path, files_problem)
+        return RunReport(receipt, 2, error, json_path, md_path, store_problem=problem, next_step=next_step)
+    return RunReport(receipt, exit_code, error, json_path, md_path)
+
+
+def _journal_late(run: _Run, handler: EffectHandler, error: DalError | None) -> None:
+    """An effect ran but the store refused its result: try once more now that the run has stopped (a
+    lock may have gone). If the store still refuses, the effect's outcome is unknown to the journal, and
+    the receipt says so as the next attempt will see it: read and idempotent effects run again, anything
+    else waits for `dal resolve`."""
+    late = handler.unjournaled or {}
+    handler.unjournaled = None
+    seq = late.get("seq")
+    try:
+        run.open_store().journal_result(run.run_id, seq, late["result"])
+        note = "DAL journaled the result when the run stopped, so its outcome is known."
+        journaled = True
+    except (StoreError, RunnerError):
+        journaled = False
+        safe = rerunnable(late.get("class"), bool(late.get("idempotent")))
+        note = ("Its outcome is unknown to the journal: the next attempt runs it again (" +
+                ("a read" if late.get("class") == "read" else "idempotent") + ")." if safe else
+                "Its outcome is unknown to the journal, so the next attempt holds it until a person says what "
+                "happened (`dal resolve`).")
+        for item in handler.items:
+            if item["seq"] == seq and not item["replayed"]:
+                item["reason"] = f"{item['reason']}; it ran ({item['summary']}), but its result was not journaled"
+                item["status"], item["summary"] = "uncertain", "outcome unknown"
+                if not safe:
+                    handler.external_uncertain = True
+    if error is not None and getattr(error, "seq", None) == seq:
+        error.message = error.message.rstrip(".") + ". " + note
+        if journaled:
+            error.help = "what was journaled is intact; once the store can be written, resume the run"
+
+
+def _unrecorded(
+    run: _Run, receipt: dict[str, Any], problem: Exception, json_path: Path | None, files_problem: OSError | None
+) -> tuple[str, str]:
+    """What to tell the operator when the store did not record the run's end: the problem and the next step."""
+    rid = receipt["run_id"]
+    where = (f"the receipt is only in {json_path}" if json_path is not None
+             else f"no receipt file could be written either ({files_problem})" if files_problem is not None
+             else "the receipt is not stored")
+    text = f"{problem}; {where}"
+    again = f"`dal run --key {run.key} {run.req.script}`" if run.key else None
+    if run.begun:
+        step = (f"once the run store can be written again, `dal resume {rid}`" + (f" (or {again})" if again else "")
+                + ": it continues from the journal, and nothing the journal holds runs again")
+    elif run.previous is not None and run.kind in ("resume", "retry"):
+        step = (f"once the run store can be written again, `dal resume {run.previous['run_id']}`"
+                + (f" (or {again})" if again else "") + ": nothing of this attempt was journaled")
+    else:
+        step = ("once the run store can be written again, "
+                + (again or f"`dal run {run.req.script}`") + ": nothing of this run was journaled")
+    if receipt["status"] == "skipped":
+        step = f"nothing: the operation already completed in {receipt['skipped_of']}, and nothing ran"
+    return text, step

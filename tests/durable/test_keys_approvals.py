@@ -158,7 +158,7 @@ def test_decision_commands_refuse_clearly(durable) -> None:
         (("approve", rid, "--effect", "7"), f"run {rid} has no effect 7"),
         (("resolve", rid, "--as", "done"), f"effect 2 of run {rid} (`echo report | tee -a outbox.txt`) is not of "
                                            "unknown outcome: it is waiting for approval; use `dal approve"),
-        (("resume", done), f"run {done} is completed: only waiting or interrupted runs resume"),
+        (("resume", done), f"run {done} is completed: nothing to resume"),
     ]
     for argv, message in cases:
         got = d.cli(*argv)
