@@ -59,8 +59,12 @@ def _fault(store: Store, kind: str, doing: str) -> StoreError:
     try:
         from dal.receipts.store import _describe  # the message a real fault of this kind gives
     except ImportError:  # pragma: no cover - the store's wording moved
-        return StoreError(f"the run store {store.path} failed while {doing}: {_SQLITE[kind]}", store.path)
-    return _describe(sqlite3.OperationalError(_SQLITE[kind]), store.path, f"{doing.replace('_', ' ')} (injected)")
+        return StoreError(f"the run store {store.path} failed while {doing} (an injected fault): {_SQLITE[kind]}",
+                          store.path)
+    what = {"begin_run": "starting a run", "journal_intent": "journaling an effect",
+            "journal_result": "journaling a result", "journal_hold": "journaling a held effect",
+            "save_receipt": "saving a receipt", "save_receipts": "saving receipts"}[doing]
+    return _describe(sqlite3.OperationalError(_SQLITE[kind]), store.path, f"{what} (an injected fault)")
 
 
 def wrap(store: Store) -> Store:

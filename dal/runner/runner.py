@@ -497,7 +497,8 @@ class _Run:
 
     def _bury(self, prev: dict[str, Any]) -> None:
         """A run whose process died before writing its receipt: give it one, as interrupted. A store that
-        refuses it loses nothing: the run stays `running`, its journal is still the operation's."""
+        refuses it stops this invocation before anything runs (RunnerError); the dead run stays `running`,
+        its journal still the operation's, for the next one."""
         store = self.open_store()
         try:
             attempts = None
@@ -512,14 +513,17 @@ class _Run:
                         f"run {self.run_id} continues it from its journal",
             )
             store.save_receipt(receipt)
-        except (StoreError, RunnerError, ValueError):
+        except StoreError as e:
+            raise RunnerError(f"{e} Nothing ran: run the same command again once the store can be written.") from None
+        except ValueError:  # a receipt DAL cannot rebuild is DAL's bug: the journal still decides what runs
             pass
 
     def begin(self, operation: str) -> None:
+        """Record the run before it executes anything; RunnerError when the store refuses."""
         try:
             self.begin_or_fail(operation)
         except StoreError as e:
-            raise RunnerError(str(e)) from None
+            raise RunnerError(f"{e} Nothing ran: run the same command again once the store can be written.") from None
 
     def begin_or_fail(self, operation: str) -> None:
         """Record the run in the store (once); StoreError when the store refuses."""
@@ -601,15 +605,27 @@ class _BeginFirst:
 
 
 def newest_run_of_key(store: Store, key: str) -> dict[str, Any] | None:
-    """The newest run of `key` that decides what the next invocation does. Rejected runs executed
-    nothing, so they are passed over: a broken script run under a completed key does not reopen it."""
+    """The newest run of `key` that decides what the next invocation does. Runs that executed nothing
+    are passed over: a rejected run (a broken script run under a completed key does not reopen it), and
+    a duplicate or rejected invocation the store recorded the start of but not the end (it died, or the
+    store refused its receipt), which must not read as an operation left half done."""
+
+    def counts(row: dict[str, Any]) -> bool:
+        if row["status"] == "rejected":
+            return False
+        if row["status"] == "running":
+            info = store.run_row(row["run_id"]) or {}
+            kind = ((info.get("policy") or {}).get("launch") or {}).get("attempt")
+            return kind not in ("duplicate", "rejected")
+        return True
+
     rows = store.list_runs(key=key, limit=20)
     for row in rows:
-        if row["status"] != "rejected":
+        if counts(row):
             return row
     if len(rows) == 20:
         for row in store.list_runs(key=key, limit=None):
-            if row["status"] != "rejected":
+            if counts(row):
                 return row
     return None
 
@@ -736,6 +752,7 @@ def _execute(run: _Run) -> RunReport:
 
     if errors:
         run.open_store()
+        run.kind = "rejected"
         run.begin(operation)
         return _finish(run, source, operation, Outcome("rejected", errors[0], ended_by="error"),
                        rt=None, handler=None, recorder=None)
@@ -1012,17 +1029,18 @@ def _unrecorded(
     where = (f"the receipt is only in {json_path}" if json_path is not None
              else f"no receipt file could be written either ({files_problem})" if files_problem is not None
              else "the receipt is not stored")
-    text = f"{problem}; {where}"
-    again = f"`dal run --key {run.key} {run.req.script}`" if run.key else None
+    text = f"{str(problem).rstrip('.')}; {where}"
+    again = " (or the same `dal run --key` command)" if run.key else ""
     if run.begun:
-        step = (f"once the run store can be written again, `dal resume {rid}`" + (f" (or {again})" if again else "")
-                + ": it continues from the journal, and nothing the journal holds runs again")
+        step = (f"once the run store can be written again, `dal resume {rid}`{again}: it continues from the "
+                "journal, and nothing the journal holds runs again")
     elif run.previous is not None and run.kind in ("resume", "retry"):
-        step = (f"once the run store can be written again, `dal resume {run.previous['run_id']}`"
-                + (f" (or {again})" if again else "") + ": nothing of this attempt was journaled")
+        step = (f"once the run store can be written again, `dal resume {run.previous['run_id']}`{again}: "
+                "nothing of this attempt was journaled")
     else:
-        step = ("once the run store can be written again, "
-                + (again or f"`dal run {run.req.script}`") + ": nothing of this run was journaled")
+        # The run is recorded before its first effect starts: nothing ran. The same command line (with its
+        # policy flags) is the move, not one rebuilt here.
+        step = "nothing ran: once the run store can be written again, run the same command again"
     if receipt["status"] == "skipped":
         step = f"nothing: the operation already completed in {receipt['skipped_of']}, and nothing ran"
     return text, step
