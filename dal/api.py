@@ -173,6 +173,7 @@ def run(
     timeout: float | None = None,
     effect_timeout: float | None = None,
     filename: str | None = None,
+    new_attempt: bool = False,
 ) -> Receipt:
     """Run a script (a path to a `.dal` file, or its source text) and return its receipt.
 
@@ -182,7 +183,7 @@ def run(
     interrupted or failed run) runs under the policy the operation started with, plus the flags given.
     `effect_timeout`: seconds per command (None: the policy's `[limits] timeout`, else 30).
     What the script prints is captured in `receipt.output`. Nothing about the script's own outcome
-    raises: read `receipt.status`.
+    raises: read `receipt.status`. `new_attempt=True` starts the key's operation over (`--new-attempt`).
     """
 
     ws = _workspace(workspace)
@@ -223,6 +224,7 @@ def run(
         key=key,
         store=_store(store, ws),
         receipts_dir=Path(receipts_dir) if receipts_dir is not None else None,
+        new_attempt=new_attempt,
     )
 
 
@@ -235,6 +237,9 @@ def _execute(**fields: Any) -> Receipt:
         report = execute(RunRequest(write=buf.write, handle_signals=False, **fields))
     except RunnerError as e:
         _raise_for(e)
+    if report.store_problem:
+        # The run ended but the store did not record it: the receipt files hold it, the journal is intact.
+        raise DalStoreError(f"{report.store_problem}. Next: {report.next_step}")
     return Receipt(report.receipt, buf.getvalue())
 
 
@@ -351,7 +356,8 @@ def resume(
     policy: dict[str, Any] | None = None,
     max_steps: int | None = None,
 ) -> Receipt:
-    """Resume a waiting or interrupted run: replay its journal, continue from the first open effect.
+    """Continue the operation of a run that has not completed (waiting, interrupted, died, failed or
+    exhausted): replay its journal, continue from the first open effect.
 
     The script, workspace and budgets are those the run was started with unless given here, and the
     policy is the one stored with its operation: the policy file is not read again. `policy` may add to
