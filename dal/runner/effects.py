@@ -307,6 +307,30 @@ class EffectHandler:
         return (self.mode == "retry" and prior.kind == "effect" and rerunnable(prior.effect_class, prior.idempotent)
                 and not prior.detail.get("approved") and "decision" not in prior.detail)
 
+    def _forget_from(self, seq: int, span: Span) -> bool:
+        """A retry asks for another command at `seq` than the journal holds (a read that ran again saw
+        something else). When every entry from `seq` on is a read, an idempotent write or a denied command
+        that no person decided about, forgetting them repeats nothing that must not run twice: they leave
+        this operation's journal (each marked `forgotten` in this run's), and the script goes on live.
+        Anything else there is a divergence."""
+        if self.mode != "retry":
+            return False
+        tail = sorted((p for s, p in self.replay.items() if s >= seq), key=lambda p: p.seq)
+        if not all(p.result is not None and (self._rerun_on_retry(p) or (p.detail.get("denied")
+                   and "decision" not in p.detail)) for p in tail):
+            return False
+        for p in tail:
+            del self.replay[p.seq]
+            # A decision about a forgotten effect must never apply to what the script now asks at its number.
+            used = max([self.consumed.get(p.seq, 0)] + [r.get("id", 0) for r in self.decisions.pop(p.seq, [])])
+            detail: dict[str, Any] = {"forgotten": True}
+            if used:
+                detail["decision"] = self.consumed[p.seq] = used
+            if self.journal is not None:
+                self._write(f"`{p.command}`", span, p.seq, self.journal.journal_intent, self.run_id, p.seq,
+                            p.command, p.effect_class, detail=detail)
+        return True
+
     def __call__(self, command: str, span: Span) -> EffectResult:
         rt = self.rt
         seq = self.seq + 1
@@ -321,6 +345,8 @@ class EffectHandler:
         prior = self.replay.get(seq)
         replayed = False
         result: EffectResult | None = None
+        if prior is not None and prior.command != command and self._forget_from(seq, span):
+            prior = None  # a retry took another path through effects that may simply run again
         if prior is not None:
             if prior.command != command:
                 was = prior.detail.get("line")

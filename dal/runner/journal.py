@@ -9,7 +9,8 @@ journal holds (a small budget, an edit that fails early) loses nothing: the next
 
 Reading the chain from its oldest run to its newest, the entry of each sequence number is the newest
 one, except that a copy of an earlier result a resume could not finish writing (an intent marked
-`replayed` without a result) never hides the result it copies.
+`replayed` without a result) never hides the result it copies, and an entry a retry marked `forgotten`
+(it took another path through reads and idempotent writes) removes the number from the journal.
 
 Decisions (`dal approve`, `deny`, `resolve`) belong to the operation's effect, not to one run: a
 decision recorded for any run of the chain applies to the effect with its number, once. A journal
@@ -95,6 +96,9 @@ def load(store: Store, run_id: str) -> OperationJournal:
             if isinstance(used, int):
                 consumed[p.seq] = max(consumed.get(p.seq, 0), used)
             have = entries.get(p.seq)
+            if p.detail.get("forgotten") and p.result is None:
+                entries.pop(p.seq, None)  # a retry took another path here: the entry left the journal
+                continue
             if (p.result is None and p.detail.get("replayed") and have is not None
                     and have.result is not None and have.command == p.command):
                 continue  # a copy whose result was never written: the result it copies stands

@@ -230,7 +230,7 @@ def crashed_receipt(
     launch = (info.get("policy") or {}).get("launch") or {}
     items = []
     for row in store.journal(prev["run_id"]):
-        if row["seq"] <= 0:
+        if row["seq"] <= 0 or (row.get("detail") or {}).get("forgotten") and not row.get("result"):
             continue
         res = row.get("result") or {}
         detail = row.get("detail") or {}

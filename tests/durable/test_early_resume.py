@@ -154,3 +154,31 @@ def test_new_attempt_closes_the_journal_and_runs_everything_again(durable) -> No
     assert d.latest()["attempts"]["new"] == 3
     assert d.lines("append.txt") == ["line", "line", "line"]
     d.check_store()
+
+
+def test_a_retry_may_take_another_path_through_reads_and_idempotent_writes_only(durable) -> None:
+    d = durable
+    d.write("s.dal", 'let r = run("test -e ready.txt")\nif not r.ok {\n    run("touch marker.txt")\n'
+                     '    fail("not ready")\n}\nrun("echo ready >> log.txt")\n')
+    assert d.cli("run", "--key", "job", "s.dal").code == 1
+    d.write("ready.txt", "")
+    again = d.cli("run", "--key", "job", "s.dal")  # the read runs again and takes the other branch
+    assert again.code == 0, again
+    assert d.lines("log.txt") == ["ready"]
+    assert [i["command"] for i in d.latest()["effects"]["items"]] == ["test -e ready.txt", "echo ready >> log.txt"]
+    assert d.cli("run", "--key", "job", "s.dal").code == 0 and d.latest()["status"] == "skipped"
+
+    # When the path the retry leaves holds an append, that append happened and the script no longer
+    # accounts for it: a divergence, nothing runs, until the operator starts over.
+    d.write("t.dal", 'let r = run("test -e go.txt")\nif not r.ok {\n    run("echo tried >> log2.txt")\n'
+                     '    fail("not ready")\n}\nrun("echo went >> log2.txt")\n')
+    assert d.cli("run", "--key", "job2", "t.dal").code == 1
+    d.write("go.txt", "")
+    diverged = d.cli("run", "--key", "job2", "t.dal")
+    assert diverged.code == 1 and d.latest()["error"]["kind"] == "divergence", diverged
+    assert "`echo tried >> log2.txt`" in d.latest()["error"]["message"]
+    assert d.lines("log2.txt") == ["tried"]
+    assert "--new-attempt" in diverged.err
+    over = d.cli("run", "--key", "job2", "--new-attempt", "t.dal")
+    assert over.code == 0 and d.lines("log2.txt") == ["tried", "went"]
+    d.check_store()
