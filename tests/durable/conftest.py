@@ -157,4 +157,3 @@ def make_durable(tmp_path: Path, pycache: Path, monkeypatch: pytest.MonkeyPatch)
         return Durable(ws, pycache)
 
     return make
-
