@@ -112,7 +112,6 @@ _UNQUOTED_BAD = {
     "]": "glob [...]",
     "{": "brace expansion {...}",
     "}": "brace expansion {...}",
-    "~": "tilde expansion ~",
     "(": "parenthesis",
     ")": "parenthesis",
     "<": "redirection",
@@ -141,11 +140,30 @@ def _deny(node: tree_sitter.Node) -> ShellDenied:
     return ShellDenied(_describe(node))
 
 
-def _decode_unquoted(raw: str) -> str:
+# A word that bash treats like an assignment (`NAME=value`, also as a command's argument outside posix
+# mode): bash expands an unquoted `~` right after its first `=` and after each `:`.
+_ASSIGNMENT_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _tilde_expands(before: str) -> bool:
+    """Whether bash would expand an unquoted `~` that follows `before`, the text of its word so far.
+
+    Bash expands `~` only at the start of a word and, in assignment-like words, after `=` or `:`
+    (`rm notes.md~` and `echo a~b` are literal). Conservative: after any `=` or `:` of such a word.
+    """
+    if not before:
+        return True
+    return before[-1] in "=:" and _ASSIGNMENT_LIKE.match(before) is not None
+
+
+def _decode_unquoted(raw: str, before: str = "") -> str:
+    """Decode an unquoted word fragment; `before` is the text of the same word ahead of it."""
     out = []
     i = 0
     while i < len(raw):
         ch = raw[i]
+        if ch == "~" and _tilde_expands(before + "".join(out)):
+            raise ShellDenied("tilde expansion ~")
         if ch == "\\":
             if i + 1 >= len(raw):
                 raise ShellDenied("trailing backslash")
@@ -183,11 +201,12 @@ def _decode_double(raw: str) -> str:
     return "".join(out)
 
 
-def _word(node: tree_sitter.Node) -> str:
+def _word(node: tree_sitter.Node, before: str = "") -> str:
+    """The text bash makes of a word node; `before` is what precedes it in the same word (glued parts)."""
     t = node.type
     text = node.text.decode("utf-8", errors="surrogateescape")
     if t in ("word", "number"):
-        return _decode_unquoted(text)
+        return _decode_unquoted(text, before)
     if t == "raw_string":
         return text[1:-1]
     if t == "string":
@@ -197,7 +216,10 @@ def _word(node: tree_sitter.Node) -> str:
         # Decode the whole body: tree-sitter leaves newlines inside quotes out of string_content.
         return _decode_double(text[1:-1])
     if t == "concatenation":
-        return "".join(_word(c) for c in node.children)
+        out = before
+        for c in node.children:
+            out += _word(c, out)
+        return out[len(before):]
     raise _deny(node)
 
 
@@ -268,7 +290,7 @@ def _simple(node: tree_sitter.Node) -> SimpleCommand:
             if glued:
                 if len(argv) == 1:
                     raise ShellDenied("quoted or computed program name")
-                argv[-1] += _word(child)  # tree-sitter split one bash word, e.g. ''\`
+                argv[-1] += _word(child, argv[-1])  # tree-sitter split one bash word, e.g. ''\`
             else:
                 argv.append(_word(child))
         elif child.type == "file_redirect":

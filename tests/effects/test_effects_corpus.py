@@ -110,6 +110,8 @@ ALLOW = [
     "true",
     "false || true",
     "rm -f copy.txt",
+    "rm -f notes.md~",  # `~` is literal except at the start of a word
+    "cp notes.txt notes.txt~",
     "rm -rf docs2",
     "rm sub/up/notes.txt",
     "rm link_out",
@@ -258,6 +260,8 @@ DENY = [
     ("grep --include=*.md x", "glob"),
     ("echo {a,b}", "brace"),
     ("cat ~/.ssh/id_rsa", "tilde"),
+    ("echo x > ~/x", "tilde"),
+    ("ls a=~/x", "tilde"),
     # heredocs, compound commands, assignments, separators
     ("cat <<EOF\nx\nEOF", "heredoc"),
     ("cat <<< x", "here-string"),

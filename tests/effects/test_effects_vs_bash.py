@@ -22,10 +22,11 @@ pytestmark = pytest.mark.skipif(BASH is None, reason="bash not installed")
 
 programs = st.sampled_from(
     ["echo one", "echo 'two words'", "printf '%s-' a b", "cat in.txt", "cat", "true", "false", "ls missing",
-     "sort in.txt", "wc -l", "head -n 1", "echo err >&2", "cat f1", "ls in.txt missing"]
+     "sort in.txt", "wc -l", "head -n 1", "echo err >&2", "cat f1", "ls in.txt missing",
+     "echo a~b x:~ --p=~ 1a=~", "cat in.txt~"]
 )  # fmt: skip
 redirect = st.sampled_from(["> f1", ">> f1", "2> f2", "2>> f2", "&> f1", "2>&1", "< in.txt", "> /dev/null",
-                            "2>/dev/null", ">&2"])  # fmt: skip
+                            "2>/dev/null", ">&2", "> f1~"])  # fmt: skip
 simple = st.builds(lambda p, r: " ".join([p, *r]), programs, st.lists(redirect, max_size=2))
 command = st.builds(
     lambda first, rest: first + "".join(f" {op} {c}" for op, c in rest),

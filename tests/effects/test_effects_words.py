@@ -58,8 +58,16 @@ def test_accepted_words_mean_what_bash_means(words: list[str]) -> None:
         ['"a\\"b"', "c\\ d", "'e\"f'", '"\\$x"'],
         ["--include='*.md'", '--name="a b"', "x\\*"],
         ["'multi\nline'", '"tab\there"', "a#b", "!", "a=b"],
+        # bash expands `~` only at the start of a word and after `=`/`:` of an assignment-like word
+        ["notes.md~", "a~b", "x:~", "--prefix=~", "1a=~", "\\~", "'~'", '"~"x', "a==b~", "b~/x"],
     ],
 )
 def test_examples_mean_what_bash_means(words: list[str]) -> None:
     cmd = parse_command("echo " + " ".join(words)).items[0].commands[0]
     assert list(cmd.argv[1:]) == bash_argv(words)
+
+
+@pytest.mark.parametrize("word", ["~", "~/x", "~root", "a=~", "a=b:~/x", "A_1=x:~", "''~", "~'x'"])
+def test_a_tilde_bash_would_expand_is_denied(word: str) -> None:
+    with pytest.raises(ShellDenied, match="tilde"):
+        parse_command("echo " + word)
