@@ -10,10 +10,12 @@ import functools
 import os
 import shutil
 import stat
+from collections.abc import Iterator
 
 import attrs
 
 from dal.effects import paths as P
+from dal.effects import trees as t
 from dal.effects.policy import TRUSTED_PATH, Policy
 from dal.effects.programs import INTERPRETERS, ArgUse, analyze_argv, git_is_network, model_class
 from dal.effects.shell import CommandList, ShellDenied, SimpleCommand, parse_command
@@ -81,9 +83,19 @@ def _check_path(raw: str, kind: str, policy: Policy) -> str:
         raise _Denied(f"{verb} outside the allowed roots: {raw}{where}")
     if kind == "write_nofollow" and resolved == ws:
         raise _Denied(f"would remove or move the workspace itself: {raw}")
+    if kind != "read":
+        _check_protection(resolved, policy)
     if kind != "write_nofollow":  # removing or moving a name leaves the file's other names alone
         _check_links(raw, resolved)
+    else:
+        _check_removal(resolved, policy)
     return resolved
+
+
+def _check_protection(resolved: str, policy: Policy) -> None:
+    why = policy.protection(resolved)
+    if why:
+        raise _Denied(f"writes a protected path: {why}")
 
 
 def _check_links(raw: str, resolved: str) -> None:
@@ -102,30 +114,100 @@ def _deny_linked(shown: str, st: os.stat_result) -> None:
                       "roots")
 
 
-_TREE_LIMIT = 10_000
+def _walk(top: str, policy: Policy, skips: tuple[str, ...] = ()) -> Iterator[tuple[str, str, os.stat_result]]:
+    """(path, path relative to `top`, lstat) of everything below the directory `top`, never following a
+    symlink; past _TREE_LIMIT entries the command is denied rather than half checked."""
+    try:
+        yield from t.walk(top, _TREE_LIMIT, skips)
+    except t.TooMany:
+        raise _Denied(f"{P.display(top, policy.workspace)}: more than {_TREE_LIMIT} entries to check") from None
+
+
+_TREE_LIMIT = 100_000
 
 
 def _check_tree(top: str, policy: Policy) -> None:
-    """Deny if a symlink below `top` (a directory about to be written into recursively) leads out, or a file
-    there has other hard links."""
-    seen = 0
-    for dirpath, dirnames, filenames in os.walk(top):
-        for name in dirnames + filenames:
-            seen += 1
-            if seen > _TREE_LIMIT:
-                raise _Denied(f"{P.display(top, policy.workspace)}: too many entries to check a recursive write")
-            path = os.path.join(dirpath, name)
-            try:
-                st = os.lstat(path)
-            except OSError:
-                continue  # gone since the walk listed it
-            if stat.S_ISLNK(st.st_mode):
-                target = os.path.realpath(path)
-                if not P.within(target, policy.write_roots):
-                    shown = P.display(path, policy.workspace)
-                    raise _Denied(f"writes outside the allowed roots: {shown} (resolves to {target})")
-            elif st.st_nlink > 1:
-                _deny_linked(P.display(path, policy.workspace), st)
+    """Deny if a symlink below `top` (a directory about to be written into recursively) leads out or to a
+    protected path, or a file there has other hard links."""
+    for path, _, st in _walk(top, policy):
+        if stat.S_ISLNK(st.st_mode):
+            target = os.path.realpath(path)
+            shown = P.display(path, policy.workspace)
+            if not P.within(target, policy.write_roots):
+                raise _Denied(f"writes outside the allowed roots: {shown} (resolves to {target})")
+            _check_protection(target, policy)
+        elif st.st_nlink > 1:
+            _deny_linked(P.display(path, policy.workspace), st)
+
+
+def _check_read_tree(raw: str, policy: Policy, skips: tuple[str, ...]) -> None:
+    """A tree the program reads without following the symlinks in it: deny a file with other hard links."""
+    top = P.resolve(raw, policy.workspace)
+    if not os.path.isdir(top):
+        return
+    for path, _, st in _walk(top, policy, skips):
+        if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            _deny_linked(P.display(path, policy.workspace), st)
+
+
+def _check_entries(raw: str, policy: Policy) -> list[str]:
+    """A directory each of whose entries the program opens, following symlinks: check each as a read."""
+    try:
+        names = sorted(os.listdir(P.resolve(raw, policy.workspace)))
+    except OSError:
+        return []
+    if len(names) > _TREE_LIMIT:
+        raise _Denied(f"{raw}: more than {_TREE_LIMIT} entries to check")
+    return [_check_path(os.path.join(raw, name), "read", policy) for name in names]
+
+
+def _check_removal(resolved: str, policy: Policy) -> None:
+    """Removing or renaming a directory removes everything below it: deny if that holds a protected path."""
+    try:
+        if not stat.S_ISDIR(os.lstat(resolved).st_mode):
+            return
+    except OSError:
+        return
+    for path, _, _st in _walk(resolved, policy):
+        why = policy.protection(path)
+        if why:
+            raise _Denied(f"would remove or move {P.display(resolved, policy.workspace)}, which holds a protected "
+                          f"path: {why}")
+
+
+def _check_link(link: str, text: str, policy: Policy) -> None:
+    """A symlink the command makes at the absolute path `link`, holding `text`: it must point inside the
+    read roots from where it will be (a relative link copied or moved elsewhere points somewhere else)."""
+    where = P.resolve(text, os.path.dirname(link))
+    shown = P.display(link, policy.workspace)
+    if P.special_denial(text, where) or (where != P.NULL_DEVICE and not P.within(where, policy.read_roots)):
+        raise _Denied(f"would make a symlink that points outside the allowed roots: {shown} -> {text} "
+                      f"(resolves to {where})")
+
+
+def _check_place(src_raw: str, dest_raw: str, how: str, policy: Policy) -> None:
+    """`src` (a symlink itself, or a whole tree) is copied or renamed to `dest`: every name it will have
+    there must not be protected, every symlink in it must still point inside the roots from its new place,
+    and a copy reads every file in it, so none may have other hard links."""
+    ws = policy.workspace
+    src = P.resolve(src_raw, ws, follow_final=how == "copy-deref")
+    dest = P.resolve(dest_raw, ws, follow_final=how != "move")
+    try:
+        st = os.lstat(src)
+    except OSError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        _check_link(dest, os.readlink(src), policy)
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    for path, rel, st in _walk(src, policy):
+        there = os.path.join(dest, rel)
+        _check_protection(there, policy)
+        if stat.S_ISLNK(st.st_mode):
+            _check_link(there, os.readlink(path), policy)
+        elif how != "move" and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            _deny_linked(P.display(path, ws), st)
 
 
 def _write_counts(target: str, ws: str) -> bool:
@@ -138,12 +220,20 @@ def _check_paths(cmd: SimpleCommand, use: ArgUse | None, policy: Policy) -> tupl
     writes: list[str] = []
     if use is not None:
         reads += (_check_path(raw, "read", policy) for raw in use.reads)
+        for raw in use.read_trees:
+            _check_read_tree(raw, policy, use.tree_skips)
+        for raw in use.read_entries:
+            _check_entries(raw, policy)
         for raw in use.writes:
             resolved = _check_path(raw, "write", policy)
             writes.append(resolved)
             if use.writes_into_trees and os.path.isdir(resolved):
                 _check_tree(resolved, policy)
         writes += (_check_path(raw, "write_nofollow", policy) for raw in use.writes_nofollow)
+        for src, dest, how in use.places:
+            _check_place(src, dest, how, policy)
+        for link, text in use.links:
+            _check_link(P.resolve(link, policy.workspace, follow_final=False), text, policy)
     for r in cmd.redirects:
         if r.target is not None:
             (reads if r.op == "<" else writes).append(_check_path(r.target, "read" if r.op == "<" else "write", policy))

@@ -49,6 +49,8 @@ DEFAULT_TOOLSET_NAMES: frozenset[str] = frozenset(
 WORKSPACE_PROTECTED: tuple[str, ...] = (
     "dal.toml", ".dal", ".git/config", ".git/config.worktree", ".git/hooks", ".git/info", ".git/modules",
     ".git/worktrees", ".git/commondir",
+    # Programs run with HOME set to the workspace, so these are git's global configuration (check issue 12).
+    ".gitconfig", ".config/git",
 )
 # Names protected wherever they appear: a `dal.toml` in any folder is the policy of the workspace a later
 # `dal run` may discover there, and a `.dal` folder is a store.

@@ -31,6 +31,22 @@ class ArgUse:
     # Writes descend into existing directories (cp -r): a symlink anywhere below a written directory
     # would be written through, so the checker walks those trees too.
     writes_into_trees: bool = False
+    # Directories whose whole tree the program reads without following the symlinks inside it (grep -r,
+    # diff -r --no-dereference): the checker walks them for files with other hard links.
+    read_trees: tuple[str, ...] = ()
+    # Base-name globs of directories such a walk skips, as the program does (grep --exclude-dir).
+    tree_skips: tuple[str, ...] = ()
+    # Directories each of whose entries the program opens, following symlinks (diff DIR1 DIR2): each
+    # entry is checked as a path read.
+    read_entries: tuple[str, ...] = ()
+    # (source, destination, how): the source -- a tree, or a symlink itself -- ends up at destination,
+    # copied ("copy": its files are read) or renamed ("move"). The checker checks every name it will
+    # have there, and where every symlink in it will point from its new place.
+    places: tuple[tuple[str, str, str], ...] = ()
+    # (link, target): symlinks the program makes, with the text they will hold (cp -s).
+    links: tuple[tuple[str, str], ...] = ()
+    # Other programs it starts (git's ssh transport); each must be allowed by the policy too.
+    runs: tuple[str, ...] = ()
 
 
 class Unsafe(Exception):
@@ -176,13 +192,8 @@ def analyze(model: ProgramModel, argv: tuple[str, ...], is_dir: Callable[[str], 
             use = model.custom(parsed, is_dir)
         except Unsafe as e:
             return ArgUse(unsafe=str(e))
-        return ArgUse(
-            reads=tuple(reads) + use.reads,
-            writes=tuple(writes) + use.writes,
-            writes_nofollow=use.writes_nofollow,
-            unsafe=use.unsafe,
-            idempotent=idem and use.idempotent,
-            writes_into_trees=use.writes_into_trees,
+        return attrs.evolve(
+            use, reads=tuple(reads) + use.reads, writes=tuple(writes) + use.writes, idempotent=idem and use.idempotent
         )
     operands = [o for o in parsed.operands if o != "-"]
     if model.operands == "read":
@@ -237,9 +248,17 @@ def _grep(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
     operands = list(p.operands)
     if not p.has("-e", "--regexp", "-f", "--file") and operands:
         operands = operands[1:]  # the pattern
-    if not operands and p.has("-r", "--recursive", "-d", "--directories"):
+    recursive = p.has("-r", "--recursive") or any(
+        "recurse".startswith(v) and v for v in p.values("-d", "--directories")
+    )
+    if not operands and recursive:
         operands = ["."]
-    return ArgUse(reads=tuple(o for o in operands if o != "-"))
+    files = tuple(o for o in operands if o != "-")
+    if not recursive:
+        return ArgUse(reads=files)
+    # grep -r follows the symlinks named on its command line, none of those it finds below them.
+    skips = tuple(g for g in p.values("--exclude-dir") if "\\" not in g)
+    return ArgUse(reads=files, read_trees=tuple(o for o in files if is_dir(o)), tree_skips=skips)
 
 
 def _copy_targets(p: Parsed, is_dir: Callable[[str], bool], verb: str) -> tuple[list[str], list[str]]:
@@ -267,15 +286,37 @@ def _copy_targets(p: Parsed, is_dir: Callable[[str], bool], verb: str) -> tuple[
     return sources, written
 
 
+def _cp_copies_links(p: Parsed) -> bool:
+    """Whether cp copies a symlink named on its command line as a symlink (-P, -d, -a, or -r without
+    -H/-L); the last of -H, -L, -P wins, as in GNU cp."""
+    mode = None
+    for name, _ in p.options:
+        if name in ("-P", "--no-dereference", "-d", "-a", "--archive"):
+            mode = "P"
+        elif name in ("-H", "-L", "--dereference"):
+            mode = "H"
+    if mode is None:
+        return p.has("-r", "-R", "--recursive")
+    return mode == "P"
+
+
 def _cp(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
     sources, written = _copy_targets(p, is_dir, "cp")
     recursive = p.has("-r", "-R", "-a", "--recursive", "--archive")
-    return ArgUse(reads=tuple(sources), writes=tuple(written), writes_into_trees=recursive)
+    pairs = list(zip(sources, written, strict=False)) if len(sources) == len(written) else []
+    if p.has("-s", "--symbolic-link"):  # makes symlinks whose text is the source as written
+        return ArgUse(reads=tuple(sources), writes=tuple(written), links=tuple((w, s) for s, w in pairs),
+                      places=tuple((s, w, "copy") for s, w in pairs if recursive and is_dir(s)))  # fmt: skip
+    how = "copy" if _cp_copies_links(p) else "copy-deref"
+    places = tuple((s, w, how) for s, w in pairs if recursive or how == "copy")
+    return ArgUse(reads=tuple(sources), writes=tuple(written), writes_into_trees=recursive, places=places)
 
 
 def _mv(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
     sources, written = _copy_targets(p, is_dir, "mv")
-    return ArgUse(reads=tuple(sources), writes=tuple(written), writes_nofollow=tuple(sources))
+    pairs = zip(sources, written, strict=False) if len(sources) == len(written) else ()
+    return ArgUse(reads=tuple(sources), writes=tuple(written), writes_nofollow=tuple(sources),
+                  places=tuple((s, w, "move") for s, w in pairs))  # fmt: skip
 
 
 def _uniq(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
@@ -286,9 +327,33 @@ def _uniq(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
 
 
 def _diff(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
-    if p.has("-r", "--recursive") and not p.has("--no-dereference"):
+    """diff's operands, and the paths it derives from directory operands (GNU diffutils, "Comparing
+    Directories"): `diff FILE DIR` compares FILE with DIR/FILE's last component; two directories are
+    compared entry by entry (following symlinks unless --no-dereference), or as whole trees with -r;
+    --from-file=F / --to-file=F compare F with each operand in the same way."""
+    recursive = p.has("-r", "--recursive")
+    if recursive and not p.has("--no-dereference"):
         raise Unsafe("diff -r follows symlinks out of the tree; add --no-dereference")
-    return ArgUse(reads=tuple(o for o in p.operands if o != "-"))
+    operands = list(p.operands)
+    from_file, to_file = p.values("--from-file"), p.values("--to-file")
+    if from_file:
+        pairs = [(from_file[-1], o) for o in operands]
+    elif to_file:
+        pairs = [(o, to_file[-1]) for o in operands]
+    else:
+        pairs = [(operands[0], operands[1])] if len(operands) == 2 else []
+    reads = [o for o in operands if o != "-"]
+    trees: list[str] = []
+    entries: list[str] = []
+    for a, b in pairs:
+        a_dir, b_dir = a != "-" and is_dir(a), b != "-" and is_dir(b)
+        if a_dir and b_dir:
+            (trees if recursive else entries).extend((a, b))
+        elif a_dir:
+            reads.append(os.path.join(a, os.path.basename(b.rstrip("/")) or b))
+        elif b_dir:
+            reads.append(os.path.join(b, os.path.basename(a.rstrip("/")) or a))
+    return ArgUse(reads=tuple(reads), read_trees=tuple(trees), read_entries=tuple(entries))
 
 
 def _date(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:

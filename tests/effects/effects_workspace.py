@@ -31,6 +31,24 @@ def build_workspace(root: Path) -> tuple[Path, Path]:
     os.link(outside / "canary.txt", ws / "hard_canary")
     (ws / "hard_tree" / "docs").mkdir(parents=True)  # `cp -r docs hard_tree` would write into docs/a.md
     os.link(outside / "canary.txt", ws / "hard_tree" / "docs" / "a.md")
+    # Protected paths: a git repository's config and hooks, a nested repository, a run store.
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    (ws / ".git" / "config").write_text("[core]\n\trepositoryformatversion = 0\n")
+    (ws / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (ws / "nested" / ".git").mkdir(parents=True)
+    (ws / "nested" / ".git" / "config").write_text("")
+    (ws / ".dal").mkdir()
+    (ws / ".dal" / "dal.db").write_bytes(b"")
+    # A folder that looks like git internals: renamed or copied to `.git` it would become them.
+    (ws / "tpl" / "hooks").mkdir(parents=True)
+    (ws / "tpl" / "hooks" / "post-checkout").write_text("#!/bin/sh\n")
+    (ws / "tpl" / "config").write_text("")
+    # A folder whose entry leads out: `diff notes.txt trap` compares notes.txt with trap/notes.txt.
+    (ws / "trap").mkdir()
+    os.symlink("../../outside/canary.txt", ws / "trap" / "notes.txt")
+    # A relative symlink that points inside where it is (to the workspace) and out once moved up.
+    (ws / "deep" / "a").mkdir(parents=True)
+    os.symlink("../..", ws / "deep" / "a" / "up2")
     return ws, outside
 
 

@@ -215,14 +215,24 @@ def test_executor_rechecks_redirections_at_open_time(tmp_path: Path) -> None:
 
 
 def test_paths_are_checked_again_when_each_command_starts(workspace: Path) -> None:
-    # `sub/up` is a relative symlink to `..`: inside where it is, outside once moved to the top.
-    command = "mv sub/up up2 && touch up2/escaped"
+    # `l3 -> d/a/..` leads to `d` while `d/a` does not exist; once `d/a` is a symlink to `..` (made from
+    # `sub/up`, which points inside from either place), `l3` leads to the workspace's parent.
+    (workspace / "d").mkdir()
+    os.symlink("d/a/..", workspace / "l3")
+    command = "cp -P sub/up d/a && touch l3/escaped"
     policy = Policy.load(workspace)
     assert check_command(command, policy).allowed  # nothing points out yet
     r = run_effect(command, ctx(workspace))
     assert r.status == "failed" and r.code == 126
-    assert "denied at start: writes outside the allowed roots: up2/escaped" in r.stderr
+    assert "denied at start: writes outside the allowed roots: l3/escaped" in r.stderr
     assert not (workspace.parent / "escaped").exists()
+
+
+def test_moving_a_relative_symlink_so_that_it_points_out_is_denied(workspace: Path) -> None:
+    # (This was the example above before symlinks that would point out were denied when made.)
+    decision = check_command("mv sub/up up2 && touch up2/escaped", Policy.load(workspace))
+    assert not decision.allowed
+    assert decision.reason.startswith("would make a symlink that points outside the allowed roots: up2 -> ..")
 
 
 def test_decision_plan_is_not_part_of_equality(workspace: Path) -> None:
