@@ -8,6 +8,7 @@ than guessed at: an unknown option might take a path.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 
 import attrs
@@ -57,6 +58,7 @@ class Unsafe(Exception):
 class Parsed:
     options: tuple[tuple[str, str | None], ...]  # (canonical name, value)
     operands: tuple[str, ...]
+    literal: int = 0  # operands from this index on came after `--` (never taken for obsolete options)
 
     def has(self, *names: str) -> bool:
         return any(n in names for n, _ in self.options)
@@ -77,6 +79,9 @@ class ProgramModel:
     numeric_short: bool = False  # head -5, grep -3
     custom: Callable[[Parsed, Callable[[str], bool]], ArgUse] | None = None
     idempotent: Callable[[Parsed], bool] | bool = True
+    # Obsolete forms the program still accepts (head -5c, tail +5, sort +1 -2), rewritten or refused
+    # before the GNU-style parse: the arguments without them.
+    obsolete: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None
 
 
 def _short(flags: str = "", **kinds: str) -> dict[str, str]:
@@ -99,8 +104,9 @@ def _parse(model: ProgramModel, args: tuple[str, ...]) -> Parsed:
         arg = args[i]
         i += 1
         if arg == "--":
+            literal = len(operands)
             operands.extend(args[i:])
-            break
+            return Parsed(tuple(options), tuple(operands), literal)
         if arg.startswith("--"):
             name, eq, value = arg[2:].partition("=")
             full = _match_long(model, name)
@@ -145,7 +151,7 @@ def _parse(model: ProgramModel, args: tuple[str, ...]) -> Parsed:
                 break
             continue
         operands.append(arg)
-    return Parsed(tuple(options), tuple(operands))
+    return Parsed(tuple(options), tuple(operands), len(operands))
 
 
 def _kinded(model: ProgramModel, name: str, kind: str, value: str | None) -> None:
@@ -181,7 +187,8 @@ def analyze(model: ProgramModel, argv: tuple[str, ...], is_dir: Callable[[str], 
     if model.raw:
         return ArgUse()
     try:
-        parsed = _parse(model, argv[1:])
+        args = argv[1:] if model.obsolete is None else model.obsolete(argv[1:])
+        parsed = _parse(model, args)
     except Unsafe as e:
         return ArgUse(unsafe=str(e))
     reads = _path_values(model, parsed, READ)
@@ -286,6 +293,22 @@ def _copy_targets(p: Parsed, is_dir: Callable[[str], bool], verb: str) -> tuple[
     return sources, written
 
 
+def _backups(p: Parsed, written: list[str]) -> tuple[str, ...]:
+    """The backups cp and mv make of each destination they replace (-b, --backup[=CONTROL], or -S, which
+    implies -b): DEST + suffix ("~", -S/--suffix; the environment's SIMPLE_BACKUP_SUFFIX is scrubbed), or
+    DEST.~N~ when numbered. `cp -b --suffix=.toml notes.txt dal` would rename an existing `dal` to
+    `dal.toml`, so each is a path written."""
+    controls = [v for n, v in p.options if n in ("-b", "--backup")]
+    suffixes = p.values("-S", "--suffix")
+    if not controls and not suffixes:
+        return ()
+    last = next((c for c in reversed(controls) if c is not None), None)
+    if last is not None and len(last) >= 2 and ("none".startswith(last) or "off".startswith(last)):
+        return ()  # --backup=none / off: no backups, whatever -S says
+    suffix = suffixes[-1] if suffixes else "~"
+    return tuple(x for w in written for x in (w + suffix, w + ".~1~"))
+
+
 def _cp_copies_links(p: Parsed) -> bool:
     """Whether cp copies a symlink named on its command line as a symlink (-P, -d, -a, or -r without
     -H/-L); the last of -H, -L, -P wins, as in GNU cp."""
@@ -305,22 +328,30 @@ def _cp(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
     recursive = p.has("-r", "-R", "-a", "--recursive", "--archive")
     pairs = list(zip(sources, written, strict=False)) if len(sources) == len(written) else []
     if p.has("-s", "--symbolic-link"):  # makes symlinks whose text is the source as written
-        return ArgUse(reads=tuple(sources), writes=tuple(written), links=tuple((w, s) for s, w in pairs),
+        return ArgUse(reads=tuple(sources), writes=(*written, *_backups(p, written)),
+                      links=tuple((w, s) for s, w in pairs),
                       places=tuple((s, w, "copy") for s, w in pairs if recursive and is_dir(s)))  # fmt: skip
     how = "copy" if _cp_copies_links(p) else "copy-deref"
     places = tuple((s, w, how) for s, w in pairs if recursive or how == "copy")
-    return ArgUse(reads=tuple(sources), writes=tuple(written), writes_into_trees=recursive, places=places)
+    return ArgUse(reads=tuple(sources), writes=(*written, *_backups(p, written)), writes_into_trees=recursive,
+                  places=places)  # fmt: skip
 
 
 def _mv(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
     sources, written = _copy_targets(p, is_dir, "mv")
     pairs = zip(sources, written, strict=False) if len(sources) == len(written) else ()
-    return ArgUse(reads=tuple(sources), writes=tuple(written), writes_nofollow=tuple(sources),
+    return ArgUse(reads=tuple(sources), writes=(*written, *_backups(p, written)), writes_nofollow=tuple(sources),
                   places=tuple((s, w, "move") for s, w in pairs))  # fmt: skip
 
 
+_UINTMAX = 2**64 - 1
+
+
 def _uniq(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
-    ops = [o for o in p.operands]
+    """uniq [INPUT [OUTPUT]]. GNU uniq still takes the obsolete POSIX `+N` (skip N characters) anywhere
+    before `--` -- `uniq +0 A B` reads A and writes B -- and `-N` (skip N fields), a digit option."""
+    ops = [o for i, o in enumerate(p.operands)
+           if not (i < p.literal and re.fullmatch(r"\+[0-9]+", o) and int(o[1:]) <= _UINTMAX)]  # fmt: skip
     reads = tuple(o for o in ops[:1] if o != "-")
     writes = tuple(o for o in ops[1:2] if o != "-")
     return ArgUse(reads=reads + tuple(ops[2:]), writes=writes)
@@ -365,6 +396,61 @@ def _date(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
 
 def _ls(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
     return ArgUse(reads=tuple(o for o in p.operands) or (".",))
+
+
+def _head_obsolete(args: tuple[str, ...]) -> tuple[str, ...]:
+    """GNU head takes `-NUM[bkmcqvlz]` as its first argument only (head -5c F: five bytes)."""
+    if args and re.fullmatch(r"-[0-9]+[bkmcqvlz]*", args[0]):
+        return args[1:]
+    return args
+
+
+def _tail_obsolete(args: tuple[str, ...]) -> tuple[str, ...]:
+    """GNU tail's `[+-][NUM][bcl][f]` (tail +5 F, tail -5c F, tail -3f F), taken only as the first argument
+    and only with at most one file after it (tail.c, parse_obsolete_option); otherwise `+5` is a file."""
+    n = len(args)
+    if not (n == 1 or (n == 2 and not (args[1].startswith("-") and len(args[1]) > 1))
+            or (2 <= n <= 3 and args[1] == "--")):  # fmt: skip
+        return args
+    m = re.fullmatch(r"([+-])([0-9]*)([bcl]?)(f?)", args[0])
+    if m is None or (m[1] == "-" and args[0] in ("-", "-c")):
+        return args
+    if m[4]:
+        raise Unsafe(f"tail {args[0]}: waits for ever")
+    return args[1:]
+
+
+_SORT_POS = re.compile(r"\+[0-9]*(\.[0-9]*)?[bdfgiMhnRrV]*")
+_SORT_VALUE_SHORT = "kStTo"
+
+
+def _sort_obsolete(args: tuple[str, ...]) -> tuple[str, ...]:
+    """GNU sort's obsolete key `+POS1 -POS2` (sort +1 -2 F sorts on the second field): a valid +POS1
+    followed by an argument starting with `-` and a digit is a key, not a file (sort.c)."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return (*out, *args[i:])
+        if _SORT_POS.fullmatch(a) and i + 1 < len(args) and re.match(r"-[0-9]", args[i + 1]):
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+        # An option's separate value is never a key: skip it (sort -o +1 -2 writes the file `+1`).
+        takes = (a.startswith("-") and not a.startswith("--") and len(a) > 1 and a[-1] in _SORT_VALUE_SHORT
+                 and all(c not in _SORT_VALUE_SHORT for c in a[1:-1]))  # fmt: skip
+        takes = takes or (a.startswith("--") and "=" not in a and any(
+            n.startswith(a[2:]) for n in _SORT_VALUE_LONG) and len(a) > 2)
+        if takes and i < len(args):
+            out.append(args[i])
+            i += 1
+    return tuple(out)
+
+
+_SORT_VALUE_LONG = ("random-source", "sort", "batch-size", "compress-program", "files0-from", "key", "output",
+                    "buffer-size", "field-separator", "temporary-directory", "parallel")  # fmt: skip
 
 
 # find's expression language: primaries that are safe, how many arguments each takes, and which
@@ -662,7 +748,8 @@ def _models() -> dict[str, ProgramModel]:
             operands="write_nofollow",
             idempotent=lambda p: p.has("-f", "--force"),
         ),
-        ProgramModel("head", "read", _short("qvz", c=VALUE, n=VALUE), _HEAD_LONG, numeric_short=True),
+        ProgramModel("head", "read", _short("qvz", c=VALUE, n=VALUE), _HEAD_LONG, numeric_short=True,
+                     obsolete=_head_obsolete),
         ProgramModel(
             "tail",
             "read",
@@ -670,6 +757,7 @@ def _models() -> dict[str, ProgramModel]:
             _HEAD_LONG | _long("retry", follow=OPTIONAL, pid=VALUE, sleep_interval=VALUE, max_unchanged_stats=VALUE),
             unsafe={"-f": "waits for ever", "-F": "waits for ever", "--follow": "waits for ever"},
             numeric_short=True,
+            obsolete=_tail_obsolete,
         ),
         ProgramModel(
             "sort",
@@ -696,11 +784,12 @@ def _models() -> dict[str, ProgramModel]:
                 "--compress-program": "runs a program",
                 "--files0-from": "reads a list of paths that cannot be checked",
             },
+            obsolete=_sort_obsolete,
         ),
         ProgramModel(
             "uniq",
             "read",
-            _short("cdDiuz", f=VALUE, s=VALUE, w=VALUE),
+            _short("cdDiuz0123456789", f=VALUE, s=VALUE, w=VALUE),  # -N: the obsolete "skip N fields"
             _long(
                 f"count repeated unique ignore-case zero-terminated {_HV}",
                 all_repeated=OPTIONAL,

