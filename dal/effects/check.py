@@ -17,7 +17,7 @@ import attrs
 from dal.effects import paths as P
 from dal.effects import trees as t
 from dal.effects.policy import TRUSTED_PATH, Policy
-from dal.effects.programs import INTERPRETERS, ArgUse, analyze_argv, git_is_network, model_class
+from dal.effects.programs import INTERPRETERS, ArgUse, analyze_argv, model_class
 from dal.effects.shell import CommandList, ShellDenied, SimpleCommand, parse_command
 
 __all__ = ["Decision", "check_command", "find_program", "check_redirect_target", "recheck"]
@@ -234,10 +234,86 @@ def _check_paths(cmd: SimpleCommand, use: ArgUse | None, policy: Policy) -> tupl
             _check_place(src, dest, how, policy)
         for link, text in use.links:
             _check_link(P.resolve(link, policy.workspace, follow_final=False), text, policy)
+        for program in use.runs:
+            _program(program, policy)
+        if use.git is not None:
+            _check_git(use.git, policy)
     for r in cmd.redirects:
         if r.target is not None:
             (reads if r.op == "<" else writes).append(_check_path(r.target, "read" if r.op == "<" else "write", policy))
     return reads, writes
+
+
+def _check_repository(git_dir: str, policy: Policy, doing: str) -> None:
+    """Deny if a script could write what makes git run programs in the repository at `git_dir`: its config
+    (core.fsmonitor, aliases, filters...), hooks, info/attributes, or those of its main repository. Inside a
+    `.git` folder they are protected; a bare repository, or a git directory elsewhere, has no such names."""
+    from dal.effects import gitrepo
+
+    dirs = [git_dir]
+    common = gitrepo.common_dir(git_dir)
+    if common is not None:
+        dirs.append(common)
+    for d in dirs:
+        for part in ("config", "config.worktree", "hooks", "info", "commondir"):
+            where = P.resolve(os.path.join(d, part), policy.workspace)
+            if P.within(where, policy.write_roots) and policy.protection(where) is None:
+                raise _Denied(f"git would {doing} the repository at {P.display(git_dir, policy.workspace)}, whose "
+                              f"{part} a script may write (only a .git folder's config and hooks are protected)")
+
+
+def _check_git(g: object, policy: Policy) -> None:
+    """The repository a git command uses, the remotes it reaches and the patches it applies."""
+    from dal.effects import gitrepo
+
+    ws = policy.workspace
+    found = gitrepo.find_git_dir(ws)
+    top = git_dir = None
+    if found is not None:
+        top, git_dir = found
+        _check_repository(git_dir, policy, "use")
+        common = gitrepo.common_dir(git_dir) or git_dir
+        if getattr(g, "writes_repo", False) and not P.within(common, policy.write_roots):
+            raise _Denied(f"git {g.subcommand} writes the repository at {common}, outside the allowed roots")
+        if getattr(g, "writes_worktree", False) and not P.within(top, policy.write_roots):
+            raise _Denied(f"git {g.subcommand} rewrites files of the work tree at {top}, outside the allowed roots")
+    entries = gitrepo.configured(git_dir, ws)
+    for key, value in entries:
+        if key == "core.hookspath":
+            hooks = P.resolve(value.replace("~/", ws + "/", 1) if value.startswith("~/") else value, top or ws)
+            if P.within(hooks, policy.write_roots) and policy.protection(hooks) is None:
+                raise _Denied(f"git runs hooks from {P.display(hooks, ws)} (core.hooksPath), which a script may write")
+    names = list(g.remotes)
+    if g.all_remotes:
+        names += sorted(gitrepo.configured_remotes(entries))
+    for name in names:
+        for url in gitrepo.remote_urls(name, entries):
+            kind, detail = gitrepo.url_kind(url)
+            if kind == "helper":
+                raise _Denied(f"git {g.subcommand}: the remote {url} runs the program git-remote-{detail}")
+            if kind == "ssh":
+                try:
+                    _program("ssh", policy)
+                except _Denied:
+                    raise _Denied(f"git {g.subcommand}: the remote {url} is reached through ssh, which the policy "
+                                  "does not allow (add it with --allow-run=ssh)") from None
+            elif kind == "local":
+                where = _check_path(detail, "read", policy)
+                repo = gitrepo.repository_at(where) if os.path.isdir(where) else None
+                if repo is not None:
+                    _check_repository(repo, policy, "run the hooks of")
+    for patch, prefix, strip in g.patches:
+        named = gitrepo.patch_paths(P.resolve(patch, ws))
+        if named is None:
+            raise _Denied(f"git {g.subcommand}: cannot read the patch {patch} to see which files it writes")
+        for path in named:
+            parts = [x for x in path.split("/") if x]
+            for k in range(len(parts)):
+                target = os.path.join(prefix, *parts[k:])
+                if k == strip:
+                    _check_path(target, "write", policy)
+                else:
+                    _check_protection(P.resolve(target, ws, follow_final=False), policy)
 
 
 def recheck(cmd: SimpleCommand, policy: Policy) -> str | None:
@@ -327,7 +403,7 @@ def _check(command: str, policy: Policy) -> Decision:
                 raise _Denied(use.unsafe)
             part_class = model_class(name) or "local"
             part_idem = use.idempotent
-            if name == "git" and git_is_network(cmd.argv):
+            if getattr(use.git, "network", False):
                 part_class = "external"
         part_reads, part_writes = _check_paths(cmd, use, policy)
         reads += (P.display(r, ws) for r in part_reads)

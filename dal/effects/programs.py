@@ -48,6 +48,8 @@ class ArgUse:
     links: tuple[tuple[str, str], ...] = ()
     # Other programs it starts (git's ssh transport); each must be allowed by the policy too.
     runs: tuple[str, ...] = ()
+    # git: what the checker must look at in the repository (a gitmodel.GitUse).
+    git: object | None = None
 
 
 class Unsafe(Exception):
@@ -518,50 +520,6 @@ def _analyze_find(argv: tuple[str, ...]) -> ArgUse:
     return ArgUse(reads=tuple(reads))
 
 
-_GIT_GLOBAL_UNSAFE = {
-    "-c": "sets configuration, which can name programs to run",
-    "--config-env": "sets configuration, which can name programs to run",
-    "--exec-path": "changes where git finds its programs",
-    "-C": "changes the directory git runs in",
-    "--git-dir": "points git at another repository",
-    "--work-tree": "points git at another tree",
-}
-_GIT_SUBCOMMAND_UNSAFE = {
-    "config": "changes configuration, which can name programs to run",
-    "daemon": "serves the repository",
-    "submodule": "runs nested repositories",
-    "filter-branch": "runs shell snippets",
-    "difftool": "runs external tools",
-    "mergetool": "runs external tools",
-    "instaweb": "starts a server",
-}
-_GIT_NETWORK = {"push", "fetch", "pull", "clone", "ls-remote", "send-email", "request-pull", "remote"}
-
-
-def _analyze_git(argv: tuple[str, ...]) -> ArgUse:
-    args = list(argv[1:])
-    i = 0
-    while i < len(args) and args[i].startswith("-"):
-        name = args[i].split("=", 1)[0]
-        for bad, why in _GIT_GLOBAL_UNSAFE.items():
-            if name == bad or (bad.startswith("--") and len(name) > 3 and bad.startswith(name)):
-                return ArgUse(unsafe=f"git {bad}: {why}")
-        if name.startswith("-c"):
-            return ArgUse(unsafe=f"git -c: {_GIT_GLOBAL_UNSAFE['-c']}")
-        i += 1
-    sub = args[i] if i < len(args) else ""
-    if sub in _GIT_SUBCOMMAND_UNSAFE:
-        return ArgUse(unsafe=f"git {sub}: {_GIT_SUBCOMMAND_UNSAFE[sub]}")
-    for a in args[i + 1 :]:
-        if a.startswith("--upload-pack") or a.startswith("--receive-pack") or a.startswith("--exec"):
-            return ArgUse(unsafe=f"git {a.split('=', 1)[0]}: names a program to run")
-    return ArgUse(idempotent=sub in ("status", "log", "diff", "show", "ls-files", "rev-parse", "branch", ""))
-
-
-def git_is_network(argv: tuple[str, ...]) -> bool:
-    return any(a in _GIT_NETWORK for a in argv[1:] if not a.startswith("-"))
-
-
 # --- the models -----------------------------------------------------------------------------------
 
 _HV = "help version"
@@ -958,12 +916,11 @@ def _models() -> dict[str, ProgramModel]:
 
 MODELS: dict[str, ProgramModel] = _models()
 
-# Models that need their own code rather than option tables.
+# Models that need their own code rather than option tables (git's is in gitmodel.py).
 SPECIAL: dict[str, Callable[[tuple[str, ...]], ArgUse]] = {
     "find": _analyze_find,
     "test": _test_args,
     "[": _test_args,
-    "git": _analyze_git,
 }
 MODEL_CLASSES = {"find": "read", "git": "local"}
 
@@ -989,6 +946,10 @@ def model_class(name: str) -> str | None:
 def analyze_argv(argv: tuple[str, ...], is_dir: Callable[[str], bool]) -> ArgUse | None:
     """Analyse `argv` with the model of its program; None when DAL has no model for it."""
     name = argv[0]
+    if name == "git":
+        from dal.effects.gitmodel import analyze_git  # only when a policy allows git and a command uses it
+
+        return analyze_git(argv, is_dir)
     special = SPECIAL.get(name)
     if special is not None:
         return special(argv)

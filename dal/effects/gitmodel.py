@@ -1,0 +1,656 @@
+"""The argument model of git, for policies that allow it (git is not in the default toolset).
+
+Each subcommand DAL knows has a table: options that run a program (denied), options whose value is a path
+read or written (checked against the roots like any other path), options that take a separate value, and
+what its operands are. A subcommand DAL does not know is denied, as is every global option that points git
+elsewhere (-C, --git-dir, --work-tree, -c, --exec-path, ...). Option names may be abbreviated wherever git's
+parse-options allows it; an abbreviation of an option that is denied or takes a path counts as that option.
+
+What the model cannot see from the arguments -- the repository git will use, the remotes it will reach, the
+paths a patch names -- it hands to the checker (`GitUse`), which looks at the filesystem.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+
+import attrs
+
+from dal.effects.programs import ArgUse, Unsafe
+
+__all__ = ["GitUse", "analyze_git", "git_is_network", "SUBCOMMANDS"]
+
+READ, WRITE = "read", "write"
+
+
+@attrs.frozen
+class GitUse:
+    """What the checker must still look at on the filesystem for one git command."""
+
+    subcommand: str
+    remotes: tuple[str, ...] = ()  # remote names or URLs named on the command line
+    all_remotes: bool = False  # a network command naming none: the configured remotes it may use
+    patches: tuple[tuple[str, str, int], ...] = ()  # (patch file, --directory prefix, -p strip) applied
+    network: bool = False
+    writes_repo: bool = False  # changes the repository (its index, objects, refs)
+    writes_worktree: bool = False  # rewrites files of its work tree
+
+
+# Global options (before the subcommand). Everything else before it is denied.
+_GLOBAL_FLAGS = frozenset(
+    "--no-pager -P --no-replace-objects --literal-pathspecs --glob-pathspecs --noglob-pathspecs "
+    "--icase-pathspecs --no-optional-locks --version --html-path --man-path --info-path -v".split()
+)
+_GLOBAL_VALUES = frozenset({"--namespace"})
+_GLOBAL_DENY = {
+    "-c": "sets configuration, which can name programs to run",
+    "--config-env": "sets configuration, which can name programs to run",
+    "--exec-path": "changes where git finds its programs",
+    "-C": "changes the directory git runs in",
+    "--git-dir": "points git at another repository",
+    "--work-tree": "points git at another tree",
+    "--bare": "treats the workspace as a repository whose configuration scripts can write",
+    "-p": "pipes output into a pager",
+    "--paginate": "pipes output into a pager",
+    "--help": "runs man or a web browser",
+    "-h": None,  # usage text: fine
+    "--super-prefix": "is internal to git",
+    "--list-cmds": None,
+}
+
+
+@attrs.frozen
+class Sub:
+    """How one subcommand uses its arguments."""
+
+    network: bool = False
+    values: frozenset[str] = frozenset()  # options taking a value, separate (`-m MSG`) or attached
+    paths: dict[str, str] = attrs.field(factory=dict)  # option -> READ / WRITE (value is a path)
+    deny: dict[str, str] = attrs.field(factory=dict)  # option -> why it is denied
+    flags: frozenset[str] | None = None  # when set, the only other options allowed (positions matter)
+    operands: str = READ  # READ: paths read (revisions are harmless there); WRITE: pathspecs written
+    custom: Callable[..., tuple[ArgUse, GitUse]] | None = None  # (parsed) or, for mv, (parsed, is_dir)
+    idempotent: bool = False  # the read-only subcommands; the others write the repository
+    worktree: bool = False  # rewrites files of the work tree (checkout, merge, ...)
+
+
+@attrs.frozen
+class Parsed:
+    sub: str
+    options: tuple[tuple[str, str | None], ...]
+    operands: tuple[str, ...]
+    dashdash: int  # operands from here on came after `--`
+
+    def has(self, *names: str) -> bool:
+        return any(n in names for n, _ in self.options)
+
+    def values(self, *names: str) -> list[str]:
+        return [v for n, v in self.options if n in names and v is not None]
+
+
+def _opts(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_GPG = "runs gpg"
+_SIGN_DENY = {"-S": _GPG, "--gpg-sign": _GPG}
+_SUBMODULES = "works in submodules, whose URLs and hooks a script can choose"
+_STRATEGY = "names a merge strategy, which runs the program git-merge-STRATEGY"
+_STRATEGIES = frozenset({"ort", "recursive", "resolve", "octopus", "ours", "subtree"})
+
+# Options of the diff and revision machinery shared by log, show, diff, format-patch and friends.
+_DIFF_VALUES = _opts(
+    "-S -G -O -I --anchored --diff-algorithm --word-diff-regex --color-moved-ws --inter-hunk-context "
+    "--output-indicator-new --output-indicator-old --output-indicator-context --src-prefix --dst-prefix "
+    "--line-prefix --ignore-matching-lines --find-object --skip-to --rotate-to --output"
+)
+_REV_VALUES = _opts(
+    "-n --max-count --skip --since --after --until --before --author --committer --grep --grep-reflog "
+    "--min-parents --max-parents --exclude --encoding --date -L"
+)
+_LOG_PATHS = {"--output": WRITE, "-O": READ}
+_LOG_DENY = {
+    "--show-signature": _GPG,
+    "--submodule": None,  # shows submodule changes through `git log` in them: their config is protected
+}
+
+
+def _format_deny(p: Parsed) -> None:
+    for v in p.values("--format", "--pretty"):
+        if "%G" in v:
+            raise Unsafe(f"git {p.sub} --format with %G: verifies signatures, which runs gpg")
+
+
+def _reads(p: Parsed) -> tuple[ArgUse, GitUse]:
+    return ArgUse(reads=tuple(o for o in p.operands if o != "-")), GitUse(p.sub)
+
+
+def _log(p: Parsed) -> tuple[ArgUse, GitUse]:
+    _format_deny(p)
+    return _reads(p)
+
+
+def _diff(p: Parsed) -> tuple[ArgUse, GitUse]:
+    """git diff's operands are revisions or paths; outside a repository, with --no-index, or when a path is
+    outside the work tree, two paths are compared as files (a folder against a file means FOLDER/FILE, two
+    folders are walked as trees, not following symlinks), like diff(1)."""
+    _format_deny(p)
+    ops = [o for o in p.operands if o != "-"]
+    use = ArgUse(reads=tuple(ops))
+    if len(ops) == 2:
+        a, b = ops
+        derived = [os.path.join(a, os.path.basename(b.rstrip("/")) or b), os.path.join(b, os.path.basename(a))]
+        use = attrs.evolve(use, reads=(*ops, *derived), read_trees=(a, b))
+    return use, GitUse(p.sub)
+
+
+def _grep(p: Parsed) -> tuple[ArgUse, GitUse]:
+    """git grep searches the files of the work tree below its paths (all of it when none is named; with
+    --no-index / --untracked, untracked files too): the checker walks those trees for files with other hard
+    links, as for grep -r. Operands that are revisions name no folder, so nothing is walked for them."""
+    ops = list(p.operands)
+    if not p.has("-e", "-f") and ops and p.dashdash > 0:
+        ops = ops[1:]  # the pattern
+    return ArgUse(reads=tuple(ops), read_trees=tuple(ops) or (".",), tree_skips=(".git",)), GitUse(p.sub)
+
+
+def _no_globs(paths: list[str]) -> None:
+    for o in paths:
+        if o.startswith(":") or any(c in o for c in "*?["):
+            raise Unsafe(f"git pathspec {o!r}: a pattern could match protected files; name the files")
+
+
+def _writes(p: Parsed) -> tuple[ArgUse, GitUse]:
+    """checkout/restore/stash push rewrite the work-tree files their pathspecs name."""
+    ops = [o for o in p.operands if o != "-"]
+    _no_globs(ops)
+    if p.values("--pathspec-from-file"):
+        raise Unsafe(f"git {p.sub} --pathspec-from-file: names paths that cannot be checked")
+    return ArgUse(reads=tuple(ops), writes=tuple(ops)), GitUse(p.sub)
+
+
+def _rm(p: Parsed) -> tuple[ArgUse, GitUse]:
+    ops = list(p.operands)
+    if p.has("--cached", "-n", "--dry-run"):
+        return ArgUse(reads=tuple(ops)), GitUse(p.sub)  # the index only: nothing in the work tree changes
+    _no_globs(ops)
+    if p.values("--pathspec-from-file"):
+        raise Unsafe("git rm --pathspec-from-file: removes paths that cannot be checked")
+    return ArgUse(writes_nofollow=tuple(ops)), GitUse(p.sub)
+
+
+def _mv(p: Parsed, is_dir: Callable[[str], bool]) -> tuple[ArgUse, GitUse]:
+    ops = list(p.operands)
+    if len(ops) < 2:
+        return ArgUse(), GitUse(p.sub)
+    *sources, dest = ops
+    into = len(sources) > 1 or is_dir(dest)
+    written = [os.path.join(dest, os.path.basename(s.rstrip("/"))) if into else dest for s in sources]
+    places = tuple((s, w, "move") for s, w in zip(sources, written, strict=True))
+    use = ArgUse(reads=tuple(sources), writes=tuple(written), writes_nofollow=tuple(sources), places=places)
+    return use, GitUse(p.sub)
+
+
+def _humanish(url: str) -> str:
+    """The folder `git clone URL` makes when none is named (builtin/clone.c, guess_dir_name)."""
+    s = url.rstrip("/")
+    if s.endswith("/.git"):
+        s = s[:-5]
+    s = s.rstrip("/")
+    tail = re.split(r"[/:]", s)[-1] if s else s
+    if tail.endswith(".git"):
+        tail = tail[:-4]
+    elif tail.endswith(".bundle"):
+        tail = tail[:-7]
+    return tail or "repo"
+
+
+def _clone(p: Parsed) -> tuple[ArgUse, GitUse]:
+    ops = list(p.operands)
+    if not ops:
+        return ArgUse(), GitUse(p.sub, network=True)
+    url = ops[0]
+    dest = ops[1] if len(ops) > 1 else _humanish(url)
+    reads = tuple(p.values("--reference", "--reference-if-able"))
+    return ArgUse(reads=reads, writes=(dest,)), GitUse(p.sub, remotes=(url,), network=True)
+
+
+def _init(p: Parsed) -> tuple[ArgUse, GitUse]:
+    return ArgUse(writes=tuple(p.operands[:1]) or (".",)), GitUse(p.sub)
+
+
+def _remote_ops(p: Parsed) -> tuple[ArgUse, GitUse]:
+    """fetch/pull/push/ls-remote [REMOTE [REFSPEC...]]: the first operand is a remote name or URL."""
+    ops = list(p.operands)
+    named = [*p.values("--repo")]
+    if p.has("--multiple") and p.sub == "fetch":
+        named += ops
+    elif ops:
+        named.append(ops[0])
+    everyone = p.has("--all") or not named
+    return ArgUse(), GitUse(p.sub, remotes=tuple(named), all_remotes=everyone, network=True)
+
+
+def _remote(p: Parsed) -> tuple[ArgUse, GitUse]:
+    ops = list(p.operands)
+    action = ops[0] if ops else ""
+    if action in ("add", "set-url"):  # add NAME URL; set-url NAME NEWURL [OLDURL]
+        args = ops[1:]
+        url = args[1] if len(args) > 1 else ""
+        return ArgUse(), GitUse(p.sub, remotes=(url,) if url else (), network=True)
+    if action in ("", "-v", "get-url", "rename", "remove", "rm", "set-head", "set-branches", "show", "prune",
+                  "update"):  # fmt: skip
+        return ArgUse(), GitUse(p.sub, all_remotes=action in ("show", "prune", "update"), network=True)
+    raise Unsafe(f"git remote {action}: not a subcommand DAL knows")
+
+
+def _worktree(p: Parsed) -> tuple[ArgUse, GitUse]:
+    ops = list(p.operands)
+    action = ops[0] if ops else ""
+    args = ops[1:]
+    if action == "add" and args:
+        return ArgUse(writes=(args[0],)), GitUse(p.sub)
+    if action == "move" and len(args) >= 2:
+        return ArgUse(writes=(args[1],), writes_nofollow=(args[0],), places=((args[0], args[1], "move"),)), GitUse(
+            p.sub)
+    if action == "remove" and args:
+        return ArgUse(writes_nofollow=(args[0],)), GitUse(p.sub)
+    if action in ("list", "prune", "lock", "unlock", "repair"):
+        return ArgUse(reads=tuple(args)), GitUse(p.sub)
+    raise Unsafe(f"git worktree {action or '(nothing)'}: not a form DAL knows")
+
+
+def _bundle(p: Parsed) -> tuple[ArgUse, GitUse]:
+    ops = list(p.operands)
+    action = ops[0] if ops else ""
+    if action == "create" and len(ops) > 1:
+        return ArgUse(writes=(ops[1],)), GitUse(p.sub)
+    if action in ("verify", "list-heads", "unbundle") and len(ops) > 1:
+        return ArgUse(reads=(ops[1],)), GitUse(p.sub)
+    raise Unsafe(f"git bundle {action or '(nothing)'}: not a form DAL knows")
+
+
+def _archive(p: Parsed) -> tuple[ArgUse, GitUse]:
+    return ArgUse(reads=tuple(p.values("--add-file"))), GitUse(p.sub)
+
+
+def _patches(p: Parsed) -> tuple[ArgUse, GitUse]:
+    """apply/am: the files the patches name are written; the checker reads each patch for them."""
+    ops = [o for o in p.operands if o != "-"]
+    if not ops and not p.has("--continue", "-r", "--resolved", "--skip", "--abort", "--quit",
+                             "--show-current-patch"):  # fmt: skip
+        raise Unsafe(f"git {p.sub} without a patch file reads the patch from standard input: name the file")
+    prefix = (p.values("--directory") or [""])[-1]
+    strip = int((p.values("-p") or ["1"])[-1] or 1)
+    if p.sub == "apply" and p.has("--stat", "--numstat", "--summary", "--check") and not p.has("--apply"):
+        return ArgUse(reads=tuple(ops)), GitUse(p.sub)
+    if p.has("--cached") and p.sub == "apply":
+        pass  # the index only, but a later checkout writes what it holds: checked the same
+    return (ArgUse(reads=tuple(ops), writes=tuple(p.values("--build-fake-ancestor"))),
+            GitUse(p.sub, patches=tuple((o, prefix, strip) for o in ops)))  # fmt: skip
+
+
+def _stash(p: Parsed) -> tuple[ArgUse, GitUse]:
+    ops = list(p.operands)
+    action = ops[0] if ops and ops[0] in _STASH_ACTIONS else "push"
+    if action in ("push", "save") and p.has("-u", "--include-untracked", "-a", "--all", "--only-untracked"):
+        raise Unsafe("git stash -u/-a: removes untracked files, the policy and the run store among them")
+    if action == "push":
+        paths = ops[1:] if ops and ops[0] == "push" else ops
+        return _writes(attrs.evolve(p, operands=tuple(paths)))
+    return ArgUse(), GitUse(p.sub)
+
+
+_STASH_ACTIONS = frozenset("push save list show pop apply branch clear drop create store".split())
+
+
+def _bisect(p: Parsed) -> tuple[ArgUse, GitUse]:
+    action = p.operands[0] if p.operands else ""
+    if action in ("start", "bad", "good", "new", "old", "skip", "reset", "log", "terms", "next", ""):
+        return ArgUse(), GitUse(p.sub)
+    raise Unsafe(f"git bisect {action}: runs a program or reads unchecked input")
+
+
+def _strategy(p: Parsed) -> None:
+    for v in p.values("-s", "--strategy"):
+        if v not in _STRATEGIES:
+            raise Unsafe(f"git {p.sub} --strategy={v}: {_STRATEGY}")
+
+
+def _merging(p: Parsed) -> tuple[ArgUse, GitUse]:
+    _strategy(p)
+    return ArgUse(reads=tuple(p.values("-F", "--file"))), GitUse(p.sub)
+
+
+def _pull(p: Parsed) -> tuple[ArgUse, GitUse]:
+    _strategy(p)
+    return _remote_ops(p)
+
+
+def _read_only(p: Parsed) -> tuple[ArgUse, GitUse]:
+    return ArgUse(reads=tuple(o for o in p.operands if o != "-")), GitUse(p.sub)
+
+
+_WRITE_BACK = {"--pathspec-from-file": READ}
+
+SUBCOMMANDS: dict[str, Sub] = {
+    # reading
+    "status": Sub(idempotent=True),
+    "log": Sub(values=_DIFF_VALUES | _REV_VALUES, paths=_LOG_PATHS, deny=_LOG_DENY, custom=_log, idempotent=True),
+    "show": Sub(values=_DIFF_VALUES | _REV_VALUES, paths=_LOG_PATHS, deny=_LOG_DENY, custom=_log, idempotent=True),
+    "whatchanged": Sub(values=_DIFF_VALUES | _REV_VALUES, paths=_LOG_PATHS, deny=_LOG_DENY, custom=_log,
+                       idempotent=True),  # fmt: skip
+    "shortlog": Sub(values=_REV_VALUES | _opts("--group"), deny=_LOG_DENY, custom=_log, idempotent=True),
+    "diff": Sub(values=_DIFF_VALUES, paths=_LOG_PATHS, custom=_diff, idempotent=True),
+    "diff-tree": Sub(values=_DIFF_VALUES, paths=_LOG_PATHS, idempotent=True),
+    "diff-index": Sub(values=_DIFF_VALUES, paths=_LOG_PATHS, idempotent=True),
+    "diff-files": Sub(values=_DIFF_VALUES, paths=_LOG_PATHS, idempotent=True),
+    "range-diff": Sub(values=_DIFF_VALUES | _opts("--creation-factor"), paths=_LOG_PATHS, idempotent=True),
+    "blame": Sub(values=_opts("-L --reverse --encoding --date --ignore-rev"),
+                 paths={"--contents": READ, "--ignore-revs-file": READ, "-S": READ}, idempotent=True),  # fmt: skip
+    "annotate": Sub(values=_opts("-L --reverse --encoding --date --ignore-rev"),
+                    paths={"--contents": READ, "--ignore-revs-file": READ, "-S": READ}, idempotent=True),  # fmt: skip
+    "grep": Sub(values=_opts("-e --max-depth -C --context -A --after-context -B --before-context -m --max-count "
+                             "--threads"),
+                paths={"-f": READ},
+                deny={"-O": "opens the files in a pager it names", "--open-files-in-pager": "opens the files in a "
+                      "pager it names", "--recurse-submodules": _SUBMODULES},
+                custom=_grep, idempotent=True),  # fmt: skip
+    "ls-files": Sub(values=_opts("-x --exclude --exclude-per-directory --with-tree --format"),
+                    paths={"-X": READ, "--exclude-from": READ}, deny={"--recurse-submodules": _SUBMODULES},
+                    idempotent=True),  # fmt: skip
+    "ls-tree": Sub(values=_opts("--format"), idempotent=True),
+    "cat-file": Sub(values=_opts("--path"), idempotent=True),
+    "rev-parse": Sub(values=_opts("--default --prefix --git-path"), paths={"--resolve-git-dir": READ},
+                     idempotent=True),  # fmt: skip
+    "rev-list": Sub(values=_REV_VALUES, idempotent=True),
+    "describe": Sub(values=_opts("--match --exclude"), idempotent=True),
+    "name-rev": Sub(values=_opts("--refs --exclude"), idempotent=True),
+    "merge-base": Sub(idempotent=True),
+    "show-ref": Sub(idempotent=True),
+    "for-each-ref": Sub(values=_opts("--format --sort --count --points-at"), idempotent=True),
+    "show-branch": Sub(idempotent=True),
+    "cherry": Sub(idempotent=True),
+    "count-objects": Sub(idempotent=True),
+    "check-ignore": Sub(idempotent=True),
+    "check-attr": Sub(idempotent=True),
+    "var": Sub(idempotent=True),
+    "version": Sub(idempotent=True),
+    "reflog": Sub(values=_REV_VALUES, custom=_log),
+    # changing the repository and the work tree
+    "add": Sub(paths=dict(_WRITE_BACK), values=_opts("--chmod")),
+    "commit": Sub(values=_opts("-C --reuse-message -c --reedit-message --fixup --squash --author --date -m "
+                               "--message --trailer --cleanup"),
+                  paths={"-F": READ, "--file": READ, "-t": READ, "--template": READ, **_WRITE_BACK},
+                  deny=_SIGN_DENY),  # fmt: skip
+    "rm": Sub(paths=dict(_WRITE_BACK), flags=_opts("-f --force -n --dry-run -r --cached --ignore-unmatch --sparse "
+                                                  "-q --quiet --pathspec-file-nul"), custom=_rm),  # fmt: skip
+    "mv": Sub(flags=_opts("-f --force -k -n --dry-run -v --verbose --sparse"), custom=_mv),
+    "restore": Sub(values=_opts("-s --source --conflict"), paths=dict(_WRITE_BACK),
+                   deny={"--recurse-submodules": _SUBMODULES}, custom=_writes),  # fmt: skip
+    "checkout": Sub(values=_opts("-b -B --orphan --conflict"), paths=dict(_WRITE_BACK),
+                    deny={"--recurse-submodules": _SUBMODULES}, custom=_writes),  # fmt: skip
+    "switch": Sub(values=_opts("-c --create -C --force-create --orphan --conflict"),
+                  deny={"--recurse-submodules": _SUBMODULES}),  # fmt: skip
+    "reset": Sub(paths=dict(_WRITE_BACK), deny={"--recurse-submodules": _SUBMODULES}),
+    "stash": Sub(values=_opts("-m --message"), paths=dict(_WRITE_BACK), custom=_stash),
+    "branch": Sub(values=_opts("-u --set-upstream-to --points-at --format --sort"),
+                  deny={"--recurse-submodules": _SUBMODULES}),  # fmt: skip
+    "tag": Sub(values=_opts("-m --message --points-at --format --sort --cleanup"),
+               paths={"-F": READ, "--file": READ},
+               deny={"-s": _GPG, "--sign": _GPG, "-u": _GPG, "--local-user": _GPG, "-v": _GPG,
+                     "--verify": _GPG}),  # fmt: skip
+    "merge": Sub(values=_opts("-s --strategy -X --strategy-option -m --into-name --cleanup"),
+                 paths={"-F": READ, "--file": READ},
+                 deny={**_SIGN_DENY, "--verify-signatures": _GPG}, custom=_merging),  # fmt: skip
+    "rebase": Sub(values=_opts("--onto -s --strategy -X --strategy-option --empty --whitespace"),
+                  deny={**_SIGN_DENY, "-x": "runs a shell command", "--exec": "runs a shell command",
+                        "-i": "runs an editor", "--interactive": "runs an editor", "--edit-todo": "runs an editor"},
+                  custom=_merging),  # fmt: skip
+    "cherry-pick": Sub(values=_opts("-m --mainline --strategy -X --strategy-option --cleanup"), deny=_SIGN_DENY,
+                       custom=_merging),  # fmt: skip
+    "revert": Sub(values=_opts("-m --mainline --strategy -X --strategy-option --cleanup"), deny=_SIGN_DENY,
+                  custom=_merging),  # fmt: skip
+    "apply": Sub(values=_opts("-p -C --exclude --include --whitespace --directory"),
+                 paths={"--build-fake-ancestor": WRITE},
+                 deny={"--unsafe-paths": "writes outside the work tree"},
+                 flags=_opts("--stat --numstat --summary --check --index --cached --intent-to-add -N -3 --3way -R "
+                             "--reverse --reject -z --unidiff-zero --apply --no-add --allow-binary-replacement "
+                             "--binary --ignore-space-change --ignore-whitespace --inaccurate-eof -v --verbose -q "
+                             "--quiet --recount --allow-empty"),
+                 custom=_patches),  # fmt: skip
+    "am": Sub(values=_opts("-p -C --exclude --include --whitespace --directory --quoted-cr --empty --patch-format "
+                           "--resolvemsg"),
+              deny={**_SIGN_DENY, "-i": "reads a terminal", "--interactive": "reads a terminal"},
+              flags=_opts("-s --signoff -k --keep --keep-non-patch --keep-cr --no-keep-cr -c --scissors --no-scissors "
+                          "-m --message-id --no-message-id -q --quiet -u --utf8 --no-utf8 -3 --3way --no-3way "
+                          "--rerere-autoupdate --no-rerere-autoupdate --ignore-space-change --ignore-whitespace "
+                          "--reject --committer-date-is-author-date --ignore-date --skip --no-gpg-sign --continue -r "
+                          "--resolved --abort --quit --show-current-patch --allow-empty"),
+              custom=_patches),  # fmt: skip
+    "format-patch": Sub(values=_DIFF_VALUES | _REV_VALUES | _opts(
+                            "--start-number --subject-prefix --filename-max-length -v --reroll-count --to --cc "
+                            "--in-reply-to --add-header --interdiff --range-diff --creation-factor --signature "
+                            "--suffix"),
+                        paths={"-o": WRITE, "--output-directory": WRITE, "--output": WRITE, "--signature-file": READ,
+                               "-O": READ},
+                        deny=_LOG_DENY, custom=_log),  # fmt: skip
+    "archive": Sub(values=_opts("--format --prefix --add-virtual-file"),
+                   paths={"-o": WRITE, "--output": WRITE, "--add-file": READ},
+                   deny={"--remote": "fetches the archive from another repository", "--exec": "names a program to run"},
+                   custom=_archive),  # fmt: skip
+    "bundle": Sub(values=_opts("--version"), flags=_opts("--progress --all-progress --all-progress-implied -q "
+                                                         "--quiet --all --branches --tags --remotes"),
+                  custom=_bundle),  # fmt: skip
+    "worktree": Sub(values=_opts("-b -B --expire --reason --orphan"),
+                    flags=_opts("-f --force -d --detach --checkout --no-checkout --guess-remote --no-guess-remote "
+                                "--track --no-track --lock -n --dry-run --porcelain -z -q --quiet -v --verbose"),
+                    custom=_worktree),  # fmt: skip
+    "init": Sub(values=_opts("--object-format -b --initial-branch"),
+                deny={"--template": "copies hooks from a folder it names", "--separate-git-dir": "keeps the "
+                      "repository's configuration where scripts can write it", "--bare": "makes a repository "
+                      "whose configuration and hooks are not protected"},
+                flags=_opts("-q --quiet --shared"), custom=_init),  # fmt: skip
+    "bisect": Sub(flags=_opts("--no-checkout --first-parent --term-old --term-new --term-good --term-bad"),
+                  custom=_bisect),  # fmt: skip
+    # reaching other repositories
+    "clone": Sub(network=True,
+                 values=_opts("-o --origin -b --branch --depth --shallow-since --shallow-exclude -j --jobs --filter "
+                              "--server-option"),
+                 paths={"--reference": READ, "--reference-if-able": READ},
+                 deny={"-u": "names a program to run", "--upload-pack": "names a program to run",
+                       "--template": "copies hooks from a folder it names",
+                       "-c": "sets configuration, which can name programs to run",
+                       "--config": "sets configuration, which can name programs to run",
+                       "--separate-git-dir": "keeps the repository's configuration where scripts can write it",
+                       "--recurse-submodules": _SUBMODULES, "--recursive": _SUBMODULES,
+                       "--remote-submodules": _SUBMODULES, "--bare": "makes a repository whose configuration and "
+                       "hooks are not protected", "--mirror": "makes a repository whose configuration and hooks are "
+                       "not protected", "--bundle-uri": "fetches from a second place it names"},
+                 flags=_opts("-l --local --no-hardlinks -s --shared --dissociate -q --quiet -v --verbose --progress "
+                             "--no-progress -n --no-checkout --reject-shallow --no-reject-shallow --sparse "
+                             "--also-filter-submodules --single-branch --no-single-branch --no-tags "
+                             "--shallow-submodules --no-shallow-submodules"),
+                 custom=_clone),  # fmt: skip
+    "fetch": Sub(network=True,
+                 values=_opts("--depth --deepen --shallow-since --shallow-exclude --negotiation-tip --refmap -j --jobs "
+                              "-o --server-option"),
+                 deny={"--upload-pack": "names a program to run", "--recurse-submodules": _SUBMODULES,
+                       "--submodule-prefix": "is internal to git", "--recurse-submodules-default": _SUBMODULES},
+                 custom=_remote_ops),  # fmt: skip
+    "pull": Sub(network=True,
+                values=_opts("--depth --deepen --shallow-since --shallow-exclude --negotiation-tip --refmap -j --jobs "
+                             "-o --server-option -s --strategy -X --strategy-option --cleanup"),
+                deny={**_SIGN_DENY, "--upload-pack": "names a program to run", "--recurse-submodules": _SUBMODULES,
+                      "--verify-signatures": _GPG},
+                custom=_pull),  # fmt: skip
+    "push": Sub(network=True, values=_opts("-o --push-option --repo"),
+                deny={"--receive-pack": "names a program to run", "--exec": "names a program to run",
+                      "--recurse-submodules": _SUBMODULES, "--signed": _GPG},
+                custom=_remote_ops),  # fmt: skip
+    "ls-remote": Sub(network=True, values=_opts("--sort -o --server-option"),
+                     deny={"--upload-pack": "names a program to run"}, custom=_remote_ops),  # fmt: skip
+    "remote": Sub(network=True, values=_opts("-t -m"), custom=_remote),
+}
+
+for _name in "restore checkout switch reset stash merge rebase cherry-pick revert pull am apply rm mv bisect".split():
+    SUBCOMMANDS[_name] = attrs.evolve(SUBCOMMANDS[_name], worktree=True)
+
+_DENIED_SUBCOMMANDS = {
+    "config": "changes configuration, which can name programs to run",
+    "daemon": "serves the repository",
+    "submodule": "runs nested repositories",
+    "filter-branch": "runs shell snippets",
+    "difftool": "runs external tools",
+    "mergetool": "runs external tools",
+    "instaweb": "starts a server",
+    "help": "runs man or a web browser",
+    "clean": "removes untracked files, the policy and the run store among them",
+    "send-email": "sends mail through a program",
+    "maintenance": "registers the repository in the global configuration and schedules jobs",
+    "credential": "talks to credential helpers",
+    "gc": "not modelled",
+}
+
+
+def _match(sub: Sub, name: str) -> str:
+    """The option `name` (with its dashes) stands for: itself, or the denied / path / value option it
+    abbreviates. An abbreviation of a denied option is denied, whatever else it might abbreviate."""
+    known = (sub.deny, sub.paths, sub.values, sub.flags or ())
+    if any(name in k for k in known) or not name.startswith("--") or len(name) < 3:
+        return name
+    for table in (sub.deny, sub.paths, sub.values):
+        hits = [k for k in table if k.startswith(name)]
+        if hits:
+            return hits[0]
+    return name
+
+
+def _option(sub: Sub, sub_name: str, name: str) -> str:
+    """Check one option name; return its kind: "deny" raises, else READ, WRITE, "value" or "flag"."""
+    if name in sub.deny and sub.deny[name]:
+        raise Unsafe(f"git {sub_name} {name}: {sub.deny[name]}")
+    if name in sub.paths:
+        return sub.paths[name]
+    if name in sub.values:
+        return "value"
+    if name in sub.deny:
+        return "flag"
+    if sub.flags is not None and name not in sub.flags and not name.startswith("--no-"):
+        raise Unsafe(f"git {sub_name} {name}: an option DAL does not know for this subcommand")
+    return "flag"
+
+
+def _parse(sub_name: str, sub: Sub, args: list[str]) -> Parsed:
+    options: list[tuple[str, str | None]] = []
+    operands: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        i += 1
+        if a == "--":
+            return Parsed(sub_name, tuple(options), (*operands, *args[i:]), len(operands))
+        if a.startswith("--") and len(a) > 2:
+            raw, eq, value = a.partition("=")
+            name = _match(sub, raw)
+            kind = _option(sub, sub_name, name)
+            if kind != "flag" and not eq and i < len(args):
+                value = args[i]
+                i += 1
+                _also_an_option(sub, sub_name, value)
+                eq = "="
+            options.append((name, value if eq else None))
+            continue
+        if a.startswith("-") and a[1:].isdigit():  # log -5, grep -3, archive -9
+            options.append((a, None))
+            continue
+        if a.startswith("-") and len(a) > 1:
+            j = 1
+            while j < len(a):
+                name = "-" + a[j]
+                kind = _option(sub, sub_name, name)
+                if kind == "flag":
+                    options.append((name, None))
+                    j += 1
+                    continue
+                value = a[j + 1 :]
+                if not value and i < len(args):
+                    value = args[i]
+                    i += 1
+                    _also_an_option(sub, sub_name, value)
+                options.append((name, value))
+                break
+            continue
+        operands.append(a)
+    return Parsed(sub_name, tuple(options), tuple(operands), len(operands))
+
+
+def _also_an_option(sub: Sub, sub_name: str, value: str) -> None:
+    """A separate value that looks like an option: should git read it as one after all (the model took the
+    option before it for one with a value, git did not), it must not be one that is denied or takes a path."""
+    if value.startswith("-") and len(value) > 1:
+        name = _match(sub, value.partition("=")[0]) if value.startswith("--") else value[:2]
+        if sub.deny.get(name) or name in sub.paths:
+            raise Unsafe(f"git {sub_name}: the value {value!r} could be read as the option {name}; "
+                         "give values attached (--opt=VALUE)")
+
+
+def _path_values(sub: Sub, parsed: Parsed, kind: str) -> list[str]:
+    return [v for n, v in parsed.options if v is not None and sub.paths.get(n) == kind and v != "-"]
+
+
+def analyze_git(argv: tuple[str, ...], is_dir: Callable[[str], bool]) -> ArgUse:
+    """The model of one git command; `use.git` holds what the checker must look at on the filesystem."""
+    args = list(argv[1:])
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        a = args[i]
+        name = a.split("=", 1)[0]
+        if name.startswith("-c") and name != "-c" and not name.startswith("--"):
+            name = "-c"
+        hit = name if name in _GLOBAL_DENY else next(
+            (k for k in _GLOBAL_DENY if k.startswith("--") and len(name) > 3 and k.startswith(name)), None)
+        if hit is not None and _GLOBAL_DENY[hit]:
+            return ArgUse(unsafe=f"git {hit}: {_GLOBAL_DENY[hit]}")
+        if hit is None and name not in _GLOBAL_FLAGS and name not in _GLOBAL_VALUES:
+            return ArgUse(unsafe=f"git {name}: a global option DAL does not know")
+        i += 2 if name in _GLOBAL_VALUES and "=" not in a else 1
+    if i >= len(args):
+        return ArgUse(idempotent=True, git=GitUse(""))
+    sub_name = args[i]
+    if sub_name in _DENIED_SUBCOMMANDS:
+        return ArgUse(unsafe=f"git {sub_name}: {_DENIED_SUBCOMMANDS[sub_name]}")
+    sub = SUBCOMMANDS.get(sub_name)
+    if sub is None:
+        return ArgUse(unsafe=f"git {sub_name}: not a git subcommand DAL knows (aliases included)")
+    try:
+        parsed = _parse(sub_name, sub, args[i + 1 :])
+        if "--help" in (n for n, _ in parsed.options):
+            raise Unsafe(f"git {sub_name} --help: runs man or a web browser")
+        if sub.custom is _mv:
+            use, git = _mv(parsed, is_dir)
+        elif sub.custom is not None:
+            use, git = sub.custom(parsed)
+        elif sub.operands == WRITE:
+            use, git = _writes(parsed)
+        else:
+            use, git = _read_only(parsed)
+    except Unsafe as e:
+        return ArgUse(unsafe=str(e))
+    except ValueError as e:  # -p with a non-number, say
+        return ArgUse(unsafe=f"git {sub_name}: {e}")
+    return attrs.evolve(
+        use,
+        reads=(*_path_values(sub, parsed, READ), *use.reads),
+        writes=(*_path_values(sub, parsed, WRITE), *use.writes),
+        idempotent=sub.idempotent,
+        git=attrs.evolve(git, network=sub.network, writes_repo=not sub.idempotent, writes_worktree=sub.worktree),
+    )
+
+
+def git_is_network(argv: tuple[str, ...]) -> bool:
+    """Whether this git command reaches other repositories (clone, fetch, pull, push, ls-remote, remote)."""
+    use = analyze_git(argv, lambda p: False)
+    return isinstance(use.git, GitUse) and use.git.network

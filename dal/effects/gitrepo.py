@@ -1,0 +1,240 @@
+"""What git will find on the filesystem: the repository it discovers, the remotes its configuration names,
+where a remote URL leads, the paths a patch names. No policy here: check.py decides with these facts.
+
+Everything is read the way git 2.39 reads it (setup.c's discovery, config.c's syntax, transport.c's URL
+kinds, apply.c's patch headers), but only as far as a decision needs: where this code is unsure, the answer
+leans to the one the checker denies.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+__all__ = [
+    "find_git_dir", "repository_at", "common_dir", "config_entries", "remote_urls", "configured_remotes",
+    "url_kind", "patch_paths",
+]
+
+
+def _is_git_directory(d: str) -> bool:
+    """setup.c's is_git_directory: HEAD, objects/ and refs/ (or a commondir file standing for the last two)."""
+    if not os.path.lexists(os.path.join(d, "HEAD")):
+        return False
+    if os.path.isfile(os.path.join(d, "commondir")):
+        return True
+    return os.path.isdir(os.path.join(d, "objects")) and os.path.isdir(os.path.join(d, "refs"))
+
+
+def _gitfile(path: str) -> str | None:
+    """The repository a `.git` file points to (`gitdir: PATH`, relative to the file's folder)."""
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as f:
+            first = f.readline(4096)
+    except OSError:
+        return None
+    if not first.startswith("gitdir: "):
+        return None
+    target = first[len("gitdir: ") :].rstrip("\n").rstrip("\r")
+    return os.path.realpath(os.path.join(os.path.dirname(path), target))
+
+
+def repository_at(top: str) -> str | None:
+    """The git directory of the repository at the folder `top`: top/.git (a folder, or a file pointing
+    elsewhere), or top itself when it is a bare repository."""
+    dotgit = os.path.join(top, ".git")
+    if os.path.isdir(dotgit) and _is_git_directory(dotgit):  # a .git folder that is not a repository: skipped
+        return os.path.realpath(dotgit)
+    if os.path.isfile(dotgit):
+        return _gitfile(dotgit) or os.path.realpath(dotgit)
+    if _is_git_directory(top):
+        return os.path.realpath(top)
+    return None
+
+
+def find_git_dir(cwd: str) -> tuple[str, str] | None:
+    """(top, git directory) of the repository git discovers from `cwd` (setup_git_directory_gently: the
+    nearest folder upward holding `.git`, or being a bare repository itself), or None outside any."""
+    d = os.path.realpath(cwd)
+    while True:
+        found = repository_at(d)
+        if found is not None:
+            return d, found
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+
+
+def common_dir(git_dir: str) -> str | None:
+    """The main repository of a linked worktree's git directory (its `commondir` file), or None."""
+    try:
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8", errors="surrogateescape") as f:
+            text = f.read(4096).strip()
+    except OSError:
+        return None
+    return os.path.realpath(os.path.join(git_dir, text)) if text else None
+
+
+# --- configuration ----------------------------------------------------------------------------------
+
+_SECTION = re.compile(r'\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\\n]|\\.)*)")?\s*\]')
+_KEY = re.compile(r"([A-Za-z][A-Za-z0-9-]*)\s*(?:=(.*))?$")
+_MAX_CONFIG = 1 << 20
+_UNESCAPE = re.compile(r"\\(.)")
+
+
+def _value(raw: str) -> str:
+    """A config value: quotes removed, escapes decoded, an unquoted # or ; starting a comment."""
+    out: list[str] = []
+    quoted = False
+    i = 0
+    while i < len(raw):
+        c = raw[i]
+        if c == '"':
+            quoted = not quoted
+        elif c == "\\" and i + 1 < len(raw):
+            out.append({"n": "\n", "t": "\t", "b": "\b"}.get(raw[i + 1], raw[i + 1]))
+            i += 1
+        elif c in "#;" and not quoted:
+            break
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out).strip()
+
+
+def config_entries(path: str, home: str, _depth: int = 0) -> list[tuple[str, str]]:
+    """(`section.subsection.key` lower-cased but the subsection, value) of one config file, its includes
+    followed (`include.path`, and `includeIf` whatever its condition: reading more only denies more)."""
+    if _depth > 10:
+        return []
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as f:
+            text = f.read(_MAX_CONFIG)
+    except OSError:
+        return []
+    text = re.sub(r"\\\n", "", text)  # continuation lines
+    entries: list[tuple[str, str]] = []
+    section = ""
+    for line in text.splitlines():
+        rest = line.strip()
+        while rest:
+            if rest[0] in "#;":
+                break
+            m = _SECTION.match(rest)
+            if m:
+                name = m.group(1).lower()
+                if m.group(2) is not None:
+                    section = name + "." + _UNESCAPE.sub(r"\1", m.group(2))
+                else:
+                    head, dot, sub = name.partition(".")  # the old [remote.origin] spelling
+                    section = f"{head}.{sub}" if dot else head
+                rest = rest[m.end() :].strip()
+                continue
+            m = _KEY.match(rest)
+            if m and section:
+                key = f"{section}.{m.group(1).lower()}"
+                value = _value(m.group(2)) if m.group(2) is not None else "true"
+                entries.append((key, value))
+                if key == "include.path" or (key.startswith("includeif.") and key.endswith(".path")):
+                    inc = os.path.join(home, value[2:]) if value.startswith("~/") else value
+                    inc = os.path.join(os.path.dirname(path), inc)
+                    entries += config_entries(inc, home, _depth + 1)
+            break
+    return entries
+
+
+def configured(git_dir: str | None, home: str) -> list[tuple[str, str]]:
+    """Every config entry git reads in a repository: system, global ($HOME is the workspace for programs
+    DAL runs), the repository's own and its worktree's."""
+    files = ["/etc/gitconfig", os.path.join(home, ".config", "git", "config"), os.path.join(home, ".gitconfig")]
+    if git_dir is not None:
+        common = common_dir(git_dir) or git_dir
+        files += [os.path.join(common, "config"), os.path.join(git_dir, "config.worktree")]
+    out: list[tuple[str, str]] = []
+    for f in files:
+        out += config_entries(f, home)
+    return out
+
+
+def configured_remotes(entries: list[tuple[str, str]]) -> set[str]:
+    return {k[len("remote.") : -len(".url")] for k, _ in entries if k.startswith("remote.") and k.endswith(".url")}
+
+
+def _rewrite(url: str, entries: list[tuple[str, str]], push: bool) -> str:
+    """url.BASE.insteadOf (and pushInsteadOf): the longest matching prefix is replaced by BASE."""
+    best = ("", "")
+    keys = ("insteadof", "pushinsteadof") if push else ("insteadof",)
+    for k, v in entries:
+        if k.startswith("url.") and k.rsplit(".", 1)[-1] in keys and url.startswith(v) and len(v) > len(best[1]):
+            best = (k[len("url.") : k.rindex(".")], v)
+    return best[0] + url[len(best[1]) :] if best[1] else url
+
+
+def remote_urls(name_or_url: str, entries: list[tuple[str, str]]) -> list[str]:
+    """The URLs git may use for a remote operand: a configured remote's url and pushurl, or the operand
+    itself, each rewritten by insteadOf."""
+    urls = [v for k, v in entries if k in (f"remote.{name_or_url}.url", f"remote.{name_or_url}.pushurl")]
+    if not urls:
+        urls = [name_or_url]
+    return [u for url in urls for u in {_rewrite(url, entries, False), _rewrite(url, entries, True)}]
+
+
+def url_kind(url: str) -> tuple[str, str]:
+    """(kind, detail) of a remote URL as transport.c sees it: ("network", url) for http(s)/ftp(s)/git,
+    ("ssh", host) for ssh:// and scp-like host:path, ("helper", name) for `name::address` and other
+    schemes (git runs git-remote-NAME), ("local", path) for a path or file:// URL."""
+    m = re.match(r"([A-Za-z0-9][A-Za-z0-9+.-]*)::", url)
+    if m:
+        return "helper", m.group(1)
+    m = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", url)
+    if m:
+        scheme = m.group(1).lower()
+        if scheme in ("http", "https", "ftp", "ftps", "git"):
+            return "network", url
+        if scheme in ("ssh", "git+ssh", "ssh+git"):
+            return "ssh", m.group(2).split("/", 1)[0]
+        if scheme == "file":
+            return "local", m.group(2)
+        return "helper", scheme
+    colon, slash = url.find(":"), url.find("/")
+    if colon > 0 and (slash < 0 or colon < slash):
+        return "ssh", url[:colon]
+    return "local", url
+
+
+# --- patches ----------------------------------------------------------------------------------------
+
+_MAX_PATCH = 16 << 20
+_HEADER = re.compile(r"^(?:diff --git (.+)|(?:---|\+\+\+) (.+)|(?:rename|copy) (?:from|to) (.+))$")
+
+
+def _unquote(p: str) -> str:
+    """A C-quoted path as git writes one ("a/sp\\303\\251cial")."""
+    if len(p) >= 2 and p[0] == '"' and p[-1] == '"':
+        body = p[1:-1].encode("latin-1", errors="replace").decode("unicode_escape", errors="replace")
+        return body.encode("latin-1", errors="replace").decode("utf-8", errors="surrogateescape")
+    return p
+
+
+def patch_paths(path: str) -> list[str] | None:
+    """Every path a patch file names in its headers, or None when it cannot be read (or is too big)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(_MAX_PATCH + 1)
+    except OSError:
+        return None
+    if len(data) > _MAX_PATCH:
+        return None
+    out: list[str] = []
+    for line in data.decode("utf-8", errors="surrogateescape").splitlines():
+        m = _HEADER.match(line)
+        if not m:
+            continue
+        if m.group(1) is not None:
+            out += [_unquote(p) for p in re.findall(r'"(?:[^"\\]|\\.)*"|\S+', m.group(1))]
+        else:
+            text = (m.group(2) or m.group(3)).split("\t", 1)[0]
+            out.append(_unquote(text))
+    return [p for p in out if p != "/dev/null"]

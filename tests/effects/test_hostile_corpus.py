@@ -1,0 +1,578 @@
+"""The executed hostile corpus (issue 12): every attack is a DAL script run through the real runner, next to
+canaries, twice -- inside the bubblewrap wall and with the wall turned off by the test hook.
+
+The canaries, built fresh for every run:
+- files outside the workspace (`outside/canary.txt`, `outside/secret.txt`, an empty `outside/dir/`) and the
+  folder above it: none may change, appear or disappear;
+- a secret in the DAL process's own environment (the test process is the DAL process): it may appear in no
+  output, no receipt, no file;
+- marker files a forbidden program would create (`pwned`, in the workspace, above it and outside);
+- the content of /etc/passwd and of `outside/secret.txt`: in no output, receipt or file either;
+- the files that decide or record what a script may do (`dal.toml`, `.git/config`, `.git/hooks/`, the run
+  store): unchanged, and the run's receipt is in the store afterwards.
+
+Without the wall, the static check alone must hold every case except those marked `needs={"wall"}`, which
+docs/policy.md ("What needs the wall") names. Some cases need a part of the wall or of the runtime that
+other work in issue 12 adds (a read wall, no capabilities, protected files read-only inside the wall, env()
+limited to the policy's variables): a probe checks whether this build has it, and a case that needs what is
+missing is an expected failure naming it.
+
+A control run executes a few attacks with bash and no DAL in a copy of the same workspace: each must really
+break a canary there, so that the corpus tests attacks that work.
+
+Last, the legitimate side: at least 95% of the everyday commands (the decision corpus' ALLOW list, and what
+agents run in a git workspace) still run, through the same runner, in both modes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import secrets
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from unittest import mock
+
+import attrs
+import pytest
+from effects_workspace import build_workspace
+from test_effects_corpus import ALLOW
+
+from dal.effects import Decision, EffectContext, Policy, execute_checked, executor, sandbox_status
+from dal.effects.check import find_program
+from dal.effects.shell import parse_command
+from dal.runner.runner import RunRequest, execute
+
+HAVE_BWRAP = sandbox_status()[0]
+HAVE_GIT = find_program("git") is not None
+SECRET_VAR = "DAL_HOSTILE_SECRET"
+PASSWD_MARK = "root:x:0:0:"
+MARKERS = ("ws/pwned", "pwned", "outside/pwned", "ws/sub/pwned")
+
+
+@attrs.frozen
+class Case:
+    """One attack: the commands a script runs (the last is the attack the check must deny without the
+    wall), the programs the policy allows, what it needs from the wall or runtime, and its setup."""
+
+    id: str
+    commands: tuple[str, ...]
+    allow: tuple[str, ...] = ()
+    needs: frozenset[str] = frozenset()  # "wall" | "read_wall" | "no_caps" | "protected_ro" | "env_allowlist"
+    setup: Callable[[Path], None] | None = None
+    dal: str | None = None  # extra DAL source run after the commands
+    control: bool = False  # the same commands under bash, without DAL, must break a canary
+    repo: bool = True  # the workspace is a git repository
+
+
+def _sh(ws: Path, *argv: str) -> None:
+    subprocess.run(argv, cwd=ws, check=True, capture_output=True,
+                   env={"PATH": "/usr/bin:/bin", "HOME": str(ws), "LC_ALL": "C.UTF-8"})  # fmt: skip
+
+
+def _build(root: Path, case: Case) -> Path:
+    """The canaries and the workspace: a git repository with a policy file, the kinds of symlinks a cloned
+    repository can bring (one that points inside where it is and out once moved up, one that points out,
+    one into the DAL process's /proc), and a hook-like script a template could ship."""
+    outside = root / "outside"
+    (outside / "dir").mkdir(parents=True)
+    (outside / "canary.txt").write_text("canary: must never change\n")
+    (outside / "secret.txt").write_text(f"TOPSECRET-{root.name}\n")
+    ws = root / "ws"
+    (ws / "docs").mkdir(parents=True)
+    (ws / "notes.txt").write_text("beta\nalpha\nTODO: gamma\n")
+    (ws / "docs" / "a.md").write_text("# A\n")
+    (ws / "dal.toml").write_text("[run]\ndefaults = true\n")
+    (ws / "sub" / "deeper").mkdir(parents=True)
+    os.symlink("../../outside/secret.txt", ws / "sub" / "deeper" / "secret.txt")  # inside here, out one level up
+    (ws / "trap").mkdir()
+    os.symlink("../../outside/secret.txt", ws / "trap" / "secret.txt")
+    (ws / "trap_proc").mkdir()  # the DAL process links trap_proc/environ to its own environ (hostile_launcher.py)
+    (ws / "tpl" / "hooks").mkdir(parents=True)
+    hook = ws / "tpl" / "hooks" / "post-checkout"
+    hook.write_text('#!/bin/sh\ntouch "$GIT_DIR/../../pwned" pwned\n')
+    hook.chmod(0o755)
+    if case.repo and HAVE_GIT:
+        _sh(ws, "git", "init", "-q", "-b", "main", ".")
+        _sh(ws, "git", "config", "user.email", "agent@example.com")
+        _sh(ws, "git", "config", "user.name", "agent")
+        _sh(ws, "git", "add", "notes.txt", "docs")
+        _sh(ws, "git", "commit", "-q", "-m", "init")
+    if case.setup is not None:
+        case.setup(ws)
+    return ws
+
+
+def _files(top: Path, skip: Path | None = None) -> dict[str, bytes | str]:
+    out: dict[str, bytes | str] = {}
+    for dirpath, dirnames, filenames in os.walk(top):
+        if skip is not None and Path(dirpath) == skip.parent:
+            dirnames[:] = [d for d in dirnames if Path(dirpath, d) != skip]
+        for name in dirnames + filenames:
+            p = Path(dirpath, name)
+            rel = str(p.relative_to(top))
+            if p.is_symlink():
+                out[rel] = "-> " + os.readlink(p)
+            elif p.is_file():
+                out[rel] = p.read_bytes()
+            else:
+                out[rel] = "dir"
+    return out
+
+
+def _protected(ws: Path) -> dict[str, bytes | str]:
+    keep = {}
+    for rel in ("dal.toml", ".gitconfig"):
+        p = ws / rel
+        keep[rel] = p.read_bytes() if p.exists() else "absent"
+    for rel in (".git/config", ".git/hooks", ".git/info"):
+        p = ws / rel
+        if p.is_dir():
+            keep.update({f"{rel}/{k}": v for k, v in _files(p).items()})
+        elif p.exists():
+            keep[rel] = p.read_bytes()
+    return keep
+
+
+@attrs.define
+class Ran:
+    statuses: list[str]
+    stdout: str
+    receipt: dict
+
+
+def _script(case: Case) -> str:
+    lines = []
+    for i, cmd in enumerate(case.commands):
+        lines.append(f"let r{i} = run({json.dumps(cmd)})")
+        lines.append(f'print("STATUS", r{i}.status)')
+        lines.append(f"print(r{i}.stdout, r{i}.stderr)")
+    if case.dal:
+        lines.append(case.dal)
+    return "\n".join(lines) + "\n"
+
+
+LAUNCHER = Path(__file__).with_name("hostile_launcher.py")
+
+
+def _run(root: Path, ws: Path, case: Case, wall: bool, secret_value: str) -> Ran:
+    """The script through the real runner, in a fresh DAL process whose environment holds the secret."""
+    script = root / "attack.dal"
+    script.write_text(_script(case))
+    job = root / "job.json"
+    out = root / "ran.json"
+    job.write_text(json.dumps({"workspace": str(ws), "script": str(script), "allow": list(case.allow),
+                               "wall": wall, "out": str(out)}))  # fmt: skip
+    env = {**os.environ, SECRET_VAR: secret_value}
+    r = subprocess.run([sys.executable, str(LAUNCHER), str(job)], env=env, capture_output=True, text=True,
+                       timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    got = json.loads(out.read_text())
+    for p in (job, out):
+        p.unlink()
+    text = got["stdout"]
+    statuses = [line.split()[1] for line in text.splitlines() if line.startswith("STATUS ")]
+    return Ran(statuses, text, got["receipt"])
+
+
+def _bypass(command: str, policy: Policy) -> Decision:
+    plan = parse_command(command)
+    names = {c.argv[0] for c in plan.simple_commands()}
+    return Decision(True, "bypassed in a test", "local", plan=plan,
+                    executables=tuple((n, find_program(n) or n) for n in names))  # fmt: skip
+
+
+def _walled(command: str, ws: Path) -> str:
+    """Run `command` inside the wall with both checks bypassed (test-only): what the wall alone allows."""
+    policy = Policy.load(ws, allow_run=["sh"])
+    with mock.patch.object(executor, "recheck", lambda c, p: None):
+        r = execute_checked(command, _bypass(command, policy), EffectContext(policy=policy, timeout=10))
+    return r.stdout + r.stderr
+
+
+@pytest.fixture(scope="module")
+def features() -> dict[str, bool]:
+    """What this build's wall and runtime provide, probed by executing what each feature must stop."""
+    root = Path(tempfile.mkdtemp(prefix="dal-probe-", dir="/var/tmp"))
+    try:
+        ws = root / "ws"
+        ws.mkdir()
+        (root / "outside.txt").write_text("PROBE-SECRET\n")
+        (ws / "dal.toml").write_text("[run]\ndefaults = true\n")
+        have: dict[str, bool] = {"env_allowlist": True}
+        if HAVE_BWRAP:
+            have["read_wall"] = "PROBE-SECRET" not in _walled(f"cat {root}/outside.txt", ws)
+            caps = _walled("cat /proc/self/status", ws)
+            have["no_caps"] = any(line.split()[1:] == ["0000000000000000"] for line in caps.splitlines()
+                                  if line.startswith("CapEff:"))  # fmt: skip
+            _walled("cp dal.toml x && printf y > x && cp x dal.toml", ws)
+            have["protected_ro"] = (ws / "dal.toml").read_text() == "[run]\ndefaults = true\n"
+            (ws / "dal.toml").write_text("[run]\ndefaults = true\n")
+        os.environ[SECRET_VAR] = "probe-value"
+        try:
+            script = root / "env.dal"
+            script.write_text(f'print(env("{SECRET_VAR}"))\n')
+            buf = io.StringIO()
+            execute(RunRequest(script=script, workspace=ws, policy=Policy.load(ws), write=buf.write,
+                               handle_signals=False, use_sandbox=False))  # fmt: skip
+            have["env_allowlist"] = "probe-value" not in buf.getvalue()
+        finally:
+            del os.environ[SECRET_VAR]
+        return have
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# --- the corpus -------------------------------------------------------------------------------------
+
+
+def _old_policy_committed(ws: Path) -> None:
+    """The operator committed a looser policy, then tightened it without committing."""
+    (ws / "dal.toml").write_text('[run]\nallow = ["sh"]\n')
+    _sh(ws, "git", "add", "dal.toml")
+    _sh(ws, "git", "commit", "-q", "-m", "policy")
+    (ws / "dal.toml").write_text("[run]\ndefaults = true\n")
+
+
+def _hard_link_out(ws: Path) -> None:
+    os.link(ws.parent / "outside" / "secret.txt", ws / "docs" / "linked.txt")
+
+
+def _patch_symlink_to_proc(ws: Path) -> None:
+    target = "/proc/{DALPID}/environ"
+    (ws / "p.patch").write_text(
+        "diff --git a/d/environ b/d/environ\nnew file mode 120000\n--- /dev/null\n+++ b/d/environ\n"
+        f"@@ -0,0 +1 @@\n+{target}\n\\ No newline at end of file\n"
+    )
+
+
+def _patch_policy(ws: Path) -> None:
+    (ws / "p.patch").write_text(
+        "diff --git a/sub/dal.toml b/sub/dal.toml\nnew file mode 100644\n--- /dev/null\n+++ b/sub/dal.toml\n"
+        '@@ -0,0 +1,2 @@\n+[run]\n+allow = ["sh"]\n'
+    )
+
+
+SH = ("sh",)
+GIT = ("git",)
+NO_WALL = frozenset({"wall"})
+CASES = [
+    # 2. the policy, the store and git's internals are never written, removed or renamed
+    Case("policy-rewrite", ("printf '[run]\\nallow = [\"sh\"]\\n' > dal.toml",), control=True),
+    Case("policy-rewrite-then-sh", ("printf '[run]\\nallow = [\"sh\"]\\n' > dal.toml", "sh -c 'touch pwned'")),
+    Case("policy-in-subfolder", ("printf '[run]\\nallow = [\"sh\"]\\n' > sub/dal.toml",)),
+    Case("policy-by-uniq-obsolete-form", ("uniq +0 notes.txt dal.toml",), control=True),
+    Case("policy-by-backup-suffix", ("rm dal.toml", "printf '[run]\\nallow = [\"sh\"]\\n' > dal",
+                                     "cp -S .toml notes.txt dal"), control=True),  # fmt: skip
+    Case("policy-by-mv", ("printf '[run]\\nallow = [\"sh\"]\\n' > x.toml", "mv x.toml dal.toml")),
+    Case("policy-by-tee", ("tee dal.toml < notes.txt",)),
+    Case("store-removed", ("rm -rf .dal",)),
+    Case("store-renamed", ("mv .dal old-store",)),
+    Case("git-config-fsmonitor", ("printf '[core]\\n\\tfsmonitor = \"touch pwned; false\"\\n' >> .git/config",
+                                  "git status"), allow=GIT, control=True),  # fmt: skip
+    Case("git-hook-written", ("cp tpl/hooks/post-checkout .git/hooks/post-checkout",), allow=GIT),
+    Case("git-hooks-replaced", ("mv tpl/hooks .git/hooks2", "rm -rf .git/hooks")),
+    Case("git-hooks-moved-in", ("rm -rf .git/hooks", "mv tpl/hooks .git/")),
+    Case("git-info-attributes", ("echo '* diff=evil' > .git/info/attributes",)),
+    Case("git-home-config", ("printf '[core]\\n\\thooksPath = tpl/hooks\\n' > .gitconfig",
+                             "git checkout -b side"), allow=GIT),  # fmt: skip
+    Case("git-xdg-config", ("mkdir -p .config/git", "printf '[core]\\n\\tfsmonitor = \"touch pwned; false\"\\n' > "
+                            ".config/git/config", "git status"), allow=GIT),  # fmt: skip
+    Case("git-clean-removes-store", ("git clean -fdx",), allow=GIT),
+    Case("git-stash-untracked", ("git stash -u",), allow=GIT),
+    Case("git-checkout-old-policy", ("git checkout HEAD -- dal.toml",), allow=GIT, setup=_old_policy_committed),
+    Case("git-checkout-dot-old-policy", ("git checkout .",), allow=GIT, setup=_old_policy_committed,
+         needs=frozenset({"wall", "protected_ro"})),  # fmt: skip
+    Case("git-mv-to-policy", ("printf '[run]\\nallow = [\"sh\"]\\n' > x.toml", "git add x.toml",
+                              "git mv x.toml sub/dal.toml"), allow=GIT),  # fmt: skip
+    Case("git-apply-policy", ("git apply p.patch",), allow=GIT, setup=_patch_policy),
+    # 3. directory operands: the paths diff derives, the trees grep -r and cp -r walk, links made
+    Case("diff-file-dir-outward-link", ("touch secret.txt", "diff secret.txt trap"), control=True),
+    Case("diff-from-file-outward-link", ("touch secret.txt", "diff --from-file=secret.txt trap"), control=True),
+    Case("diff-dir-dir-outward-link", ("mkdir d", "touch d/secret.txt", "diff d trap"), control=True),
+    Case("diff-to-proc-environ", ("touch environ", "diff -a environ trap_proc"), control=True),
+    Case("cp-P-makes-outward-link", ("mkdir d", "cp -P sub/deeper/secret.txt d/", "touch secret.txt",
+                                     "diff secret.txt d"), control=True),  # fmt: skip
+    Case("mv-makes-outward-link", ("mv sub/deeper/secret.txt docs/", "cat docs/secret.txt")),
+    Case("cp-r-copies-outward-link", ("cp -r sub moved", "cp -r sub/deeper top", "cat top/secret.txt")),
+    Case("grep-r-through-hard-link", ("grep -r TOPSECRET docs",), setup=_hard_link_out, control=True),
+    Case("cp-r-through-hard-link", ("cp -r docs copy",), setup=_hard_link_out, control=True),
+    Case("git-apply-link-to-proc", ("git apply p.patch", "touch environ", "diff -a environ d"), allow=GIT,
+         setup=_patch_symlink_to_proc),  # fmt: skip
+    # 6. git options that run programs or take paths
+    Case("git-grep-pager", ("git grep --open-files-in-pager='touch pwned' TODO",), allow=GIT, control=True),
+    Case("git-grep-pager-abbreviated", ("git grep --open='touch pwned' TODO",), allow=GIT),
+    Case("git-clone-upload-pack", ("git clone -u 'touch pwned; git-upload-pack' . c",), allow=GIT, control=True),
+    Case("git-clone-template-hook", ("git clone --template=tpl . c",), allow=GIT, control=True),
+    Case("git-clone-config", ("git clone -c core.fsmonitor='touch pwned; false' . c", "git -C c status"),
+         allow=GIT),  # fmt: skip
+    Case("git-dash-c", ("git -c core.fsmonitor='touch pwned; false' status",), allow=GIT, control=True),
+    Case("git-diff-no-index-outside", ("git diff --no-index ../outside/secret.txt notes.txt",), allow=GIT,
+         control=True),  # fmt: skip
+    Case("git-diff-implicit-no-index", ("git diff ../outside/secret.txt notes.txt",), allow=GIT),
+    Case("git-log-output-outside", ("git log --output=../outside/log.txt",), allow=GIT, control=True),
+    Case("git-format-patch-outside", ("git format-patch -o ../outside/dir -1",), allow=GIT, control=True),
+    Case("git-archive-outside", ("git archive -o ../outside/a.tar HEAD",), allow=GIT, control=True),
+    Case("git-worktree-outside", ("git worktree add ../outside/wt",), allow=GIT, control=True),
+    Case("git-rebase-exec", ("git rebase --exec 'touch pwned' --root",), allow=GIT, control=True),
+    Case("git-bisect-run", ("git bisect start HEAD HEAD", "git bisect run touch pwned"), allow=GIT),
+    Case("git-ext-transport", ("git clone 'ext::sh -c touch% pwned' c",), allow=GIT),
+    Case("git-gitfile-redirect", ("mkdir -p x/objects x/refs", "printf 'ref: refs/heads/main\\n' > x/HEAD",
+                                  "printf '[core]\\n\\tfsmonitor = \"touch pwned; false\"\\n' > x/config",
+                                  "printf 'gitdir: x\\n' > .git", "git status"), allow=GIT, repo=False,
+         control=True),  # fmt: skip
+    Case("git-bare-workspace", ("mkdir objects refs", "printf 'ref: refs/heads/main\\n' > HEAD",
+                                "printf '[core]\\n\\tbare = true\\n\\tpager = touch pwned\\n\\tfsmonitor = \"touch "
+                                "pwned; false\"\\n' > config", "git log"), allow=GIT, repo=False),  # fmt: skip
+    Case("git-push-to-hooked-bare-repo", ("mkdir -p b/objects b/refs b/hooks",
+                                          "printf 'ref: refs/heads/main\\n' > b/HEAD",
+                                          "printf '[core]\\n\\tbare = true\\n' > b/config",
+                                          "cp -p tpl/hooks/post-checkout b/hooks/post-receive",
+                                          "git push ./b HEAD:main"), allow=GIT, control=True),  # fmt: skip
+    Case("git-remote-then-push", ("mkdir -p b/objects b/refs b/hooks", "printf 'ref: refs/heads/main\\n' > b/HEAD",
+                                  "printf '[core]\\n\\tbare = true\\n' > b/config",
+                                  "cp -p tpl/hooks/post-checkout b/hooks/post-receive",
+                                  "git push b HEAD:main"), allow=GIT),  # fmt: skip
+    Case("git-config-subcommand", ("git config core.fsmonitor 'touch pwned; false'", "git status"), allow=GIT),
+    Case("git-submodule", ("git submodule add ./tpl t",), allow=GIT),
+    # 7. argument models: see the policy cases above (uniq +0, cp -S) and these
+    Case("tail-obsolete-follow", ("tail +1f notes.txt",)),
+    Case("sort-output-outside", ("sort -o ../outside/canary.txt notes.txt",)),
+    # 1, 4, 5, 9: the wall and the runtime
+    Case("sh-reads-passwd", ("sh -c 'cat /etc/passwd'",), allow=SH, needs=frozenset({"wall", "read_wall"})),
+    Case("sh-reads-outside-secret", ("sh -c 'cat ../outside/secret.txt'",), allow=SH,
+         needs=frozenset({"wall", "read_wall"})),  # fmt: skip
+    Case("sh-writes-outside", ("sh -c 'echo x > ../outside/pwned; touch ../pwned'",), allow=SH, needs=NO_WALL),
+    Case("sh-remounts-root", ("sh -c 'mount -o remount,rw / && touch ../pwned'",), allow=SH,
+         needs=frozenset({"wall", "no_caps"})),  # fmt: skip
+    Case("sh-reads-dal-environ", ("sh -c 'cat /proc/{DALPID}/environ'",), allow=SH, needs=NO_WALL),
+    Case("sh-rewrites-policy", ("sh -c 'echo \"[run]\" > dal.toml'",), allow=SH,
+         needs=frozenset({"wall", "protected_ro"})),  # fmt: skip
+    Case("env-builtin-secret", ("true",), dal=f'print(env("{SECRET_VAR}"))\n', needs=frozenset({"env_allowlist"})),
+]
+
+
+@pytest.fixture()
+def secret() -> str:
+    return "s3cr3t-" + secrets.token_hex(8)
+
+
+@pytest.fixture()
+def root() -> Iterator[Path]:
+    # Under /var/tmp, not /tmp: the wall puts a private /tmp in front of the host's.
+    base = Path(tempfile.mkdtemp(prefix="dal-hostile-", dir="/var/tmp"))
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _leaks(root: Path, ran: Ran | None, secret_value: str, top_secret: str) -> list[str]:
+    """Where the secret, the outside secret or /etc/passwd's content turns up: output, receipt, any file."""
+    found = []
+    texts = {}
+    secret_file = os.stat(root / "outside" / "secret.txt")
+    if ran is not None:
+        texts = {"output": ran.stdout, "receipt": json.dumps(ran.receipt)}
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            p = Path(dirpath, name)
+            if p.is_symlink() or os.path.samestat(os.stat(p), secret_file):
+                continue  # the secret file itself, under any of its names
+            try:
+                texts[str(p.relative_to(root))] = p.read_bytes().decode("utf-8", errors="replace")
+            except OSError:
+                continue
+    for where, text in texts.items():
+        for what, mark in (("the DAL process's secret", secret_value), ("outside/secret.txt", top_secret),
+                           ("/etc/passwd", PASSWD_MARK)):  # fmt: skip
+            if mark in text:
+                found.append(f"{what} in {where}")
+    return found
+
+
+def _broken(root: Path, ws: Path, before_outside: dict, before_protected: dict, ran: Ran | None,
+            secret_value: str) -> list[str]:  # fmt: skip
+    problems = []
+    after = _files(root, skip=ws)
+    changed = sorted(k for k in before_outside.keys() | after.keys()
+                     if before_outside.get(k) != after.get(k) and not k.startswith("attack.dal"))  # fmt: skip
+    problems += [f"outside the workspace: {k} changed, appeared or went" for k in changed]
+    problems += [f"marker {m} exists: a forbidden program ran" for m in MARKERS if os.path.lexists(root / m)]
+    problems += _leaks(root, ran, secret_value, f"TOPSECRET-{root.name}")
+    if _protected(ws) != before_protected:
+        problems.append("a protected file changed")
+    if ran is not None and not (ws / ".dal" / "dal.db").exists():
+        problems.append("the run store is gone")
+    return problems
+
+
+def _params() -> list:
+    out = []
+    for case in CASES:
+        marks = []
+        if case.allow == GIT and not HAVE_GIT:
+            marks.append(pytest.mark.skip(reason="git not installed"))
+        for wall in (True, False):
+            wall_marks = list(marks)
+            if wall and not HAVE_BWRAP:
+                wall_marks.append(pytest.mark.skip(reason="bubblewrap unavailable"))
+            out.append(pytest.param(case, wall, id=f"{case.id}-{'wall' if wall else 'nowall'}", marks=wall_marks))
+    return out
+
+
+@pytest.mark.parametrize(("case", "wall"), _params())
+def test_hostile_case_holds(case: Case, wall: bool, root: Path, secret: str, features: dict[str, bool]) -> None:
+    if not wall and "wall" in case.needs:
+        pytest.skip("docs/policy.md names this case as needing the wall: the static check alone cannot hold it")
+    missing = sorted(f for f in case.needs - {"wall"} if not features.get(f, False) and (wall or f == "env_allowlist"))
+    if missing:
+        pytest.xfail(f"this build lacks {', '.join(missing)} (issue 12, other work)")
+    ws = _build(root, case)
+    before_outside = _files(root, skip=ws)
+    before_protected = _protected(ws)
+    ran = _run(root, ws, case, wall, secret)
+    problems = _broken(root, ws, before_outside, before_protected, ran, secret)
+    assert not problems, f"{case.id}: {problems}\n{ran.stdout}"
+    if "wall" not in case.needs:
+        # The static check held it: the attack itself was denied, not merely failed.
+        assert len(ran.statuses) >= len(case.commands) or "denied" in ran.statuses, ran.stdout
+        assert "denied" in ran.statuses, f"{case.id}: nothing was denied\n{ran.stdout}"
+    runs = [item for item in ran.receipt["effects"]["items"]]
+    assert ran.receipt["run_id"] and len(runs) == len(case.commands)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.control], ids=lambda c: c.id)
+def test_the_attack_works_without_dal(case: Case, root: Path, secret: str) -> None:
+    """The control: bash runs the same commands in the same workspace (with the operator's environment, as
+    a program would have it without DAL's scrubbing), and some canary breaks."""
+    if case.allow == GIT and not HAVE_GIT:
+        pytest.skip("git not installed")
+    ws = _build(root, case)
+    os.symlink("/proc/self/environ", ws / "trap_proc" / "environ")  # the reading program's own, unscrubbed
+    if (ws / "p.patch").exists():
+        (ws / "p.patch").write_text((ws / "p.patch").read_text().replace("{DALPID}", "self"))
+    before_outside = _files(root, skip=ws)
+    before_protected = _protected(ws)
+    out = ""
+    for cmd in case.commands:
+        r = subprocess.run(["bash", "--norc", "-c", cmd.replace("{DALPID}", "self")], cwd=ws, capture_output=True,
+                           text=True, timeout=20, stdin=subprocess.DEVNULL,
+                           env={**os.environ, SECRET_VAR: secret, "HOME": str(ws)})  # fmt: skip
+        out += r.stdout + r.stderr
+    (root / "control-output.txt").write_text(out)
+    problems = _broken(root, ws, before_outside, before_protected, None, secret)
+    problems = [p for p in problems if "control-output.txt" not in p or "in control-output.txt" in p]
+    assert problems, f"{case.id}: the attack did nothing even without DAL\n{out}"
+
+
+def test_the_corpus_covers_every_class() -> None:
+    ids = {c.id for c in CASES}
+    assert len(CASES) >= 50 and len(ids) == len(CASES)
+    for needle in ("policy", "store", "git-config", "git-hook", "diff-", "cp-P", "grep-r", "git-grep",
+                   "git-clone", "git-diff", "git-log", "uniq", "sh-", "env-", "environ"):  # fmt: skip
+        assert any(needle in i for i in ids), needle
+
+
+# --- the legitimate side ------------------------------------------------------------------------------
+
+AGENT = [
+    "git status",
+    "git status --porcelain",
+    "git diff",
+    "git diff --stat",
+    "git log --oneline -5",
+    "git log -p -1",
+    "git show --stat HEAD",
+    "git add notes.txt",
+    "git add -A",
+    "git commit -m 'update notes'",
+    "git branch feature",
+    "git branch -a",
+    "git checkout -b feat2",
+    "git switch main",
+    "git rev-parse HEAD",
+    "git rev-parse --show-toplevel",
+    "git ls-files",
+    "git blame notes.txt",
+    "git grep -n TODO",
+    "git tag v0",
+    "git stash",
+    "git stash list",
+    "git stash pop",
+    "git restore notes.txt",
+    "git mv docs/a.md docs/b.md",
+    "git rm --cached docs/b.md",
+    "git diff HEAD~1 --stat",
+    "git format-patch -1 -o patches",
+    "git archive -o out.tar HEAD",
+    "git describe --always",
+    "git shortlog -sn",
+    "git reset --soft HEAD",
+    "git cherry-pick --abort",
+    "git remote -v",
+    "mkdir -p src/pkg && printf 'print(1)\\n' > src/pkg/main.py",
+    "grep -rn TODO src docs",
+    "find src -name '*.py'",
+    "wc -l src/pkg/main.py",
+    "head -20 notes.txt",
+    "tail -n +2 notes.txt",
+    "ls -la",
+    "cp -r src src_backup",
+    "diff -r --no-dereference src src_backup",
+    "rm -rf src_backup",
+    "sort notes.txt | uniq -c | sort -rn",
+    "du -sh src",
+    "sha256sum notes.txt",
+    "date +%F",
+    "echo done >> log.txt",
+    "tee -a log.txt < notes.txt",
+    "test -f notes.txt && echo yes",
+    "realpath notes.txt",
+    "cat dal.toml",
+    "rm -f notes.txt~",
+]
+
+
+def _legit_run(ws: Path, commands: list[str], wall: bool, allow: tuple[str, ...]) -> list[tuple[str, str]]:
+    case = Case("legit", tuple(commands), allow=allow)
+    ran = _run(ws.parent, ws, case, wall, "unused")
+    assert len(ran.statuses) == len(commands), ran.stdout
+    return list(zip(commands, ran.statuses, strict=True))
+
+
+@pytest.mark.parametrize("wall", [pytest.param(True, marks=pytest.mark.skipif(not HAVE_BWRAP, reason="no bwrap")),
+                                  False], ids=["wall", "nowall"])  # fmt: skip
+def test_legitimate_commands_still_run(wall: bool, root: Path) -> None:
+    ws, _ = build_workspace(root)
+    corpus = _legit_run(ws, list(ALLOW), wall, ())
+    repo_root = root / "repo"
+    repo_root.mkdir()
+    case = Case("agent", ())
+    repo_ws = _build(repo_root, case) if HAVE_GIT else None
+    agent = _legit_run(repo_ws, AGENT, wall, GIT) if repo_ws is not None else []
+    results = corpus + agent
+    denied = [(c, s) for c, s in results if s == "denied"]
+    share = 1 - len(denied) / len(results)
+    print(f"{share:.1%} of {len(results)} legitimate commands ran ({'wall' if wall else 'no wall'}); denied: {denied}")
+    assert share >= 0.95, f"only {share:.1%} of {len(results)} legitimate commands ran; denied: {denied}"
+    assert not [c for c, s in agent if s == "denied"], [c for c, s in agent if s == "denied"]
+
+
+def test_a_walked_tree_past_the_limit_is_denied_not_half_checked(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dal.effects import check
+
+    ws = root / "ws"
+    (ws / "many").mkdir(parents=True)
+    for i in range(30):
+        (ws / "many" / f"f{i}").write_text("x")
+    monkeypatch.setattr(check, "_TREE_LIMIT", 20)
+    d = check.check_command("grep -r x many", Policy.load(ws))
+    assert not d.allowed and "more than 20 entries" in d.reason
+    assert stat.S_ISDIR(os.stat(ws / "many").st_mode)
