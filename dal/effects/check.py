@@ -234,8 +234,6 @@ def _check_paths(cmd: SimpleCommand, use: ArgUse | None, policy: Policy) -> tupl
             _check_place(src, dest, how, policy)
         for link, text in use.links:
             _check_link(P.resolve(link, policy.workspace, follow_final=False), text, policy)
-        for program in use.runs:
-            _program(program, policy)
         if use.git is not None:
             _check_git(use.git, policy)
     for r in cmd.redirects:

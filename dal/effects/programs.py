@@ -46,8 +46,6 @@ class ArgUse:
     places: tuple[tuple[str, str, str], ...] = ()
     # (link, target): symlinks the program makes, with the text they will hold (cp -s).
     links: tuple[tuple[str, str], ...] = ()
-    # Other programs it starts (git's ssh transport); each must be allowed by the policy too.
-    runs: tuple[str, ...] = ()
     # git: what the checker must look at in the repository (a gitmodel.GitUse).
     git: object | None = None
 

@@ -12,10 +12,10 @@ The canaries, built fresh for every run:
   store): unchanged, and the run's receipt is in the store afterwards.
 
 Without the wall, the static check alone must hold every case except those marked `needs={"wall"}`, which
-docs/policy.md ("What needs the wall") names. Some cases need a part of the wall or of the runtime that
-other work in issue 12 adds (a read wall, no capabilities, protected files read-only inside the wall, env()
-limited to the policy's variables): a probe checks whether this build has it, and a case that needs what is
-missing is an expected failure naming it.
+docs/policy.md names ("What the static check alone does not hold"). Some cases need a part of the wall or
+of the runtime that other work in issue 12 adds (a read wall, no capabilities, protected files read-only
+inside the wall, env() limited to the policy's variables): a probe checks whether this build has it, and a
+case that needs what is missing is an expected failure naming it.
 
 A control run executes a few attacks with bash and no DAL in a copy of the same workspace: each must really
 break a canary there, so that the corpus tests attacks that work.
