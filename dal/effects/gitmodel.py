@@ -70,7 +70,7 @@ class Sub:
     paths: dict[str, str] = attrs.field(factory=dict)  # option -> READ / WRITE (value is a path)
     deny: dict[str, str] = attrs.field(factory=dict)  # option -> why it is denied
     flags: frozenset[str] | None = None  # when set, the only other options allowed (positions matter)
-    operands: str = READ  # READ: paths read (revisions are harmless there); WRITE: pathspecs written
+    # How the operands are used; None: each is a path read (revisions and pathspecs are harmless there).
     custom: Callable[..., tuple[ArgUse, GitUse]] | None = None  # (parsed) or, for mv, (parsed, is_dir)
     idempotent: bool = False  # the read-only subcommands; the others write the repository
     worktree: bool = False  # rewrites files of the work tree (checkout, merge, ...)
@@ -286,8 +286,7 @@ def _patches(p: Parsed) -> tuple[ArgUse, GitUse]:
     strip = int((p.values("-p") or ["1"])[-1] or 1)
     if p.sub == "apply" and p.has("--stat", "--numstat", "--summary", "--check") and not p.has("--apply"):
         return ArgUse(reads=tuple(ops)), GitUse(p.sub)
-    if p.has("--cached") and p.sub == "apply":
-        pass  # the index only, but a later checkout writes what it holds: checked the same
+    # --cached writes the index only, but a later checkout writes what it holds: checked the same.
     return (ArgUse(reads=tuple(ops), writes=tuple(p.values("--build-fake-ancestor"))),
             GitUse(p.sub, patches=tuple((o, prefix, strip) for o in ops)))  # fmt: skip
 
@@ -633,8 +632,6 @@ def analyze_git(argv: tuple[str, ...], is_dir: Callable[[str], bool]) -> ArgUse:
             use, git = _mv(parsed, is_dir)
         elif sub.custom is not None:
             use, git = sub.custom(parsed)
-        elif sub.operands == WRITE:
-            use, git = _writes(parsed)
         else:
             use, git = _read_only(parsed)
     except Unsafe as e:
