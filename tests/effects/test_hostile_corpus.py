@@ -354,7 +354,7 @@ CASES = [
     Case("sh-reads-dal-environ", ("sh -c 'cat /proc/{DALPID}/environ'",), allow=SH, needs=NO_WALL),
     Case("sh-rewrites-policy", ("sh -c 'echo \"[run]\" > dal.toml'",), allow=SH,
          needs=frozenset({"wall", "protected_ro"})),  # fmt: skip
-    Case("env-builtin-secret", ("true",), dal=f'print(env("{SECRET_VAR}"))\n', needs=frozenset({"env_allowlist"})),
+    Case("env-builtin-secret", (), dal=f'print(env("{SECRET_VAR}"))\n', needs=frozenset({"env_allowlist"})),
 ]
 
 
@@ -440,9 +440,8 @@ def test_hostile_case_holds(case: Case, wall: bool, root: Path, secret: str, fea
     ran = _run(root, ws, case, wall, secret)
     problems = _broken(root, ws, before_outside, before_protected, ran, secret)
     assert not problems, f"{case.id}: {problems}\n{ran.stdout}"
-    if "wall" not in case.needs:
+    if "wall" not in case.needs and case.commands:
         # The static check held it: the attack itself was denied, not merely failed.
-        assert len(ran.statuses) >= len(case.commands) or "denied" in ran.statuses, ran.stdout
         assert "denied" in ran.statuses, f"{case.id}: nothing was denied\n{ran.stdout}"
     runs = [item for item in ran.receipt["effects"]["items"]]
     assert ran.receipt["run_id"] and len(runs) == len(case.commands)
