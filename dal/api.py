@@ -174,6 +174,7 @@ def run(
     effect_timeout: float | None = None,
     filename: str | None = None,
     new_attempt: bool = False,
+    max_memory: int | str | None = None,
 ) -> Receipt:
     """Run a script (a path to a `.dal` file, or its source text) and return its receipt.
 
@@ -184,6 +185,7 @@ def run(
     `effect_timeout`: seconds per command (None: the policy's `[limits] timeout`, else 30).
     What the script prints is captured in `receipt.output`. Nothing about the script's own outcome
     raises: read `receipt.status`. `new_attempt=True` starts the key's operation over (`--new-attempt`).
+    `max_memory`: the memory budget, in bytes or as `"512M"` / `"2G"` (default 1G, as `--max-memory`).
     """
 
     ws = _workspace(workspace)
@@ -212,6 +214,7 @@ def run(
     if not isinstance(max_steps, int) or max_steps <= 0:
         raise DalUsageError("max_steps must be a positive integer")
     return _execute(
+        **_memory(max_memory),
         policy_args=_policy_args(policy),
         script=script,
         source=source,
@@ -226,6 +229,22 @@ def run(
         receipts_dir=Path(receipts_dir) if receipts_dir is not None else None,
         new_attempt=new_attempt,
     )
+
+
+def _memory(max_memory: int | str | None) -> dict[str, int]:
+    """`max_memory` as RunRequest takes it (nothing: the default)."""
+    if max_memory is None:
+        return {}
+    import argparse
+
+    from dal.cli.argtypes import memory_size
+
+    if isinstance(max_memory, bool) or not isinstance(max_memory, int | str):
+        raise DalUsageError("max_memory must be a number of bytes or a size such as \"512M\"")
+    try:
+        return {"max_memory": memory_size(str(max_memory))}
+    except argparse.ArgumentTypeError as e:
+        raise DalUsageError(f"max_memory: {e}") from None
 
 
 def _execute(**fields: Any) -> Receipt:
@@ -355,6 +374,7 @@ def resume(
     store: str | os.PathLike[str] | None = None,
     policy: dict[str, Any] | None = None,
     max_steps: int | None = None,
+    max_memory: int | str | None = None,
 ) -> Receipt:
     """Continue the operation of a run that has not completed (waiting, interrupted, died, failed or
     exhausted): replay its journal, continue from the first open effect.
@@ -406,4 +426,5 @@ def resume(
         effect_timeout=launch.policy_args.get("effect_timeout"),
         store=_store(store, ws),
         resume=run["run_id"],
+        **_memory(max_memory if max_memory is not None else launch.max_memory),
     )

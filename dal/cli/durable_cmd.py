@@ -90,7 +90,7 @@ def register(sub: Any) -> None:
                    "continues in the workspace it started in")
     add_run_flags(s)
     add_policy_flags(s, additive=True)
-    s.set_defaults(func=cmd_resume, max_steps=None)
+    s.set_defaults(func=cmd_resume, max_steps=None, max_memory=None)
 
 
 def _die(message: str, code: int = EXIT_USAGE) -> int:
@@ -172,5 +172,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         ns.max_effects = launch.max_effects
     if ns.timeout is None and launch.timeout:
         ns.timeout = launch.timeout
+    if ns.max_memory is None:
+        ns.max_memory = launch.max_memory
     ns.store = Path(path)
     return run_and_report(ns, request_from_args(ns, launch.script, policy, resume=run["run_id"]))

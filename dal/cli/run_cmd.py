@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from dal.cli.argtypes import positive_int, seconds
+from dal.cli.argtypes import memory_size, positive_int, seconds
 from dal.cli.policy_cmd import add_policy_flags, policy_from_args, workspace_from_args
 
 
@@ -21,6 +20,9 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="effect budget: the number of run() calls allowed (default: no limit)")
     b.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
                    help="wall-clock budget for the whole run (default: none)")
+    b.add_argument("--max-memory", type=memory_size, default=None, metavar="SIZE",
+                   help="memory budget, e.g. 512M or 4G: the memory the run may hold; no one value may take "
+                   "more than half of it (default 1G)")
     r = p.add_argument_group("receipts and durability")
     r.add_argument("--store", type=Path, default=None, metavar="PATH",
                    help="the run store (default: WORKSPACE/.dal/dal.db, or $DAL_STORE)")
@@ -101,6 +103,7 @@ def request_from_args(args: argparse.Namespace, script: Path, policy: Any = None
         max_steps=args.max_steps,
         max_effects=args.max_effects,
         timeout=args.timeout,
+        **({"max_memory": args.max_memory} if getattr(args, "max_memory", None) else {}),
         effect_timeout=getattr(args, "effect_timeout", None),  # else the policy in force's, else 30 s
         key=getattr(args, "key", None),
         store=args.store,
@@ -155,6 +158,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def run_and_report(args: argparse.Namespace, req: Any) -> int:
     from dal.diagnostics import render, want_color
+    from dal.jsontext import dumps
     from dal.runner.runner import RunnerError, execute
 
     warn_sandbox(req, args.quiet or args.json)
@@ -165,7 +169,7 @@ def run_and_report(args: argparse.Namespace, req: Any) -> int:
         if args.json:
             # No run was started, so there is no receipt; a host still gets one JSON object on stdout.
             error = {"error": {"message": str(e), "exit_code": e.exit_code}}
-            sys.stdout.write(json.dumps(error, indent=2, ensure_ascii=False) + "\n")
+            sys.stdout.write(dumps(error, indent=2) + "\n")
         return e.exit_code
     (sys.stderr if args.json else sys.stdout).flush()
     receipt = report.receipt
@@ -175,7 +179,7 @@ def run_and_report(args: argparse.Namespace, req: Any) -> int:
         # The run ended but the store did not record it: say so however quiet the output is asked to be.
         sys.stderr.write(f"dal: error: {report.store_problem}\n")
     if args.json:
-        sys.stdout.write(json.dumps(receipt, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(dumps(receipt, indent=2) + "\n")
     elif not args.quiet:
         sys.stderr.write(summary_line(receipt, report) + "\n")
     return report.exit_code

@@ -13,11 +13,25 @@ import json as _json
 import math
 import re
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 from dal.errors import DalRuntimeError, DalTypeError
 from dal.eval.runtime import FailSignal, FinishSignal, Runtime
-from dal.eval.values import Builtin, a_type_name, dal_eq, display, json_text, to_json_value, type_name, with_article
+from dal.eval.values import (
+    MAX_INT_DIGITS,
+    Builtin,
+    a_type_name,
+    dal_eq,
+    describe,
+    display,
+    int_overflow,
+    json_text,
+    quote,
+    type_name,
+    with_article,
+)
+from dal.jsontext import surrogate_at
 
 BUILTINS: dict[str, Builtin] = {}
 
@@ -62,6 +76,22 @@ def _want(v: Any, t: type | tuple[type, ...], what: str, fn: str, pos: str = "")
         raise DalTypeError(f"`{fn}` needs {with_article(what)}{where}, got {type_name(v)}")
 
 
+def _want_unicode(s: str, what: str) -> None:
+    """Text that leaves DAL as itself (a command, an operation key, a variable name) must be valid
+    Unicode: a lone surrogate, which a string may hold as data, cannot be encoded as UTF-8."""
+    i = surrogate_at(s)
+    if i is not None:
+        raise DalRuntimeError(
+            f"{what} holds a lone surrogate (\\u{ord(s[i]):04x} at character {i}), which is not valid Unicode text",
+            help="it probably came from JSON that cut a character in two; remove it first, e.g. "
+            f'replace(s, "\\u{ord(s[i]):04x}", "")',
+        )
+
+
+def _poll(rt: Runtime, span: Any) -> Callable[[], None]:
+    return lambda: rt.poll(span)
+
+
 # --- output and conversion ------------------------------------------------------------------
 
 
@@ -74,7 +104,13 @@ def _print(rt: Runtime, args: list[Any], span: Any) -> None:
         print("attempt", 2, [true, null], {"a": 1})
         # attempt 2 [true, null] {"a": 1}
     """
-    rt.write(" ".join(display(a) for a in args) + "\n")
+    limits = rt.limits
+    poll = _poll(rt, span)
+    texts = [display(a, limits, "`print`", poll) for a in args]
+    total = sum(map(len, texts)) + len(texts)
+    if total > limits.max_string:
+        raise limits.refuse("`print`", "string", total)
+    rt.write(" ".join(texts) + "\n")
 
 
 @builtin("str(value)", 1)
@@ -85,7 +121,7 @@ def _str(rt: Runtime, args: list[Any], span: Any) -> str:
         print(str(3) + "/" + str(4.5) + " " + str([1, "a"]))
         # 3/4.5 [1, "a"]
     """
-    return display(args[0])
+    return display(args[0], rt.limits, "`str`", _poll(rt, span))
 
 
 # The texts int() and float() accept, compiled at their first use (compiling both costs ~0.6 ms at start).
@@ -119,7 +155,9 @@ def _int(rt: Runtime, args: list[Any], span: Any) -> int:
     if t is str:
         text = v.strip()
         if not _text_pattern("int").fullmatch(text):  # Python would also take "1_000" and non-ASCII digits
-            raise DalRuntimeError(f"cannot convert {_json.dumps(v, ensure_ascii=False)} to an integer")
+            raise DalRuntimeError(f"cannot convert {quote(v)} to an integer")
+        if len(text.lstrip("+-").lstrip("0")) > MAX_INT_DIGITS:  # before converting: that is quadratic
+            raise int_overflow()
         return int(text, 10)
     raise DalTypeError(f"`int` needs a number or a string, got {type_name(v)}")
 
@@ -143,10 +181,10 @@ def _float(rt: Runtime, args: list[Any], span: Any) -> float:
         return v
     if t is str:
         if not _text_pattern("float").fullmatch(v.strip()):
-            raise DalRuntimeError(f"cannot convert {_json.dumps(v, ensure_ascii=False)} to a float")
+            raise DalRuntimeError(f"cannot convert {quote(v)} to a float")
         r = float(v.strip())
         if not math.isfinite(r):
-            raise DalRuntimeError(f"cannot convert {_json.dumps(v, ensure_ascii=False)} to a finite float")
+            raise DalRuntimeError(f"cannot convert {quote(v)} to a finite float")
         return r
     raise DalTypeError(f"`float` needs a number or a string, got {type_name(v)}")
 
@@ -164,13 +202,13 @@ def _type(rt: Runtime, args: list[Any], span: Any) -> str:
 
 @builtin("json(value)", 1)
 def _json_fn(rt: Runtime, args: list[Any], span: Any) -> str:
-    """Serialise a value as compact JSON text.
+    """Serialise a value as compact JSON text (a function is an error: JSON has none).
 
     Example:
         print(json({"ok": true, "n": [1, 2]}))
         # {"ok": true, "n": [1, 2]}
     """
-    return json_text(args[0])
+    return json_text(args[0], limits=rt.limits, strict=True, poll=_poll(rt, span), what="`json`")
 
 
 @builtin("parse_json(text)", 1)
@@ -184,6 +222,13 @@ def _parse_json(rt: Runtime, args: list[Any], span: Any) -> Any:
     """
     text = args[0]
     _want(text, str, "string", "parse_json")
+    # Every character may become a new value ("[[[[..." or "[1,1,1,..."): the text's length is what the
+    # memory budget bounds. JSON nested deeper than MAX_JSON_DEPTH is refused before Python's (recursive)
+    # parser sees it.
+    rt.limits.new(len(text), "`parse_json`")
+    depth = _json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise DalRuntimeError(f"cannot parse JSON nested {depth:,} levels deep: DAL reads at most {MAX_JSON_DEPTH:,}")
 
     def bad_constant(name: str) -> Any:
         raise ValueError(f"{name} is not valid JSON")
@@ -194,10 +239,44 @@ def _parse_json(rt: Runtime, args: list[Any], span: Any) -> Any:
             raise ValueError(f"the number {number} is out of range")
         return r
 
+    def integer(number: str) -> int:
+        if len(number.lstrip("-").lstrip("0")) > MAX_INT_DIGITS:
+            raise _IntTooLong
+        return int(number)
+
     try:
-        return _json.loads(text, parse_constant=bad_constant, parse_float=finite)
+        return _json.loads(text, parse_constant=bad_constant, parse_float=finite, parse_int=integer)
+    except _IntTooLong:
+        raise int_overflow() from None
     except (ValueError, RecursionError) as e:
         raise DalRuntimeError(f"invalid JSON: {e}") from None
+
+
+MAX_JSON_DEPTH = 100_000
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+class _IntTooLong(Exception):
+    pass
+
+
+def _json_depth(text: str) -> int:
+    """How deeply `text` nests arrays and objects (exactly, for JSON; at most the number of brackets for
+    anything else), in C-speed passes unless it has many brackets."""
+    opens = text.count("[") + text.count("{")
+    if opens <= MAX_JSON_DEPTH:
+        return opens
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    depth = deepest = 0
+    for ch in brackets:
+        if ch == "[" or ch == "{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+        else:
+            depth -= 1
+    return deepest
 
 
 # --- collections ------------------------------------------------------------------------------
@@ -230,6 +309,8 @@ def _append(rt: Runtime, args: list[Any], span: Any) -> list[Any]:
     """
     xs, item = args
     _want(xs, list, "list", "append", "as its first argument")
+    if len(xs) >= rt.limits.max_items:
+        raise rt.limits.refuse("`append`", "list", len(xs) + 1)
     xs.append(item)
     return xs
 
@@ -249,7 +330,17 @@ def _contains(rt: Runtime, args: list[Any], span: Any) -> bool:
         _want(n, str, "string", "contains", "to search a string for")
         return n in h
     if t is list:
-        return any(dal_eq(x, n) for x in h)
+        if type(n) is not list and type(n) is not dict:
+            return any(dal_eq(x, n) for x in h)
+        poll = _poll(rt, span)
+        unequal: set[int] = set()  # lists and maps already compared: a list holding one many times
+        for x in h:
+            if (type(x) is list or type(x) is dict) and id(x) in unequal:
+                continue
+            if dal_eq(x, n, poll):
+                return True
+            unequal.add(id(x))
+        return False
     if t is dict:
         _want(n, str, "string key", "contains", "to look up in a map")
         return n in h
@@ -301,6 +392,7 @@ def _range(rt: Runtime, args: list[Any], span: Any) -> list[int]:
         raise DalRuntimeError(
             f"range of {stop - start:,} items is larger than the step budget ({rt.max_steps:,})"
         )
+    rt.limits.new(stop - start, "`range`")
     return list(range(start, stop))
 
 
@@ -320,6 +412,7 @@ def _split(rt: Runtime, args: list[Any], span: Any) -> list[str]:
     _want(sep, str, "string", "split", "as its separator")
     if sep == "":
         raise DalRuntimeError("`split` needs a non-empty separator")
+    rt.limits.new(s.count(sep) + 1, "`split`")
     return s.split(sep)
 
 
@@ -334,6 +427,11 @@ def _join(rt: Runtime, args: list[Any], span: Any) -> str:
     xs, sep = args
     _want(xs, list, "list", "join", "as its first argument")
     _want(sep, str, "string", "join", "as its separator")
+    try:
+        size = sum(map(len, xs)) + len(sep) * max(0, len(xs) - 1)  # before joining; a list or map has a len too
+    except TypeError:
+        size = 0  # an item that is not a string: found below
+    rt.limits.string(size, "`join`")
     for i, x in enumerate(xs):
         if type(x) is not str:
             raise DalTypeError(
@@ -365,9 +463,12 @@ def _replace(rt: Runtime, args: list[Any], span: Any) -> str:
     """
     for a in args:
         _want(a, str, "string", "replace")
-    if args[1] == "":
+    s, old, new = args
+    if old == "":
         raise DalRuntimeError("`replace` needs a non-empty string to replace")
-    return args[0].replace(args[1], args[2])
+    if len(new) > len(old):
+        rt.limits.string(len(s) + s.count(old) * (len(new) - len(old)), "`replace`")
+    return s.replace(old, new)
 
 
 @builtin("startswith(s, prefix)", 2)
@@ -422,6 +523,7 @@ def _env(rt: Runtime, args: list[Any], span: Any) -> str | None:
     """
     name = args[0]
     _want(name, str, "string", "env")
+    _want_unicode(name, "the variable name")
     return rt.observe(f"env({name})", lambda: rt.getenv(name))
 
 
@@ -443,7 +545,8 @@ def _record(rt: Runtime, args: list[Any], span: Any) -> Any:
         if key not in state:
             raise DalRuntimeError(
                 f'`record` needs a state map with "{key}"; this one has: '
-                + (", ".join(f'"{k}"' for k in state) or "no keys")
+                + (", ".join(quote(k, 40) for k in islice(state, 12)) + (", ..." if len(state) > 12 else "")
+                   or "no keys")
             )
     ev = state["evidence"]
     _want(ev, list, "list", "record", "in state.evidence")
@@ -451,10 +554,11 @@ def _record(rt: Runtime, args: list[Any], span: Any) -> Any:
     ev.append(entry)
     state["evidence"] = ev
     if rt.loops:
-        rt.add_evidence(
-            {"kind": "record", "operation": display(operation), "outcome": display(outcome),
-             "attempt": to_json_value(state["attempt"])}
-        )
+        attempt = state["attempt"]
+        if type(attempt) not in (bool, int, float, type(None)) and not (type(attempt) is str and len(attempt) <= 400):
+            attempt = describe(attempt)  # receipts hold a bounded text of anything larger
+        rt.add_evidence({"kind": "record", "operation": describe(operation), "outcome": describe(outcome),
+                         "attempt": attempt})
     if rt.on_effect is not None and hasattr(rt.on_effect, "record"):
         rt.on_effect.record(entry)
     return state
@@ -473,6 +577,7 @@ def _run(rt: Runtime, args: list[Any], span: Any) -> Any:
     """
     cmd = args[0]
     _want(cmd, str, "string", "run", "(the shell command)")
+    _want_unicode(cmd, "the command")
     if rt.effects is None:
         raise DalRuntimeError("run() is not available here: no effect runner is configured")
     return rt.effects(cmd, span)
@@ -492,6 +597,7 @@ def _operation(rt: Runtime, args: list[Any], span: Any) -> None:
     _want(key, str, "string", "operation")
     if not key.strip():
         raise DalRuntimeError("an operation key must not be empty")
+    _want_unicode(key, "the operation key")
     if rt.state.get("effects_started"):
         raise DalRuntimeError(
             "operation(...) must come before the first run(): effects already ran under another identity"
@@ -529,7 +635,7 @@ def _fail(rt: Runtime, args: list[Any], span: Any) -> None:
         allowed = ("none", "inspect", "resume", "repair", "replay", "escalate")
         if retry is not None and retry not in allowed:
             raise DalRuntimeError(
-                f"fail(): retry must be one of {', '.join(allowed)}; got {display(retry)}"
+                f"fail(): retry must be one of {', '.join(allowed)}; got {describe(retry, 60)}"
             )
         blocker = value.get("blocker")
         if blocker is not None and type(blocker) is not str:

@@ -28,7 +28,7 @@ from dal.errors import (
 )
 from dal.eval import ops
 from dal.eval.runtime import FailSignal, FinishSignal, LoopFrame, LoopSite, Runtime, SkipSignal, WaitSignal
-from dal.eval.values import UNSET, Builtin, Cell, Function, a_type_name, type_name
+from dal.eval.values import INT_LIMIT, UNSET, Builtin, Cell, Function, a_type_name, type_name
 from dal.resolve.resolver import BUILTIN, FREE, GLOBAL, LOCAL, Resolution, conjuncts
 from dal.syntax import ast
 
@@ -117,10 +117,25 @@ def _template(key: tuple[Any, ...], lines: list[str] | Callable[[], list[str]]) 
     return made
 
 
+# Integers stay within MAX_INT_DIGITS digits (`NL < v < L`) and strings within the memory budget's size
+# (`MS` characters): a result outside goes to the slow path, which raises the located error. A literal
+# is never negative, so `x + 1` can only overflow upward and `x - 1` downward.
+_GROWS = {"+", "-", "*"}
+
+
+def _int_bound(op: str, rk: str) -> str:
+    """The test that the integer result `v` of `x op y` is within DAL's size."""
+    if rk == "cint" and op == "+":
+        return "v < L"
+    if rk == "cint" and op == "-":
+        return "v > NL"
+    return "NL < v < L"
+
+
 def _binary_factory(op: str, lk: str, rk: str, nonzero: bool) -> Callable[..., Code]:
-    """make(a, af, b, bf, G, slow, span, comp) -> closure computing `a op b` with DAL's types."""
+    """make(a, af, b, bf, G, slow, span, comp, L, NL, MS) -> closure computing `a op b` with DAL's types."""
     lines = [
-        "def make(a, af, b, bf, G, slow, span, comp):",
+        "def make(a, af, b, bf, G, slow, span, comp, L, NL, MS):",
         "  def binop(f):",
         "    " + _READ[lk].format(v="x", c="a"),
         "    " + _READ[rk].format(v="y", c="b"),
@@ -135,8 +150,14 @@ def _binary_factory(op: str, lk: str, rk: str, nonzero: bool) -> Callable[..., C
         test = "type(x) is int" if rk == "cint" else "type(x) is int and type(y) is int"
         if op == "%" and not nonzero:
             test += " and y"
-        lines += [f"    if {test}:", f"        return x {op} y"]
-        if op in _STR_OPS and rk != "cint":
+        if op in _GROWS:
+            lines += [f"    if {test}:", f"        v = x {op} y", f"        if {_int_bound(op, rk)}:",
+                      "            return v"]
+        else:
+            lines += [f"    if {test}:", f"        return x {op} y"]
+        if op == "+" and rk != "cint":
+            lines += ["    if type(x) is str and type(y) is str and len(x) + len(y) <= MS:", "        return x + y"]
+        elif op in _STR_OPS and rk != "cint":
             lines += ["    if type(x) is str and type(y) is str:", f"        return x {op} y"]
     lines += ["    return slow(x, y, span, comp)", "  return binop"]
     return _template(("bin", op, lk, rk, nonzero), lines)
@@ -341,7 +362,13 @@ class Compiler:
                 test += " and y"
             lines = [_READ[lk].format(v="x", c="a"), _READ[rk].format(v="y", c="b"), f"if {test}:",
                      f"    v = x {op} y"]
-            if op in _STR_OPS and rk != "cint":
+            if op in _GROWS:
+                env.update(L=INT_LIMIT, NL=-INT_LIMIT)
+                lines += [f"    if not {_int_bound(op, rk)}:", "        v = slow(x, y, bspan, comp)"]
+            if op == "+" and rk != "cint":
+                env["MS"] = self.rt.limits.max_string
+                lines += ["elif type(x) is str and type(y) is str and len(x) + len(y) <= MS:", "    v = x + y"]
+            elif op in _STR_OPS and rk != "cint":
                 lines += ["elif type(x) is str and type(y) is str:", f"    v = x {op} y"]
             lines += ["else:", "    v = slow(x, y, bspan, comp)"]
             return lines  # a glob read spans lines, indented for a four-space body
@@ -534,17 +561,19 @@ class Compiler:
             # a string that anything else still holds has other references and is copied, as before.
             rk, b, bf = self._operand(value.right)
             env.update(a=t, af=self._name_reader(value.left), b=b, bf=bf, slow=ops.BINARY["+"],
-                       bspan=value.span, comp=self)
+                       bspan=value.span, comp=self, L=INT_LIMIT, NL=-INT_LIMIT, MS=self.rt.limits.max_string)
             body = [
                 _READ[kind].format(v="x", c="a"),
                 _READ[rk].format(v="y", c="b"),
-                "if type(x) is str and type(y) is str:",
+                "if type(x) is str and type(y) is str and len(x) + len(y) <= MS:",
                 "    f[t] = None" if kind == "slot" else "    G[t] = None",
                 "    x += y",
                 "    f[t] = x" if kind == "slot" else "    G[t] = x",
                 "    return",
                 "if type(x) is int and type(y) is int:",
                 "    v = x + y",
+                f"    if not {_int_bound('+', rk)}:",
+                "        v = slow(x, y, bspan, comp)",
                 "else:",
                 "    v = slow(x, y, bspan, comp)",
             ]
@@ -1175,7 +1204,7 @@ class Compiler:
             rk, b, bf = self._operand(e.right, right=True)
             nonzero = rk == "cint" and b != 0
             make = _binary_factory(op, lk, rk, nonzero)
-            return make(a, af, b, bf, self.G, slow, e.span, self)
+            return make(a, af, b, bf, self.G, slow, e.span, self, INT_LIMIT, -INT_LIMIT, self.rt.limits.max_string)
         a = self.expr(e.left)
         b = self.expr(e.right)
         span = e.span

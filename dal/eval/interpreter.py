@@ -13,7 +13,7 @@ from dal.errors import BudgetExhausted, DalError, DalRuntimeError, DalSyntaxErro
 from dal.eval.builtins import BUILTINS, arities
 from dal.eval.compiler import Compiler
 from dal.eval.runtime import FailSignal, FinishSignal, Runtime, SkipSignal, WaitSignal
-from dal.eval.values import Builtin
+from dal.eval.values import Builtin, size_text
 from dal.records import ValueRecord
 from dal.resolve.resolver import ModuleState, Resolution, resolve
 from dal.stack import in_big_stack
@@ -136,6 +136,12 @@ class Engine:
                 )
             rt.start_clock()
             try:
+                return run(code)
+            finally:
+                rt.stop_clock()
+
+        def run(code: Callable[[], Any]) -> Outcome:
+            try:
                 code()
                 return Outcome("completed")
             except FinishSignal as s:
@@ -152,26 +158,43 @@ class Engine:
                 return Outcome("interrupted", _with_source(e, checked), ended_by="interrupt")
             except DalError as e:
                 return Outcome("failed", _with_source(e, checked), ended_by="error")
-            except RecursionError:
+            except RecursionError as exc:
                 e = DalRuntimeError("the call stack overflowed: is the recursion unbounded?",
-                                    filename=checked.filename, source=checked.source)
+                                    _span_of(exc), filename=checked.filename, source=checked.source)
                 return Outcome("failed", e, ended_by="error")
-            except MemoryError:
-                e = DalRuntimeError("out of memory: the script built a value too large to hold",
-                                    filename=checked.filename, source=checked.source)
-                return Outcome("failed", e, ended_by="error")
+            except MemoryError as exc:
+                e = BudgetExhausted(
+                    "memory budget exhausted: the machine had no memory left for this step "
+                    f"(--max-memory {size_text(rt.max_memory)})",
+                    _span_of(exc), budget="memory", filename=checked.filename, source=checked.source,
+                    help="lower --max-memory below what the machine can give, or keep fewer large values",
+                )
+                return Outcome("exhausted", e, ended_by="budget")
             except Exception as e:  # a bug in DAL itself, not in the script
                 import traceback
 
                 detail = "".join(traceback.format_exception(e)).strip().splitlines()[-1]
                 err = InternalError(
                     f"internal error in DAL (please report it): {detail}",
-                    filename=checked.filename, source=checked.source,
+                    _span_of(e), filename=checked.filename, source=checked.source,
                 )
                 err.__cause__ = e
                 return Outcome("failed", err, ended_by="error")
 
         return in_big_stack(go)
+
+
+def _span_of(exc: BaseException) -> ast.Span | None:
+    """Where in the script a Python exception happened: the span of the innermost compiled statement or
+    expression on its traceback (every compiled closure holds its node's span as `span`)."""
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        span = tb.tb_frame.f_locals.get("span")
+        if isinstance(span, ast.Span):
+            found = span
+        tb = tb.tb_next
+    return found
 
 
 def _with_source(e: DalError, checked: Checked) -> DalError:

@@ -6,10 +6,11 @@ Every function takes the span of the expression and the compiler (to build locat
 from __future__ import annotations
 
 import math
+from itertools import islice
 from typing import Any
 
 from dal.errors import DalRuntimeError, DalTypeError
-from dal.eval.values import a_type_name, dal_eq, display, type_name
+from dal.eval.values import INT_LIMIT, a_type_name, dal_eq, int_overflow, quote, type_name
 
 __all__ = ["BINARY", "dal_eq", "get_field", "get_item", "iter_items", "neg", "set_item"]
 
@@ -25,22 +26,40 @@ def _finite(r: Any, span: Any, comp: Any) -> Any:
     return r
 
 
+def _int(r: Any, span: Any, comp: Any) -> Any:
+    """An integer result within DAL's size (MAX_INT_DIGITS digits), else a located overflow error."""
+    if type(r) is int and not -INT_LIMIT < r < INT_LIMIT:
+        raise _sized(int_overflow(), span, comp)
+    return r
+
+
+def _sized(err: Any, span: Any, comp: Any) -> Any:
+    """A size error (built without a place) located at `span`."""
+    err.located(span, comp.filename)
+    err.source = comp.source
+    return err
+
+
 def add(a: Any, b: Any, span: Any, comp: Any) -> Any:
     ta, tb = type(a), type(b)
     if _num(a) and _num(b):
         try:
-            return _finite(a + b, span, comp)
+            return _int(_finite(a + b, span, comp), span, comp)
         except OverflowError:  # an integer too large to meet a float
             raise comp._err(DalRuntimeError, "number too large for this operation", span) from None
     if ta is str and tb is str:
+        n = len(a) + len(b)
+        if n > comp.rt.limits.max_string:
+            raise _sized(comp.rt.limits.refuse("`+`", "string", n), span, comp)
         return a + b
     if ta is list and tb is list:
+        n = len(a) + len(b)
+        if n > comp.rt.limits.max_items:
+            raise _sized(comp.rt.limits.refuse("`+`", "list", n), span, comp)
         return a + b
     if ta is str or tb is str:
         other = b if ta is str else a
         hint = "str(...)" if other is not None else "str(...) or a default"
-        lhs = display(a) if ta is not str else a
-        del lhs
         raise comp._err(
             DalTypeError,
             f"cannot add {type_name(a)} and {type_name(b)}: `+` joins two strings, two lists or two numbers",
@@ -59,7 +78,7 @@ def _arith(symbol: str, fn: Any) -> Any:
     def op(a: Any, b: Any, span: Any, comp: Any) -> Any:
         if _num(a) and _num(b):
             try:
-                return _finite(fn(a, b), span, comp)
+                return _int(_finite(fn(a, b), span, comp), span, comp)
             except ZeroDivisionError:
                 raise comp._err(DalRuntimeError, "division by zero", span) from None
             except OverflowError:
@@ -87,12 +106,20 @@ def _compare(symbol: str, fn: Any) -> Any:
     return op
 
 
+def poller(comp: Any, span: Any) -> Any:
+    """What a long walk over a value calls now and then: stop there if the script was asked to stop."""
+    rt = comp.rt
+    return lambda: rt.poll(span)
+
+
 def _eq(a: Any, b: Any, span: Any, comp: Any) -> bool:
+    if type(a) is list or type(a) is dict:
+        return dal_eq(a, b, poller(comp, span))
     return dal_eq(a, b)
 
 
 def _ne(a: Any, b: Any, span: Any, comp: Any) -> bool:
-    return not dal_eq(a, b)
+    return not _eq(a, b, span, comp)
 
 
 BINARY = {
@@ -117,10 +144,10 @@ def neg(v: Any, span: Any, comp: Any) -> Any:
 
 
 def _missing_key(m: dict[str, Any], key: str, span: Any, comp: Any) -> Exception:
-    names = ", ".join(f'"{k}"' for k in list(m)[:12]) + (", ..." if len(m) > 12 else "")
+    names = ", ".join(quote(k, 40) for k in islice(m, 12)) + (", ..." if len(m) > 12 else "")
     return comp._err(
         DalRuntimeError,
-        f'map has no key "{key}"',
+        f"map has no key {quote(key)}",
         span,
         help=f"its keys are: {names}" if m else "the map is empty",
     )
@@ -184,8 +211,11 @@ def set_item(o: Any, i: Any, v: Any, span: Any, comp: Any, field: bool = False) 
 
 
 def iter_items(v: Any, span: Any, comp: Any) -> list[Any]:
-    """What `for` walks: a copy of a list, the keys of a map, the characters of a string."""
+    """What `for` walks: a copy of a list, the keys of a map, the characters of a string (each one a
+    new value, so their number is bounded by the memory budget)."""
     t = type(v)
+    if t is str and len(v) > comp.rt.limits.max_new:
+        raise _sized(comp.rt.limits.refuse("`for` over a string", "new", len(v)), span, comp)
     if t is list or t is dict or t is str:
         return list(v)
     raise comp._err(DalTypeError, f"cannot loop over {a_type_name(v)}", span, help="loop over a list, map or string")

@@ -5,10 +5,16 @@ Steps are charged by adding to `rt.steps` and comparing with `rt.limit` (the com
 `n = rt.steps + k; if n > rt.limit: <charge statement by statement>; rt.steps = n`). `limit` is the
 smaller of the step budget and the next moment to look at the clock and at interrupt requests, so a
 single comparison in the hot path guards every budget.
+
+Budgets that time decides bind whatever one step costs: while a script runs, a watchdog thread wakes
+every few milliseconds and, when the deadline has passed or the process holds more memory than the
+memory budget allows, sets `limit` to -1 (as an interrupt does), so the script stops at its next step.
+The sizes in `Limits` bound what one step can build, and so how long a step can take.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -16,6 +22,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from dal.errors import BudgetExhausted, DalRuntimeError, Interrupted
+from dal.eval.values import DEFAULT_MAX_MEMORY, Limits, size_text
 from dal.records import Record
 from dal.syntax.ast import Span
 
@@ -121,11 +128,69 @@ class Recorder(Protocol):
 EVIDENCE_CAP = 50
 
 
+def _resident_bytes(fd: int) -> int:
+    """The process's resident memory, from /proc/self/statm (open as `fd`)."""
+    return int(os.pread(fd, 100, 0).split()[1]) * _PAGE
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+WATCH_MEMORY_EVERY = 0.02  # seconds between two looks at the memory
+
+
+class _Watchdog:
+    """The thread that enforces a run's deadline and memory budget while its script runs. Memory is the
+    growth of the process's resident memory since the script started (Linux; elsewhere only the sizes
+    in Limits bound it)."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.stop = threading.Event()
+        self.fd = -1
+        self.base = 0
+        if rt.max_memory:
+            try:
+                self.fd = os.open("/proc/self/statm", os.O_RDONLY)
+                self.base = _resident_bytes(self.fd)
+            except (OSError, ValueError, IndexError):
+                self.close()
+        self.thread = threading.Thread(target=self.watch, name="dal-watchdog", daemon=True)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def watch(self) -> None:
+        rt = self.rt
+        next_memory = time.monotonic() + WATCH_MEMORY_EVERY
+        try:
+            while True:
+                wait = WATCH_MEMORY_EVERY if self.fd >= 0 else 3600.0
+                if rt.deadline is not None:
+                    wait = min(wait, max(0.0, rt.deadline - time.monotonic()))
+                if self.stop.wait(wait):
+                    return
+                now = time.monotonic()
+                if rt.deadline is not None and now >= rt.deadline:
+                    rt.trip("time")
+                    return
+                if self.fd >= 0 and now >= next_memory:
+                    next_memory = now + WATCH_MEMORY_EVERY
+                    if _resident_bytes(self.fd) - self.base > rt.max_memory:
+                        rt.trip("memory")
+                        return
+        except (OSError, ValueError, IndexError):
+            return  # the memory cannot be read after all: the sizes in Limits still bound it
+        finally:
+            self.close()
+
+
 class Runtime:
     __slots__ = (
         "steps", "limit", "max_steps", "deadline", "timeout", "depth", "max_depth", "loops",
         "recorder", "write", "interrupt_reason", "filename", "source", "effects", "state", "now",
-        "_lock", "on_effect", "context", "observe", "interrupted_at", "getenv",
+        "_lock", "on_effect", "context", "observe", "interrupted_at", "getenv", "max_memory", "limits",
+        "tripped", "_watchdog",
     )
 
     def __init__(
@@ -136,12 +201,17 @@ class Runtime:
         write: Callable[[str], Any] | None = None,
         recorder: Recorder | None = None,
         max_depth: int = DEFAULT_MAX_DEPTH,
+        max_memory: int = DEFAULT_MAX_MEMORY,
     ) -> None:
         self.steps = 0
         self.max_steps = max_steps
         self.timeout = timeout
         self.deadline = (time.monotonic() + timeout) if timeout else None
         self.limit = min(max_steps, CHECK_EVERY)
+        self.max_memory = max_memory
+        self.limits = Limits(max_memory)
+        self.tripped: str | None = None  # "time" or "memory": the watchdog saw that budget run out
+        self._watchdog: _Watchdog | None = None
         self.depth = 0
         self.max_depth = max_depth
         self.loops: list[LoopFrame] = []
@@ -164,15 +234,32 @@ class Runtime:
         self.getenv: Callable[[str], str | None] = lambda name: None
 
     def start_clock(self) -> None:
+        """The script starts now: the deadline counts from here, and the watchdog watches it and the
+        memory until `stop_clock`."""
         self.deadline = (time.monotonic() + self.timeout) if self.timeout else None
+        self.tripped = None
+        self.stop_clock()
+        if self.deadline is not None or self.max_memory:
+            self._watchdog = _Watchdog(self)
+            self._watchdog.thread.start()
+
+    def stop_clock(self) -> None:
+        dog, self._watchdog = self._watchdog, None
+        if dog is not None:
+            dog.stop.set()
+
+    def trip(self, budget: str) -> None:
+        """The watchdog's word: `budget` ("time" or "memory") ran out; stop at the next step."""
+        self.tripped = budget
+        self.limit = -1
 
     # --- the slow path of step charging ---------------------------------------------------
 
     def over_limit(self, span: Span) -> None:
-        """Called when `steps` passed `limit`: a budget, the clock or an interrupt request."""
+        """Called when `steps` passed `limit`: a budget, the clock, the watchdog or an interrupt request."""
         if self.interrupt_reason is not None:
             reason, self.interrupt_reason = self.interrupt_reason, None
-            self.limit = min(self.max_steps, self.steps + CHECK_EVERY)
+            self._rearm()
             raise Interrupted(
                 f"interrupted by {reason}", span, filename=self.filename, source=self.source, signal_name=reason
             )
@@ -185,7 +272,17 @@ class Runtime:
                 source=self.source,
                 help="raise --max-steps if the work is legitimate, or bound the loop",
             )
-        if self.deadline is not None and time.monotonic() > self.deadline:
+        if self.tripped == "memory":
+            raise BudgetExhausted(
+                f"memory budget exhausted: the run holds more than {size_text(self.max_memory)} of memory "
+                "(--max-memory)",
+                span,
+                budget="memory",
+                filename=self.filename,
+                source=self.source,
+                help="raise --max-memory if the work is legitimate, or keep fewer large values",
+            )
+        if self.tripped == "time" or (self.deadline is not None and time.monotonic() > self.deadline):
             raise BudgetExhausted(
                 f"time budget exhausted: the run took longer than {self.timeout:g}s (--timeout)",
                 span,
@@ -193,7 +290,19 @@ class Runtime:
                 filename=self.filename,
                 source=self.source,
             )
+        self._rearm()
+
+    def _rearm(self) -> None:
         self.limit = min(self.max_steps, self.steps + CHECK_EVERY)
+        # An interrupt or the watchdog may have set limit to -1 while it was being recomputed: keep it.
+        if self.interrupt_reason is not None or self.tripped is not None:
+            self.limit = -1
+
+    def poll(self, span: Span) -> None:
+        """For one step that works long (a comparison, a text of a large value): stop now if an interrupt
+        or the watchdog asked the script to stop."""
+        if self.limit < 0:
+            self.over_limit(span)
 
     def interrupt(self, reason: str = "SIGINT") -> None:
         """Ask the running script to stop at its next step (thread-safe)."""

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from itertools import islice
 from typing import Any
 
+CYCLE = "<cycle>"  # as dal.eval.values.CYCLE: a list or map inside itself
+
 # Beyond this many bits an int would print with more digits than a person reads (and Python refuses to
 # print ints past 4300 digits at all), so it is shown by size.
 _MAX_INT_BITS = 256
@@ -30,8 +32,10 @@ def compact(
 
     Elided values become marker maps: `{"$elided": "list", "length": N, "head": [...], "tail": [...]}`,
     `{"$elided": "map", "size": N, "keys": [...], "head": {...}}`, `{"$elided": "string", "length": N,
-    "head": "..."}`; a container below `depth` levels keeps only its size. A value with a `summary`
-    attribute (a run() result) shows as that string, a value with `dal_repr()` (a function) as its repr.
+    "head": "..."}`; a container below `depth` levels keeps only its size, and one met again inside
+    itself shows as the string `<cycle>`. A value with a `summary` attribute (a run() result) shows as that
+    string, a value with `dal_repr()` (a function) as its repr. Takes DAL values as they are: its work is
+    bounded by the limits, whatever the size, depth or sharing of `value`.
     """
     walker = _Walker(max(1, max_items), max(1, max_string), max(0, depth), max(1, max_nodes))
     return walker.walk(value, walker.depth)
@@ -43,6 +47,7 @@ class _Walker:
         self.max_string = max_string
         self.depth = depth
         self.nodes_left = max_nodes
+        self.open: set[int] = set()  # the lists and maps being walked: one met again is a cycle
 
     def walk(self, value: Any, depth: int) -> Any:
         self.nodes_left -= 1
@@ -58,10 +63,14 @@ class _Walker:
             return value if math.isfinite(value) else str(value)
         if isinstance(value, str):
             return self.string(value)
-        if isinstance(value, list | tuple):
-            return self.sequence(value, depth)
-        if isinstance(value, Mapping):
-            return self.mapping(value, depth)
+        if isinstance(value, list | tuple | Mapping):
+            if id(value) in self.open:
+                return CYCLE
+            self.open.add(id(value))
+            try:
+                return self.sequence(value, depth) if isinstance(value, list | tuple) else self.mapping(value, depth)
+            finally:
+                self.open.discard(id(value))
         summary = getattr(value, "summary", None)
         if isinstance(summary, str):
             return self.string(summary)

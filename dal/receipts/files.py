@@ -7,12 +7,12 @@ the folder is fsynced so the rename itself survives a crash.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from dal.fsutil import atomic_write_text
+from dal.jsontext import dumps
 
 DEFAULT_RECEIPTS_DIR = Path(".dal") / "receipts"
 
@@ -36,8 +36,9 @@ def atomic_write(path: str | os.PathLike[str], text: str) -> Path:
 
 
 def receipt_json(receipt: dict[str, Any]) -> str:
-    """The text of `<run_id>.json`: the receipt itself, indented for people, UTF-8, newline-terminated."""
-    return json.dumps(receipt, indent=2, ensure_ascii=False) + "\n"
+    """The text of `<run_id>.json`: the receipt itself, indented for people, UTF-8, newline-terminated (a
+    lone surrogate in a string written as its JSON escape, see dal.jsontext)."""
+    return dumps(receipt, indent=2) + "\n"
 
 
 def write_receipt_files(

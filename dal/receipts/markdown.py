@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dal.jsontext import escape_surrogates
 from dal.receipts.render import (
     MAX_ARTIFACT_LINES,
     attempts_of,
@@ -90,4 +91,4 @@ def render_markdown(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str,
         lines.append(f"- loop: {describe_loop(loop)}")
     lines += [f"- decision: {describe_decision(d)}" for d in decisions]
     lines.append(f"- next: {next_action(receipt, decisions)}")
-    return "\n".join(lines) + "\n"
+    return escape_surrogates("\n".join(lines) + "\n")  # UTF-8 text: a lone surrogate shown escaped

@@ -11,6 +11,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from dal.jsontext import escape_surrogates
+
 MAX_EVIDENCE_LINES = 50
 MAX_ARTIFACT_LINES = 20
 MAX_OUTCOME_CHARS = 160
@@ -281,7 +283,7 @@ def next_action(
         why = f"{one_line(error.get('message'))} at {_where(error)}" if error else "a budget ran out"
         import re
 
-        named = re.search(r"\((--[a-z-]+)\)", (error or {}).get("message") or "")
+        named = re.search(r"\((--[a-z-]+)[ )]", (error or {}).get("message") or "")
         flag = named.group(1) if named else "--max-steps/--max-effects/--timeout"
         return (
             f"inspect the evidence ({why}); fix the loop or raise {flag}, then `{_rerun(receipt)}`"
@@ -449,4 +451,4 @@ def render(
         out += [f"  {describe_decision(d)}" for d in decisions]
 
     out += ["", f"{paint('1', 'next:')} {next_action(receipt, decisions, continued_by)}"]
-    return "\n".join(out) + "\n"
+    return escape_surrogates("\n".join(out) + "\n")  # text for people: a lone surrogate shown escaped

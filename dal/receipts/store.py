@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+from dal.jsontext import dumps as _dumps
+from dal.jsontext import escape_surrogates as _utf8
 from dal.receipts.ids import RUN_ID_RE, utc_timestamp
 
 SCHEMA_VERSION = 1
@@ -467,7 +469,7 @@ class Store:
         loops = receipt.get("loops") or []
         # The loops live in their own table; the stored run receipt keeps an empty list in their place so
         # get_run() can put them back in the same key order.
-        body = json.dumps({**receipt, "loops": []}, ensure_ascii=False, separators=(",", ":"))
+        body = _dumps({**receipt, "loops": []}, separators=(",", ":"))
         run_id = receipt["run_id"]
         script = receipt.get("script") or {}
         c.execute(
@@ -484,13 +486,13 @@ class Store:
             " skipped_of = excluded.skipped_of, receipt = excluded.receipt",
             (
                 run_id,
-                receipt["operation"],
-                receipt.get("key"),
+                _utf8(receipt["operation"]),
+                _opt_utf8(receipt.get("key")),
                 receipt["status"],
                 receipt.get("retry"),
                 receipt.get("external_effect"),
-                receipt.get("blocker"),
-                script.get("path"),
+                _opt_utf8(receipt.get("blocker")),
+                _opt_utf8(script.get("path")),
                 receipt["attempted_at"],
                 receipt.get("finished_at"),
                 receipt.get("duration_ms"),
@@ -516,7 +518,7 @@ class Store:
                     lp["exit"],
                     lp.get("clause"),
                     lp["iterations"],
-                    json.dumps(lp, ensure_ascii=False, separators=(",", ":")),
+                    _dumps(lp, separators=(",", ":")),
                 )
                 for i, lp in enumerate(loops)
             ],
@@ -746,7 +748,7 @@ class Store:
                     command,
                     effect_class,
                     utc_timestamp(),
-                    None if detail is None else json.dumps(detail, ensure_ascii=False),
+                    None if detail is None else _dumps(detail),
                 ),
             )
             if cur.rowcount == 0:
@@ -763,7 +765,7 @@ class Store:
         with self._write(f"journaling the result of effect {seq} of {run_id}") as c:
             cur = c.execute(
                 "UPDATE effects SET result = ?, status = ?, result_at = ? WHERE run_id = ? AND seq = ?",
-                (json.dumps(result_json, ensure_ascii=False), status, utc_timestamp(), run_id, seq),
+                (_dumps(result_json), status, utc_timestamp(), run_id, seq),
             )
             if cur.rowcount == 0:
                 raise StoreError(
@@ -906,6 +908,11 @@ class Store:
             return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
         return self._read(f"reading decisions for {run_id}", read)
+
+
+def _opt_utf8(text: Any) -> Any:
+    """A text column: a lone surrogate (a DAL string may hold one) written as its `\\uXXXX` escape."""
+    return _utf8(text) if isinstance(text, str) else text
 
 
 def _whoami() -> str:

@@ -148,6 +148,7 @@ class Launch:
     max_steps: int | None
     max_effects: int | None
     timeout: float | None
+    max_memory: int | None = None
 
 
 def launch_of(run: dict[str, Any]) -> Launch:
@@ -183,4 +184,5 @@ def launch_of(run: dict[str, Any]) -> Launch:
         max_steps=int(launch["max_steps"]) if launch.get("max_steps") else None,
         max_effects=int(launch["max_effects"]) if launch.get("max_effects") else None,
         timeout=float(launch["timeout"]) if launch.get("timeout") else None,
+        max_memory=int(launch["max_memory"]) if launch.get("max_memory") else None,
     )

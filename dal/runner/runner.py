@@ -25,7 +25,8 @@ from dal.effects.context import DEFAULT_EFFECT_TIMEOUT, DEFAULT_MAX_OUTPUT
 from dal.errors import DalError, DalRuntimeError, DivergenceError
 from dal.eval.interpreter import Engine, Outcome, check_source
 from dal.eval.runtime import Runtime, SkipSignal
-from dal.eval.values import display, to_json_value
+from dal.eval.values import DEFAULT_MAX_MEMORY, describe, quote
+from dal.jsontext import surrogate_at
 from dal.receipts import (
     ReceiptSchemaError,
     Store,
@@ -72,7 +73,7 @@ class RunRequest(ValueRecord):
         "script", "workspace", "policy", "source", "max_steps", "max_effects", "timeout", "effect_timeout",
         "max_output", "key", "store", "receipts_dir", "require_sandbox", "use_sandbox", "resume", "wait",
         "policy_args", "write", "on_loop_receipt", "handle_signals", "write_files", "fake", "simulate_crash",
-        "notify", "new_attempt",
+        "notify", "new_attempt", "max_memory",
     )
 
     def __init__(
@@ -102,6 +103,7 @@ class RunRequest(ValueRecord):
         simulate_crash: tuple[str, int] | None = None,  # dal test: raise SimulatedCrash at (boundary, seq)
         notify: Callable[[str], Any] | None = None,  # says what the operator should know (stderr in the CLI)
         new_attempt: bool = False,  # close the key's journal: a new attempt that runs every effect again
+        max_memory: int = DEFAULT_MAX_MEMORY,  # bytes: the memory budget (--max-memory)
     ) -> None:
         self.script = script
         self.workspace = workspace
@@ -128,6 +130,7 @@ class RunRequest(ValueRecord):
         self.simulate_crash = simulate_crash
         self.notify = notify
         self.new_attempt = new_attempt
+        self.max_memory = max_memory
 
 
 class RunReport(ValueRecord):
@@ -744,6 +747,9 @@ def _read_source(req: RunRequest) -> str:
 
 def _execute(run: _Run) -> RunReport:
     req = run.req
+    if req.key is not None and (at := surrogate_at(req.key)) is not None:
+        raise RunnerError(f"the operation key {quote(req.key)} is not valid Unicode text "
+                          f"(a lone surrogate at character {at})")
     source = _read_source(req)
     filename = str(req.script)
     checked, errors = check_source(source, filename)
@@ -765,8 +771,10 @@ def _execute(run: _Run) -> RunReport:
         "max_steps": req.max_steps,
         "max_effects": req.max_effects,
         "timeout": req.timeout,
+        "max_memory": req.max_memory,
     }
-    rt = Runtime(max_steps=req.max_steps, timeout=req.timeout, write=req.write or sys.stdout.write)
+    rt = Runtime(max_steps=req.max_steps, timeout=req.timeout, write=req.write or sys.stdout.write,
+                 max_memory=req.max_memory)
     ctx = effect_context(req, run.policy)
     store = run.open_store()
     state = {"operation": operation}
@@ -886,9 +894,9 @@ def _finish(
             script_retry = v.get("retry") if isinstance(v.get("retry"), str) else None
             blocker = v.get("blocker") if isinstance(v.get("blocker"), str) else None
         elif isinstance(v, str):
-            blocker = v
+            blocker = describe(v)
         if blocker is None:
-            blocker = "the script called fail(" + (display(v) if v is not None else "") + ")"
+            blocker = "the script called fail(" + (describe(v) if v is not None else "") + ")"
 
     external = "none"
     if handler is not None:
@@ -943,7 +951,7 @@ def _finish(
         "retry": retry,
         "blocker": blocker,
         "error": error.to_json() if error is not None else None,
-        "result": compact(to_json_value(result_value), max_items=50, depth=6, max_nodes=1000),
+        "result": compact(result_value, max_items=50, depth=6, max_nodes=1000),
         "loops": recorder.receipts() if recorder else [],
         "loops_omitted": 0,
         "attempts": attempts,
