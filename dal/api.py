@@ -197,6 +197,14 @@ def run(
             raise DalUsageError(f"no such script: {path}")
         script, source = path, None
     elif isinstance(source_or_path, str):
+        from dal.jsontext import surrogate_at
+
+        at = surrogate_at(source_or_path)
+        if at is not None:  # it could not be kept as a UTF-8 file, as a script file holding one could not be read
+            line = source_or_path.count("\n", 0, at) + 1
+            esc = f"\\u{ord(source_or_path[at]):04x}"
+            raise DalUsageError(f"the script is not valid Unicode text: a lone surrogate ({esc}) on line {line}; "
+                                f'write it as the escape "{esc}" inside a string')
         # Source text is kept as a content-addressed file in the workspace, so that `resume` can replay
         # exactly this script later.
         import hashlib

@@ -112,6 +112,9 @@ def test_errors_that_quote_the_value(tmp_path: Path, s: str) -> None:
     assert "cannot convert" in r.error["message"]
     utf8(r.error["message"])  # quoted with its escapes
     assert dalapi.receipt(r.run_id, workspace=ws).error == r.error
+    r = dalapi.run(f"let s = {literal(s)}\nprint(float(\"x\" + s))\n", workspace=ws)
+    assert r.status == "failed" and r.error["line"] == 2 and "to a float" in r.error["message"]
+    utf8(r.error["message"])
     r = dalapi.run(f"let s = {literal(s)}\nlet m = {{}}\nm[s] = 1\nprint(m[s + \"!\"])\n", workspace=ws)
     assert r.status == "failed" and r.error["line"] == 4 and "has no key" in r.error["message"]
     utf8(r.error["message"] + r.error["help"])
@@ -210,3 +213,28 @@ def test_dal_test_with_surrogates(dal_test) -> None:
     got = dal_test({"tests/wf.dal": wf, "tests/s.test.dal": test})
     assert got.code == 0, got.out + got.err
     assert "1 passed" in got.summary
+
+
+def test_api_source_text_holding_a_raw_surrogate_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(dalapi.DalUsageError, match=r"lone surrogate \(\\ud800\) on line 2"):
+        dalapi.run('print(1)\nprint("\ud800")\n', workspace=tmp_path)
+    assert dalapi.run('print(1)\nprint("\\ud800")\n', workspace=tmp_path).output == "1\n\ud800\n"
+
+
+@settings(deadline=None, max_examples=8, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(s=texts)
+def test_json_host_mode_and_receipt_show_round_trip(tmp_path: Path, dal, s: str) -> None:
+    ws = Path(tempfile.mkdtemp(dir=tmp_path))
+    (ws / "s.dal").write_text(f"let s = {literal(s)}\nprint(s)\nlet m = {{\"s\": s}}\nm[s] = [s]\nfinish(m)\n")
+    p = subprocess.run([sys.executable, "-m", "dal", "run", "--json", "s.dal"], cwd=ws, capture_output=True)
+    assert p.returncode == 0, p.stderr
+    receipt = json.loads(p.stdout.decode("utf-8"))  # stdout is UTF-8 JSON
+    validate(receipt)
+    assert receipt["result"] == expected({"s": s, s: [s]})
+    shown = subprocess.run([sys.executable, "-m", "dal", "receipt", "show", receipt["run_id"], "--json"], cwd=ws,
+                           capture_output=True)
+    assert json.loads(shown.stdout.decode("utf-8"))["result"] == receipt["result"]
+    text = subprocess.run([sys.executable, "-m", "dal", "receipt", "show", receipt["run_id"]], cwd=ws,
+                          capture_output=True)
+    assert text.returncode == 0 and b"Traceback" not in text.stderr
+    text.stdout.decode("utf-8")

@@ -216,3 +216,26 @@ def test_step_counts_do_not_depend_on_the_memory_budget(dal_engine) -> None:
         assert Engine(rt).execute(checked).status == "completed"  # type: ignore[arg-type]
         counts.add(rt.steps)
     assert len(counts) == 1
+
+
+@pytest.mark.parametrize("exc, status, kind", [
+    (MemoryError, "exhausted", "budget"), (RecursionError, "failed", "runtime"), (ValueError, "failed", "internal"),
+])
+def test_errors_python_raises_are_located_at_the_statement(exc: type, status: str, kind: str) -> None:
+    """What used to point at file:0:0: the machine out of memory, a stack overflow outside any call, a
+    bug in DAL. The place comes from the innermost compiled statement or expression."""
+    from dal.eval.builtins import BUILTINS
+    from dal.eval.interpreter import Engine, check_source
+    from dal.eval.runtime import Runtime
+    from dal.eval.values import Builtin
+
+    def boom(rt: Any, args: list[Any], span: Any) -> None:
+        raise exc("boom")
+
+    table = {**BUILTINS, "boom": Builtin("boom", boom, 0, 0, "boom()", "")}
+    checked, errors = check_source('let x = 1\nlet i = 0\nwhile i < 3 {\n    i = i + 1\n    let y = [boom()]\n}\n',
+                                   "t.dal", builtins=table)
+    assert not errors
+    outcome = Engine(Runtime(write=lambda s: None), builtins=table).execute(checked)  # type: ignore[arg-type]
+    assert outcome.status == status and outcome.error.kind == kind
+    assert (outcome.error.span.line, outcome.error.span.column) == (5, 14)
