@@ -172,12 +172,12 @@ class _Watchdog:
                     return
                 now = time.monotonic()
                 if rt.deadline is not None and now >= rt.deadline:
-                    rt.trip("time")
+                    rt.trip("time", self)
                     return
                 if self.fd >= 0 and now >= next_memory:
                     next_memory = now + WATCH_MEMORY_EVERY
                     if _resident_bytes(self.fd) - self.base > rt.max_memory:
-                        rt.trip("memory")
+                        rt.trip("memory", self)
                         return
         except (OSError, ValueError, IndexError):
             return  # the memory cannot be read after all: the sizes in Limits still bound it
@@ -236,22 +236,29 @@ class Runtime:
     def start_clock(self) -> None:
         """The script starts now: the deadline counts from here, and the watchdog watches it and the
         memory until `stop_clock`."""
+        self.stop_clock()
         self.deadline = (time.monotonic() + self.timeout) if self.timeout else None
         self.tripped = None
-        self.stop_clock()
         if self.deadline is not None or self.max_memory:
-            self._watchdog = _Watchdog(self)
-            self._watchdog.thread.start()
+            dog = _Watchdog(self)
+            with self._lock:
+                self._watchdog = dog
+            dog.thread.start()
 
     def stop_clock(self) -> None:
-        dog, self._watchdog = self._watchdog, None
+        with self._lock:
+            dog, self._watchdog = self._watchdog, None
         if dog is not None:
             dog.stop.set()
 
-    def trip(self, budget: str) -> None:
-        """The watchdog's word: `budget` ("time" or "memory") ran out; stop at the next step."""
-        self.tripped = budget
-        self.limit = -1
+    def trip(self, budget: str, dog: Any) -> None:
+        """The watchdog's word: `budget` ("time" or "memory") ran out; stop at the next step. Only the
+        watchdog of the script running now counts (a REPL runs the next input with the same runtime)."""
+        with self._lock:
+            if self._watchdog is not dog:
+                return
+            self.tripped = budget
+            self.limit = -1
 
     # --- the slow path of step charging ---------------------------------------------------
 
