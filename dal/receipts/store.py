@@ -425,9 +425,9 @@ class Store:
                 " policy) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
                 (
                     run_id,
-                    operation,
-                    key,
-                    script_path,
+                    _utf8(operation),
+                    _opt_utf8(key),
+                    _opt_utf8(script_path),
                     started_at or utc_timestamp(),
                     previous_run,
                     os.getpid() if pid is None else pid,

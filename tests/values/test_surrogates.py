@@ -10,6 +10,7 @@ they encode, so `expected()` below combines such pairs (UTF-16 decoding) before 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -238,3 +239,17 @@ def test_json_host_mode_and_receipt_show_round_trip(tmp_path: Path, dal, s: str)
                           capture_output=True)
     assert text.returncode == 0 and b"Traceback" not in text.stderr
     text.stdout.decode("utf-8")
+
+
+def test_a_script_file_whose_name_is_not_utf8(tmp_path: Path) -> None:
+    """Operator-side text can hold surrogates too: a file name of bytes that are not UTF-8 (Python names
+    it with surrogateescape). Its run is stored, its receipt shows the name escaped."""
+    name = b"r\xff.dal"
+    with open(os.path.join(os.fsencode(tmp_path), name), "wb") as f:
+        f.write(b'print("ran")\n')
+    for _ in range(2):
+        p = subprocess.run([sys.executable, "-m", "dal", "run", name], cwd=tmp_path, capture_output=True)
+        assert p.returncode == 0 and p.stdout == b"ran\n", p.stderr
+    shown = subprocess.run([sys.executable, "-m", "dal", "receipt", "show", "latest"], cwd=tmp_path,
+                           capture_output=True)
+    assert shown.returncode == 0 and b"r\\udcff.dal" in shown.stdout
