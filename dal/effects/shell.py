@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 
 import attrs
 import tree_sitter
@@ -69,6 +70,24 @@ class CommandList:
 
 _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 
+# tree-sitter-bash 0.25's scanner crashes the whole process (SIGSEGV) on some characters outside ASCII
+# (`{` followed by U+B6220 does, one parse in three): a script must never be able to kill DAL, which would
+# leave its run without a receipt. The parser therefore sees a shadow of the command in which every byte
+# outside ASCII is `a`. That keeps every byte offset, and it is what bash sees anyway: to bash (and to
+# DAL's plan) a character outside ASCII is a plain word character, never an operator, a quote or a blank.
+# The text of every token is taken from the real command by those offsets (_text).
+_NON_ASCII = re.compile(rb"[\x80-\xff]")
+_source = threading.local()
+
+
+def _shadow(src: bytes) -> bytes:
+    return _NON_ASCII.sub(b"a", src) if not src.isascii() else src
+
+
+def _text(node: tree_sitter.Node) -> bytes:
+    """The real bytes of `node` (the tree was parsed from the ASCII shadow of `_source.src`)."""
+    return _source.src[node.start_byte : node.end_byte]
+
 # Names a user recognises, for constructs we refuse.
 _CONSTRUCTS = {
     "command_substitution": "command substitution $(...)",
@@ -124,9 +143,9 @@ _UNQUOTED_BAD = {
 
 
 def _describe(node: tree_sitter.Node) -> str:
-    if node.type == "command_substitution" and node.text.startswith(b"`"):
+    if node.type == "command_substitution" and _text(node).startswith(b"`"):
         return "command substitution with backticks"
-    if node.type == "test_command" and node.text.startswith(b"[["):
+    if node.type == "test_command" and _text(node).startswith(b"[["):
         return "[[ ... ]] test"
     name = _CONSTRUCTS.get(node.type)
     if name:
@@ -204,7 +223,7 @@ def _decode_double(raw: str) -> str:
 def _word(node: tree_sitter.Node, before: str = "") -> str:
     """The text bash makes of a word node; `before` is what precedes it in the same word (glued parts)."""
     t = node.type
-    text = node.text.decode("utf-8", errors="surrogateescape")
+    text = _text(node).decode("utf-8", errors="surrogateescape")
     if t in ("word", "number"):
         return _decode_unquoted(text, before)
     if t == "raw_string":
@@ -231,7 +250,7 @@ def _redirect(node: tree_sitter.Node) -> Redirect:
     dests: list[tree_sitter.Node] = []
     for child in node.children:
         if child.type == "file_descriptor":
-            fd = int(child.text)
+            fd = int(_text(child))
         elif not child.is_named:
             ops.append(child.type)
         else:
@@ -242,7 +261,7 @@ def _redirect(node: tree_sitter.Node) -> Redirect:
     if op == ">&" and dest.type != "number":
         raise ShellDenied("redirection >&FILE (use &> FILE)")
     if op == ">&":
-        target_fd = dest.text.decode()
+        target_fd = _text(dest).decode()
         if dest.type != "number" or target_fd not in ("1", "2"):
             raise ShellDenied(f"redirection >&{target_fd}")
         src = 1 if fd is None else fd
@@ -270,7 +289,7 @@ def _program_name(node: tree_sitter.Node) -> str:
     # classic ways to dodge alias- and name-based filters.
     if node.child_count != 1 or node.children[0].type != "word":
         raise ShellDenied("quoted or computed program name")
-    text = node.children[0].text.decode("utf-8", errors="surrogateescape")
+    text = _text(node.children[0]).decode("utf-8", errors="surrogateescape")
     if "\\" in text:
         raise ShellDenied("backslash in program name")
     return _decode_unquoted(text)
@@ -319,7 +338,7 @@ def _test_tokens(node: tree_sitter.Node, out: list[tree_sitter.Node]) -> None:
 
 def _test_command(node: tree_sitter.Node) -> SimpleCommand:
     """`[ ... ]` gets its own node in tree-sitter; flatten it back into the argv `[` really sees."""
-    if node.text.startswith(b"[["):
+    if _text(node).startswith(b"[["):
         raise _deny(node)
     kids = node.children
     if len(kids) < 2 or kids[0].type != "[" or kids[-1].type != "]":
@@ -339,7 +358,7 @@ def _test_command(node: tree_sitter.Node) -> SimpleCommand:
     argv = ["["]
     for tok in tokens:
         if tok.type == "test_operator" or not tok.is_named:
-            argv.append(_decode_unquoted(tok.text.decode()))
+            argv.append(_decode_unquoted(_text(tok).decode("utf-8", errors="surrogateescape")))
         else:
             argv.append(_word(tok))
     argv.append("]")
@@ -441,7 +460,8 @@ def _parse(command: str) -> CommandList:
     if "\x00" in command:
         raise ShellDenied("NUL byte")
     src = command.encode("utf-8", errors="surrogateescape")
-    tree = _PARSER.parse(src)
+    _source.src = src
+    tree = _PARSER.parse(_shadow(src))
     root = tree.root_node
     if root.has_error:
         bad = _first_error(root)
@@ -491,7 +511,7 @@ def _first_error(root: tree_sitter.Node) -> str | None:
     while stack:
         n = stack.pop()
         if n.type == "ERROR" or n.is_missing:
-            return n.text.decode("utf-8", errors="replace")[:20]
+            return _text(n).decode("utf-8", errors="replace")[:20]
         stack.extend(reversed(n.children))
     return None
 

@@ -71,3 +71,30 @@ def test_examples_mean_what_bash_means(words: list[str]) -> None:
 def test_a_tilde_bash_would_expand_is_denied(word: str) -> None:
     with pytest.raises(ShellDenied, match="tilde"):
         parse_command("echo " + word)
+
+
+# tree-sitter-bash 0.25 segfaults on `{` followed by U+B6220 (about one parse in three); parsing the ASCII
+# shadow of a command keeps a script from killing DAL, and its run from losing its receipt.
+CRASHER = "{\U000b6220"
+
+
+def test_characters_that_crash_tree_sitter_do_not_crash_dal() -> None:
+    import sys
+
+    code = (
+        "from dal.effects.shell import parse_command, ShellDenied\n"
+        f"for _ in range(300):\n"
+        f"    try: parse_command({CRASHER!r})\n"
+        "    except ShellDenied: pass\n"
+        f"print(parse_command('echo ' + {CRASHER[1:]!r} + ' x\\u00e9y').simple_commands()[0].argv)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == repr(("echo", CRASHER[1:], "x\u00e9y"))
+
+
+@given(st.text(alphabet=st.characters(min_codepoint=0x80, exclude_categories=("Cs",)), min_size=1, max_size=4))
+@settings(max_examples=200, deadline=None)
+def test_non_ascii_characters_are_word_characters_as_bash_sees_them(chars: str) -> None:
+    cmd = f"echo {chars}x 'q{chars}'"
+    assert parse_command(cmd).simple_commands()[0].argv == ("echo", f"{chars}x", f"q{chars}")
