@@ -37,8 +37,10 @@ def build_workspace(root: Path) -> tuple[Path, Path]:
     (ws / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     (ws / "nested" / ".git").mkdir(parents=True)
     (ws / "nested" / ".git" / "config").write_text("")
-    (ws / ".dal").mkdir()
-    (ws / ".dal" / "dal.db").write_bytes(b"")
+    # A real, empty run store (an empty file there is refused as a truncated store: docs/receipts.md).
+    from dal.receipts.store import Store
+
+    Store(ws / ".dal" / "dal.db").close()
     # A folder that looks like git internals: renamed or copied to `.git` it would become them.
     (ws / "tpl" / "hooks").mkdir(parents=True)
     (ws / "tpl" / "hooks" / "post-checkout").write_text("#!/bin/sh\n")
