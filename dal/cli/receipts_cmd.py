@@ -3,8 +3,12 @@
 Neither command writes anything: the store is opened read-only and never created, so running them in
 a folder without runs says "no runs yet" and leaves the folder as it was.
 
-Exit codes: 0 shown (or nothing to show yet for `dal receipts`), 1 no such run or the store cannot be
-read, 2 usage error (argparse).
+Exit codes: 0 shown (or nothing to show yet for `dal receipts`), 1 no such run, 2 a store that cannot be
+read (damaged, locked, not a DAL store: the message names it and says what to do) or a usage error.
+
+A run still marked `running` whose process is gone (kill -9, power loss, a pid since reused by another
+process) is `died`, in the table, in `--json`, in `receipt show` and for `--status`; the next `dal resume`
+or run of its key records it as `interrupted`.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from dal.receipts.markdown import render_markdown
 from dal.receipts.render import duration_text, render, use_colour
 from dal.receipts.store import NoStore, RunNotFound, Store, StoreError, store_path
 
-STATUSES = ("completed", "failed", "exhausted", "waiting", "interrupted", "rejected", "skipped", "running")
+STATUSES = ("completed", "failed", "exhausted", "waiting", "interrupted", "rejected", "skipped", "running", "died")
+EXIT_NOT_FOUND = 1
+EXIT_STORE = 2
 
 
 def _add_store_flags(parser: argparse.ArgumentParser) -> None:
@@ -87,9 +93,9 @@ def _open(args: argparse.Namespace) -> Store:
     return Store(store_path(getattr(args, "store", None), workspace), readonly=True)
 
 
-def _fail(message: str, err: TextIO) -> int:
+def _fail(message: str, err: TextIO, code: int = EXIT_NOT_FOUND) -> int:
     print(f"dal: {message}", file=err)
-    return 1
+    return code
 
 
 def _started(ts: str | None) -> str:
@@ -105,8 +111,15 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
     filters = {"status": args.status, "operation": args.operation, "waiting": args.waiting}
     try:
         with _open(args) as store:
-            rows = store.list_runs(limit=limit, **filters)
-            total = store.count_runs(**filters) if limit is not None and len(rows) == limit else len(rows)
+            if args.status in ("running", "died"):
+                # Both are stored as `running`; which one a run is depends on its process.
+                rows = [r for r in store.list_runs(**{**filters, "status": "running"}, limit=None)
+                        if _state(r, store.run_row(r["run_id"]) or {}) == args.status]
+                total = len(rows)
+                rows = rows[:limit] if limit is not None else rows
+            else:
+                rows = store.list_runs(limit=limit, **filters)
+                total = store.count_runs(**filters) if limit is not None and len(rows) == limit else len(rows)
             labels = _status_labels(store, rows)
     except NoStore as e:
         if args.json:
@@ -115,7 +128,10 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
             print(f"no runs yet (no run store at {e.path})", file=out)
         return 0
     except StoreError as e:
-        return _fail(str(e), err)
+        return _fail(str(e), err, EXIT_STORE)
+    for r in rows:
+        if labels.get(r["run_id"]) == "died":
+            r["status"] = "died"  # the same word in the table, in --json and in `dal receipt show`
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False), file=out)
         return 0
@@ -156,6 +172,16 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
     return 0
 
 
+def _state(row: dict[str, Any], info: dict[str, Any]) -> str:
+    """The run's state: its stored status, except `died` for a run still marked running whose process is
+    gone (`info` is its Store.run_row(), which names the process)."""
+    if row.get("status") != "running":
+        return str(row.get("status"))
+    from dal.runner.runner import run_alive
+
+    return "running" if run_alive(info) else "died"
+
+
 def _status_labels(store: Store, rows: list[dict[str, Any]]) -> dict[str, str]:
     """What the list shows instead of the stored status: `died` for a run still marked running whose
     process is gone; `resumed` for a waiting or interrupted run that a later run continued."""
@@ -166,9 +192,7 @@ def _status_labels(store: Store, rows: list[dict[str, Any]]) -> dict[str, str]:
             continue
         info = store.run_row(r["run_id"]) or {}
         if status == "running":
-            from dal.runner.runner import pid_alive
-
-            if not pid_alive(info.get("pid")):
+            if _state(r, info) == "died":
                 labels[r["run_id"]] = "died"
         elif info.get("resumed_by"):
             labels[r["run_id"]] = "resumed"
@@ -196,8 +220,10 @@ def cmd_receipt_show(args: argparse.Namespace, out: TextIO | None = None, err: T
             continued_by = row.get("resumed_by")
     except NoStore as e:
         return _fail(f"no runs yet (no run store at {e.path})", err)
-    except StoreError as e:
+    except RunNotFound as e:
         return _fail(str(e), err)
+    except StoreError as e:
+        return _fail(str(e), err, EXIT_STORE)
     if args.json:
         print(json.dumps(receipt, indent=2, ensure_ascii=False), file=out)
     elif args.md:
@@ -209,12 +235,13 @@ def cmd_receipt_show(args: argparse.Namespace, out: TextIO | None = None, err: T
 
 def _unfinished(store: Store, ref: str) -> dict[str, Any] | str | None:
     """A run with no receipt yet: a line saying it is still running, or, when its process is gone, the
-    receipt its journal gives (as the next invocation will record it). None when `ref` names no run."""
-    from dal.runner.runner import crashed_receipt, find_run, pid_alive
+    receipt its journal gives, with status `died` (the next invocation records it as `interrupted`). None
+    when `ref` names no run."""
+    from dal.runner.runner import crashed_receipt, find_run
 
     try:
         rows = store.list_runs(limit=1) if ref.strip() == "latest" else [find_run(store, ref)]
-    except StoreError:
+    except RunNotFound:
         return None
     if not rows or not rows[0]:
         return None
@@ -223,15 +250,16 @@ def _unfinished(store: Store, ref: str) -> dict[str, Any] | str | None:
         return None
     rid, pid = run["run_id"], run.get("pid")
     journal = [r for r in store.journal(rid) if r["seq"] > 0]
-    if pid_alive(pid):
+    if _state(run, run) == "running":
         return (f"running  {rid}  (process {pid}, started {run['started_at']}, {len(journal)} effect"
                 f"{'s' if len(journal) != 1 else ''} journaled so far): no receipt until it ends")
-    return crashed_receipt(
+    receipt = crashed_receipt(
         store, run, workspace=Path.cwd(),
         blocker=f"the process running it ({pid}) died before writing its receipt (killed?); its journal "
-                "says what ran. The next `dal resume` (or a run with its key) records this receipt and "
-                "continues from the journal",
+                "says what ran. The next `dal resume` (or a run with its key) records this receipt as "
+                "interrupted and continues from the journal",
     )
+    return {**receipt, "status": "died"}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -25,6 +25,7 @@ _STATUS_COLOUR = {
     "waiting": "33",
     "exhausted": "33",
     "interrupted": "33",
+    "died": "33",
 }
 
 _EXIT_WORDS = {

@@ -6,9 +6,16 @@ Durability: WAL with `synchronous=FULL` by default, so every commit is on disk b
 commits at effect boundaries (journal intent, journal result) and once at the end of a run (the receipt),
 so a `kill -9` at any instant leaves a consistent store that has every effect it started.
 
-Errors: every SQLite failure a user can cause or meet (locked, read-only, corrupt, newer schema, not a
-DAL store) becomes a StoreError whose message names the file and what to do. Nothing here ever deletes
-or recreates a store file.
+Errors: every SQLite failure a user can cause or meet (locked, read-only, damaged, newer schema, not a
+DAL store, a full disk) becomes a StoreError whose message names the file and what to do. Nothing here
+ever deletes or recreates a store file, and a store that fails a check is never written.
+
+Checks on every open (docs/receipts.md, "When the file is the problem"): an empty file, a damaged
+write-ahead log left by a crash, the pages the header promises, the schema (every table, column and
+index the store's version must have); then `PRAGMA quick_check` when the store is small, a crash left
+its WAL, or it is not exactly as DAL last left it (the seal, dal.receipts.storefile). Opening for write
+also takes the write lock once (a store locked by someone else is refused before anything runs) and
+needs some free space.
 
 Readers (`dal receipts`, `dal receipt show`) open the file with `Store(path, readonly=True)`, which never
 creates the store, its folder or the WAL side files.
@@ -26,15 +33,26 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+from dal.fsutil import _fsync_dir
 from dal.jsontext import dumps as _dumps
 from dal.jsontext import escape_surrogates as _utf8
+from dal.receipts import storefile
 from dal.receipts.ids import RUN_ID_RE, utc_timestamp
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_STORE = Path(".dal") / "dal.db"
 STORE_ENV = "DAL_STORE"
 # save_receipt() checks this many entries (plus the last) of each long list against the schema.
 VALIDATE_SAMPLE = 8
+# How long a writer waits for the store's write lock (SQLite's busy timeout). DAL's own transactions last
+# milliseconds, so a lock held this long is someone else's (an open sqlite3 shell, a backup).
+BUSY_TIMEOUT = 5.0
+# A store up to this size gets PRAGMA quick_check on every open (about 1 ms per MiB when cached); a
+# larger one only when something looks off (see the module doc).
+QUICK_CHECK_ALWAYS = 8 << 20
+# Opening for write refuses to start with less free space than this beside the store: a run journals
+# before it acts, and a journal entry that cannot be written stops the run.
+MIN_FREE_BYTES = 1 << 20
 
 T = TypeVar("T")
 
@@ -107,6 +125,13 @@ MIGRATIONS: dict[int, list[str]] = {
         )""",
         "CREATE INDEX approvals_by_run ON approvals(run_id, seq)",
     ],
+    # A pid alone does not say whether the run's process still lives: once it dies its pid goes to the
+    # next process. Its start time (clock ticks since boot, /proc/PID/stat field 22) and the boot it
+    # belongs to (/proc/sys/kernel/random/boot_id) do (dal.procinfo). NULL where the system does not say.
+    2: [
+        "ALTER TABLE runs ADD COLUMN pid_start INTEGER",
+        "ALTER TABLE runs ADD COLUMN boot_id TEXT",
+    ],
 }
 
 _RUN_COLUMNS = (
@@ -131,6 +156,15 @@ class RunNotFound(StoreError, LookupError):
     """No run in the store matches the reference."""
 
 
+class StoreDamaged(StoreError):
+    """The store file is damaged (or is not a store DAL can use as it is); it was not written. The message
+    says what is wrong and how to recover it."""
+
+
+class StoreLocked(StoreError):
+    """Another process held the store's write lock for longer than the busy timeout."""
+
+
 def store_path(store: str | os.PathLike[str] | None = None, workspace: str | os.PathLike[str] | None = None) -> Path:
     """Where the store lives: `--store PATH`, else `$DAL_STORE`, else `<workspace>/.dal/dal.db`."""
     chosen = store or os.environ.get(STORE_ENV) or None
@@ -139,13 +173,33 @@ def store_path(store: str | os.PathLike[str] | None = None, workspace: str | os.
     return Path(workspace or ".") / DEFAULT_STORE
 
 
-def _describe(exc: sqlite3.Error, path: Path, doing: str) -> StoreError:
+def damaged(path: Path, what: str) -> StoreDamaged:
+    """The error for a damaged store: what is wrong, that DAL did not write it, and how to recover it."""
+    from shlex import quote as q  # only a damaged store pays for the import
+
+    p = Path(path)
+    keep = p.parent / f"{p.name}.damaged"
+    copy = keep / p.name
+    steps = (
+        f"  To recover it, keep a copy first (with its -wal file, if any), let SQLite salvage what it can from\n"
+        f"  the copy, and put the salvaged store in its place:\n"
+        f"    mkdir -p {q(str(keep))} && cp -p {q(str(p))}* {q(str(keep))}/\n"
+        f"    sqlite3 {q(str(copy))} .recover | sqlite3 {q(str(p))}.recovered\n"
+        f"    rm -f {q(str(p))} {q(str(p))}-wal {q(str(p))}-shm && mv {q(str(p))}.recovered {q(str(p))}\n"
+        f"  or record new runs elsewhere with --store PATH (or {STORE_ENV}=PATH)."
+    )
+    return StoreDamaged(f"the run store {p} is damaged: {what}. DAL has not written to it.\n{steps}", p)
+
+
+def _describe(exc: BaseException, path: Path, doing: str) -> StoreError:
     """Turn a SQLite error into a StoreError a user can act on."""
+    if isinstance(exc, UnicodeError):
+        return damaged(path, f"it holds text that is not valid UTF-8 (found while {doing})")
     msg = str(exc)
     low = msg.lower()
     where = f"the run store {path}"
     if "locked" in low or "busy" in low:
-        return StoreError(
+        return StoreLocked(
             f"{where} is locked by another process (another dal run still writing?) while {doing}. "
             "Wait for it to finish and try again; nothing already stored was lost.",
             path,
@@ -157,13 +211,10 @@ def _describe(exc: sqlite3.Error, path: Path, doing: str) -> StoreError:
             f"{STORE_ENV}=PATH.",
             path,
         )
-    if "not a database" in low or "malformed" in low or "corrupt" in low:
-        return StoreError(
-            f"{where} is not a readable DAL store ({msg}). DAL has left it untouched. Keep a copy, "
-            f"check it with `sqlite3 {path} 'pragma integrity_check'`, and move it aside "
-            f"(mv {path} {path}.bad) or use another store with --store PATH to record new runs.",
-            path,
-        )
+    if "not a database" in low:
+        return damaged(path, "it is not an SQLite database (its header is damaged, or it is some other file)")
+    if "malformed" in low or "corrupt" in low or "no such" in low:
+        return damaged(path, f"SQLite says `{msg}` while {doing}")
     if "unable to open" in low:
         if path.is_dir():
             return StoreError(f"{where} is a directory, not a file. Pass the file with --store PATH.", path)
@@ -172,7 +223,7 @@ def _describe(exc: sqlite3.Error, path: Path, doing: str) -> StoreError:
             f"writable, or choose another store with --store PATH or {STORE_ENV}=PATH.",
             path,
         )
-    if "disk is full" in low or "disk i/o" in low:
+    if "disk is full" in low or "disk i/o" in low or "no space" in low:
         return StoreError(
             f"{where} could not be written while {doing} ({msg}). Free disk space or check the device; "
             "what was stored before is intact.",
@@ -181,20 +232,83 @@ def _describe(exc: sqlite3.Error, path: Path, doing: str) -> StoreError:
     return StoreError(f"{where} failed while {doing}: {msg}", path)
 
 
+_SHAPES: dict[tuple[str, ...], tuple[dict[str, list[tuple[Any, ...]]], dict[str, list[Any]]]] = {}
+
+
+def _shape_of(conn: sqlite3.Connection) -> tuple[dict[str, list[tuple[Any, ...]]], dict[str, list[Any]]]:
+    """The tables (their columns, in order) and indexes (their table and columns) of a database."""
+    tables: dict[str, list[tuple[Any, ...]]] = {}
+    for name, col, ctype, notnull, pk in conn.execute(
+        'SELECT m.name, p.name, p.type, p."notnull", p.pk FROM sqlite_master AS m, pragma_table_info(m.name) AS p'
+        " WHERE m.type = 'table' ORDER BY m.name, p.cid"
+    ):
+        tables.setdefault(name, []).append((col, str(ctype).upper(), notnull, pk))
+    indexes: dict[str, list[Any]] = {}
+    for name, table, col in conn.execute(
+        "SELECT m.name, m.tbl_name, i.name FROM sqlite_master AS m, pragma_index_info(m.name) AS i"
+        " WHERE m.type = 'index' ORDER BY m.name, i.seqno"
+    ):
+        indexes.setdefault(name, [table]).append(col)
+    return tables, indexes
+
+
+def _expected_shape(version: int) -> tuple[dict[str, list[tuple[Any, ...]]], dict[str, list[Any]]]:
+    """The shape migrations 1..version give a new database (built in memory, once per process)."""
+    statements = tuple(s for target in range(1, version + 1) for s in MIGRATIONS.get(target, ()))
+    if statements not in _SHAPES:
+        mem = sqlite3.connect(":memory:")
+        try:
+            for statement in statements:
+                mem.execute(statement)
+            _SHAPES[statements] = _shape_of(mem)
+        finally:
+            mem.close()
+    return _SHAPES[statements]
+
+
+def _shape_problem(conn: sqlite3.Connection, version: int) -> str | None:
+    """What a store of `version` lacks of the tables, columns and indexes DAL made (objects added by
+    someone else are left alone); None when it has them all."""
+    want_tables, want_indexes = _expected_shape(version)
+    tables, indexes = _shape_of(conn)
+    for name, columns in want_tables.items():
+        if name not in tables:
+            return f"its table `{name}` is missing"
+        if tables[name] != columns:
+            have = {c[0] for c in tables[name]}
+            missing = [c[0] for c in columns if c[0] not in have]
+            extra = sorted(have - {c[0] for c in columns})
+            detail = "; ".join(
+                part for part in (
+                    f"missing: {', '.join(missing)}" if missing else "",
+                    f"unexpected: {', '.join(extra)}" if extra else "",
+                ) if part
+            ) or "a column's type or constraints differ"
+            return f"its table `{name}` does not have the columns a version {version} store has ({detail})"
+    for name, spec in want_indexes.items():
+        if indexes.get(name) != spec:
+            return f"its index `{name}` is missing or changed"
+    return None
+
+
 class Store:
     """A connection to one run store. Use as a context manager, or call close().
 
     `Store(path)` creates the file and its folder when missing and migrates an older store.
     `Store(path, readonly=True)` raises NoStore when there is no file and never writes anything.
+    Either raises StoreDamaged for a store that fails the checks in the module doc, StoreLocked when
+    opening for write finds the write lock held for `timeout` seconds.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False, timeout: float = 5.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False, timeout: float = BUSY_TIMEOUT) -> None:
         self.path = Path(path)
         self.readonly = readonly
         self._timeout = timeout
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._immutable_stat: tuple[int, int] | None = None
+        self._seal_on_close = False
+        self._schema: int | None = None  # the version the store had when opened
         try:
             if readonly:
                 self._open_readonly()
@@ -220,17 +334,71 @@ class Store:
                 f"Make it writable or choose another store with --store PATH or {STORE_ENV}=PATH.",
                 self.path,
             ) from None
+        free = storefile.free_bytes(self.path.parent)
+        if free is not None and free < MIN_FREE_BYTES:
+            raise StoreError(
+                f"the disk holding the run store {self.path} is full ({free:,} bytes free): DAL journals every "
+                "effect before it runs it, so it starts nothing without room to do so. Free some space (or "
+                f"use another store with --store PATH); the store is as it was.",
+                self.path,
+            )
+        if not self.path.exists():
+            self._create()
+        leftover = self._vet_file()
         with self._guard("opening it"):
             conn = sqlite3.connect(str(self.path), timeout=self._timeout, isolation_level=None, check_same_thread=False)
             self._conn = conn
             conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise sqlite3.OperationalError(f"could not switch to WAL (journal mode stays {mode})")
+        version = self._vet(leftover)
+        with self._guard("opening it"):
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise sqlite3.OperationalError(f"could not switch to WAL (journal mode stays {mode})")
             # FULL: a commit is fsynced before it returns, so a journaled intent survives kill -9 and
             # power loss. Commits happen only at effect boundaries and run ends, so this is cheap.
             conn.execute("PRAGMA synchronous = FULL")
-            self._migrate()
+        self._probe_write()
+        with self._guard("upgrading it"):
+            self._migrate(version)
+        self._schema = SCHEMA_VERSION
+        self._seal_on_close = True
+
+    def _create(self) -> None:
+        """Make a new, migrated store at self.path without ever leaving a half-made one there: it is built
+        under a temporary name and linked into place (if another process made one meanwhile, that one
+        stays)."""
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{os.urandom(4).hex()}.new")
+        conn: sqlite3.Connection | None = None
+        try:
+            with self._guard("creating it"):
+                conn = sqlite3.connect(str(tmp), isolation_level=None)
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = FULL")
+                self._conn = conn
+                self._migrate(None)
+                self._conn = None
+                conn.close()
+                conn = None
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                pass  # another process created the store first: use theirs
+            except OSError:
+                if not self.path.exists():  # a filesystem without hard links: the old way, in place
+                    os.replace(tmp, self.path)
+            _fsync_dir(self.path.parent)
+        except OSError as e:
+            raise _describe(sqlite3.OperationalError(e.strerror or str(e)), self.path, "creating it") from None
+        finally:
+            self._conn = None
+            if conn is not None:
+                conn.close()
+            for side in ("", "-wal", "-shm"):
+                try:
+                    os.unlink(str(tmp) + side)
+                except OSError:
+                    pass
 
     def _open_readonly(self) -> None:
         if not self.path.exists():
@@ -240,9 +408,97 @@ class Store:
                 f"the run store {self.path} is a directory, not a file. Pass the file with --store PATH.",
                 self.path,
             )
+        leftover = self._vet_file()
         self._connect_readonly()
-        with self._guard("reading it"):
-            self._check_version(self._version())
+        self._vet(leftover)
+
+    def _vet_file(self) -> bool:
+        """Checks on the files before SQLite opens them; True when a crash left a WAL behind (no process
+        has the store open), which _vet() then checks in full."""
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return False  # SQLite will say what is wrong
+        if size == 0:
+            raise StoreDamaged(
+                f"the run store {self.path} is an empty file (0 bytes). DAL never leaves an empty store, so "
+                "this is a store that was truncated, or a file DAL did not make; DAL has left it as it is. "
+                f"If it held runs, restore it from a backup; if not, remove it (rm {self.path}) and DAL will "
+                "make a new store there.",
+                self.path,
+            )
+        wal = storefile.wal_path(self.path)
+        try:
+            wal_size = wal.stat().st_size
+        except OSError:
+            return False
+        if wal_size == 0 or storefile.has_connections(self.path) is not False:
+            return False  # no log, or a live one: its writer vetted the store when it opened it
+        problem = storefile.wal_damage(self.path)
+        if problem:
+            raise damaged(self.path, problem)
+        return True
+
+    def _vet(self, leftover: bool) -> int | None:
+        """Checks through SQLite before anything is written: the schema, the pages the header promises and,
+        when warranted, PRAGMA quick_check. Returns the store's version (None for an empty database)."""
+        assert self._conn is not None
+        conn = self._conn
+        with self._guard("checking it"):
+            version = self._version()
+            self._check_version(version)
+            self._schema = version
+            if version is not None:
+                problem = _shape_problem(conn, version)
+                if problem:
+                    raise damaged(self.path, problem)
+            try:
+                size = self.path.stat().st_size
+                wal_size = storefile.wal_path(self.path).stat().st_size if storefile.wal_path(self.path).exists() else 0
+            except OSError:
+                size, wal_size = 0, 0
+            if wal_size == 0 and size:
+                pages, page_size = conn.execute("PRAGMA page_count").fetchone()[0], conn.execute(
+                    "PRAGMA page_size").fetchone()[0]
+                if pages * page_size > size:
+                    raise damaged(
+                        self.path,
+                        f"it is shorter than its header says ({size:,} bytes, but {pages:,} pages of {page_size:,}"
+                        " bytes): it was truncated",
+                    )
+            if self._wants_quick_check(size + wal_size, leftover):
+                rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check(3)").fetchall()]
+                if rows != ["ok"]:
+                    lines = [ln for r in rows for ln in r.splitlines() if ln.strip() and not ln.startswith("***")]
+                    found = "; ".join(lines)
+                    raise damaged(self.path, f"PRAGMA quick_check finds damage ({found[:300]})")
+        return version
+
+    def _wants_quick_check(self, size: int, leftover: bool) -> bool:
+        if size <= QUICK_CHECK_ALWAYS or leftover:
+            return True
+        if storefile.wal_path(self.path).exists():
+            return False  # a live writer has it open: it checked the store when it opened it
+        return not storefile.sealed(self.path)
+
+    def _probe_write(self) -> None:
+        """Take the write lock once, so a store that someone else holds locked refuses the run before
+        anything runs (rather than at its first effect)."""
+        assert self._conn is not None
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.execute("ROLLBACK")
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e).lower() and "busy" not in str(e).lower():
+                raise _describe(e, self.path, "opening it") from None
+            holder = storefile.lock_holder(self.path)
+            who = storefile.describe_process(holder) if holder else "another process"
+            raise StoreLocked(
+                f"the run store {self.path} is locked: {who} has held its write lock for more than "
+                f"{self._timeout:g} s. DAL wrote nothing to it. Wait for that process to finish (or end it) and "
+                f"try again, or record runs in another store with --store PATH (or {STORE_ENV}=PATH).",
+                self.path,
+            ) from None
 
     def _connect_readonly(self) -> None:
         # A `mode=ro` connection to a WAL database creates -wal and -shm files that it cannot remove. When
@@ -293,10 +549,8 @@ class Store:
                 self.path,
             )
 
-    def _migrate(self) -> None:
+    def _migrate(self, version: int | None) -> None:
         assert self._conn is not None
-        version = self._version()
-        self._check_version(version)
         if version == SCHEMA_VERSION:
             return
         self._conn.execute("BEGIN IMMEDIATE")
@@ -322,7 +576,7 @@ class Store:
     def _guard(self, doing: str) -> Iterator[None]:
         try:
             yield
-        except sqlite3.Error as e:
+        except (sqlite3.Error, UnicodeError) as e:
             raise _describe(e, self.path, doing) from None
 
     @contextmanager
@@ -366,11 +620,15 @@ class Store:
         return wal.exists() or self._stat() != self._immutable_stat
 
     def close(self) -> None:
-        """Close the connection (in WAL mode the last writer to close also folds the WAL back)."""
+        """Close the connection (in WAL mode the last writer to close also folds the WAL back, and then
+        seals the store: see storefile.sealed)."""
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+                if self._seal_on_close:
+                    self._seal_on_close = False
+                    storefile.seal(self.path)
 
     def __enter__(self) -> Store:
         return self
@@ -417,12 +675,19 @@ class Store:
         pid: int | None = None,
         policy: Any = None,
     ) -> None:
-        """Record that a run started (status `running`, no receipt yet), durably, before its first effect."""
+        """Record that a run started (status `running`, no receipt yet), durably, before its first effect.
+
+        With the pid (default: this process) go its start time and the boot id (dal.procinfo), so that a
+        later reader tells this process from another that got the same pid after it died."""
+        from dal.procinfo import identity
+
+        pid = os.getpid() if pid is None else pid
+        pid_start, boot = identity(pid)
         with self._write(f"starting run {run_id}") as c:
             c.execute(
                 "INSERT INTO runs (run_id, operation, key, status, script_path, started_at, previous_run,"
-                " pid,"
-                " policy) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+                " pid, pid_start, boot_id,"
+                " policy) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run_id,
                     _utf8(operation),
@@ -430,7 +695,9 @@ class Store:
                     _opt_utf8(script_path),
                     started_at or utc_timestamp(),
                     previous_run,
-                    os.getpid() if pid is None else pid,
+                    pid,
+                    pid_start,
+                    boot,
                     None if policy is None else json.dumps(policy),
                 ),
             )
@@ -551,14 +818,17 @@ class Store:
         return self._read(f"reading run {run_id}", read)
 
     def run_row(self, run_id: str) -> dict[str, Any] | None:
-        """The summary row of `run_id` (as list_runs() gives it, plus `pid`, the parsed `policy` and
-        `resumed_by`, the newest run that names it as previous_run), whether or not the run has a receipt
-        yet; None when there is no such run."""
+        """The summary row of `run_id` (as list_runs() gives it, plus `pid`, `pid_start` and `boot_id` (the
+        process that began it; see dal.procinfo.alive), the parsed `policy` and `resumed_by`, the newest run
+        that names it as previous_run), whether or not the run has a receipt yet; None when there is no such
+        run."""
+        # A reader of a version 1 store (readers never migrate) has no identity columns to read.
+        ident = "pid_start, boot_id" if (self._schema or 0) >= 2 else "NULL AS pid_start, NULL AS boot_id"
 
         def read(c: sqlite3.Connection) -> dict[str, Any] | None:
             if not self._has_tables(c):
                 return None
-            cur = c.execute(f"SELECT {_RUN_COLUMNS}, pid, policy FROM runs WHERE run_id = ?", (run_id,))
+            cur = c.execute(f"SELECT {_RUN_COLUMNS}, pid, {ident}, policy FROM runs WHERE run_id = ?", (run_id,))
             row = cur.fetchone()
             if row is None:
                 return None

@@ -650,15 +650,18 @@ def find_run(store: Store, ref: str) -> dict[str, Any]:
 
 
 def pid_alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """Whether some process has this pid (not necessarily the one that began a run: see run_alive)."""
+    from dal.procinfo import pid_exists
+
+    return pid_exists(pid)
+
+
+def run_alive(row: dict[str, Any]) -> bool:
+    """Whether the process that began the run in `row` (a Store.run_row()) still runs: its pid, its start
+    time and boot id, so that a pid reused by another process does not read as the run still going."""
+    from dal.procinfo import alive
+
+    return alive(row.get("pid"), row.get("pid_start"), row.get("boot_id"))
 
 
 def _resumable(run: _Run, store: Store, ref: str) -> dict[str, Any]:
@@ -696,7 +699,7 @@ def _lock_keyless(run: _Run, store: Store, prev: dict[str, Any]) -> None:
     if info.get("resumed_by"):
         raise RunnerError(f"run {prev['run_id']} was already continued by run {info['resumed_by']}: "
                           "resume or inspect that one instead")
-    if prev["status"] == "running" and info.get("pid") != os.getpid() and pid_alive(info.get("pid")):
+    if prev["status"] == "running" and info.get("pid") != os.getpid() and run_alive(info):
         raise RunnerError(f"run {prev['run_id']} is still running in process {info['pid']}", exit_code=3)
 
 

@@ -3,6 +3,7 @@ died (kill -9) shows what its journal says ran, and the next move."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -38,7 +39,7 @@ def test_running_then_killed(tmp_path: Path) -> None:
         proc.wait()
     dead = show(tmp_path)
     assert dead.returncode == 0, dead.stderr
-    assert dead.stdout.startswith("interrupted")
+    assert dead.stdout.startswith("died  run_")  # one word for the state: the list says it too
     assert "1. touch a — command completed" in dead.stdout
     assert "2. sleep 30 — outcome unknown" in dead.stdout
     assert "died before writing its receipt" in dead.stdout
@@ -47,3 +48,16 @@ def test_running_then_killed(tmp_path: Path) -> None:
     listing = subprocess.run([sys.executable, "-m", "dal", "receipts"], cwd=tmp_path, capture_output=True,
                              text=True, timeout=60)
     assert " died " in listing.stdout  # the list does not call a killed run `running`
+
+    def receipts(*args: str) -> list[dict]:
+        p = subprocess.run([sys.executable, "-m", "dal", "receipts", "--json", *args], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)
+
+    assert [r["status"] for r in receipts()] == ["died"]
+    assert [r["status"] for r in receipts("--status", "died")] == ["died"]
+    assert receipts("--status", "running") == []
+    as_json = subprocess.run([sys.executable, "-m", "dal", "receipt", "show", "latest", "--json"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60)
+    assert json.loads(as_json.stdout)["status"] == "died"

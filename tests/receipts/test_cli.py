@@ -129,7 +129,8 @@ def test_inspection_writes_nothing(filled: Path, capsys) -> None:
     dal(capsys, "receipts", *w)
     dal(capsys, "receipt", "show", "latest", *w)
     dal(capsys, "receipt", "show", RID, "--md", *w)
-    assert files_under(filled) == before == [".dal", ".dal/dal.db"]
+    # dal.db-seal: the writer that filled the store sealed it when it closed it (dal.receipts.storefile)
+    assert files_under(filled) == before == [".dal", ".dal/dal.db", ".dal/dal.db-seal"]
 
 
 def test_store_flag_and_env(filled: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -148,7 +149,7 @@ def test_corrupt_store_is_reported_without_traceback(ws: Path, capsys) -> None:
     (ws / ".dal" / "dal.db").write_bytes(b"garbage" * 1000)
     for argv in (["receipts"], ["receipt", "show", "latest"]):
         code, out, err = dal(capsys, *argv, "--workspace", str(ws))
-        assert code == 1 and "not a readable DAL store" in err and "Traceback" not in err
+        assert code == 2 and "is damaged" in err and "Traceback" not in err
 
 
 def test_receipt_without_action_is_a_usage_error(capsys) -> None:

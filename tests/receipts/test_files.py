@@ -71,7 +71,7 @@ def test_persist_still_writes_files_when_the_store_is_unusable(tmp_path: Path, r
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"garbage" * 100)
     done = persist(receipts["failed"], workspace=tmp_path, store=bad)
-    assert "not a readable DAL store" in str(done.store_error)
+    assert "is damaged" in str(done.store_error)
     assert json.loads(done.json_path.read_text("utf-8")) == receipts["failed"]
     assert bad.read_bytes() == b"garbage" * 100
 

@@ -201,7 +201,7 @@ def test_reopening_keeps_the_schema_version(db: Path) -> None:
     with Store(db) as store:
         assert store.version == SCHEMA_VERSION
     rows = sqlite3.connect(db).execute("SELECT version FROM schema_version").fetchall()
-    assert rows == [(SCHEMA_VERSION,)]
+    assert rows == [(v,) for v in range(1, SCHEMA_VERSION + 1)]  # each migration recorded once
 
 
 # -- read-only access -----------------------------------------------------------------------------------
@@ -222,7 +222,7 @@ def test_readonly_reader_leaves_no_side_files(db: Path, receipts: dict) -> None:
         assert len(ro.list_runs()) == 1
         with pytest.raises(StoreError, match="read-only"):
             ro.save_receipt(receipts["failed"])
-    assert sorted(p.name for p in db.parent.iterdir()) == before == ["dal.db"]
+    assert sorted(p.name for p in db.parent.iterdir()) == before == ["dal.db", "dal.db-seal"]
 
 
 def test_readonly_reader_sees_runs_written_after_it_opened(db: Path, receipts: dict) -> None:
@@ -242,18 +242,50 @@ def test_readonly_reader_sees_runs_written_after_it_opened(db: Path, receipts: d
 def test_locked_store_says_so_and_loses_nothing(db: Path, receipts: dict) -> None:
     with Store(db) as store:
         store.save_receipt(receipts["article_verified"])
-    holder = sqlite3.connect(db, isolation_level=None)
-    holder.execute("BEGIN EXCLUSIVE")
-    try:
-        with Store(db, timeout=0.1) as store, pytest.raises(StoreError) as info:
-            store.save_receipt(receipts["failed"])
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
+    with Store(db, timeout=0.1) as store:
+        holder = sqlite3.connect(db, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")  # taken after the store was opened: the next write waits, then fails
+        try:
+            with pytest.raises(StoreError) as info:
+                store.save_receipt(receipts["failed"])
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
     message = str(info.value)
     assert "locked" in message and str(db) in message and "try again" in message
     with Store(db) as store:
         assert store.get_run(receipts["article_verified"]["run_id"]) == receipts["article_verified"]
+        assert store.count_runs() == 1
+
+
+def test_a_store_locked_at_open_is_refused_naming_the_holder(db: Path, receipts: dict) -> None:
+    import subprocess
+    import sys
+
+    from dal.receipts.store import StoreLocked
+
+    with Store(db) as store:
+        store.save_receipt(receipts["article_verified"])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys, time\n"
+         f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\nc.execute('BEGIN EXCLUSIVE')\n"
+         "print('held', flush=True)\ntime.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        with pytest.raises(StoreLocked) as info:
+            Store(db, timeout=0.5)
+        waited = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.wait()
+    message = str(info.value)
+    assert str(db) in message and f"process {holder.pid}" in message and "more than 0.5 s" in message
+    assert "wrote nothing" in message and 0.4 < waited < 5
+    with Store(db) as store:
+        assert store.count_runs() == 1
 
 
 def test_readonly_store_says_what_to_do(db: Path, receipts: dict, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -292,7 +324,7 @@ def test_garbage_file_is_reported_and_left_untouched(db: Path) -> None:
         with pytest.raises(StoreError) as info:
             Store(db, readonly=readonly)
         message = str(info.value)
-        assert "not a readable DAL store" in message and str(db) in message and "mv" in message
+        assert "is damaged: it is not an SQLite database" in message and str(db) in message and ".recover" in message
     assert db.read_bytes() == before
 
 
@@ -305,7 +337,7 @@ def test_damaged_pages_are_reported_not_a_traceback(db: Path, build) -> None:
         data[offset : offset + 64] = b"\xff" * 64
     db.write_bytes(bytes(data))
     before = db.read_bytes()
-    with pytest.raises(StoreError, match="not a readable DAL store"):
+    with pytest.raises(StoreError, match="is damaged"):
         with Store(db, readonly=True) as ro:
             ro.list_runs(limit=None)
             ro.find("latest")
@@ -347,16 +379,42 @@ def test_a_directory_is_not_a_store(tmp_path: Path) -> None:
         Store(tmp_path, readonly=True)
 
 
-def test_empty_file_is_an_empty_store(db: Path, receipts: dict) -> None:
+def test_an_empty_file_is_refused_not_made_a_store(db: Path) -> None:
+    # DAL builds a new store under a temporary name and links it into place, so it never leaves an empty
+    # file: one found there is a truncated store (its journal gone) or not DAL's. Writing into it would
+    # let a keyed operation run its effects again as if new.
     db.parent.mkdir(parents=True)
     db.touch()
-    with Store(db, readonly=True) as ro:
-        assert ro.list_runs() == [] and ro.count_runs() == 0
-        with pytest.raises(RunNotFound, match="no runs yet"):
-            ro.find("latest")
+    for readonly in (False, True):
+        with pytest.raises(StoreError, match=r"is an empty file \(0 bytes\).*restore it from a backup"):
+            Store(db, readonly=readonly)
+    assert db.read_bytes() == b"" and sorted(p.name for p in db.parent.iterdir()) == ["dal.db"]
+
+
+def test_a_new_store_appears_whole(db: Path) -> None:
     with Store(db) as store:
-        store.save_receipt(copy.deepcopy(receipts["completed"]))
-        assert store.count_runs() == 1
+        assert store.version == SCHEMA_VERSION
+    assert sorted(p.name for p in db.parent.iterdir()) == ["dal.db", "dal.db-seal"]  # no temporary left
+
+
+def test_a_version_1_store_is_read_and_migrated(db: Path, receipts: dict) -> None:
+    import dal.receipts.store as store_module
+
+    db.parent.mkdir(parents=True)
+    old = sqlite3.connect(db, isolation_level=None)  # what a DAL of store version 1 made
+    old.execute("PRAGMA journal_mode = WAL")
+    for statement in store_module.MIGRATIONS[1]:
+        old.execute(statement)
+    old.execute("INSERT INTO schema_version VALUES (1, '2026-01-01T00:00:00.000Z')")
+    old.execute("INSERT INTO runs (run_id, operation, status, started_at, pid) VALUES"
+                " ('run_20260101T000000000Z_000001', 'script:x', 'running', '2026-01-01T00:00:00.000Z', 1)")
+    old.close()
+    with Store(db, readonly=True) as ro:  # a reader never migrates, and still reads the run
+        row = ro.run_row("run_20260101T000000000Z_000001")
+        assert ro.version == 1 and row["pid"] == 1 and row["pid_start"] is None and row["boot_id"] is None
+    with Store(db) as store:
+        assert store.version == SCHEMA_VERSION
+        assert store.run_row("run_20260101T000000000Z_000001")["status"] == "running"
 
 
 def test_an_older_store_is_migrated_in_place_keeping_its_runs(
@@ -366,16 +424,17 @@ def test_an_older_store_is_migrated_in_place_keeping_its_runs(
 
     with Store(db) as store:
         store.save_receipt(receipts["article_verified"])
-    # A future DAL with a version 2 that adds a column.
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(store_module.MIGRATIONS, 2, ["ALTER TABLE runs ADD COLUMN host TEXT"])
+    # A future DAL with one more version that adds a column.
+    future = SCHEMA_VERSION + 1
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", future)
+    monkeypatch.setitem(store_module.MIGRATIONS, future, ["ALTER TABLE runs ADD COLUMN host TEXT"])
     with Store(db) as store:
-        assert store.version == 2
+        assert store.version == future
         assert store.get_run(receipts["article_verified"]["run_id"]) == receipts["article_verified"]
     columns = [row[1] for row in sqlite3.connect(db).execute("PRAGMA table_info(runs)")]
     assert "host" in columns
     versions = sqlite3.connect(db).execute("SELECT version FROM schema_version ORDER BY version").fetchall()
-    assert versions == [(1,), (2,)]
+    assert versions == [(v,) for v in range(1, future + 1)]
 
 
 def test_a_failed_migration_changes_nothing(db: Path, receipts: dict, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -383,13 +442,14 @@ def test_a_failed_migration_changes_nothing(db: Path, receipts: dict, monkeypatc
 
     with Store(db) as store:
         store.save_receipt(receipts["article_verified"])
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(store_module.MIGRATIONS, 2, ["ALTER TABLE runs ADD COLUMN host TEXT", "THIS IS NOT SQL"])
+    future = SCHEMA_VERSION + 1
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", future)
+    monkeypatch.setitem(store_module.MIGRATIONS, future, ["ALTER TABLE runs ADD COLUMN host TEXT", "THIS IS NOT SQL"])
     with pytest.raises(StoreError, match=str(db)):
         Store(db)
     monkeypatch.undo()
     with Store(db) as store:
-        assert store.version == 1 and store.count_runs() == 1
+        assert store.version == SCHEMA_VERSION and store.count_runs() == 1
     columns = [row[1] for row in sqlite3.connect(db).execute("PRAGMA table_info(runs)")]
     assert "host" not in columns
 

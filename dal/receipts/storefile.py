@@ -1,0 +1,246 @@
+"""What the run store's files say before SQLite opens them: a damaged write-ahead log, who holds a lock,
+whether anyone has the store open, free space, and the seal DAL leaves on a store it closed.
+
+Nothing here opens the database file itself. A process that closes any descriptor of a file loses every
+POSIX lock it holds on that file, so opening and closing `dal.db` next to a live SQLite connection in the
+same process would silently drop that connection's locks. Locks are read from /proc/locks instead; the
+WAL (on which SQLite holds no locks) is read directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+from array import array
+from pathlib import Path
+
+# SQLite's unix VFS (os_unix.c): locks on the -shm file. Every connection holds a read lock on the DMS
+# byte while it is open; a writer holds WAL_WRITE_LOCK.
+_SHM_WRITE_LOCK = 120
+_SHM_DMS = 128
+# Locks on the database file itself (rollback journals, exclusive locking mode): PENDING, RESERVED and
+# the SHARED range.
+_DB_LOCK_FIRST = 0x40000000
+_DB_LOCK_LAST = 0x40000000 + 1 + 1 + 510
+
+_WAL_MAGIC = (0x377F0682, 0x377F0683)
+_WAL_HEADER = 32
+_FRAME_HEADER = 24
+
+
+def wal_path(path: Path) -> Path:
+    return Path(str(path) + "-wal")
+
+
+def shm_path(path: Path) -> Path:
+    return Path(str(path) + "-shm")
+
+
+def seal_path(path: Path) -> Path:
+    return Path(str(path) + "-seal")
+
+
+# -- locks -------------------------------------------------------------------------------------------
+
+
+def _locks_on(path: Path) -> list[tuple[int, str, int, int]] | None:
+    """(pid, READ|WRITE, first byte, last byte) of every POSIX or OFD lock on `path`; None when the system
+    cannot say (no /proc/locks)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return []
+    ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    found = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 8 or parts[1] == "->" or parts[1] not in ("POSIX", "OFDLCK"):
+            continue  # a waiter ("->"), or a flock() lock, which SQLite does not use
+        if parts[5] != ident:
+            continue
+        try:
+            pid = int(parts[4])
+            first = int(parts[6])
+            last = (1 << 63) if parts[7] == "EOF" else int(parts[7])
+        except ValueError:
+            continue
+        found.append((pid, parts[3], first, last))
+    return found
+
+
+def has_connections(path: Path) -> bool | None:
+    """Whether any process (this one included) has the store open through SQLite's WAL index; None when
+    the system cannot say."""
+    locks = _locks_on(shm_path(path))
+    if locks is None:
+        return None
+    return any(first <= _SHM_DMS <= last for _, _, first, last in locks)
+
+
+def lock_holder(path: Path) -> int | None:
+    """The pid of the process that holds the store's write lock, when the system says."""
+    for target, first_byte, last_byte in ((shm_path(path), _SHM_WRITE_LOCK, _SHM_WRITE_LOCK),
+                                          (path, _DB_LOCK_FIRST, _DB_LOCK_LAST)):
+        for pid, kind, first, last in _locks_on(target) or []:
+            if kind == "WRITE" and first <= last_byte and last >= first_byte and pid > 0:
+                return pid
+    return None
+
+
+def describe_process(pid: int) -> str:
+    """`process 1234 (sqlite3 .dal/dal.db)`, or `this process` for our own pid."""
+    if pid == os.getpid():
+        return f"this process ({pid})"
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        argv = []
+    if not argv:
+        return f"process {pid}"
+    cmd = " ".join(argv)
+    return f"process {pid} (`{cmd[:77] + '...' if len(cmd) > 80 else cmd}`)"
+
+
+# -- the write-ahead log -----------------------------------------------------------------------------
+
+
+def _checksum(data: bytes, big_endian: bool, s0: int, s1: int) -> tuple[int, int]:
+    """SQLite's WAL checksum (wal.c, walChecksumBytes) over `data`, continuing from (s0, s1)."""
+    words = array("I")
+    if words.itemsize != 4:  # pragma: no cover - every platform DAL runs on has 32-bit unsigned ints
+        words = array("L")
+    words.frombytes(data)
+    if big_endian != (sys.byteorder == "big"):
+        words.byteswap()
+    it = iter(words)
+    for x0, x1 in zip(it, it, strict=False):
+        s0 = (s0 + x0 + s1) & 0xFFFFFFFF
+        s1 = (s1 + x1 + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
+def wal_damage(path: Path) -> str | None:
+    """What is wrong with the store's write-ahead log, or None when it is sound (or absent).
+
+    SQLite replays a WAL up to its first frame whose checksum fails and silently drops the rest. After a
+    crash that rest is at most one transaction that never committed; committed frames *after* a bad one
+    mean bytes were damaged, and the transactions SQLite would drop were real (an effect's journal
+    entry among them). A bad last transaction with nothing valid after it is what a power loss leaves
+    and is not reported. Only call this when no connection has the store open: a live writer appends
+    to the file as we read it.
+    """
+    wal = wal_path(path)
+    try:
+        size = wal.stat().st_size
+        if size <= _WAL_HEADER:
+            return None
+        f = open(wal, "rb")  # noqa: SIM115 - closed below; SQLite holds no locks on the WAL file
+    except OSError:
+        return None
+    with f:
+        header = f.read(_WAL_HEADER)
+        if len(header) < _WAL_HEADER:
+            return None
+        magic, version, page_size, _seq, salt1, salt2, c1, c2 = struct.unpack(">8I", header)
+        if magic not in _WAL_MAGIC or page_size < 512 or page_size > 65536 or page_size & (page_size - 1):
+            return f"its write-ahead log {wal.name} has a damaged header, so SQLite would ignore all of it"
+        big = (magic & 1) == 1
+        s = _checksum(header[:24], big, 0, 0)
+        if s != (c1, c2):
+            return f"its write-ahead log {wal.name} has a damaged header, so SQLite would ignore all of it"
+        frame = _FRAME_HEADER + page_size
+        count = (size - _WAL_HEADER) // frame
+        bad = None
+        for i in range(count):
+            head = f.read(_FRAME_HEADER)
+            data = f.read(page_size)
+            pgno, _commit, fs1, fs2, fc1, fc2 = struct.unpack(">6I", head)
+            if (fs1, fs2) != (salt1, salt2) or pgno == 0:
+                return None  # the end of this generation of the log: what follows is older
+            s = _checksum(head[:8] + data, big, *s)
+            if s != (fc1, fc2):
+                bad = i
+                break
+        if bad is None:
+            return None
+        # Is anything committed after the bad frame? Check each later frame of this generation against the
+        # checksum stored in the frame before it.
+        f.seek(_WAL_HEADER + bad * frame)
+        prev = struct.unpack(">6I", f.read(_FRAME_HEADER))[4:6]
+        f.seek(page_size, os.SEEK_CUR)
+        for _ in range(bad + 1, count):
+            head = f.read(_FRAME_HEADER)
+            data = f.read(page_size)
+            if len(data) < page_size:
+                break
+            pgno, commit, fs1, fs2, fc1, fc2 = struct.unpack(">6I", head)
+            ours = (fs1, fs2) == (salt1, salt2) and pgno and commit
+            if ours and _checksum(head[:8] + data, big, *prev) == (fc1, fc2):
+                return (f"its write-ahead log {wal.name} is damaged at frame {bad + 1} of {count}, and committed "
+                        "transactions follow it that SQLite would silently drop")
+            prev = (fc1, fc2)
+    return None
+
+
+# -- space -------------------------------------------------------------------------------------------
+
+
+def free_bytes(folder: Path) -> int | None:
+    """Bytes this process may still write under `folder` (root may use the blocks kept for root)."""
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):
+        return None
+    blocks = st.f_bfree if hasattr(os, "geteuid") and os.geteuid() == 0 else st.f_bavail
+    return blocks * st.f_frsize
+
+
+# -- the seal ----------------------------------------------------------------------------------------
+
+
+def _fingerprint(path: Path) -> list[int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def sealed(path: Path) -> bool:
+    """Whether the store is exactly as DAL left it when it last closed it: no WAL, and the file's device,
+    inode, size and modification time as the seal records them. A copy, a restore, a truncation or a
+    write by another program breaks the seal (a change that keeps all four does not)."""
+    if wal_path(path).exists():
+        return False
+    try:
+        recorded = json.loads(seal_path(path).read_text("ascii"))
+    except (OSError, ValueError):
+        return False
+    return recorded == _fingerprint(path)
+
+
+def seal(path: Path) -> None:
+    """Record the store's fingerprint after DAL closed it (only when no WAL is left: no other connection)."""
+    if wal_path(path).exists():
+        return
+    mark = _fingerprint(path)
+    if mark is None:
+        return
+    target = seal_path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(mark), "ascii")
+        os.replace(tmp, target)  # no fsync: a lost seal only costs one more check
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass

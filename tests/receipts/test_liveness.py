@@ -1,0 +1,123 @@
+"""A run whose process is gone is `died` everywhere, even when its pid now belongs to another process: the
+store records the process's start time and boot id next to its pid (migration 2), and every judgement of
+liveness (the list, --json, --status, `receipt show`, `dal resume`) compares all three."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dal.procinfo import alive, boot_id, start_time
+from dal.receipts.ids import new_run_id
+from dal.receipts.store import Store
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+
+
+@pytest.fixture
+def other() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process that has nothing to do with any run: the pid a dead run's pid was reused for."""
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def dal(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "DAL_STORE"}
+    return subprocess.run([sys.executable, "-m", "dal", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=60, env={**env, "NO_COLOR": "1"})
+
+
+def set_process(db: Path, run_id: str, pid: int, started: int | None, boot: str | None) -> None:
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE runs SET pid = ?, pid_start = ?, boot_id = ? WHERE run_id = ?", (pid, started, boot, run_id))
+    conn.commit()
+    conn.close()
+
+
+def test_the_identity_of_a_process(other: subprocess.Popen[bytes]) -> None:
+    mine = start_time(os.getpid())
+    theirs = start_time(other.pid)
+    assert isinstance(mine, int) and isinstance(theirs, int) and theirs >= mine
+    assert alive(other.pid, theirs, boot_id())
+    assert not alive(other.pid, theirs - 1, boot_id())  # same pid, another process
+    assert not alive(other.pid, theirs, "another-boot")
+    assert alive(other.pid)  # a row from before migration 2: the pid is all there is
+    other.kill()
+    other.wait()
+    assert not alive(other.pid, theirs, boot_id()) and start_time(other.pid) is None
+
+
+def test_begin_run_records_the_process(tmp_path: Path, other: subprocess.Popen[bytes]) -> None:
+    rid = new_run_id()
+    with Store(tmp_path / "dal.db") as store:
+        store.begin_run(rid, operation="script:x")
+        store.begin_run(rid + "b", operation="script:y", pid=other.pid)
+        mine, theirs = store.run_row(rid), store.run_row(rid + "b")
+    assert (mine["pid"], mine["pid_start"], mine["boot_id"]) == (os.getpid(), start_time(os.getpid()), boot_id())
+    assert (theirs["pid"], theirs["pid_start"]) == (other.pid, start_time(other.pid))
+
+
+def killed_run(ws: Path) -> str:
+    """A real `dal run` killed with SIGKILL in the middle of its second effect; returns its run id."""
+    (ws / "k.dal").write_text('run("touch a")\nrun("sleep 30")\nrun("touch b")\n')
+    proc = subprocess.Popen([sys.executable, "-m", "dal", "run", "k.dal"], cwd=ws,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while "2 effects journaled" not in dal(ws, "receipt", "show", "latest").stdout:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    rows = json.loads(dal(ws, "receipts", "--json").stdout)
+    assert [r["status"] for r in rows] == ["died"]
+    return rows[0]["run_id"]
+
+
+def test_a_reused_pid_does_not_keep_a_dead_run_running(tmp_path: Path, other: subprocess.Popen[bytes]) -> None:
+    rid = killed_run(tmp_path)
+    db = tmp_path / ".dal" / "dal.db"
+    theirs = start_time(other.pid)
+    assert theirs is not None
+
+    # The run's pid now names `other`, which started at another time: the run's own process is gone.
+    set_process(db, rid, other.pid, theirs + 1, boot_id())
+    assert [r["status"] for r in json.loads(dal(tmp_path, "receipts", "--json").stdout)] == ["died"]
+    assert " died " in dal(tmp_path, "receipts").stdout
+    assert json.loads(dal(tmp_path, "receipts", "--json", "--status", "running").stdout) == []
+    shown = dal(tmp_path, "receipt", "show", rid)
+    assert shown.returncode == 0 and shown.stdout.startswith(f"died  {rid}"), shown.stdout
+
+    # Control: the same pid with its real start time is the run's process, still going.
+    set_process(db, rid, other.pid, theirs, boot_id())
+    assert [r["status"] for r in json.loads(dal(tmp_path, "receipts", "--json").stdout)] == ["running"]
+    assert dal(tmp_path, "receipt", "show", rid).stdout.startswith(f"running  {rid}  (process {other.pid}")
+    refused = dal(tmp_path, "resume", rid)
+    assert refused.returncode == 3 and f"still running in process {other.pid}" in refused.stderr
+
+    # A run recorded in an earlier boot died with that boot, whoever has its pid now.
+    set_process(db, rid, other.pid, theirs, "00000000-0000-0000-0000-000000000000")
+    assert [r["status"] for r in json.loads(dal(tmp_path, "receipts", "--json").stdout)] == ["died"]
+
+    # `dal resume` of the dead run is not refused as "still running": it continues from the journal.
+    set_process(db, rid, other.pid, theirs + 1, boot_id())
+    resumed = dal(tmp_path, "resume", rid, "--timeout", "1")
+    assert "still running" not in resumed.stderr, resumed.stderr
+    assert (tmp_path / "a").exists()
+    rows = {r["run_id"]: r["status"] for r in json.loads(dal(tmp_path, "receipts", "--json").stdout)}
+    assert rows[rid] == "interrupted" and len(rows) == 2  # buried by the resume, which is a run of its own
+    assert other.poll() is None  # nobody signalled the unrelated process
