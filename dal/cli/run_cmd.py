@@ -173,6 +173,9 @@ def run_and_report(args: argparse.Namespace, req: Any) -> int:
         return e.exit_code
     (sys.stderr if args.json else sys.stdout).flush()
     receipt = report.receipt
+    if report.files_error:
+        # The run ended as its receipt says (and as the exit code says); only the files are missing.
+        sys.stderr.write(f"dal: error: {report.files_error}\n")
     if report.error is not None and not args.json:
         sys.stderr.write(render(report.error, want_color(sys.stderr)) + "\n")
     if report.store_problem:

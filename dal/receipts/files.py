@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dal.fsutil import atomic_write_text
+from dal.fsutil import _mkstemp, atomic_write_text
 from dal.jsontext import dumps
 
 DEFAULT_RECEIPTS_DIR = Path(".dal") / "receipts"
@@ -24,6 +24,28 @@ def receipts_dir(
     if directory:
         return Path(directory).expanduser()
     return Path(workspace or ".") / DEFAULT_RECEIPTS_DIR
+
+
+def probe_receipts_dir(
+    directory: str | os.PathLike[str] | None = None, workspace: str | os.PathLike[str] | None = None
+) -> str | None:
+    """Why receipt files could not be written in their folder, or None when they can: the folder is made
+    if missing, then a small probe file is created, written and removed in it. `dal run` asks before
+    anything runs, so that an unwritable folder stops the run while nothing has happened yet."""
+    folder = receipts_dir(directory, workspace)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = _mkstemp(folder, ".probe.", ".tmp")
+        try:
+            os.write(fd, b"dal receipts probe\n")
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except FileExistsError:
+        return f"{folder} exists and is not a folder"
+    except OSError as e:
+        return f"{folder}: {e.strerror or e}"
+    return None
 
 
 def atomic_write(path: str | os.PathLike[str], text: str) -> Path:

@@ -136,7 +136,8 @@ class RunRequest(ValueRecord):
 class RunReport(ValueRecord):
     """How a run ended: its receipt, exit code, error, receipt files and the signal that stopped it."""
 
-    __slots__ = ("receipt", "exit_code", "error", "json_path", "md_path", "signal_name", "store_problem", "next_step")
+    __slots__ = ("receipt", "exit_code", "error", "json_path", "md_path", "signal_name", "store_problem", "next_step",
+                 "files_error")
 
     def __init__(
         self,
@@ -148,6 +149,7 @@ class RunReport(ValueRecord):
         signal_name: str | None = None,
         store_problem: str | None = None,  # the store could not record the run's end: what and why
         next_step: str | None = None,  # ... and what to do then
+        files_error: str | None = None,  # the run ended and is stored, but its receipt files failed: why
     ) -> None:
         self.receipt = receipt
         self.exit_code = exit_code
@@ -157,6 +159,7 @@ class RunReport(ValueRecord):
         self.signal_name = signal_name
         self.store_problem = store_problem
         self.next_step = next_step
+        self.files_error = files_error
 
 
 def default_store(workspace: Path) -> Path:
@@ -390,7 +393,8 @@ class _Run:
                 # (see _BeginFirst and docs/durability.md).
                 store.set_synchronous("NORMAL")
             except StoreError as e:
-                raise RunnerError(str(e)) from None
+                # Opened before the run is recorded, and a run journals before each effect: nothing ran.
+                raise RunnerError(str(e) if self.begun else f"{e} Nothing ran.") from None
             if os.environ.get("DAL_TEST_STORE_FAULT"):
                 from dal.runner.faults import wrap
 
@@ -754,6 +758,13 @@ def _execute(run: _Run) -> RunReport:
         raise RunnerError(f"the operation key {quote(req.key)} is not valid Unicode text "
                           f"(a lone surrogate at character {at})")
     source = _read_source(req)
+    if req.write_files:
+        from dal.receipts.files import probe_receipts_dir
+
+        problem = probe_receipts_dir(req.receipts_dir, run.workspace)
+        if problem is not None:
+            raise RunnerError(f"cannot write receipt files in {problem}. Nothing ran. Make the folder writable "
+                              "or choose another with --receipts DIR.")
     filename = str(req.script)
     checked, errors = check_source(source, filename)
     operation = req.key or f"script:{Path(filename).stem}"
@@ -986,19 +997,27 @@ def _finish(
         store_problem = e if isinstance(e, StoreError) else StoreError(str(e), None)
     json_path = md_path = None
     files_problem: OSError | None = None
+    files_error = None
     if req.write_files:
         try:
             json_path, md_path = write_receipt_files(receipt, req.receipts_dir, workspace=run.workspace)
         except OSError as e:
-            if store_problem is None:
-                raise RunnerError(f"cannot write the receipt files: {e}") from None
             files_problem = e
+            if store_problem is None:
+                # After the effects: the run is what the store says it is; only its files are missing.
+                from dal.receipts.files import receipts_dir
+
+                files_error = (f"the receipt files of run {run.run_id} could not be written in "
+                               f"{receipts_dir(req.receipts_dir, run.workspace)} ({e.strerror or e}). The run "
+                               f"ended {status} and is recorded in the store {run.store.path if run.store else ''}:"
+                               f" `dal receipt show {run.run_id}` shows its receipt (with --json: the file's "
+                               "contents)")
     if store_problem is not None:
         # The store could not record how the run ended. Whatever it had journaled stays the operation's
         # journal: the next attempt finds this run `running` with no live process and continues from it.
         problem, next_step = _unrecorded(run, receipt, store_problem, json_path, files_problem)
         return RunReport(receipt, 2, error, json_path, md_path, store_problem=problem, next_step=next_step)
-    return RunReport(receipt, exit_code, error, json_path, md_path)
+    return RunReport(receipt, exit_code, error, json_path, md_path, files_error=files_error)
 
 
 def _journal_late(run: _Run, handler: EffectHandler, error: DalError | None) -> None:
