@@ -178,13 +178,15 @@ def damaged(path: Path, what: str) -> StoreDamaged:
     from shlex import quote as q  # only a damaged store pays for the import
 
     p = Path(path)
-    keep = p.parent / f"{p.name}.damaged"
+    keep = p.parent / f"damaged-{p.name}"
     copy = keep / p.name
+    sql = f"{p}.sql"
     steps = (
-        f"  To recover it, keep a copy first (with its -wal file, if any), let SQLite salvage what it can from\n"
-        f"  the copy, and put the salvaged store in its place:\n"
+        f"  To recover it: keep a copy (with its -wal file, if any), let SQLite salvage what it can from the\n"
+        f"  copy (.recover, else .dump), build a new store from that, and put it in place:\n"
         f"    mkdir -p {q(str(keep))} && cp -p {q(str(p))}* {q(str(keep))}/\n"
-        f"    sqlite3 {q(str(copy))} .recover | sqlite3 {q(str(p))}.recovered\n"
+        f"    sqlite3 {q(str(copy))} .recover > {q(sql)} || sqlite3 {q(str(copy))} .dump > {q(sql)}\n"
+        f"    sqlite3 {q(str(p))}.recovered < {q(sql)}\n"
         f"    rm -f {q(str(p))} {q(str(p))}-wal {q(str(p))}-shm && mv {q(str(p))}.recovered {q(str(p))}\n"
         f"  or record new runs elsewhere with --store PATH (or {STORE_ENV}=PATH)."
     )
@@ -213,7 +215,7 @@ def _describe(exc: BaseException, path: Path, doing: str) -> StoreError:
         )
     if "not a database" in low:
         return damaged(path, "it is not an SQLite database (its header is damaged, or it is some other file)")
-    if "malformed" in low or "corrupt" in low or "no such" in low:
+    if "malformed" in low or "corrupt" in low or "no such" in low or "unsupported file format" in low:
         return damaged(path, f"SQLite says `{msg}` while {doing}")
     if "unable to open" in low:
         if path.is_dir():
@@ -309,6 +311,7 @@ class Store:
         self._immutable_stat: tuple[int, int] | None = None
         self._seal_on_close = False
         self._schema: int | None = None  # the version the store had when opened
+        self._shared = False  # another connection had the store open when this one came (see _vet_file)
         try:
             if readonly:
                 self._open_readonly()
@@ -345,11 +348,20 @@ class Store:
         if not self.path.exists():
             self._create()
         leftover = self._vet_file()
+        self._refuse_read_only()
+        # Vet through a read-only connection: a read-write one would create -wal and -shm files, and
+        # could leave them behind when the store turns out to be damaged.
+        self._connect_readonly()
+        version = self._vet(leftover)
+        self.close()
+        self._immutable_stat = None
         with self._guard("opening it"):
             conn = sqlite3.connect(str(self.path), timeout=self._timeout, isolation_level=None, check_same_thread=False)
             self._conn = conn
             conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-        version = self._vet(leftover)
+            if self._version() != version:  # migrated (or replaced) by another process since we looked
+                version = self._version()
+                self._check_version(version)
         with self._guard("opening it"):
             if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -400,6 +412,22 @@ class Store:
                 except OSError:
                     pass
 
+    def _refuse_read_only(self) -> None:
+        """A store DAL cannot write (the file, or the folder its -wal and -shm files go in) is refused as
+        read-only before SQLite tries, and fails, to create those files."""
+        wal = storefile.wal_path(self.path)
+        blocked = [p for p in (self.path, self.path.parent) if not os.access(p, os.W_OK)]
+        if self.path.parent in blocked and wal.exists() and storefile.shm_path(self.path).exists():
+            blocked.remove(self.path.parent)  # the side files exist already: writing them is enough
+        if blocked:
+            raise StoreError(
+                f"the run store {self.path} is read-only ({' and '.join(str(p) for p in blocked)} cannot be "
+                "written), so DAL cannot record runs in it. Make it and its folder writable (chmod u+w "
+                f"{self.path} {self.path.parent}), or choose another store with --store PATH or {STORE_ENV}=PATH. "
+                "It can still be read (dal receipts).",
+                self.path,
+            )
+
     def _open_readonly(self) -> None:
         if not self.path.exists():
             raise NoStore(f"no runs yet: there is no run store at {self.path}", self.path)
@@ -419,6 +447,9 @@ class Store:
             size = self.path.stat().st_size
         except OSError:
             return False  # SQLite will say what is wrong
+        if 0 < size < 512:  # an SQLite database is at least one page, and a page at least 512 bytes
+            raise damaged(self.path, f"it is too short to be an SQLite database ({size} bytes): truncated, or "
+                          "some other file")
         if size == 0:
             raise StoreDamaged(
                 f"the run store {self.path} is an empty file (0 bytes). DAL never leaves an empty store, so "
@@ -427,12 +458,17 @@ class Store:
                 "make a new store there.",
                 self.path,
             )
+        problem = storefile.header_damage(self.path)
+        if problem:
+            raise damaged(self.path, problem)
+        self._shared = False
         wal = storefile.wal_path(self.path)
         try:
             wal_size = wal.stat().st_size
         except OSError:
             return False
-        if wal_size == 0 or storefile.has_connections(self.path) is not False:
+        self._shared = storefile.has_connections(self.path) is not False
+        if wal_size == 0 or self._shared:
             return False  # no log, or a live one: its writer vetted the store when it opened it
         problem = storefile.wal_damage(self.path)
         if problem:
@@ -445,6 +481,22 @@ class Store:
         assert self._conn is not None
         conn = self._conn
         with self._guard("checking it"):
+            try:
+                size = self.path.stat().st_size
+                wal = storefile.wal_path(self.path)
+                wal_size = wal.stat().st_size if wal.exists() else 0
+            except OSError:
+                size, wal_size = 0, 0
+            if wal_size == 0 and size:
+                # Read from the header alone: a truncated store fails here before its schema is read.
+                pages = conn.execute("PRAGMA page_count").fetchone()[0]
+                page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+                if pages * page_size > size:
+                    raise damaged(
+                        self.path,
+                        f"it is shorter than its header says ({size:,} bytes, but {pages:,} pages of {page_size:,}"
+                        " bytes): it was truncated",
+                    )
             version = self._version()
             self._check_version(version)
             self._schema = version
@@ -452,20 +504,6 @@ class Store:
                 problem = _shape_problem(conn, version)
                 if problem:
                     raise damaged(self.path, problem)
-            try:
-                size = self.path.stat().st_size
-                wal_size = storefile.wal_path(self.path).stat().st_size if storefile.wal_path(self.path).exists() else 0
-            except OSError:
-                size, wal_size = 0, 0
-            if wal_size == 0 and size:
-                pages, page_size = conn.execute("PRAGMA page_count").fetchone()[0], conn.execute(
-                    "PRAGMA page_size").fetchone()[0]
-                if pages * page_size > size:
-                    raise damaged(
-                        self.path,
-                        f"it is shorter than its header says ({size:,} bytes, but {pages:,} pages of {page_size:,}"
-                        " bytes): it was truncated",
-                    )
             if self._wants_quick_check(size + wal_size, leftover):
                 rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check(3)").fetchall()]
                 if rows != ["ok"]:
@@ -477,8 +515,8 @@ class Store:
     def _wants_quick_check(self, size: int, leftover: bool) -> bool:
         if size <= QUICK_CHECK_ALWAYS or leftover:
             return True
-        if storefile.wal_path(self.path).exists():
-            return False  # a live writer has it open: it checked the store when it opened it
+        if self._shared:
+            return False  # another connection had it open as we came: it checked the store when it opened it
         return not storefile.sealed(self.path)
 
     def _probe_write(self) -> None:

@@ -109,6 +109,40 @@ def describe_process(pid: int) -> str:
     return f"process {pid} (`{cmd[:77] + '...' if len(cmd) > 80 else cmd}`)"
 
 
+# -- the database header -----------------------------------------------------------------------------
+
+
+def header_damage(path: Path) -> str | None:
+    """What the 100-byte database header says is wrong (not SQLite, impossible values, fewer bytes than
+    the pages it counts), or None. Reads the file only while this process holds no lock on it (see the
+    module doc); otherwise, and where the system cannot say, it returns None and SQLite judges."""
+    locks = _locks_on(path)
+    if locks is None or any(pid == os.getpid() for pid, *_ in locks):
+        return None
+    shm = _locks_on(shm_path(path))
+    if shm is None or any(pid == os.getpid() for pid, *_ in shm):
+        return None
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(100)
+    except OSError:
+        return None
+    if len(head) < 100 or head[:16] != b"SQLite format 3\x00":
+        return "it is not an SQLite database (its header is damaged, or it is some other file)"
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1) or head[21:24] != b"\x40\x20\x20":
+        return "its header is damaged (impossible page size or payload fractions)"
+    pages = int.from_bytes(head[28:32], "big")
+    valid = head[24:28] == head[92:96]
+    wal = wal_path(path)
+    if valid and pages and (not wal.exists() or wal.stat().st_size == 0) and pages * page_size > size:
+        return (f"it is shorter than its header says ({size:,} bytes, but {pages:,} pages of {page_size:,} "
+                "bytes): it was truncated")
+    return None
+
+
 # -- the write-ahead log -----------------------------------------------------------------------------
 
 
@@ -228,9 +262,18 @@ def sealed(path: Path) -> bool:
 
 
 def seal(path: Path) -> None:
-    """Record the store's fingerprint after DAL closed it (only when no WAL is left: no other connection)."""
+    """Record the store's fingerprint after DAL closed it (only when no WAL is left: no other connection).
+
+    File times move in coarse ticks (a few milliseconds), so a write in the same tick as DAL's last one
+    would leave the modification time as it was. The seal therefore first sets the file's modification
+    time 1 ns before what it is: any later write, however soon, sets it to the current tick again."""
     if wal_path(path).exists():
         return
+    try:
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - 1))
+    except OSError:
+        return  # not ours to touch: no seal, so the next open checks the store
     mark = _fingerprint(path)
     if mark is None:
         return
