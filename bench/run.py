@@ -7,8 +7,8 @@
 Sections: `programs` (fib, while, article loop, strings in DAL, CPython, asteval and pure-Python
 Starlark), `cold` (start-up of `dal run` / `dal check`), `parse` (20,000 lines vs `ast.parse`),
 `steps` (step counting on vs off), `effects` (bench_effects.py: run() of `true`), `journal`
-(bench_journal.py), `receipts` (100,000 loop exits, recorder on vs off), `memory` (peak of the
-article loop).
+(bench_journal.py), `store` (bench_store.py: the checks on opening a store of 10,000 runs), `receipts`
+(100,000 loop exits, recorder on vs off), `memory` (peak of the article loop).
 
 Times are CPU time of the measuring process (`time.process_time`), medians over interleaved repeats,
 so that other load on the machine disturbs a ratio less than it disturbs a wall clock. Cold start is
@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE))
 
 import programs  # noqa: E402 - bench/ is on the path just above
 
-SECTIONS = ("programs", "cold", "parse", "steps", "effects", "journal", "receipts", "memory")
+SECTIONS = ("programs", "cold", "parse", "steps", "effects", "journal", "store", "receipts", "memory")
 PEERS = {"asteval": "asteval", "starlark": "starlark"}  # peer -> PyPI package (pure-Python Starlark)
 
 # name -> (target, unit): ratios are "at most"
@@ -508,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         "steps": section_steps,
         "effects": lambda a: relay("bench_effects.py", "Effects: run() of `true` vs subprocess.run"),
         "journal": lambda a: relay("bench_journal.py", "Journal overhead per effect"),
+        "store": lambda a: relay("bench_store.py", "Store checks on open"),
         "receipts": section_receipts,
         "memory": section_memory,
     }

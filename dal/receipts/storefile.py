@@ -45,22 +45,27 @@ def seal_path(path: Path) -> Path:
 # -- locks -------------------------------------------------------------------------------------------
 
 
-def _locks_on(path: Path) -> list[tuple[int, str, int, int]] | None:
+def _read_locks() -> list[list[str]] | None:
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            return [line.split() for line in f.read().splitlines()]
+    except OSError:
+        return None
+
+
+def _locks_on(path: Path, table: list[list[str]] | None = None) -> list[tuple[int, str, int, int]] | None:
     """(pid, READ|WRITE, first byte, last byte) of every POSIX or OFD lock on `path`; None when the system
-    cannot say (no /proc/locks)."""
+    cannot say (no /proc/locks). `table` is a /proc/locks already read."""
     try:
         st = path.stat()
     except OSError:
         return []
     ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    try:
-        with open("/proc/locks", encoding="ascii", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
+    rows = _read_locks() if table is None else table
+    if rows is None:
         return None
     found = []
-    for line in lines:
-        parts = line.split()
+    for parts in rows:
         if len(parts) < 8 or parts[1] == "->" or parts[1] not in ("POSIX", "OFDLCK"):
             continue  # a waiter ("->"), or a flock() lock, which SQLite does not use
         if parts[5] != ident:
@@ -75,13 +80,28 @@ def _locks_on(path: Path) -> list[tuple[int, str, int, int]] | None:
     return found
 
 
-def has_connections(path: Path) -> bool | None:
-    """Whether any process (this one included) has the store open through SQLite's WAL index; None when
-    the system cannot say."""
-    locks = _locks_on(shm_path(path))
-    if locks is None:
-        return None
-    return any(first <= _SHM_DMS <= last for _, _, first, last in locks)
+class Survey:
+    """Who has the store open, as far as the system says: `shared` (any SQLite connection, this process's
+    included) and `ours` (this process holds a lock on the database or its -shm file). None: cannot say.
+
+    Every connection to a WAL database maps its -shm file, so without one nobody has the store open and
+    /proc/locks (whose reading costs up to milliseconds on a busy machine) is not read at all."""
+
+    __slots__ = ("shared", "ours")
+
+    def __init__(self, path: Path) -> None:
+        if not shm_path(path).exists():
+            self.shared: bool | None = False
+            self.ours: bool | None = False
+            return
+        table = _read_locks()
+        shm = _locks_on(shm_path(path), table)
+        db = _locks_on(path, table)
+        if shm is None or db is None:
+            self.shared = self.ours = None
+            return
+        self.shared = any(first <= _SHM_DMS <= last for _, _, first, last in shm)
+        self.ours = any(pid == os.getpid() for pid, *_ in shm + db)
 
 
 def lock_holder(path: Path) -> int | None:
@@ -114,14 +134,8 @@ def describe_process(pid: int) -> str:
 
 def header_damage(path: Path) -> str | None:
     """What the 100-byte database header says is wrong (not SQLite, impossible values, fewer bytes than
-    the pages it counts), or None. Reads the file only while this process holds no lock on it (see the
-    module doc); otherwise, and where the system cannot say, it returns None and SQLite judges."""
-    locks = _locks_on(path)
-    if locks is None or any(pid == os.getpid() for pid, *_ in locks):
-        return None
-    shm = _locks_on(shm_path(path))
-    if shm is None or any(pid == os.getpid() for pid, *_ in shm):
-        return None
+    the pages it counts), or None. Call it only when this process holds no lock on the file (a Survey's
+    `ours` is False): see the module doc."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -240,6 +254,9 @@ def free_bytes(folder: Path) -> int | None:
 # -- the seal ----------------------------------------------------------------------------------------
 
 
+_SEAL_BYTES = 128
+
+
 def _fingerprint(path: Path) -> list[int] | None:
     try:
         st = path.stat()
@@ -255,7 +272,7 @@ def sealed(path: Path) -> bool:
     if wal_path(path).exists():
         return False
     try:
-        recorded = json.loads(seal_path(path).read_text("ascii"))
+        recorded = json.loads(seal_path(path).read_bytes()[:_SEAL_BYTES].decode("ascii"))
     except (OSError, ValueError):
         return False
     return recorded == _fingerprint(path)
@@ -277,13 +294,16 @@ def seal(path: Path) -> None:
     mark = _fingerprint(path)
     if mark is None:
         return
-    target = seal_path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    # Overwritten in place at a fixed length: no rename and no truncation, either of which makes ext4
+    # flush the file (milliseconds at every run's end). A torn seal reads as no seal: one more check.
+    record = json.dumps(mark).ljust(_SEAL_BYTES - 1).encode("ascii") + b"\n"
     try:
-        tmp.write_text(json.dumps(mark), "ascii")
-        os.replace(tmp, target)  # no fsync: a lost seal only costs one more check
+        fd = os.open(seal_path(path), os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        return
+    try:
+        os.pwrite(fd, record, 0)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

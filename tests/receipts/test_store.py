@@ -195,6 +195,20 @@ def test_store_path_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert store_path(str(tmp_path / "flag.db"), tmp_path) == tmp_path / "flag.db"
 
 
+def test_schema_digests_match_the_migrations() -> None:
+    # Opening a sound store compares its schema's digest with these instead of rebuilding the expected
+    # shape; a new migration needs its digest here (the value this test prints).
+    import dal.receipts.store as store_module
+
+    for version in range(1, SCHEMA_VERSION + 1):
+        mem = sqlite3.connect(":memory:")
+        for target in range(1, version + 1):
+            for statement in store_module.MIGRATIONS[target]:
+                mem.execute(statement)
+        digest = store_module.schema_digest(mem)
+        assert store_module.SCHEMA_DIGESTS.get(version) == digest, f"SCHEMA_DIGESTS[{version}] = {digest!r}"
+
+
 def test_reopening_keeps_the_schema_version(db: Path) -> None:
     Store(db).close()
     with Store(db) as store:
