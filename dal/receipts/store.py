@@ -492,9 +492,11 @@ class Store:
         if wal_size == 0 or self._shared:
             return False  # no log, or a live one: its writer vetted the store when it opened it
         problem = storefile.wal_damage(self.path)
-        if problem:
+        if problem and storefile.Survey(self.path).shared is False:
+            # (A process that connected while we read may have been writing the log under us: then what
+            # we read proves nothing, and that process checked the log before it wrote.)
             raise damaged(self.path, problem)
-        return True
+        return not problem
 
     def _vet(self, leftover: bool) -> int | None:
         """Checks through SQLite before anything is written: the schema, the pages the header promises and,
