@@ -357,18 +357,15 @@ class Store:
                 f"Make it writable or choose another store with --store PATH or {STORE_ENV}=PATH.",
                 self.path,
             ) from None
-        free = storefile.free_bytes(self.path.parent)
-        if free is not None and free < MIN_FREE_BYTES:
-            raise StoreError(
-                f"the disk holding the run store {self.path} is full ({free:,} bytes free): DAL journals every "
-                "effect before it runs it, so it starts nothing without room to do so. Free some space (or "
-                f"use another store with --store PATH); the store is as it was.",
-                self.path,
-            )
-        if not self.path.exists():
+        if self.path.exists():
+            leftover = self._vet_file()  # a damaged store is reported as such first, whatever else is wrong
+            self._refuse_read_only()
+            self._refuse_full_disk()
+        else:
+            self._refuse_read_only()
+            self._refuse_full_disk()
             self._create()
-        leftover = self._vet_file()
-        self._refuse_read_only()
+            leftover = self._vet_file()
         # Vet through a read-only connection: a read-write one would create -wal and -shm files, and
         # could leave them behind when the store turns out to be damaged.
         self._connect_readonly()
@@ -432,11 +429,22 @@ class Store:
                 except OSError:
                     pass
 
+    def _refuse_full_disk(self) -> None:
+        free = storefile.free_bytes(self.path.parent)
+        if free is not None and free < MIN_FREE_BYTES:
+            raise StoreError(
+                f"the disk holding the run store {self.path} is full ({free:,} bytes free): DAL journals every "
+                "effect before it runs it, so it starts nothing without room to do so. Free some space (or "
+                f"use another store with --store PATH); DAL wrote nothing.",
+                self.path,
+            )
+
     def _refuse_read_only(self) -> None:
         """A store DAL cannot write (the file, or the folder its -wal and -shm files go in) is refused as
         read-only before SQLite tries, and fails, to create those files."""
         wal = storefile.wal_path(self.path)
-        blocked = [p for p in (self.path, self.path.parent) if not os.access(p, os.W_OK)]
+        here = (self.path, self.path.parent) if self.path.exists() else (self.path.parent,)
+        blocked = [p for p in here if not os.access(p, os.W_OK)]
         if self.path.parent in blocked and wal.exists() and storefile.shm_path(self.path).exists():
             blocked.remove(self.path.parent)  # the side files exist already: writing them is enough
         if blocked:
@@ -511,7 +519,7 @@ class Store:
             except OSError:
                 size, wal_size = 0, 0
             if wal_size == 0 and size:
-                # Read from the header alone: a truncated store fails here before its schema is read.
+                # (storefile.header_damage checks this first, when reading the file ourselves is safe.)
                 pages = conn.execute("PRAGMA page_count").fetchone()[0]
                 page_size = conn.execute("PRAGMA page_size").fetchone()[0]
                 if pages * page_size > size:

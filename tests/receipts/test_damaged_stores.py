@@ -450,3 +450,17 @@ def test_the_same_commands_work_on_a_sound_store(tmp_path: Path, monkeypatch: py
     assert code == 0 and "approved effect 1" in out, err
     code, out, err = dal(case, ["resume", "latest"], monkeypatch, capsys)
     assert code == 0 and (ws / "sent").exists(), err
+
+
+@pytest.mark.skipif(not ROOT, reason="mounting a tmpfs needs root")
+def test_no_store_yet_in_a_read_only_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "send.dal").write_text('run("touch sent")\n')
+    with mounted(tmp_path / "ro", "8m") as mnt:
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        case = Case(ws, mnt / "dal.db", "is read-only", damaged=False)
+        code, _, err = dal(case, COMMANDS[0][1], monkeypatch, capsys)
+        assert code == 2 and "is read-only" in err and "Nothing ran" in err, err
+        assert list(mnt.iterdir()) == [] and not (ws / "sent").exists()
