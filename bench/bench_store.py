@@ -2,12 +2,12 @@
 
     python bench/bench_store.py [RUNS]      # default 10,000 runs
 
-Every open checks the header, the schema and (with no WAL) the page count; PRAGMA quick_check runs only
-when the store is at most QUICK_CHECK_ALWAYS bytes, a crash left its WAL, or the store is not as DAL last
+Every open checks the header, the schema and (with no WAL) the page count; PRAGMA integrity_check runs
+only when the store is at most FULL_CHECK_ALWAYS bytes, a crash left its WAL, or the store is not as DAL last
 left it (its seal). This measures, on a store of RUNS runs (each with a receipt of a few KB and three
 journal rows): a writer's open+close when sealed (what every `dal run` pays), a reader's open+close,
-PRAGMA quick_check alone (what an unsealed big store pays once), and a small store's open+close.
-Warm page cache: a cold cache makes quick_check cost what reading the whole file from disk costs.
+PRAGMA integrity_check alone (what an unsealed big store pays once), and a small store's open+close.
+Warm page cache: a cold cache makes the check cost what reading the whole file from disk costs.
 """
 
 from __future__ import annotations
@@ -81,19 +81,19 @@ def main() -> None:
             import sqlite3
 
             c = sqlite3.connect(f"file:{big}?mode=ro", uri=True)
-            assert c.execute("PRAGMA quick_check").fetchall() == [("ok",)]
+            assert c.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
             c.close()
 
         check = timed(quick, 5)
-        print(f"- store of {runs:,} runs: {size / 2**20:.1f} MiB (quick_check on every open up to "
-              f"{store_module.QUICK_CHECK_ALWAYS / 2**20:.0f} MiB)")
+        print(f"- store of {runs:,} runs: {size / 2**20:.1f} MiB (integrity_check on every open up to "
+              f"{store_module.FULL_CHECK_ALWAYS / 2**20:.0f} MiB)")
         print(f"- writer open+close, sealed (each `dal run`): {writer:.2f} ms; reader open+close: {reader:.2f} ms")
-        print(f"- PRAGMA quick_check of the whole store (an unsealed big store, once): {check:.0f} ms "
+        print(f"- PRAGMA integrity_check of the whole store (an unsealed big store, once): {check:.0f} ms "
               f"({check / (size / 2**20):.2f} ms per MiB)")
         print(f"- small store ({small.stat().st_size / 2**10:.0f} KiB, checked every time): writer open+close "
               f"{small_writer:.2f} ms")
         print(json.dumps({"runs": runs, "bytes": size, "writer_ms": round(writer, 3), "reader_ms": round(reader, 3),
-                          "quick_check_ms": round(check, 1), "small_writer_ms": round(small_writer, 3)}))
+                          "integrity_check_ms": round(check, 1), "small_writer_ms": round(small_writer, 3)}))
 
 
 if __name__ == "__main__":

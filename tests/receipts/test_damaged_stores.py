@@ -186,7 +186,27 @@ def table_page(ws: Path) -> Case:
     db = ws / ".dal" / "dal.db"
     page = page_of(db, "runs")
     poke(db, (page - 1) * PAGE, b"\x00\x91\x77\x13\x00\x00\x55\x66" * 4)  # the b-tree page header: random
-    return Case(ws, db, "quick_check finds damage")
+    return Case(ws, db, "integrity_check finds damage")
+
+
+def index_content(ws: Path) -> Case:
+    # Sound in structure (PRAGMA quick_check says ok), but an index no longer agrees with its table: a
+    # write would go by the index. Only PRAGMA integrity_check finds it.
+    db = ws / ".dal" / "dal.db"
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        page = conn.execute("SELECT pageno FROM dbstat WHERE name = 'runs_by_operation' AND pagetype = 'leaf'"
+                            " LIMIT 1").fetchone()[0]
+    finally:
+        conn.close()
+    data = db.read_bytes()[(page - 1) * PAGE : page * PAGE]
+    poke(db, (page - 1) * PAGE + data.index(b"script:filler1") + 7, b"F")
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        assert conn.execute("PRAGMA quick_check").fetchall() == [("ok",)]
+    finally:
+        conn.close()
+    return Case(ws, db, "integrity_check finds damage (row ")
 
 
 def wal_frame(ws: Path) -> Case:
@@ -256,8 +276,8 @@ def not_sqlite(ws: Path) -> Case:
 
 MAKERS: list[Callable[[Path], Case]] = [
     truncated, truncated_header, header_bytes, header_page_count, schema_bad_utf8, schema_random, table_page,
-    wal_frame, wal_header, table_dropped, column_renamed, index_dropped, newer_version, not_dal, directory,
-    zero_bytes, not_sqlite,
+    index_content, wal_frame, wal_header, table_dropped, column_renamed, index_dropped, newer_version, not_dal,
+    directory, zero_bytes, not_sqlite,
 ]
 
 
@@ -356,7 +376,7 @@ def test_the_recovery_the_message_gives_works(base: Path, tmp_path: Path, monkey
     ws = copy_ws(base, tmp_path / "ws")
     db = ws / ".dal" / "dal.db"
     poke(db, (page_of(db, "runs_by_status") - 1) * PAGE, b"\x00\x91\x77\x13\x00\x00\x55\x66" * 4)  # an index
-    case = Case(ws, db, "quick_check finds damage")
+    case = Case(ws, db, "integrity_check finds damage")
     code, _, err = dal(case, ["receipts"], monkeypatch, capsys)
     assert code == 2 and case.expect in err
     steps = [line.strip() for line in err.splitlines() if line.startswith("    ")]
@@ -369,7 +389,7 @@ def test_the_recovery_the_message_gives_works(base: Path, tmp_path: Path, monkey
 
 
 def test_a_big_store_changed_behind_dals_back_is_checked(base: Path, tmp_path: Path) -> None:
-    # A store over the always-check size skips PRAGMA quick_check only while it is exactly as DAL left it.
+    # A store over the always-check size skips PRAGMA integrity_check only while it is exactly as DAL left it.
     import dal.receipts.store as store_module
 
     ws = copy_ws(base, tmp_path / "ws")
@@ -378,14 +398,14 @@ def test_a_big_store_changed_behind_dals_back_is_checked(base: Path, tmp_path: P
         pass  # sealed on close
     size = db.stat().st_size
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(store_module, "QUICK_CHECK_ALWAYS", size // 4)
+        mp.setattr(store_module, "FULL_CHECK_ALWAYS", size // 4)
         with Store(db) as store:
             assert store.count_runs() == 301
         page = page_of(db, "runs")
         poke(db, (page - 1) * PAGE, b"\x00\x91\x77\x13\x00\x00\x55\x66" * 4)
         before = db.read_bytes()
         for readonly in (True, False):
-            with pytest.raises(store_module.StoreDamaged, match="quick_check finds damage"):
+            with pytest.raises(store_module.StoreDamaged, match="integrity_check finds damage"):
                 Store(db, readonly=readonly)
         assert db.read_bytes() == before
 
