@@ -44,9 +44,11 @@ DEFAULT_STORE = Path(".dal") / "dal.db"
 STORE_ENV = "DAL_STORE"
 # save_receipt() checks this many entries (plus the last) of each long list against the schema.
 VALIDATE_SAMPLE = 8
-# How long a writer waits for the store's write lock (SQLite's busy timeout). DAL's own transactions last
-# milliseconds, so a lock held this long is someone else's (an open sqlite3 shell, a backup).
+# How long a writer waits for the store's write lock (SQLite's busy timeout), unless DAL_STORE_TIMEOUT
+# says otherwise. DAL's own transactions last milliseconds, so a lock held this long is someone else's
+# (an open sqlite3 shell, a backup).
 BUSY_TIMEOUT = 5.0
+TIMEOUT_ENV = "DAL_STORE_TIMEOUT"
 # A store up to this size gets PRAGMA integrity_check on every open (0.5 to 1 ms per MiB from the page
 # cache); a larger one only when something looks off (see the module doc).
 FULL_CHECK_ALWAYS = 2 << 20
@@ -171,6 +173,20 @@ def store_path(store: str | os.PathLike[str] | None = None, workspace: str | os.
     if chosen:
         return Path(chosen).expanduser()
     return Path(workspace or ".") / DEFAULT_STORE
+
+
+def busy_timeout() -> float:
+    """Seconds a writer waits for the store's write lock: $DAL_STORE_TIMEOUT, else BUSY_TIMEOUT (5)."""
+    text = os.environ.get(TIMEOUT_ENV)
+    if text:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if 0 <= value <= 86400:
+            return value
+        raise StoreError(f"{TIMEOUT_ENV}={text!r} is not a number of seconds (0 to 86400)")
+    return BUSY_TIMEOUT
 
 
 def damaged(path: Path, what: str) -> StoreDamaged:
@@ -319,13 +335,13 @@ class Store:
     `Store(path)` creates the file and its folder when missing and migrates an older store.
     `Store(path, readonly=True)` raises NoStore when there is no file and never writes anything.
     Either raises StoreDamaged for a store that fails the checks in the module doc, StoreLocked when
-    opening for write finds the write lock held for `timeout` seconds.
+    opening for write finds the write lock held for `timeout` seconds (default: busy_timeout()).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False, timeout: float = BUSY_TIMEOUT) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False, timeout: float | None = None) -> None:
         self.path = Path(path)
         self.readonly = readonly
-        self._timeout = timeout
+        self._timeout = busy_timeout() if timeout is None else timeout
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._immutable_stat: tuple[int, int] | None = None
