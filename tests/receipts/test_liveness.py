@@ -113,11 +113,24 @@ def test_a_reused_pid_does_not_keep_a_dead_run_running(tmp_path: Path, other: su
     set_process(db, rid, other.pid, theirs, "00000000-0000-0000-0000-000000000000")
     assert [r["status"] for r in json.loads(dal(tmp_path, "receipts", "--json").stdout)] == ["died"]
 
-    # `dal resume` of the dead run is not refused as "still running": it continues from the journal.
+    # `dal resume` of the dead run is not refused as "still running": it records the dead run as
+    # interrupted and continues from the journal (into effect 2, `sleep 30`, where this test stops it).
     set_process(db, rid, other.pid, theirs + 1, boot_id())
-    resumed = dal(tmp_path, "resume", rid, "--timeout", "1")
-    assert "still running" not in resumed.stderr, resumed.stderr
-    assert (tmp_path / "a").exists()
-    rows = {r["run_id"]: r["status"] for r in json.loads(dal(tmp_path, "receipts", "--json").stdout)}
-    assert rows[rid] == "interrupted" and len(rows) == 2  # buried by the resume, which is a run of its own
+    env = {k: v for k, v in os.environ.items() if k != "DAL_STORE"}
+    resume = subprocess.Popen([sys.executable, "-m", "dal", "resume", rid], cwd=tmp_path, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            rows = {r["run_id"]: r["status"] for r in json.loads(dal(tmp_path, "receipts", "--json").stdout)}
+            if rows.get(rid) == "interrupted" or resume.poll() is not None:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        resume.kill()
+        _, err = resume.communicate()
+    assert "still running" not in err, err
+    assert rows[rid] == "interrupted" and len(rows) == 2  # buried by the resume, a run of its own
+    assert (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     assert other.poll() is None  # nobody signalled the unrelated process
