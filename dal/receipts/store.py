@@ -1207,7 +1207,10 @@ class Store:
     def lineage(self, run_id: str, *, limit: int = 10_000) -> list[dict[str, Any]]:
         """`run_id` and the runs it continues, newest first, following `previous_run`: each as run_id,
         previous_run, status, key, pid and the parsed `policy`. Ends at a run with no previous run, at a
-        previous run the store does not hold, or after `limit` runs. One query, however long the chain."""
+        previous run the store does not hold, or after `limit` runs. One query, however long the chain.
+        (Each row also has `pid_start` and `boot_id`, as run_row() gives them.)"""
+        ident = ("runs.pid_start, runs.boot_id" if (self._schema or 0) >= 2
+                 else "NULL AS pid_start, NULL AS boot_id")
 
         def read(c: sqlite3.Connection) -> list[dict[str, Any]]:
             if not self._has_tables(c):
@@ -1216,7 +1219,7 @@ class Store:
                 "WITH RECURSIVE chain(run_id, depth) AS (SELECT ?, 0 UNION ALL"
                 " SELECT r.previous_run, chain.depth + 1 FROM runs r JOIN chain ON r.run_id = chain.run_id"
                 " WHERE r.previous_run IS NOT NULL AND chain.depth + 1 < ?)"
-                " SELECT runs.run_id, runs.previous_run, runs.status, runs.key, runs.pid, runs.policy"
+                f" SELECT runs.run_id, runs.previous_run, runs.status, runs.key, runs.pid, {ident}, runs.policy"
                 " FROM chain JOIN runs ON runs.run_id = chain.run_id ORDER BY chain.depth",
                 (run_id, max(1, int(limit))),
             )

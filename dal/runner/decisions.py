@@ -53,7 +53,7 @@ def held_effect(store: Store, run: dict[str, Any], effect: int | None, want: str
     """The effect of `run`'s operation that a decision of kind `want` (pending_approval | uncertain) is
     about, read from the operation's journal (every attempt's). `run` is the operation's newest run,
     `named` the run the person named, when another."""
-    from dal.runner.runner import pid_alive
+    from dal.runner.runner import run_alive
 
     rid = run["run_id"]
     if run["status"] in ("completed", "skipped", "rejected"):
@@ -63,7 +63,7 @@ def held_effect(store: Store, run: dict[str, Any], effect: int | None, want: str
                                   + (f"its operation completed in {done}, " if run["status"] != "rejected" else "")
                                   + "nothing waits for a decision")
         raise DecisionRefused(f"run {rid} is {run['status']}, not waiting for a decision")
-    live = run["status"] == "running" and pid_alive(run.get("pid"))
+    live = run["status"] == "running" and run_alive(run)
     effects = {seq: p for seq, p in journal.load(store, rid).entries.items() if seq > 0}
     states = {seq: _state(p, rid if live else None) for seq, p in effects.items()}
     what = _LABELS[want]
@@ -123,11 +123,11 @@ def _applies(store: Store, decided_on: dict[str, Any], seq: int) -> str:
     """Which run a decision just recorded about effect `seq` applies to. Read after the decision was
     committed: a run that looks for a decision at the effect and journals its hold in one transaction
     (Store.journal_hold) either saw this decision, or shows its hold here."""
-    from dal.runner.runner import pid_alive
+    from dal.runner.runner import run_alive
 
     newest = journal.newest_of(store, store.run_row(decided_on["run_id"]) or decided_on)
     nid = newest["run_id"]
-    if newest.get("status") == "running" and pid_alive(newest.get("pid")):
+    if newest.get("status") == "running" and run_alive(newest):
         mine = [e for e in store.journal(nid) if e["seq"] == seq]
         detail = (mine[-1]["detail"] or {}) if mine else {}
         if mine and mine[-1]["result"] is None and (detail.get("pending") or detail.get("uncertain")):
