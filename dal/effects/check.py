@@ -373,6 +373,9 @@ def _check(command: str, policy: Policy) -> Decision:
     if not isinstance(command, str):
         raise _Denied("command is not a string")
     plan = parse_command(command)
+    if len(plan.simple_commands()) > policy.limit("max_commands"):  # bounds the processes one run() starts
+        raise _Denied(f"{len(plan.simple_commands())} simple commands in one run(); [limits] max_commands allows "
+                      f"{policy.limit('max_commands')}")
     ws = policy.workspace
     reads: list[str] = []
     writes: list[str] = []

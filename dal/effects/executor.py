@@ -1,16 +1,15 @@
 """Run a checked plan: argv lists spawned directly (no shell); `&&`, `||`, `;`, `|`, redirections done here.
 
 Each pipeline runs in its own process group so a timeout kills all of it. Programs get a scrubbed
-environment, /dev/null as stdin, the workspace as working directory, resource limits, and, when
-bubblewrap works, the wall around them.
+environment, /dev/null as stdin, the workspace as working directory, resource limits that apply before
+they run, a cgroup of the command's own where DAL can make one, and, when bubblewrap works, the wall
+around them. The timeout covers starting every process, not only waiting for them.
 """
 
 from __future__ import annotations
 
-import errno
-import math
 import os
-import resource
+import re
 import select
 import selectors
 import signal
@@ -21,15 +20,14 @@ from typing import Any
 
 import attrs
 
-from dal.effects.check import Decision, check_redirect_target, recheck
+from dal.effects.check import Decision, recheck
+from dal.effects.limits import Cgroup, CommandLimits, describe_signal_limit
 from dal.effects.policy import TRUSTED_PATH, Policy
-from dal.effects.sandbox import wrap
+from dal.effects.safeopen import DeniedAtOpen, open_redirect
+from dal.effects.sandbox import Wall, WallRefused, _identity
 from dal.effects.shell import Pipeline, SimpleCommand
 
-__all__ = ["ExecOutcome", "execute_plan", "scrubbed_env"]
-
-_FILE_SIZE_LIMIT = 1 << 30
-_PROCESS_LIMIT = 512
+__all__ = ["ExecOutcome", "execute_plan", "scrubbed_env", "EffectCancelled"]
 
 
 def scrubbed_env(workspace: str) -> dict[str, str]:
@@ -52,6 +50,7 @@ class ExecOutcome:
     stderr: str
     stdout_truncated: bool
     stderr_truncated: bool
+    limit: str | None = None  # the limit the command ran into, as a sentence
 
 
 class _Capture:
@@ -73,41 +72,37 @@ class _Capture:
         return s
 
 
-def _set_limits(pid: int, timeout: float) -> None:
-    # Set right after spawn rather than in preexec_fn: preexec_fn forbids vfork and more than doubles
-    # the cost of starting a program. The program has had microseconds to run by then.
-    cpu = max(1, math.ceil(timeout)) + 1
-    try:
-        resource.prlimit(pid, resource.RLIMIT_CPU, (cpu, cpu))
-        resource.prlimit(pid, resource.RLIMIT_FSIZE, (_FILE_SIZE_LIMIT, _FILE_SIZE_LIMIT))
-        resource.prlimit(pid, resource.RLIMIT_NPROC, (_PROCESS_LIMIT, _PROCESS_LIMIT))
-    except (ProcessLookupError, PermissionError, ValueError, OSError):
-        pass  # already gone, or a limit the OS refuses; the timeout still holds
-
-
-def _open_redirect(target: str, op: str, policy: Policy) -> int:
-    resolved = check_redirect_target(target, op != "<", policy)
-    if resolved is None:
-        raise OSError(errno.EACCES, "outside the allowed roots at open time", target)
-    if op == "<":
-        flags = os.O_RDONLY
-    elif op == ">>":
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-    else:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    # O_NONBLOCK so that a FIFO cannot hang DAL itself in open(); the program gets a blocking fd back
-    # and is then bounded by the timeout like any other wait.
-    fd = os.open(resolved, flags | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
-    os.set_blocking(fd, True)
-    return fd
-
-
 def _signal_code(code: int) -> int:
     return 128 - code if code < 0 else code
 
 
 class EffectCancelled(Exception):
     """The command was stopped (its process group killed) because the run was interrupted."""
+
+
+class _Run:
+    """What one command's pipelines share: limits, cgroup, captures, the deadline, the limits it hit."""
+
+    def __init__(self, decision: Decision, policy: Policy, timeout: float, max_output: int, sandbox: bool,
+                 cancel: Callable[[], bool] | None) -> None:
+        self.decision = decision
+        self.policy = policy
+        self.exes = dict(decision.executables)
+        self.out, self.err = _Capture(max_output), _Capture(max_output)
+        self.deadline = time.monotonic() + timeout
+        self.env = scrubbed_env(policy.workspace)
+        self.sandbox = sandbox
+        self.cancel = cancel
+        self.limits = CommandLimits.of(policy, timeout)
+        self.cgroup: Cgroup | None = None
+        self.hit: list[str] = []
+
+    def outcome(self, status: str, code: int | None) -> ExecOutcome:
+        if self.cgroup is not None:
+            self.hit += self.cgroup.hits()
+        limit = "; ".join(dict.fromkeys(self.hit)) or None
+        return ExecOutcome(status, code, self.out.text(), self.err.text(), bool(self.out.dropped),
+                           bool(self.err.dropped), limit)
 
 
 def execute_plan(
@@ -120,150 +115,251 @@ def execute_plan(
     cancel: Callable[[], bool] | None = None,
 ) -> ExecOutcome:
     """Run the plan of an allowed `decision`; the caller has already checked it. Raises EffectCancelled
-    when `cancel()` turns true while a command runs (its process group is killed first)."""
+    when `cancel()` turns true while a command runs (its processes are killed first), and
+    a pipeline whose wall cannot be set up as the policy needs does not start (status 126)."""
     plan = decision.plan
     if plan is None:
         raise ValueError("decision has no plan to execute")
-    exes = dict(decision.executables)
-    out, err = _Capture(max_output), _Capture(max_output)
-    deadline = time.monotonic() + timeout
-    env = scrubbed_env(policy.workspace)
-    status = 0
-    for i, pipeline in enumerate(plan.items):
-        if i > 0:
-            op = plan.ops[i - 1]
-            if (op == "&&" and status != 0) or (op == "||" and status == 0):
-                continue
-        code = _run_pipeline(pipeline, exes, policy, env, out, err, deadline, timeout, sandbox, cancel)
-        if code is _CANCELLED:
-            raise EffectCancelled(pipeline)
-        if code is None:
-            return ExecOutcome("timeout", None, out.text(), err.text(), bool(out.dropped), bool(err.dropped))
-        status = code
-    return ExecOutcome(
-        "completed" if status == 0 else "failed",
-        status,
-        out.text(),
-        err.text(),
-        bool(out.dropped),
-        bool(err.dropped),
-    )
+    run = _Run(decision, policy, timeout, max_output, sandbox, cancel)
+    run.cgroup = Cgroup.create(run.limits)
+    try:
+        status = 0
+        for i, pipeline in enumerate(plan.items):
+            if i > 0:
+                op = plan.ops[i - 1]
+                if (op == "&&" and status != 0) or (op == "||" and status == 0):
+                    continue
+            code = _run_pipeline(pipeline, run)
+            if code is _CANCELLED:
+                raise EffectCancelled(pipeline)
+            if code is None:
+                return run.outcome("timeout", None)
+            status = code
+        return run.outcome("completed" if status == 0 else "failed", status)
+    finally:
+        if run.cgroup is not None:
+            run.cgroup.close()
 
 
-def _run_pipeline(
-    pipeline: Pipeline,
-    exes: dict[str, str],
-    policy: Policy,
-    env: dict[str, str],
-    out: _Capture,
-    err: _Capture,
-    deadline: float,
-    timeout: float,
-    sandbox: bool,
-    cancel: Callable[[], bool] | None = None,
-) -> Any:
-    """Run one pipeline; its last command's exit status, None on timeout, _CANCELLED when cancelled."""
+def _run_pipeline(pipeline: Pipeline, run: _Run) -> Any:
+    """Run one pipeline; its last command's exit status, None on timeout, _CANCELLED when cancelled.
+
+    The wall is made for each pipeline, just before it starts, so that it sees the tree the pipelines
+    before it left (a protected file one of them created is protected from the next)."""
+    try:
+        wall = Wall(run.policy, run.exes.values(), run.limits.tmp_size) if run.sandbox else None
+    except WallRefused as e:
+        # Like a path denied at start: this pipeline does not start, the list goes on as after a failure.
+        run.err.add(f"dal: {pipeline.commands[0].argv[0]}: denied at start: the wall cannot be set up: {e}\n".encode())
+        return 126
+    try:
+        return _run_stages(pipeline, run, wall)
+    finally:
+        if wall is not None:
+            wall.close()
+
+
+def _run_stages(pipeline: Pipeline, run: _Run, wall: Wall | None) -> Any:
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-    to_close = [out_w, err_w, devnull]
     procs: list[subprocess.Popen | int] = []  # an int is the status of a command that never started
     pgid = 0
+    stopped: Any = None  # why starting stopped early: None, "late" or _CANCELLED
     stdin = devnull
     try:
         n = len(pipeline.commands)
         for idx, cmd in enumerate(pipeline.commands):
-            if idx < n - 1:
-                next_r, next_w = os.pipe()
-                to_close += [next_r, next_w]
-                stdout = next_w
-            else:
-                next_r, stdout = -1, out_w
-            proc = _spawn(cmd, exes, policy, env, stdin, stdout, err_w, to_close, pgid, timeout, sandbox)
+            # Starting processes counts against the timeout: a long pipeline stops starting at the deadline.
+            if time.monotonic() >= run.deadline:
+                stopped = "late"
+                break
+            if run.cancel is not None and run.cancel():
+                stopped = _CANCELLED
+                break
+            next_r, stdout = os.pipe() if idx < n - 1 else (devnull, out_w)
+            try:
+                proc = _spawn(cmd, run, wall, stdin, stdout, err_w, pgid)
+            finally:
+                # The child has its copies: a long pipeline does not hold every pipe open in DAL.
+                if stdin != devnull:
+                    os.close(stdin)
+                stdin = next_r
+                if stdout != out_w:
+                    os.close(stdout)
+            if proc is None:
+                stopped = "late"
+                break
             if isinstance(proc, subprocess.Popen) and pgid == 0:
                 pgid = proc.pid
             procs.append(proc)
-            stdin = next_r
     finally:
-        for fd in to_close:
+        for fd in {stdin, out_w, err_w, devnull}:
             os.close(fd)
-    drained = _drain({out_r: out, err_r: err}, deadline, cancel)
-    timed_out = drained is not True
     live = [p for p in procs if isinstance(p, subprocess.Popen)]
+    captures = {out_r: run.out, err_r: run.err}
+    if stopped is not None:
+        _drain(captures, time.monotonic())  # only closes them: the command is over
+        _kill(pgid, live)
+        return stopped if stopped is _CANCELLED else None
+    drained = _drain(captures, run.deadline, run.cancel)
+    timed_out = drained is not True
     if not timed_out:
         for p in live:
-            if _wait_exit(p, deadline, cancel) is _CANCELLED:
+            if _wait_exit(p, run.deadline, run.cancel) is _CANCELLED:
                 drained = _CANCELLED
             if p.returncode is None:
                 timed_out = True
                 break
     if timed_out:
-        if pgid:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        for p in live:
-            p.kill()
-            p.wait()
+        _kill(pgid, live)
         return _CANCELLED if drained is _CANCELLED else None
+    for p in procs:
+        why = describe_signal_limit(p if isinstance(p, int) else _signal_code(p.returncode), run.limits)
+        if why:
+            run.hit.append(why)
     last = procs[-1]
     return last if isinstance(last, int) else _signal_code(last.returncode)
 
 
+def _kill(pgid: int, live: list[subprocess.Popen]) -> None:
+    if pgid:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for p in live:
+        p.kill()
+        p.wait()
+
+
 def _spawn(
-    cmd: SimpleCommand,
-    exes: dict[str, str],
-    policy: Policy,
-    env: dict[str, str],
-    stdin: int,
-    stdout: int,
-    stderr: int,
-    to_close: list[int],
-    pgid: int,
-    timeout: float,
-    sandbox: bool,
-) -> subprocess.Popen | int:
-    why = recheck(cmd, policy)
+    cmd: SimpleCommand, run: _Run, wall: Wall | None, stdin: int, stdout: int, stderr: int, pgid: int
+) -> subprocess.Popen | int | None:
+    """Start one simple command: a Popen, an exit status when it could not start, None when the deadline
+    passed while it started."""
+    why = recheck(cmd, run.policy)
     if why is not None:
         os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {why}\n".encode())
         return 126
     fds = {0: stdin, 1: stdout, 2: stderr}
-    for r in cmd.redirects:
-        if r.op == ">&":
-            fds[r.fd] = fds[r.dup_fd]  # type: ignore[index]
-            continue
-        try:
-            fd = _open_redirect(r.target, r.op, policy)  # type: ignore[arg-type]
-        except OSError as e:
-            os.write(stderr, f"dal: {r.target}: {e.strerror}\n".encode())
-            return 1
-        to_close.append(fd)
-        for k in (1, 2) if r.fd == -1 else (r.fd,):
-            fds[k] = fd
-    exe = exes[cmd.argv[0]]
-    ws = policy.workspace
-    if sandbox:
-        args, executable = wrap(list(cmd.argv), policy.write_roots, ws, policy.allow_net), None
-    else:
-        args, executable = list(cmd.argv), exe
+    opened: list[int] = []
     try:
-        proc = subprocess.Popen(
-            args,
-            executable=executable,
+        for r in cmd.redirects:
+            if r.op == ">&":
+                fds[r.fd] = fds[r.dup_fd]  # type: ignore[index]
+                continue
+            try:
+                fd = open_redirect(r.target, r.op, run.policy)  # type: ignore[arg-type]
+            except DeniedAtOpen as e:
+                os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {e}\n".encode())
+                return 126
+            except OSError as e:
+                os.write(stderr, f"dal: {r.target}: {e.strerror}\n".encode())
+                return 1
+            opened.append(fd)
+            for k in (1, 2) if r.fd == -1 else (r.fd,):
+                fds[k] = fd
+        if wall is not None:
+            return _spawn_walled(cmd, run, wall, fds, pgid)
+        return _spawn_bare(cmd, run, fds, pgid)
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+def _spawn_bare(cmd: SimpleCommand, run: _Run, fds: dict[int, int], pgid: int) -> subprocess.Popen | int:
+    """Without the wall: the limits are set in the child between fork and exec."""
+    try:
+        return subprocess.Popen(
+            list(cmd.argv),
+            executable=run.exes[cmd.argv[0]],
             stdin=fds[0],
             stdout=fds[1],
             stderr=fds[2],
-            cwd=ws,
-            env=env,
+            cwd=run.policy.workspace,
+            env=run.env,
             close_fds=True,
             process_group=pgid,
+            preexec_fn=run.limits.preexec(run.cgroup),
         )
     except OSError as e:
-        os.write(stderr, f"dal: {cmd.argv[0]}: {e.strerror}\n".encode())
+        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode())
         return 127
-    _set_limits(proc.pid, timeout)
-    return proc
+
+
+_CHILD_PID = re.compile(rb'"child-pid":\s*(\d+)')
+
+
+def _spawn_walled(
+    cmd: SimpleCommand, run: _Run, wall: Wall, fds: dict[int, int], pgid: int
+) -> subprocess.Popen | int | None:
+    """Inside the wall. bubblewrap reports its sandbox's init process on --info-fd and then waits on
+    --block-fd before it starts the program: DAL sets the rlimits on that process and moves it into the
+    command's cgroup meanwhile, so the program and everything it starts are bound from their first
+    instruction."""
+    info_r, info_w = os.pipe()
+    block_r, block_w = os.pipe()
+    passwd, group = _identity()
+    data = []
+    for content in (passwd, group):
+        r, w = os.pipe()
+        os.write(w, content)  # a few hundred bytes: never more than the pipe holds
+        os.close(w)
+        data.append(r)
+    child = [info_w, block_r, *data]
+    try:
+        try:
+            proc = subprocess.Popen(
+                wall.argv(list(cmd.argv), (data[0], data[1]), info_w, block_r),
+                stdin=fds[0],
+                stdout=fds[1],
+                stderr=fds[2],
+                cwd=run.policy.workspace,
+                env=run.env,
+                close_fds=True,
+                pass_fds=(*child, *wall.fds),
+                process_group=pgid,
+            )
+        except OSError as e:
+            os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode())
+            return 127
+        finally:
+            for fd in child:
+                os.close(fd)
+        pid = _read_child_pid(info_r, run.deadline)
+        if pid is _LATE:
+            proc.kill()
+            proc.wait()
+            return None
+        if pid is not None:
+            cg = run.cgroup
+            run.limits.apply(pid, with_nproc=cg is None or not cg.bounds_processes)
+            if cg is not None:
+                cg.add(pid)
+        os.write(block_w, b"\0")  # let the program start (if bubblewrap failed instead, it has exited)
+        return proc
+    finally:
+        os.close(info_r)
+        os.close(block_w)
+
+
+_LATE: Any = object()
+
+
+def _read_child_pid(fd: int, deadline: float) -> Any:
+    """The pid bubblewrap writes on its info fd (None if it exited first), _LATE past the deadline."""
+    buf = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return _LATE
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        buf += chunk
+    m = _CHILD_PID.search(buf)
+    return int(m.group(1)) if m else None
 
 
 _CANCELLED: Any = object()

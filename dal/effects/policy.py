@@ -16,6 +16,7 @@ from dal.records import FrozenRecord
 
 __all__ = [
     "Policy", "PolicyError", "ProgramRule", "EFFECT_CLASSES", "TRUSTED_PATH", "PROTECTED_NAMES", "HARMLESS_ENV",
+    "LIMIT_DEFAULTS",
 ]
 
 EFFECT_CLASSES = ("read", "local", "external")
@@ -63,6 +64,19 @@ GIT_PROTECTED: frozenset[str] = frozenset(
 )
 
 
+# `[limits]` beyond `timeout` and `max_output`, with their defaults (docs/policy.md, "Limits"); a Policy
+# field left None means the default. Sizes are bytes.
+LIMIT_DEFAULTS: dict[str, int] = {
+    "max_commands": 64,  # simple commands in one run(): every pipeline stage and list member (check time)
+    "max_processes": 256,  # processes and threads of one command at a time
+    "max_file_size": 256 << 20,  # the largest file a program may write
+    "max_memory": 2 << 30,  # address space of each process; with a memory cgroup, all of the command's memory
+    "tmp_size": 256 << 20,  # the private /tmp (and /dev/shm) of the wall
+}
+_SIZE_KEYS = frozenset({"max_file_size", "max_memory", "tmp_size"})
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
 class PolicyError(Exception):
     """A bad policy file or flag; the message names the file (or flag) and the key."""
 
@@ -89,7 +103,9 @@ class ProgramRule(FrozenRecord):
 class Policy(FrozenRecord):
     __slots__ = (
         "workspace", "allowed", "denied", "approval", "rules", "read_roots", "write_roots", "allow_net", "timeout",
-        "max_output", "source", "protected", "env_allow", "file_sha256", "_rule_index",
+        "max_output", "source", "protected", "env_allow", "file_sha256",
+        "max_commands", "max_processes", "max_file_size", "max_memory", "tmp_size",  # [limits]; None: default
+        "_rule_index",
     )
     _compared = _shown = __slots__[:-1]  # not the index built from `rules`
 
@@ -109,6 +125,11 @@ class Policy(FrozenRecord):
         protected: tuple[str, ...] = (),
         env_allow: frozenset[str] = frozenset(),  # env() names beyond HARMLESS_ENV
         file_sha256: str | None = None,  # of the policy file's bytes as read; None: the default policy
+        max_commands: int | None = None,
+        max_processes: int | None = None,
+        max_file_size: int | None = None,
+        max_memory: int | None = None,
+        tmp_size: int | None = None,
     ) -> None:
         init = object.__setattr__
         init(self, "workspace", workspace)
@@ -125,10 +146,20 @@ class Policy(FrozenRecord):
         init(self, "protected", protected)
         init(self, "env_allow", env_allow)
         init(self, "file_sha256", file_sha256)
+        init(self, "max_commands", max_commands)
+        init(self, "max_processes", max_processes)
+        init(self, "max_file_size", max_file_size)
+        init(self, "max_memory", max_memory)
+        init(self, "tmp_size", tmp_size)
         init(self, "_rule_index", {r.name: r for r in rules})
 
     def rule(self, name: str) -> ProgramRule | None:
         return self._rule_index.get(name)
+
+    def limit(self, key: str) -> int:
+        """The `[limits]` value of `key` (a key of LIMIT_DEFAULTS), the default when the policy sets none."""
+        value = getattr(self, key)
+        return LIMIT_DEFAULTS[key] if value is None else value
 
     def protection(self, resolved: str) -> str | None:
         """Why a script may not write the absolute, resolved path `resolved`, or None when it may.
@@ -412,7 +443,7 @@ _SECTION_KEYS = {
     "run": {"defaults", "allow", "deny", "require_approval"},
     "paths": {"read", "write", "protect"},
     "network": {"allow"},
-    "limits": {"timeout", "max_output"},
+    "limits": {"timeout", "max_output", *LIMIT_DEFAULTS},
     "env": {"allow"},
 }
 _PROGRAM_KEYS = {"class", "idempotent", "approval", "allow"}
@@ -504,6 +535,7 @@ def _build(
         "limits.max_output",
         "expected a positive integer",
     )
+    extra_limits = {key: _limit(limits, key, source) for key in LIMIT_DEFAULTS}
 
     # Writes: the workspace unless roots are named, then only those (`--allow-write=out/` narrows).
     # Reads: the workspace plus named roots plus every write root.
@@ -530,7 +562,27 @@ def _build(
         source=source,
         protected=protected_paths,
         env_allow=frozenset([*env, *flag_env]),
+        **extra_limits,
     )
+
+
+def _limit(limits: dict, key: str, source: str) -> int | None:
+    """A positive integer `[limits]` value; sizes also as a string with a binary unit ("512M", "2G")."""
+    value = limits.get(key)
+    if value is None:
+        return None
+    if key in _SIZE_KEYS:
+        if isinstance(value, str):
+            text = value.strip().upper().removesuffix("B").removesuffix("I")
+            unit = text[-1:] if text[-1:] in _SIZE_UNITS else ""
+            digits = text[: len(text) - len(unit)].strip()
+            value = int(digits) * _SIZE_UNITS[unit] if digits.isdigit() else None
+        what = 'a positive number of bytes (an integer, or a string such as "512M" or "2G")'
+    else:
+        what = "a positive integer"
+    _want(isinstance(value, int) and not isinstance(value, bool) and value > 0, source, f"limits.{key}",
+          f"expected {what}")
+    return value
 
 
 def _roots(ws: str, entries: list[str]) -> list[str]:

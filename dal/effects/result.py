@@ -30,6 +30,7 @@ class EffectResult:
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     timeout_s: float | None = None
+    limit: str | None = None  # the resource limit the command ran into (docs/policy.md, "Limits")
 
     @property
     def ok(self) -> bool:
@@ -43,10 +44,12 @@ class EffectResult:
             return f"pending approval: {self.decision.reason}"
         if self.status == "timeout":
             secs = f"{self.timeout_s:g}s" if self.timeout_s is not None else _seconds(self.duration_ms)
-            return f"command timed out after {secs}"
+            return f"command timed out after {secs}" + (f"; limit reached: {self.limit}" if self.limit else "")
         if self.status == "failed":
-            first = next((ln for ln in self.stderr.splitlines() if ln.strip()), "")
             head = f"command failed (exit {self.code})"
+            if self.limit:
+                return f"{head}: limit reached: {self.limit}"
+            first = next((ln for ln in self.stderr.splitlines() if ln.strip()), "")
             return f"{head}: {first}" if first else head
         if self.stdout:
             return self.stdout[:-1] if self.stdout.endswith("\n") else self.stdout
@@ -61,7 +64,7 @@ class EffectResult:
             return self.ok
         if name == "summary":
             return self.summary
-        if name in ("code", "stdout", "stderr", "status"):
+        if name in ("code", "stdout", "stderr", "status", "limit"):
             return getattr(self, name)
         raise KeyError(name)
 
@@ -81,4 +84,5 @@ class EffectResult:
             "duration_ms": round(self.duration_ms, 3),
             "stdout_truncated": self.stdout_truncated,
             "stderr_truncated": self.stderr_truncated,
+            "limit": self.limit,
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import attrs
@@ -11,6 +12,10 @@ from dal.effects.context import EffectContext
 from dal.effects.executor import execute_plan
 from dal.effects.result import EffectResult
 from dal.effects.sandbox import sandbox_status
+
+__all__ = ["run_effect", "execute_checked", "wall_in_force"]
+
+UNSANDBOXED_FLAG = "--unsandboxed-as-root"
 
 
 def run_effect(command: str, ctx: EffectContext) -> EffectResult:
@@ -24,6 +29,26 @@ def run_effect(command: str, ctx: EffectContext) -> EffectResult:
     return execute_checked(command, decision, ctx, _started=started)
 
 
+def wall_in_force(ctx: EffectContext) -> dict[str, str | None]:
+    """How commands run under `ctx`, for the run receipt: {"wall": "bubblewrap" | "none", "reason": ...,
+    "refused": why commands are refused instead, or None}."""
+    if not ctx.use_sandbox and not ctx.require_sandbox:
+        return {"wall": "none", "reason": "the wall was turned off by the caller (EffectContext(use_sandbox=False))",
+                "refused": None}
+    available, why = sandbox_status()
+    if available:
+        return {"wall": "bubblewrap", "reason": why, "refused": None}
+    if ctx.require_sandbox:
+        return {"wall": "none", "reason": why, "refused": f"sandbox required but unavailable: {why}"}
+    if os.geteuid() == 0 and not ctx.unsandboxed_as_root:
+        return {"wall": "none", "reason": why,
+                "refused": f"running as root without a working sandbox ({why}); commands would run with every "
+                f"capability, so none runs unless the operator passes {UNSANDBOXED_FLAG}"}
+    if os.geteuid() == 0:
+        return {"wall": "none", "reason": f"{why}; running as root, allowed by {UNSANDBOXED_FLAG}", "refused": None}
+    return {"wall": "none", "reason": why, "refused": None}
+
+
 def execute_checked(
     command: str, decision: Decision, ctx: EffectContext, *, _started: float | None = None
 ) -> EffectResult:
@@ -34,16 +59,12 @@ def execute_checked(
     started = time.perf_counter() if _started is None else _started
     if not decision.allowed or decision.plan is None:
         return _result(command, "denied", decision, started)
-    sandbox = False
-    if ctx.use_sandbox or ctx.require_sandbox:
-        available, why = sandbox_status()
-        if available:
-            sandbox = True
-        elif ctx.require_sandbox:
-            blocked = attrs.evolve(decision, allowed=False, reason=f"sandbox required but unavailable: {why}")
-            return _result(command, "denied", blocked, started)
+    how = wall_in_force(ctx)
+    if how["refused"]:
+        return _result(command, "denied", attrs.evolve(decision, allowed=False, reason=how["refused"]), started)
     outcome = execute_plan(
-        decision, ctx.policy, timeout=ctx.timeout, max_output=ctx.max_output, sandbox=sandbox, cancel=ctx.cancel
+        decision, ctx.policy, timeout=ctx.timeout, max_output=ctx.max_output, sandbox=how["wall"] != "none",
+        cancel=ctx.cancel,
     )
     return EffectResult(
         command=command,
@@ -56,6 +77,7 @@ def execute_checked(
         stdout_truncated=outcome.stdout_truncated,
         stderr_truncated=outcome.stderr_truncated,
         timeout_s=ctx.timeout,
+        limit=outcome.limit,
     )
 
 

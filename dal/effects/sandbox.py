@@ -1,40 +1,337 @@
-"""The second wall: bubblewrap around every program, where the OS lets us use it.
+"""The second wall: bubblewrap around every program, where the OS lets us use it (docs/policy.md, "The wall").
 
-Read-only root, the write roots (the workspace by default) the only writable binds, a private /tmp,
-no network unless the policy allows it, its own PID namespace, killed with its parent.
+Every program runs in a user namespace with no capabilities (and no way to make a user namespace of its
+own to regain some), its own PID, IPC and UTS namespaces, no network unless the policy allows it, killed
+with DAL. Its filesystem shows only what the policy lets it read: the system's program and library
+folders, a few files of /etc, the workspace and every read root read-only, every write root writable,
+the protected paths read-only again on top, its own /proc, an empty /dev, and a private, size-capped /tmp.
+Everything else of the host is not there at all.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import select
 import signal
+import stat
 import time
+from collections.abc import Iterable
 
-__all__ = ["sandbox_status", "start_probe", "wrap", "BWRAP"]
+from dal.effects.policy import WORKSPACE_PROTECTED, Policy
+
+__all__ = ["sandbox_status", "start_probe", "Wall", "WallRefused", "BWRAP"]
 
 BWRAP = "/usr/bin/bwrap"
 _PROBE_TIMEOUT = 10  # seconds
+# Binds by descriptor (--bind-fd, bubblewrap 0.10, also in Debian's 0.8): what is mounted is the folder
+# DAL opened and checked, and bubblewrap verifies it after mounting. Without it (older bubblewrap), binds
+# by path, which a process of the script running meanwhile could swap (docs/policy.md).
+_BIND_BY_FD = True
+
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# What programs read from /etc: the dynamic loader's cache, name service switch, time zone, the
+# alternatives programs under /usr point through, git's system configuration. passwd and group are
+# written by DAL (only the user DAL runs as, root and nobody), not the host's.
+ETC_ALWAYS = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ld.so.preload", "nsswitch.conf", "localtime",
+              "alternatives", "gitconfig", "mime.types", "magic")
+# With the network: name resolution and the CA certificates (never the private keys of /etc/ssl).
+ETC_NET = ("resolv.conf", "hosts", "host.conf", "gai.conf", "services", "protocols", "ssl/certs",
+           "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf", "pki/tls/certs", "pki/tls/openssl.cnf",
+           "pki/ca-trust/extracted", "crypto-policies/back-ends")
+# Kernel interfaces: never bound, whatever the roots say (the check denies them too).
+_NEVER = ("/proc", "/sys", "/dev")
+# Protected entries the wall holds with a read-only placeholder while they do not exist, so that a script
+# cannot create them: the workspace's policy file (`dal.toml`, read by the next run) and its store. Each
+# placeholder is an empty folder, which git (`git add -A`) and the policy loader (it reads a file) ignore,
+# removed when the pipeline ends.
+PLACEHOLDERS = ("dal.toml", ".dal")
+
+_DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _base(write_roots: tuple[str, ...], cwd: str, allow_net: bool) -> list[str]:
-    argv = [BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    # After the tmpfs, so a workspace under /tmp is bound on top of it rather than hidden by it.
-    for root in write_roots:
-        argv += ["--bind", root, root]
+class WallRefused(Exception):
+    """The wall cannot be set up so that it keeps the policy's promises; nothing runs."""
+
+
+def _within(path: str, roots: Iterable[str]) -> bool:
+    for root in roots:
+        if path == root or root == "/" or path.startswith(root + "/"):
+            return True
+    return False
+
+
+def _depth(path: str) -> int:
+    return 0 if path == "/" else path.count("/")
+
+
+@functools.lru_cache(maxsize=2)
+def _system_view(allow_net: bool) -> tuple[tuple[str, ...], ...]:
+    """Mount operations (argv fragments) for the system folders and /etc, probed once per process:
+    symlinks (a merged /usr's /bin -> usr/bin) are kept as symlinks, missing entries left out."""
+    ops: list[tuple[str, ...]] = []
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):
+            ops.append(("--symlink", os.readlink(d), d))
+        elif os.path.isdir(d):
+            ops.append(("--ro-bind", d, d))
+    ops.append(("--perms", "0755", "--dir", "/etc"))
+    system = [os.path.realpath(d) for d in SYSTEM_DIRS if os.path.isdir(d)]
+    for name in ETC_ALWAYS + (ETC_NET if allow_net else ()):
+        path = "/etc/" + name
+        if os.path.islink(path) and _within(os.path.realpath(path), system):
+            ops.append(("--symlink", os.readlink(path), path))  # e.g. localtime -> /usr/share/zoneinfo/...
+        elif os.path.exists(path):
+            ops.append(("--ro-bind", os.path.realpath(path), path))
+    return tuple(ops)
+
+
+@functools.lru_cache(maxsize=1)
+def _identity() -> tuple[bytes, bytes]:
+    """/etc/passwd and /etc/group as the wall shows them: the user DAL runs as, root and nobody. Inside the
+    user namespace every other owner shows as nobody anyway, and the host's user list stays out."""
+    import grp
+    import pwd
+
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = "dal"
+    try:
+        group = grp.getgrgid(gid).gr_name
+    except KeyError:
+        group = user
+    users = {0: ("root", 0), uid: (user, gid), 65534: ("nobody", 65534)}
+    groups = {0: "root", gid: group, 65534: "nogroup"}
+    passwd = "".join(f"{n}:x:{u}:{g}:{n}:/:/usr/sbin/nologin\n" for u, (n, g) in users.items())
+    groupf = "".join(f"{n}:x:{g}:\n" for g, n in groups.items())
+    return passwd.encode(), groupf.encode()
+
+
+def _namespaces(cwd: str, allow_net: bool) -> list[str]:
+    argv = ["--unshare-user", "--disable-userns", "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc",
+            "--unshare-uts"]
     if not allow_net:
         argv.append("--unshare-net")
-    argv += [
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--die-with-parent",
-        "--new-session",
-        "--chdir",
-        cwd,
-    ]
-    return argv
+    return [*argv, "--die-with-parent", "--new-session", "--chdir", cwd]
+
+
+def _private(tmp_size: int) -> list[str]:
+    size = str(tmp_size)
+    return ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+            "--size", size, "--tmpfs", "/tmp"]
+
+
+def _open_nofollow(path: str, want_dir: bool = True) -> int:
+    """An O_PATH descriptor for the absolute `path`, walked from / without following any symlink:
+    FileNotFoundError when it is missing, WallRefused when a component is a symlink (or not a folder)."""
+    fd = os.open("/", _DIR_FLAGS)
+    names = [c for c in path.split("/") if c]
+    try:
+        for i, name in enumerate(names):
+            last = i == len(names) - 1
+            flags = _DIR_FLAGS if (want_dir or not last) else os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                nxt = os.open(name, flags, dir_fd=fd)
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                    shown = "/" + "/".join(names[: i + 1])
+                    raise WallRefused(f"{shown} is now a symbolic link or not a folder, so {path} is not the "
+                                      "folder the policy named") from None
+                raise
+            os.close(fd)
+            fd = nxt
+        if not want_dir and stat.S_ISLNK(os.fstat(fd).st_mode):
+            raise WallRefused(f"{path} is a symbolic link")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class Wall:
+    """The bubblewrap invocation for one pipeline of a command, made just before it starts (so it sees the
+    tree an earlier pipeline left): the descriptors of every bind, the placeholders it created. close()
+    releases both; use it as a context manager."""
+
+    def __init__(self, policy: Policy, executables: Iterable[str], tmp_size: int) -> None:
+        self.fds: list[int] = []
+        self.own_identity = True  # the synthetic passwd and group (not when a read root shows the real ones)
+        self.placeholders: list[tuple[str, int, int]] = []  # (path, st_dev, st_ino) of the folders it made
+        self._argv_head: list[str] = []
+        self._argv_tail: list[str] = []
+        try:
+            self._build(policy, executables, tmp_size)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> Wall:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def argv(self, argv: list[str], data_fds: tuple[int, int], info_fd: int, block_fd: int) -> list[str]:
+        """The whole command line: bubblewrap, the view, the synthetic passwd and group read from
+        `data_fds`, the descriptors for the start-up handshake, then the program's own argv."""
+        passwd_fd, group_fd = data_fds
+        identity = [
+            "--perms", "0644", "--ro-bind-data", str(passwd_fd), "/etc/passwd",
+            "--perms", "0644", "--ro-bind-data", str(group_fd), "/etc/group",
+        ] if self.own_identity else []
+        return [BWRAP, *self._argv_head, *identity, *self._argv_tail, "--info-fd", str(info_fd), "--block-fd",
+                str(block_fd), "--", *argv]
+
+    def _bind(self, path: str, writable: bool, want_dir: bool = True) -> list[str]:
+        if not _BIND_BY_FD:
+            return ["--bind" if writable else "--ro-bind", path, path]
+        fd = _open_nofollow(path, want_dir)
+        self.fds.append(fd)
+        return ["--bind-fd" if writable else "--ro-bind-fd", str(fd), path]
+
+    def _build(self, p: Policy, executables: Iterable[str], tmp_size: int) -> None:
+        ws, allow_net = p.workspace, p.allow_net
+        write_roots = _outermost(r for r in p.write_roots if not _within(r, _NEVER))
+        read_roots = _outermost(r for r in p.read_roots if not _within(r, _NEVER) and not _within(r, write_roots))
+        self.own_identity = not any(_within(f, [*read_roots, *write_roots]) for f in ("/etc/passwd", "/etc/group"))
+        head: list[str] = []
+        if "/" in read_roots:  # the policy lets programs read everything
+            head += self._bind("/", False)
+        else:
+            for op in _system_view(allow_net):
+                head += op
+        tail = _private(tmp_size)
+        for root in sorted(read_roots, key=_depth):
+            if root == "/":
+                continue
+            try:
+                tail += self._bind(root, False)
+            except FileNotFoundError:
+                continue  # a read root that does not exist shows nothing, as the check would find nothing
+        for root in sorted(write_roots, key=_depth):
+            tail += self._writable_root(root, ws)
+        tail += self._protected(p, ws, write_roots)
+        system = [os.path.realpath(d) for d in SYSTEM_DIRS if os.path.isdir(d)]
+        for exe in dict.fromkeys(executables):
+            real = os.path.realpath(exe)
+            if not _within(real, system) and not _within(real, read_roots) and os.path.isfile(real):
+                tail += ["--ro-bind", real, real]  # a program installed outside /usr (its own file only)
+        tail += ["--remount-ro", "/"]  # the wall's own root: nothing is written there
+        tail += _namespaces(ws, allow_net)
+        self._argv_head, self._argv_tail = head, tail
+
+    def _writable_root(self, root: str, ws: str) -> list[str]:
+        try:
+            return self._bind(root, True)
+        except FileNotFoundError:
+            pass
+        if not _within(root, [ws]):
+            return []  # a write root elsewhere that does not exist: nothing to show
+        # A write root inside the workspace that does not exist yet (`--allow-write=out`): made here, so that
+        # a program may create files in it as the check allows (the workspace itself is read-only then).
+        _make_dirs(root, ws)
+        return self._bind(root, True)
+
+    def _protected(self, p: Policy, ws: str, write_roots: list[str]) -> list[str]:
+        """Read-only binds for the protected paths inside a write root, each of the folders between the
+        root and the path bound onto itself too, so that no process can rename them (a mount point cannot
+        be renamed) and move the protected file out from under its bind."""
+        named = [os.path.join(ws, n) for n in WORKSPACE_PROTECTED]
+        candidates = [path for path in dict.fromkeys([*p.protected, *named]) if _within(path, write_roots)]
+        out: list[str] = []
+        pinned: set[str] = set()
+        done: list[str] = []
+        for path in sorted(candidates, key=_depth):
+            if _within(path, done):
+                continue  # inside a protected folder already bound
+            root = max((r for r in write_roots if _within(path, [r])), key=len)
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                st = self._placeholder(path, ws)
+                if st is None:
+                    continue
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                raise WallRefused(f"{path} is a symbolic link: the wall cannot keep a script from replacing it "
+                                  "(make it a real file or folder)")
+            ancestors = []
+            parent = os.path.dirname(path)
+            while parent != root and _within(parent, [root]):
+                ancestors.append(parent)
+                parent = os.path.dirname(parent)
+            for a in reversed(ancestors):
+                if a not in pinned:
+                    pinned.add(a)
+                    out += self._bind(a, True)
+            out += self._bind(path, False, want_dir=stat.S_ISDIR(st.st_mode))
+            done.append(path)
+        return out
+
+    def _placeholder(self, path: str, ws: str) -> os.stat_result | None:
+        """Create the read-only stand-in for a protected entry that does not exist (PLACEHOLDERS)."""
+        name = os.path.basename(path)
+        if os.path.dirname(path) != ws or name not in PLACEHOLDERS:
+            return None
+        dirfd = _open_nofollow(ws)
+        try:
+            os.mkdir(name, 0o555, dir_fd=dirfd)
+            st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+        except FileExistsError:
+            return os.lstat(path)
+        finally:
+            os.close(dirfd)
+        self.placeholders.append((path, st.st_dev, st.st_ino))
+        return st
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
+        for path, dev, ino in self.placeholders:
+            try:
+                if (os.lstat(path).st_dev, os.lstat(path).st_ino) == (dev, ino):
+                    os.rmdir(path)  # only ours, and only while empty
+            except OSError:
+                pass  # left behind (kill -9): an empty folder, which is no policy file and no store
+        self.placeholders = []
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """The paths that are not inside another of them (a nested root is already shown by its parent)."""
+    items = sorted(dict.fromkeys(paths), key=_depth)
+    out: list[str] = []
+    for path in items:
+        if not _within(path, out):
+            out.append(path)
+    return out
+
+
+def _make_dirs(path: str, ws: str) -> None:
+    """mkdir -p `path` below the workspace without following a symlink on the way."""
+    rel = [c for c in path[len(ws):].split("/") if c]
+    fd = _open_nofollow(ws)
+    try:
+        for name in rel:
+            try:
+                os.mkdir(name, 0o755, dir_fd=fd)
+            except FileExistsError:
+                pass
+            try:
+                nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as e:
+                raise WallRefused(f"cannot make the write root {path}: {e.strerror}") from None
+            os.close(fd)
+            fd = nxt
+    finally:
+        os.close(fd)
+
+
+# --- the probe ----------------------------------------------------------------------------------------
 
 
 def _which(name: str, path: str) -> str | None:
@@ -46,13 +343,25 @@ def _which(name: str, path: str) -> str | None:
     return None
 
 
+def _base(probe_fd: int, by_fd: bool = True) -> list[str]:
+    """The probe's bubblewrap command line up to `--`: every option a command's wall uses, binds by
+    descriptor included, so that a bubblewrap lacking one is found out here, once, not at each run()."""
+    argv = [BWRAP]
+    for op in _system_view(False):
+        argv += op
+    argv += _private(1 << 20)
+    argv += ["--ro-bind-fd", str(probe_fd), "/tmp/.dal-probe"] if by_fd else ["--ro-bind", "/usr", "/tmp/.dal-probe"]
+    argv += ["--remount-ro", "/", *_namespaces("/", False)]
+    return argv
+
+
 class _Probe:
     """`true` run inside the wall, with stdin from /dev/null and its stderr read back: what
     `subprocess.run(argv, stdin=DEVNULL, capture_output=True, timeout=10)` did, through os.posix_spawn,
     so that it can be started early and read later (start_probe), and so that a run does not import
     subprocess for it."""
 
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(self, argv: list[str], keep: tuple[int, ...] = ()) -> None:
         self.argv = argv
         read_end, write_end = os.pipe()
         actions: list[tuple] = [
@@ -60,7 +369,7 @@ class _Probe:
             (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
             (os.POSIX_SPAWN_DUP2, write_end, 2),
         ]
-        actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_fds()]  # subprocess's close_fds
+        actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_fds() if fd not in keep]  # close_fds
         try:
             self.pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=actions)
         except BaseException:
@@ -121,7 +430,35 @@ def _inherited_fds() -> list[int]:
     return out
 
 
-def _spawn_probe() -> _Probe | tuple[bool, str]:
+class _FdProbe:
+    """The probe with its bind descriptor, closed once the probe is read; when bubblewrap does not know
+    --ro-bind-fd, probed again with binds by path (and the walls made afterwards bind by path)."""
+
+    def __init__(self, true: str) -> None:
+        self.true = true
+        self.fd = os.open(os.path.dirname(true), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)  # any folder will do
+        try:
+            os.set_inheritable(self.fd, True)
+            self.probe = _Probe([*_base(self.fd), "--", true], keep=(self.fd,))
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def status(self) -> tuple[bool, str]:
+        global _BIND_BY_FD
+        try:
+            found = self.probe.status()
+        finally:
+            os.close(self.fd)
+        if not found[0] and "--ro-bind-fd" in found[1]:
+            again = _Probe([*_base(-1, by_fd=False), "--", self.true]).status()
+            if again[0]:
+                _BIND_BY_FD = False
+                return again
+        return found
+
+
+def _spawn_probe() -> _FdProbe | tuple[bool, str]:
     """Start the probe, or say why there is nothing to start."""
     exe = _which("bwrap", "/usr/bin:/usr/local/bin:/bin")
     if exe is None:
@@ -130,12 +467,12 @@ def _spawn_probe() -> _Probe | tuple[bool, str]:
     BWRAP = exe
     true = _which("true", "/usr/bin:/bin") or "/bin/true"
     try:
-        return _Probe([*_base(("/tmp",), "/", False), "--", true])
+        return _FdProbe(true)
     except OSError as e:
         return False, f"bubblewrap does not start here: {e}"
 
 
-_pending: _Probe | tuple[bool, str] | None = None  # what start_probe() began, for sandbox_status()
+_pending: _FdProbe | tuple[bool, str] | None = None  # what start_probe() began, for sandbox_status()
 
 
 def start_probe() -> None:
@@ -152,14 +489,4 @@ def sandbox_status() -> tuple[bool, str]:
     """(available, reason), probed once per process by running `true` inside the wall."""
     global _pending
     found, _pending = _pending or _spawn_probe(), None
-    return found.status() if isinstance(found, _Probe) else found
-
-
-def wrap(argv: list[str], write_roots: tuple[str, ...], cwd: str, allow_net: bool) -> list[str]:
-    """The argv that runs `argv` inside the wall.
-
-    bwrap looks the bare name up on the fixed PATH of the scrubbed environment, the same trusted PATH
-    and the same (read-only) filesystem the checker resolved it on; passing the name rather than the
-    absolute path keeps argv[0], and so every error message, identical with and without the wall.
-    """
-    return [*_base(write_roots, cwd, allow_net), "--", *argv]
+    return found.status() if not isinstance(found, tuple) else found
