@@ -53,7 +53,7 @@ class EffectResult:
             return f"{head}: {first}" if first else head
         if self.stdout:
             return self.stdout[:-1] if self.stdout.endswith("\n") else self.stdout
-        return "command completed"
+        return "command completed" + (f"; limit reached: {self.limit}" if self.limit else "")
 
     def __str__(self) -> str:
         return self.summary
