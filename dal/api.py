@@ -175,6 +175,7 @@ def run(
     filename: str | None = None,
     new_attempt: bool = False,
     max_memory: int | str | None = None,
+    unsandboxed_as_root: bool = False,
 ) -> Receipt:
     """Run a script (a path to a `.dal` file, or its source text) and return its receipt.
 
@@ -186,6 +187,8 @@ def run(
     What the script prints is captured in `receipt.output`. Nothing about the script's own outcome
     raises: read `receipt.status`. `new_attempt=True` starts the key's operation over (`--new-attempt`).
     `max_memory`: the memory budget, in bytes or as `"512M"` / `"2G"` (default 1G, as `--max-memory`).
+    Running as root without a working bubblewrap wall, every command is refused unless
+    `unsandboxed_as_root=True` (as `dal run --unsandboxed-as-root`).
     """
 
     ws = _workspace(workspace)
@@ -236,6 +239,7 @@ def run(
         store=_store(store, ws),
         receipts_dir=Path(receipts_dir) if receipts_dir is not None else None,
         new_attempt=new_attempt,
+        unsandboxed_as_root=unsandboxed_as_root,
     )
 
 
@@ -383,6 +387,7 @@ def resume(
     policy: dict[str, Any] | None = None,
     max_steps: int | None = None,
     max_memory: int | str | None = None,
+    unsandboxed_as_root: bool = False,
 ) -> Receipt:
     """Continue the operation of a run that has not completed (waiting, interrupted, died, failed or
     exhausted): replay its journal, continue from the first open effect.
@@ -390,7 +395,8 @@ def resume(
     The script, workspace and budgets are those the run was started with unless given here, and the
     policy is the one stored with its operation: the policy file is not read again. `policy` may add to
     it, as a dict of flags (`allow_run`, `allow_read`, `allow_write`, `allow_net`, `require_approval`,
-    `allow_env`); what they add is recorded in the receipt (`policy.added`)."""
+    `allow_env`); what they add is recorded in the receipt (`policy.added`). `unsandboxed_as_root`
+    is never taken from the run (say it again here, as for run())."""
     from dal.receipts import StoreError
     from dal.runner.decisions import launch_of
     from dal.runner.runner import find_run
@@ -435,4 +441,5 @@ def resume(
         store=_store(store, ws),
         resume=run["run_id"],
         **_memory(max_memory if max_memory is not None else launch.max_memory),
+        unsandboxed_as_root=unsandboxed_as_root,
     )

@@ -19,8 +19,8 @@ from dal.effects import EffectContext, Policy, PolicyError
 from dal.effects.context import DEFAULT_EFFECT_TIMEOUT, DEFAULT_MAX_OUTPUT
 from dal.workspace import Found, find_workspace
 
-__all__ = ["add_policy_flags", "policy_from_args", "context_from_args", "register", "cmd_policy_check",
-           "workspace_from_args", "DEFAULT_EFFECT_TIMEOUT", "DEFAULT_MAX_OUTPUT"]
+__all__ = ["add_policy_flags", "add_unsandboxed_flag", "policy_from_args", "context_from_args", "register",
+           "cmd_policy_check", "workspace_from_args", "DEFAULT_EFFECT_TIMEOUT", "DEFAULT_MAX_OUTPUT"]
 
 WORKSPACE_HELP = ("the workspace (default: the nearest folder, from the current directory up, with a dal.toml "
                   "or a .dal/ folder; else the current directory)")
@@ -94,6 +94,17 @@ def add_policy_flags(parser: argparse.ArgumentParser, *, additive: bool = False)
         action="store_true",
         help="refuse to run commands when the bubblewrap sandbox is unavailable",
     )
+    add_unsandboxed_flag(g)
+
+
+def add_unsandboxed_flag(parser: Any) -> None:
+    """`--unsandboxed-as-root`: as root, run commands even when the bubblewrap wall does not work (they
+    would have every capability), instead of refusing each of them."""
+    parser.add_argument(
+        "--unsandboxed-as-root",
+        action="store_true",
+        help="as root, run commands even without a working bubblewrap wall (default: refuse them)",
+    )
 
 
 def workspace_from_args(args: argparse.Namespace, *, quiet: bool | None = None) -> Found:
@@ -147,6 +158,7 @@ def context_from_args(args: argparse.Namespace, policy: Policy | None = None) ->
         timeout=timeout,
         max_output=policy.max_output or DEFAULT_MAX_OUTPUT,
         require_sandbox=bool(getattr(args, "require_sandbox", False)),
+        unsandboxed_as_root=bool(getattr(args, "unsandboxed_as_root", False)),
     )
 
 

@@ -109,6 +109,7 @@ def request_from_args(args: argparse.Namespace, script: Path, policy: Any = None
         store=args.store,
         receipts_dir=args.receipts,
         require_sandbox=bool(getattr(args, "require_sandbox", False)),
+        unsandboxed_as_root=bool(getattr(args, "unsandboxed_as_root", False)),
         wait=args.wait,
         policy_args=policy_args_of(args),
         new_attempt=bool(getattr(args, "new_attempt", False)),
@@ -142,8 +143,14 @@ def warn_sandbox(req: Any, quiet: bool) -> None:
 
     ok, why = sandbox_status()
     if not ok:
+        import os
+
         _SANDBOX_WARNED = True
-        sys.stderr.write(f"dal: warning: no sandbox ({why}); commands are checked by the policy only\n")
+        if os.geteuid() == 0 and not req.unsandboxed_as_root:
+            sys.stderr.write(f"dal: warning: no sandbox ({why}); running as root, every command will be refused "
+                             "(--unsandboxed-as-root runs them without the wall)\n")
+        else:
+            sys.stderr.write(f"dal: warning: no sandbox ({why}); commands are checked by the policy only\n")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -46,6 +46,8 @@ def register(sub: Any) -> None:
     p.add_argument("--verbose", "-v", action="store_true", help="show what passing tests printed too")
     p.add_argument("--allow-env", action="append", default=[], metavar="NAME[,NAME...]",
                    help="let env() read these variables, in the tests and in the workflows they invoke")
+    p.add_argument("--unsandboxed-as-root", action="store_true",
+                   help="as root, run the tests' commands even without a working bubblewrap wall")
     p.set_defaults(func=run_tests)
 
 
@@ -87,7 +89,8 @@ def run_tests(args: argparse.Namespace) -> int:
     color = want_color(out)
     passed = failed = 0
     for path in tests:
-        result = run_test_file(path, keep=args.keep, allow_env=allow_env)
+        result = run_test_file(path, keep=args.keep, allow_env=allow_env,
+                               unsandboxed_as_root=args.unsandboxed_as_root)
         took = f"({result.duration:.2f}s)"
         if result.passed:
             passed += 1

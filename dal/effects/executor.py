@@ -22,7 +22,7 @@ import attrs
 
 from dal.effects.check import Decision, recheck
 from dal.effects.limits import Cgroup, CommandLimits, describe_signal_limit
-from dal.effects.policy import TRUSTED_PATH, Policy
+from dal.effects.policy import DEFAULT_TOOLSET_NAMES, TRUSTED_PATH, Policy
 from dal.effects.safeopen import DeniedAtOpen, open_redirect
 from dal.effects.sandbox import Wall, WallRefused, _identity
 from dal.effects.shell import Pipeline, SimpleCommand
@@ -147,7 +147,10 @@ def _run_pipeline(pipeline: Pipeline, run: _Run) -> Any:
     The wall is made for each pipeline, just before it starts, so that it sees the tree the pipelines
     before it left (a protected file one of them created is protected from the next)."""
     try:
-        wall = Wall(run.policy, run.exes.values(), run.limits.tmp_size) if run.sandbox else None
+        # Placeholders for a missing dal.toml or .dal only when a program may write files the check cannot
+        # see (sandbox.PLACEHOLDERS).
+        others = any(c.argv[0] not in DEFAULT_TOOLSET_NAMES for c in pipeline.commands)
+        wall = Wall(run.policy, run.exes.values(), run.limits.tmp_size, others) if run.sandbox else None
     except WallRefused as e:
         # Like a path denied at start: this pipeline does not start, the list goes on as after a failure.
         run.err.add(f"dal: {pipeline.commands[0].argv[0]}: denied at start: the wall cannot be set up: {e}\n".encode())

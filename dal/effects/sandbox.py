@@ -45,7 +45,9 @@ _NEVER = ("/proc", "/sys", "/dev")
 # Protected entries the wall holds with a read-only placeholder while they do not exist, so that a script
 # cannot create them: the workspace's policy file (`dal.toml`, read by the next run) and its store. Each
 # placeholder is an empty folder, which git (`git add -A`) and the policy loader (it reads a file) ignore,
-# removed when the pipeline ends.
+# removed when the pipeline ends. Only for pipelines that run a program outside the default toolset: the
+# check sees every file the default toolset writes (and denies these names), while an allowed interpreter,
+# or git checking out a tree, may create any file; a placeholder shows in `ls`.
 PLACEHOLDERS = ("dal.toml", ".dal")
 
 _DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -156,8 +158,9 @@ class Wall:
     tree an earlier pipeline left): the descriptors of every bind, the placeholders it created. close()
     releases both; use it as a context manager."""
 
-    def __init__(self, policy: Policy, executables: Iterable[str], tmp_size: int) -> None:
+    def __init__(self, policy: Policy, executables: Iterable[str], tmp_size: int, placeholders: bool = True) -> None:
         self.fds: list[int] = []
+        self.make_placeholders = placeholders
         self.own_identity = True  # the synthetic passwd and group (not when a read root shows the real ones)
         self.placeholders: list[tuple[str, int, int]] = []  # (path, st_dev, st_ino) of the folders it made
         self._argv_head: list[str] = []
@@ -275,7 +278,7 @@ class Wall:
     def _placeholder(self, path: str, ws: str) -> os.stat_result | None:
         """Create the read-only stand-in for a protected entry that does not exist (PLACEHOLDERS)."""
         name = os.path.basename(path)
-        if os.path.dirname(path) != ws or name not in PLACEHOLDERS:
+        if not self.make_placeholders or os.path.dirname(path) != ws or name not in PLACEHOLDERS:
             return None
         dirfd = _open_nofollow(ws)
         try:

@@ -33,6 +33,7 @@ from dal.receipts.render import (
     paths_of,
     policy_text,
     script_status,
+    wall_text,
 )
 
 
@@ -79,6 +80,9 @@ def render_markdown(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str,
     if policy is not None:
         lines.append(f"- policy: {policy}")
     lines.append(f"- retry: {receipt.get('retry')}")
+    wall = wall_text(receipt)
+    if wall:
+        lines.append(f"- wall: {wall}")
     if receipt.get("blocker"):
         lines.append(f"- blocker: {receipt['blocker']}")
     error = receipt.get("error")

@@ -53,6 +53,16 @@ def use_colour(stream: TextIO) -> bool:
 # -- what a receipt says, shared by render() and render_markdown() ------------------------------------
 
 
+def wall_text(receipt: Mapping[str, Any]) -> str | None:
+    """A line when the run's commands did not run inside the bubblewrap wall (receipt `sandbox`), else None."""
+    box = receipt.get("sandbox")
+    if not isinstance(box, Mapping) or box.get("wall") != "none":
+        return None
+    if box.get("refused"):
+        return f"commands refused: {box.get('reason')}"
+    return f"commands ran without the bubblewrap wall: {box.get('reason')}"
+
+
 def one_line(value: Any, limit: int = MAX_OUTCOME_CHARS) -> str:
     """An outcome as one short line: strings raw, other values as compact JSON."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
@@ -409,6 +419,9 @@ def render(
     policy = policy_text(receipt)
     if policy is not None:
         facts.append(("policy", policy))
+    wall = wall_text(receipt)
+    if wall:
+        facts.append(("wall", paint("33", wall)))
     width = max(len(k) for k, _ in facts)
     out += [f"  {k.ljust(width)}  {v}" for k, v in facts]
 

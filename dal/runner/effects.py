@@ -91,6 +91,7 @@ def result_from_json(command: str, data: dict[str, Any], decision: Decision) -> 
         stdout_truncated=bool(data.get("stdout_truncated", False)),
         stderr_truncated=bool(data.get("stderr_truncated", False)),
         timeout_s=data.get("timeout_s"),
+        limit=data.get("limit"),
     )
 
 

@@ -72,6 +72,7 @@ class RunRequest(ValueRecord):
     __slots__ = (
         "script", "workspace", "policy", "source", "max_steps", "max_effects", "timeout", "effect_timeout",
         "max_output", "key", "store", "receipts_dir", "require_sandbox", "use_sandbox", "resume", "wait",
+        "unsandboxed_as_root",
         "policy_args", "write", "on_loop_receipt", "handle_signals", "write_files", "fake", "simulate_crash",
         "notify", "new_attempt", "max_memory",
     )
@@ -104,6 +105,7 @@ class RunRequest(ValueRecord):
         notify: Callable[[str], Any] | None = None,  # says what the operator should know (stderr in the CLI)
         new_attempt: bool = False,  # close the key's journal: a new attempt that runs every effect again
         max_memory: int = DEFAULT_MAX_MEMORY,  # bytes: the memory budget (--max-memory)
+        unsandboxed_as_root: bool = False,  # --unsandboxed-as-root: root may run commands without the wall
     ) -> None:
         self.script = script
         self.workspace = workspace
@@ -119,6 +121,7 @@ class RunRequest(ValueRecord):
         self.receipts_dir = receipts_dir
         self.require_sandbox = require_sandbox
         self.use_sandbox = use_sandbox
+        self.unsandboxed_as_root = unsandboxed_as_root
         self.resume = resume
         self.wait = wait
         self.policy_args = {} if policy_args is _NEW else policy_args
@@ -198,6 +201,7 @@ def effect_context(req: RunRequest, policy: Policy) -> EffectContext:
         max_output=req.max_output or policy.max_output or DEFAULT_MAX_OUTPUT,
         require_sandbox=req.require_sandbox,
         use_sandbox=req.use_sandbox,
+        unsandboxed_as_root=req.unsandboxed_as_root,
     )
 
 
@@ -882,6 +886,16 @@ def _execute(run: _Run) -> RunReport:
     return report
 
 
+def _sandbox_json(handler: EffectHandler | None) -> dict[str, Any] | None:
+    """How this run's commands ran (inside bubblewrap or not, and why); None when it called no run()."""
+    if handler is None or not handler.count:
+        return None
+    from dal.effects.running import wall_in_force
+
+    how = wall_in_force(handler.ctx)
+    return {"wall": how["wall"], "reason": how["refused"] or how["reason"], "refused": bool(how["refused"])}
+
+
 def _finish(
     run: _Run,
     source: str,
@@ -972,6 +986,7 @@ def _finish(
         "previous_run": run.previous["run_id"] if run.previous and run.kind != "duplicate" else None,
         "skipped_of": run.skipped_of if status == "skipped" else None,
         "policy": run.receipt_policy(),
+        "sandbox": _sandbox_json(handler),
     }
     if error is not None and error.kind == "internal":
         receipt["error"]["message"] = error.message

@@ -68,8 +68,10 @@ class Launch:
 class Session:
     """What the test builtins share while one test script runs."""
 
-    def __init__(self, test_path: Path, workspace: Path, allow_env: Iterable[str] = ()) -> None:
+    def __init__(self, test_path: Path, workspace: Path, allow_env: Iterable[str] = (),
+                 unsandboxed_as_root: bool = False) -> None:
         self.test_path = test_path
+        self.unsandboxed_as_root = unsandboxed_as_root  # `dal test --unsandboxed-as-root`
         self.test_dir = test_path.resolve().parent
         self.workspace = workspace
         self.allow_env = list(allow_env)  # `dal test --allow-env`: added to every policy the test builds
@@ -157,6 +159,7 @@ class Session:
             handle_signals=False,
             fake=self.fake_for,
             simulate_crash=crash,
+            unsandboxed_as_root=self.unsandboxed_as_root,
         )
         try:
             report = execute(req)
@@ -478,9 +481,10 @@ class TestResult:
 
 
 def run_test_file(path: Path, *, keep: bool = False, max_steps: int = 1_000_000,
-                  allow_env: Iterable[str] = ()) -> TestResult:
+                  allow_env: Iterable[str] = (), unsandboxed_as_root: bool = False) -> TestResult:
     """Run one test script in a fresh temporary workspace (removed afterwards unless `keep`). `allow_env`:
-    variables env() may read, in the test script and in every workflow it invokes (`--allow-env`)."""
+    variables env() may read, in the test script and in every workflow it invokes (`--allow-env`);
+    `unsandboxed_as_root`: `dal test --unsandboxed-as-root`."""
     t0 = time.monotonic()
     try:
         source = path.read_text(encoding="utf-8")
@@ -495,10 +499,10 @@ def run_test_file(path: Path, *, keep: bool = False, max_steps: int = 1_000_000,
         from dal.runner.effects import EffectHandler
 
         rt = Runtime(max_steps=max_steps, write=buf.write)
-        rt.context = Session(path, workspace, allow_env)
+        rt.context = Session(path, workspace, allow_env, unsandboxed_as_root)
         # The test's own run() calls (fixtures) run for real under the workspace's policy, unjournaled.
         own = Policy.load(workspace, allow_env=allow_env)
-        rt.effects = EffectHandler(rt, EffectContext(policy=own))
+        rt.effects = EffectHandler(rt, EffectContext(policy=own, unsandboxed_as_root=unsandboxed_as_root))
         rt.getenv = own.getenv
         outcome = Engine(rt, TEST_BUILTINS).execute(checked)  # type: ignore[arg-type]
     finally:
