@@ -1,0 +1,271 @@
+"""The bubblewrap wall, attacked as the script's author would, executed next to canaries, as root.
+
+`sh` is allowed on purpose in most of these: it runs whatever it is told, so only the wall stands between
+it and the host. The same attacks without an interpreter, with the wall turned off by the test hook, show
+that the static check alone still holds them.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+from effects_workspace import CANARY, build_workspace, snapshot
+
+import dal
+import dal.effects.running
+from dal.effects import EffectContext, Policy, run_effect, sandbox_status
+from dal.effects.result import EffectResult
+
+HAVE_BWRAP = sandbox_status()[0]
+walled = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap unavailable")
+SECRET = "dal-wall-secret-7f3a9c"
+
+
+def sh(ws: Path, script: str, *, policy: Policy | None = None, **kw: object) -> EffectResult:
+    """`sh -c SCRIPT` through run(), with sh allowed (and inside the wall unless the test says otherwise)."""
+    policy = policy or Policy.load(ws, allow_run=["sh"])
+    return run_effect("sh -c " + shlex.quote(script), EffectContext(policy=policy, **kw))  # type: ignore[arg-type]
+
+
+@pytest.fixture()
+def canaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """The canary workspace, a secret in DAL's own environment, and a marker folder outside /tmp."""
+    monkeypatch.setenv("DAL_TEST_SECRET", SECRET)
+    ws, outside = build_workspace(tmp_path)
+    return ws, outside
+
+
+@walled
+def test_programs_run_with_no_capabilities_even_as_root(canaries: tuple[Path, Path]) -> None:
+    ws, _ = canaries
+    r = sh(ws, "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs)' /proc/self/status; id -u; "
+               "mount -o remount,rw / && echo REMOUNTED; mount -t tmpfs none /usr && echo MOUNTED; "
+               "unshare -U true && echo NESTED_USERNS; unshare -r true && echo ROOT_IN_USERNS; echo done")
+    assert r.ok, r.stderr
+    status = dict(line.split(":\t") for line in r.stdout.splitlines() if ":\t" in line)
+    assert os.geteuid() != 0 or "0" in r.stdout.splitlines()  # root inside, as the user who started DAL
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(status[cap], 16) == 0, (cap, status[cap])
+    assert status["NoNewPrivs"] == "1"
+    for escaped in ("REMOUNTED", "MOUNTED", "NESTED_USERNS", "ROOT_IN_USERNS"):
+        assert escaped not in r.stdout
+    assert r.stdout.endswith("done\n")
+
+
+@walled
+def test_sh_cannot_write_outside_its_roots(canaries: tuple[Path, Path], tmp_path: Path) -> None:
+    ws, outside = canaries
+    markers = [Path("/var/tmp") / f"dal-wall-marker-{os.getpid()}", Path("/root") / f"dal-wall-marker-{os.getpid()}",
+               Path("/etc") / f"dal-wall-marker-{os.getpid()}", tmp_path / "beside-the-workspace"]
+    before = snapshot(outside)
+    tries = " ; ".join(f"echo x > {shlex.quote(str(m))}" for m in markers)
+    r = sh(ws, f"{tries}; echo x > ../outside/canary.txt; echo x > link_out/canary.txt; echo x >> file_link_out; "
+               "echo x > dangling; touch /usr/dal-marker /x /dev/x; mkdir /tmp/ok && echo TMP_OK; echo end")
+    assert r.stdout.endswith("TMP_OK\nend\n")  # its own /tmp works; nothing else outside does
+    for m in markers:
+        assert not m.exists(), m
+    assert snapshot(outside) == before and (outside / "canary.txt").read_text() == CANARY
+    assert not (outside / "created-by-dangling").exists()
+    assert not Path("/usr/dal-marker").exists() and not Path("/x").exists()
+
+
+@walled
+def test_sh_sees_none_of_the_host_outside_its_roots(canaries: tuple[Path, Path]) -> None:
+    ws, outside = canaries
+    r = sh(ws, "cat ../outside/canary.txt link_out/canary.txt file_link_out; ls /root /home /var /opt /srv; "
+               "cat /etc/shadow /etc/hostname; ls " + shlex.quote(str(outside)) + "; ls / ; echo ---; cat /etc/passwd")
+    assert CANARY not in r.stdout
+    top, passwd = r.stdout.split("---\n")
+    assert set(top.split()) <= {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp", "usr"}
+    users = {line.split(":")[0] for line in passwd.splitlines()}
+    assert users <= {"root", "nobody", os.environ.get("USER", "root")}  # not the host's list of users
+    for missing in ("/root", "/home", "/var", "/etc/shadow", str(outside)):
+        assert f"{missing}" in r.stderr and "No such file or directory" in r.stderr
+    # The hard link to the canary is the one thing of the outside a workspace can show: it is the same
+    # file. The check refuses it; the wall cannot (see docs/policy.md, "What the wall does not cover").
+
+
+@walled
+def test_no_secret_and_no_dal_process_in_the_wall(canaries: tuple[Path, Path]) -> None:
+    ws, _ = canaries
+    r = sh(ws, "ls /proc | grep -c '^[0-9]'; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline | tr '\\0' '\\n'; "
+               "cat /proc/" + str(os.getpid()) + "/environ; echo end")
+    assert SECRET not in r.stdout + r.stderr
+    assert int(r.stdout.splitlines()[0]) <= 4  # bubblewrap's init, sh, ls/grep: its own PID namespace
+    assert "python" not in r.stdout and "end" in r.stdout  # DAL's own command line is not there
+
+
+def test_without_the_wall_the_static_check_holds_the_same_attacks(canaries: tuple[Path, Path]) -> None:
+    ws, outside = canaries
+    before = snapshot(outside)
+    ctx = EffectContext(policy=Policy.load(ws), use_sandbox=False)  # the test hook: no wall at all
+    for command in (
+        "cat /proc/1/environ", f"cat /proc/{os.getpid()}/environ", "cat ../outside/canary.txt",
+        "cat link_out/canary.txt", "echo x > ../outside/canary.txt", "echo x >> file_link_out", "touch dangling",
+        f"touch /var/tmp/dal-wall-marker-{os.getpid()}", "cat /etc/shadow", "ls /root", "sh -c id",
+        "echo '[run]' > dal.toml",
+    ):
+        r = run_effect(command, ctx)
+        # Denied by the check, or (a redirection) when DAL opens it: the command does not start either way.
+        assert r.status == "denied" or (r.code == 126 and "denied at start" in r.stderr), (command, r.summary)
+        assert SECRET not in r.stdout
+    assert snapshot(outside) == before
+    assert not Path(f"/var/tmp/dal-wall-marker-{os.getpid()}").exists() and not (ws / "dal.toml").exists()
+
+
+@walled
+def test_private_tmp_and_shm_are_capped_and_the_root_is_read_only(tmp_path: Path) -> None:
+    (tmp_path / "dal.toml").write_text('[run]\nallow = ["sh"]\n[limits]\ntmp_size = "1M"\n')
+    policy = Policy.load(tmp_path)
+    r = sh(tmp_path, "head -c 2000000 /dev/zero > /tmp/big; echo tmp=$?; head -c 2000000 /dev/zero > /dev/shm/big; "
+                     "echo shm=$?; touch /new /etc/new /dev/new; echo root=$?; ls -l /tmp/big | cut -d' ' -f5",
+           policy=policy)
+    assert "tmp=1" in r.stdout and "shm=1" in r.stdout and "root=1" in r.stdout
+    assert r.stderr.count("No space left on device") == 2 and r.stderr.count("Read-only file system") == 3
+    assert int(r.stdout.splitlines()[-1]) <= 1 << 20
+    again = sh(tmp_path, "ls -A /tmp /dev/shm", policy=policy)  # a fresh /tmp for every command
+    # (/tmp holds only the folders down to the workspace, which is under /tmp here)
+    top = [tmp_path.parts[2]] if tmp_path.parts[1] == "tmp" else []
+    assert again.stdout.split() == ["/dev/shm:", "/tmp:", *top]
+
+
+def _git_repo(ws: Path) -> None:
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    (ws / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    (ws / ".git" / "info").mkdir()
+
+
+@walled
+def test_protected_paths_are_read_only_inside_the_wall(tmp_path: Path) -> None:
+    ws = tmp_path
+    policy_text = '[run]\nallow = ["sh"]\n'
+    (ws / "dal.toml").write_text(policy_text)
+    (ws / ".dal").mkdir()
+    (ws / ".dal" / "dal.db").write_text("store")
+    _git_repo(ws)
+    policy = Policy.load(ws)
+    before = snapshot(ws)
+    attacks = [
+        "printf '[run]\\nallow = [\"curl\"]\\n' > dal.toml", "echo >> dal.toml", "rm -f dal.toml", "mv dal.toml x",
+        "rm -rf .dal", "echo x > .dal/dal.db", "touch .dal/new", "mv .dal .dal2",
+        "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> .git/config", "touch .git/hooks/pre-commit",
+        "mv .git .gitx", "rm -rf .git/info", "mv .git/config .git/config2",
+    ]
+    r = sh(ws, " ; ".join(attacks) + " ; echo end", policy=policy)
+    assert r.stdout.endswith("end\n")
+    assert snapshot(ws) == before
+    assert (ws / "dal.toml").read_text() == policy_text
+    # Other files of the workspace stay writable: the protection is exactly the protected paths.
+    ok = sh(ws, "echo fine > notes.txt && mkdir -p .git/objects/ab && echo o > .git/objects/ab/c && cat notes.txt",
+            policy=policy)
+    assert ok.ok and ok.stdout == "fine\n"
+
+
+@walled
+def test_a_missing_policy_file_cannot_be_created(tmp_path: Path) -> None:
+    ws = tmp_path
+    policy = Policy.load(ws, allow_run=["sh"])
+    r = sh(ws, "printf '[run]\\nallow = [\"curl\"]\\n' > dal.toml; mkdir -p .dal/x; ls -a; echo end", policy=policy)
+    assert "end" in r.stdout and "cannot create dal.toml" in r.stderr
+    assert not (ws / "dal.toml").exists() and not (ws / ".dal").exists()  # the placeholders are gone too
+    assert Policy.load(ws).source == "default policy"
+    # A pipeline of the default toolset needs no placeholder (the check sees what it writes): `ls` shows none.
+    listing = run_effect("ls -a", EffectContext(policy=policy))
+    assert listing.stdout.split() == [".", ".."]
+
+
+@walled
+def test_a_protected_name_that_is_a_symlink_stops_the_command(tmp_path: Path) -> None:
+    ws = tmp_path
+    (ws / "real.toml").write_text('[run]\nallow = ["sh"]\n')
+    os.symlink("real.toml", ws / "dal.toml")
+    r = sh(ws, "echo ran > marker.txt", policy=Policy.load(ws))
+    assert r.status == "failed" and r.code == 126
+    assert "denied at start: the wall cannot be set up" in r.stderr and "symbolic link" in r.stderr
+    assert not (ws / "marker.txt").exists()
+
+
+@walled
+def test_write_roots_and_read_roots_anywhere(tmp_path: Path) -> None:
+    ws, shared = tmp_path / "ws", tmp_path / "shared"  # both under /tmp, which the wall replaces
+    ws.mkdir()
+    shared.mkdir()
+    (shared / "data.txt").write_text("shared data\n")
+    (ws / "in.txt").write_text("input\n")
+    policy = Policy.load(ws, allow_read=[str(shared)], allow_write=["out"], allow_run=["sh"])
+    ctx = EffectContext(policy=policy)
+    assert run_effect(f"cat {shared}/data.txt in.txt", ctx).stdout == "shared data\ninput\n"
+    assert run_effect("cp in.txt out/copy.txt", ctx).ok  # `out` did not exist: the wall made it
+    assert (ws / "out" / "copy.txt").read_text() == "input\n"
+    r = sh(ws, f"echo x > {shared}/new; echo x > in.txt; echo x > new.txt; echo end", policy=policy)
+    assert r.stdout == "end\n" and r.stderr.count("Read-only file system") == 3
+    assert sorted(p.name for p in shared.iterdir()) == ["data.txt"] and (ws / "in.txt").read_text() == "input\n"
+
+
+@walled
+def test_dal_test_with_allow_write_in_a_workspace_under_tmp(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "job.dal").write_text('run("cp notes.txt out/copy.txt")\nprint(run("cat out/copy.txt"))\n')
+    (tmp_path / "job.test.dal").write_text(
+        'run("echo hello > notes.txt")\n'
+        'let r = invoke("job.dal", {"policy": {"allow_write": ["out"]}})\n'
+        'assert_eq(r.status, "completed")\n'
+        'assert_eq(r.output, "hello\\n")\n'
+    )
+    p = subprocess.run([sys.executable, "-m", "dal", "test", "job.test.dal"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "1 passed, 0 failed" in p.stdout
+
+
+# --- root without a working wall --------------------------------------------------------------------
+
+
+@pytest.fixture()
+def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dal.effects.running, "sandbox_status", lambda: (False, "bubblewrap (bwrap) is not installed"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root only")
+def test_root_without_a_wall_refuses_every_command_unless_the_operator_says_so(
+    tmp_path: Path, no_bwrap: None
+) -> None:
+    script = 'let r = run("touch made.txt")\nprint(r.status)\nprint(r)\n'
+    refused = dal.run(script, workspace=tmp_path)
+    assert refused.output.splitlines()[0] == "denied" and "--unsandboxed-as-root" in refused.output
+    assert not (tmp_path / "made.txt").exists()
+    assert refused.to_json()["sandbox"]["wall"] == "none" and refused.to_json()["sandbox"]["refused"] is True
+    assert "commands refused" in refused.to_markdown()
+    allowed = dal.run(script, workspace=tmp_path, unsandboxed_as_root=True)
+    assert allowed.output.splitlines()[0] == "completed" and (tmp_path / "made.txt").exists()
+    box = allowed.to_json()["sandbox"]
+    assert box["wall"] == "none" and not box["refused"] and "--unsandboxed-as-root" in box["reason"]
+    assert "commands ran without the bubblewrap wall" in allowed.to_markdown()
+
+
+@walled
+def test_the_receipt_says_the_wall_held(tmp_path: Path) -> None:
+    r = dal.run('print(run("echo hi"))\n', workspace=tmp_path)
+    assert r.to_json()["sandbox"] == {"wall": "bubblewrap", "reason": sandbox_status()[1], "refused": False}
+    assert "wall" not in r.to_markdown()
+    assert dal.run('print("no commands")\n', workspace=tmp_path).to_json()["sandbox"] is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root only")
+def test_the_cli_flag_reaches_the_commands(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "s.dal").write_text('print(run("echo hi").status)\n')
+    p = subprocess.run([sys.executable, "-m", "dal", "run", "s.dal", "--json", "--unsandboxed-as-root"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    receipt = json.loads(p.stdout)
+    assert receipt["sandbox"]["refused"] is False
+    assert receipt["sandbox"]["wall"] == ("bubblewrap" if HAVE_BWRAP else "none")
