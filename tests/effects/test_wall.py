@@ -269,3 +269,18 @@ def test_the_cli_flag_reaches_the_commands(tmp_path: Path) -> None:
     receipt = json.loads(p.stdout)
     assert receipt["sandbox"]["refused"] is False
     assert receipt["sandbox"]["wall"] == ("bubblewrap" if HAVE_BWRAP else "none")
+
+
+@walled
+def test_the_wall_binds_by_path_where_bubblewrap_cannot_bind_a_descriptor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dal.effects.sandbox as sandbox
+
+    monkeypatch.setattr(sandbox, "_BIND_BY_FD", False)  # as with a bubblewrap older than --bind-fd
+    ws, outside = build_workspace(tmp_path)
+    (ws / "dal.toml").write_text('[run]\nallow = ["sh"]\n')
+    r = sh(ws, "cat notes.txt >/dev/null && echo ok; echo x > dal.toml; cat ../outside/canary.txt; echo y > new.txt",
+           policy=Policy.load(ws))
+    assert r.stdout == "ok\n" and (ws / "new.txt").read_text() == "y\n"
+    assert (ws / "dal.toml").read_text() == '[run]\nallow = ["sh"]\n' and CANARY not in r.stdout
