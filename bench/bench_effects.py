@@ -1,13 +1,16 @@
-"""Cost of the effect gate and executor. Prints figures; asserts nothing.
+"""Cost of the effect gate, the executor and the wall. Prints figures; asserts nothing.
 
     python bench/bench_effects.py
 
 Targets (issue 3): parse + check of a typical command well under 1 ms; run() of `true` at most 1.5x
-`subprocess.run(["true"])` without the bubblewrap wall.
+`subprocess.run(["true"])` without the bubblewrap wall. Issue 12: the cost of the stronger wall per run()
+(no capabilities, the read wall, limits and a cgroup applied before the program runs) against a bare
+`bwrap ... true` spawn and against the old `--ro-bind / /` wall.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import tempfile
@@ -36,6 +39,28 @@ def per_call_ms(fn: Callable[[], object], n: int, rounds: int = 5) -> float:
     return statistics.median(samples)
 
 
+def interleaved_ms(fns: dict[str, Callable[[], object]], n: int, rounds: int = 7) -> dict[str, float]:
+    """Like per_call_ms for several functions, their rounds interleaved so that a change of load on the
+    machine touches each alike."""
+    for fn in fns.values():
+        fn()
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            started = time.perf_counter()
+            for _ in range(n):
+                fn()
+            samples[name].append((time.perf_counter() - started) / n * 1000)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def old_wall(ws: Path) -> list[str]:
+    """The wall before issue 12: the whole root read-only, no user namespace, every capability kept."""
+    return ["/usr/bin/bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            "--bind", str(ws), str(ws), "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--die-with-parent", "--new-session", "--chdir", str(ws), "--", "true"]
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp)
@@ -46,17 +71,31 @@ def main() -> None:
         print(f"parse + check (parse cached)        {check * 1000:8.1f} us   target well under 1000 us")
 
         bare = per_call_ms(lambda: subprocess.run(["true"]), 300)
-        ctx = EffectContext(policy=policy, use_sandbox=False)
+        ctx = EffectContext(policy=policy, use_sandbox=False, unsandboxed_as_root=True)
         ours = per_call_ms(lambda: run_effect("true", ctx), 300)
         print(f'subprocess.run(["true"])            {bare:8.3f} ms')
-        print(f'run_effect("true"), no wall         {ours:8.3f} ms   ratio {ours / bare:.2f}x (target <= 1.5x)')
+        print(f'run_effect("true"), no wall         {ours:8.3f} ms   ratio {ours / bare:.2f}x (target <= 1.5x; the '
+              "limits are set in the child before exec, which costs a fork instead of a vfork)")
 
         available, why = sandbox_status()
-        if available:
-            walled = per_call_ms(lambda: run_effect("true", EffectContext(policy=policy)), 50)
-            print(f'run_effect("true"), bubblewrap      {walled:8.3f} ms   ({why})')
-        else:
+        if not available:
             print(f"bubblewrap: unavailable ({why})")
+            return
+        env = {"PATH": "/usr/bin:/bin"}
+        t = interleaved_ms({
+            "bare": lambda: subprocess.run(["/usr/bin/bwrap", "--ro-bind", "/", "/", "--", "true"], env=env),
+            "old": lambda: subprocess.run(old_wall(ws), env=env),
+            "new": lambda: run_effect("true", EffectContext(policy=policy)),
+            "new3": lambda: run_effect("true | true | true", EffectContext(policy=policy)),
+        }, 30)
+        print(f"bwrap --ro-bind / / -- true         {t['bare']:8.3f} ms   (a bare bubblewrap spawn)")
+        print(f"old wall (--ro-bind / /), true      {t['old']:8.3f} ms   {t['old'] / t['bare']:.2f}x bare")
+        print(f'run_effect("true"), the wall        {t["new"]:8.3f} ms   {t["new"] / t["bare"]:.2f}x bare, '
+              f'{t["new"] / t["old"]:.2f}x the old wall ({why})')
+        print(f'run_effect("true | true | true")    {t["new3"]:8.3f} ms   {(t["new3"] - t["new"]) / 2:.3f} ms per '
+              "more stage")
+        cg = [d for d in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/memory") if os.access(d, os.W_OK)]
+        print(f"cgroups per command: {'yes (' + ', '.join(cg) + ')' if cg else 'no (rlimits only)'}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ cgroup v2 subtree delegated to DAL's user), by RLIMIT_NPROC otherwise.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import math
 import os
@@ -235,7 +236,7 @@ class Cgroup:
                     _write(target, str(value))
             except OSError:
                 _unavailable.add(key)  # e.g. a v2 cgroup whose controllers are not delegated to us
-                _remove(path)
+                _kill_all(path, 0.1)
                 continue
             dirs[key] = path
         return cls(dirs, limits) if dirs else None
@@ -269,55 +270,81 @@ class Cgroup:
         return out
 
     def close(self) -> None:
-        """Kill whatever is left in the cgroup and remove it (later, if it is not empty yet)."""
+        """Kill whatever is left in the cgroup and remove it, or, while its last processes are still being
+        reaped, remove it at the next command (or when DAL exits): no waiting after a command that ended."""
         for path in self.dirs.values():
-            _kill_all(path)
-            if not _remove(path):
+            _kill_listed(path)
+            try:
+                os.rmdir(path)
+            except FileNotFoundError:
+                pass
+            except OSError:
                 _leftover.append(path)
         self.dirs = {}
 
 
-def _kill_all(path: str) -> None:
+def _kill_listed(path: str) -> bool:
+    """SIGKILL every process listed in the cgroup; whether there was any."""
+    pids = [int(p) for p in _read(os.path.join(path, "cgroup.procs")).split() if p.isdigit()]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return bool(pids)
+
+
+def _kill_all(path: str, patience: float) -> bool:
+    """Kill everything in the cgroup and remove it, waiting at most `patience` seconds; whether it is gone."""
     kill = os.path.join(path, "cgroup.kill")
     if os.path.exists(kill):
         try:
             _write(kill, "1")
-            return
         except OSError:
             pass
-    for _ in range(100):  # a process may fork while we kill; pids.max bounds how long that goes on
-        pids = [int(p) for p in _read(os.path.join(path, "cgroup.procs")).split() if p.isdigit()]
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.002)
-
-
-def _remove(path: str) -> bool:
-    for attempt in range(50):
+    deadline = time.monotonic() + patience
+    while True:
+        _kill_listed(path)  # a process may fork while we kill; pids.max bounds how long that goes on
         try:
             os.rmdir(path)
             return True
         except FileNotFoundError:
             return True
         except OSError:
-            if attempt == 49:
+            if time.monotonic() >= deadline:
                 return False
-            time.sleep(0.002)  # its last processes are still being reaped
-    return False
+            time.sleep(0.001)
 
 
-def _retry_leftovers() -> None:
+def _retry_leftovers(patience: float = 0.0) -> None:
+    """Remove the cgroups of earlier commands that were not empty yet, and those a DAL process that died
+    (kill -9) left behind."""
+    global _swept
+    if not _swept:
+        _swept = True
+        for base in _own_cgroups().values():
+            try:
+                names = os.listdir(base)
+            except OSError:
+                continue
+            for name in names:
+                parts = name.split("-")
+                if len(parts) == 3 and parts[0] == "dal" and parts[1].isdigit() and not _alive(int(parts[1])):
+                    _leftover.append(os.path.join(base, name))
     for path in list(_leftover):
-        _kill_all(path)
-        try:
-            os.rmdir(path)
-        except FileNotFoundError:
-            pass
-        except OSError:
-            continue
-        _leftover.remove(path)
+        if _kill_all(path, patience):
+            _leftover.remove(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        pass
+    return True
+
+
+_swept = False
+atexit.register(_retry_leftovers, 0.5)
