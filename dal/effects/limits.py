@@ -58,14 +58,15 @@ class CommandLimits(FrozenRecord):
 
     def rlimits(self, with_nproc: bool) -> list[tuple[int, int]]:
         """(resource, value) pairs, soft and hard alike. RLIMIT_NPROC only when no pids cgroup bounds the
-        command: it counts every process of the user, not just the command's."""
+        command, and not for root: it counts every process of the user on the machine, not just the
+        command's, and root has too many for any bound of a command to leave it a fork."""
         out = [
             (resource.RLIMIT_FSIZE, self.file_size),
             (resource.RLIMIT_AS, self.memory),
             (resource.RLIMIT_CPU, self.cpu_seconds),
             (resource.RLIMIT_CORE, 0),  # a program killed by a limit leaves no core file in the workspace
         ]
-        if with_nproc:
+        if with_nproc and os.geteuid() != 0:
             out.append((resource.RLIMIT_NPROC, self.processes))
         return out
 
