@@ -68,6 +68,11 @@ def _depth(path: str) -> int:
     return 0 if path == "/" else path.count("/")
 
 
+@functools.lru_cache(maxsize=1)
+def _system_dirs() -> tuple[str, ...]:
+    return tuple(os.path.realpath(d) for d in SYSTEM_DIRS if os.path.isdir(d))
+
+
 @functools.lru_cache(maxsize=2)
 def _system_view(allow_net: bool) -> tuple[tuple[str, ...], ...]:
     """Mount operations (argv fragments) for the system folders and /etc, probed once per process:
@@ -79,7 +84,7 @@ def _system_view(allow_net: bool) -> tuple[tuple[str, ...], ...]:
         elif os.path.isdir(d):
             ops.append(("--ro-bind", d, d))
     ops.append(("--perms", "0755", "--dir", "/etc"))
-    system = [os.path.realpath(d) for d in SYSTEM_DIRS if os.path.isdir(d)]
+    system = _system_dirs()
     for name in ETC_ALWAYS + (ETC_NET if allow_net else ()):
         path = "/etc/" + name
         if os.path.islink(path) and _within(os.path.realpath(path), system):
@@ -217,7 +222,7 @@ class Wall:
         for root in sorted(write_roots, key=_depth):
             tail += self._writable_root(root, ws)
         tail += self._protected(p, ws, write_roots)
-        system = [os.path.realpath(d) for d in SYSTEM_DIRS if os.path.isdir(d)]
+        system = _system_dirs()
         for exe in dict.fromkeys(executables):
             real = os.path.realpath(exe)
             if not _within(real, system) and not _within(real, read_roots) and os.path.isfile(real):

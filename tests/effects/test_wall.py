@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -284,3 +285,22 @@ def test_the_wall_binds_by_path_where_bubblewrap_cannot_bind_a_descriptor(
            policy=Policy.load(ws))
     assert r.stdout == "ok\n" and (ws / "new.txt").read_text() == "y\n"
     assert (ws / "dal.toml").read_text() == '[run]\nallow = ["sh"]\n' and CANARY not in r.stdout
+
+
+@walled
+@pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
+def test_git_running_a_hook_from_its_config_runs_it_inside_the_wall(canaries: tuple[Path, Path]) -> None:
+    """The issue's git vector: a `core.fsmonitor` line makes `git status` run a command. Wherever that line
+    comes from (here `~/.gitconfig`, which is the workspace's `.gitconfig`), the command runs inside the
+    wall, with no capabilities and nothing of the host to write."""
+    ws, outside = canaries
+    marker = Path("/var/tmp") / f"dal-git-marker-{os.getpid()}"
+    hook = (f"id -u > hook-ran.txt; mount -o remount,rw / 2>> hook-ran.txt; echo x > {marker}; "
+            f"echo x > {outside}/canary.txt; grep CapEff /proc/self/status >> hook-ran.txt")
+    (ws / ".gitconfig").write_text(f"[core]\n\tfsmonitor = \"{hook}\"\n")
+    policy = Policy.load(ws, allow_run=["git"])
+    assert run_effect("git init -q .", EffectContext(policy=policy)).ok
+    run_effect("git status --short", EffectContext(policy=policy))
+    ran = (ws / "hook-ran.txt").read_text()
+    assert "permission denied" in ran and "CapEff:\t0000000000000000" in ran  # it ran, walled
+    assert not marker.exists() and (outside / "canary.txt").read_text() == CANARY
