@@ -241,7 +241,10 @@ def _spawn(
 ) -> subprocess.Popen | int | None:
     """Start one simple command: a Popen, an exit status when it could not start, None when the deadline
     passed while it started."""
-    why = recheck(cmd, run.policy)
+    try:
+        why = recheck(cmd, run.policy)
+    except OSError as e:  # a path vanished while it was resolved: something is changing the tree right now
+        why = f"a path changed while it was being checked ({e.strerror}: {e.filename})"
     if why is not None:
         os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {why}\n".encode())
         return 126
