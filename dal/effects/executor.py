@@ -96,6 +96,7 @@ class _Run:
         self.limits = CommandLimits.of(policy, timeout)
         self.cgroup: Cgroup | None = None
         self.hit: list[str] = []
+        self.held: list[_Held] = []  # walled stages of the pipeline being started, not yet released
 
     def outcome(self, status: str, code: int | None) -> ExecOutcome:
         if self.cgroup is not None:
@@ -190,20 +191,30 @@ def _run_stages(pipeline: Pipeline, run: _Run, wall: Wall | None) -> Any:
                 stdin = next_r
                 if stdout != out_w:
                     os.close(stdout)
-            if proc is None:
-                stopped = "late"
-                break
             if isinstance(proc, subprocess.Popen) and pgid == 0:
                 pgid = proc.pid
             procs.append(proc)
+        # Every stage's bubblewrap has been setting up meanwhile; now each is given its limits and let go.
+        if stopped is None and not _release(run):
+            stopped = "late"
+    except BaseException:
+        _kill(pgid, [p for p in procs if isinstance(p, subprocess.Popen)])
+        raise
     finally:
         for fd in {stdin, out_w, err_w, devnull}:
             os.close(fd)
+        if stopped is not None:
+            _kill(pgid, [p for p in procs if isinstance(p, subprocess.Popen)])
+        # Only now, with every stage released or killed (and reaped): a held stage whose block fd closed
+        # unwritten would go on without its limits.
+        for held in run.held:
+            os.close(held.info_r)
+            os.close(held.block_w)
+        run.held = []
     live = [p for p in procs if isinstance(p, subprocess.Popen)]
     captures = {out_r: run.out, err_r: run.err}
     if stopped is not None:
         _drain(captures, time.monotonic())  # only closes them: the command is over
-        _kill(pgid, live)
         return stopped if stopped is _CANCELLED else None
     drained = _drain(captures, run.deadline, run.cancel)
     timed_out = drained is not True
@@ -238,9 +249,9 @@ def _kill(pgid: int, live: list[subprocess.Popen]) -> None:
 
 def _spawn(
     cmd: SimpleCommand, run: _Run, wall: Wall | None, stdin: int, stdout: int, stderr: int, pgid: int
-) -> subprocess.Popen | int | None:
-    """Start one simple command: a Popen, an exit status when it could not start, None when the deadline
-    passed while it started."""
+) -> subprocess.Popen | int:
+    """Start one simple command: a Popen (held on its block fd, inside the wall) or the exit status of a
+    command that could not start."""
     try:
         why = recheck(cmd, run.policy)
     except OSError as e:  # a path vanished while it was resolved: something is changing the tree right now
@@ -297,13 +308,25 @@ def _spawn_bare(cmd: SimpleCommand, run: _Run, fds: dict[int, int], pgid: int) -
 _CHILD_PID = re.compile(rb'"child-pid":\s*(\d+)')
 
 
+class _Held:
+    """A stage inside the wall whose bubblewrap waits on its block fd for DAL to set its limits."""
+
+    __slots__ = ("proc", "info_r", "block_w")
+
+    def __init__(self, proc: subprocess.Popen, info_r: int, block_w: int) -> None:
+        self.proc = proc
+        self.info_r = info_r
+        self.block_w = block_w
+
+
 def _spawn_walled(
     cmd: SimpleCommand, run: _Run, wall: Wall, fds: dict[int, int], pgid: int
-) -> subprocess.Popen | int | None:
+) -> subprocess.Popen | int:
     """Inside the wall. bubblewrap reports its sandbox's init process on --info-fd and then waits on
     --block-fd before it starts the program: DAL sets the rlimits on that process and moves it into the
-    command's cgroup meanwhile, so the program and everything it starts are bound from their first
-    instruction."""
+    command's cgroup meanwhile (_release), so the program and everything it starts are bound from their
+    first instruction. The stages of a pipeline are all started before any is released, so that their
+    set-ups overlap."""
     info_r, info_w = os.pipe()
     block_r, block_w = os.pipe()
     passwd, group = _identity()
@@ -315,39 +338,42 @@ def _spawn_walled(
         data.append(r)
     child = [info_w, block_r, *data]
     try:
-        try:
-            proc = subprocess.Popen(
-                wall.argv(list(cmd.argv), (data[0], data[1]), info_w, block_r),
-                stdin=fds[0],
-                stdout=fds[1],
-                stderr=fds[2],
-                cwd=run.policy.workspace,
-                env=run.env,
-                close_fds=True,
-                pass_fds=(*child, *wall.fds),
-                process_group=pgid,
-            )
-        except OSError as e:
-            os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode())
-            return 127
-        finally:
-            for fd in child:
-                os.close(fd)
-        pid = _read_child_pid(info_r, run.deadline)
+        proc = subprocess.Popen(
+            wall.argv(list(cmd.argv), (data[0], data[1]), info_w, block_r),
+            stdin=fds[0],
+            stdout=fds[1],
+            stderr=fds[2],
+            cwd=run.policy.workspace,
+            env=run.env,
+            close_fds=True,
+            pass_fds=(*child, *wall.fds),
+            process_group=pgid,
+        )
+    except OSError as e:
+        os.close(info_r)
+        os.close(block_w)
+        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode())
+        return 127
+    finally:
+        for fd in child:
+            os.close(fd)
+    run.held.append(_Held(proc, info_r, block_w))
+    return proc
+
+
+def _release(run: _Run) -> bool:
+    """Give each held stage its limits and cgroup, then let it start; False if the deadline passed first."""
+    cg = run.cgroup
+    for held in run.held:
+        pid = _read_child_pid(held.info_r, run.deadline)
         if pid is _LATE:
-            proc.kill()
-            proc.wait()
-            return None
+            return False
         if pid is not None:
-            cg = run.cgroup
             run.limits.apply(pid, with_nproc=cg is None or not cg.bounds_processes)
             if cg is not None:
                 cg.add(pid)
-        os.write(block_w, b"\0")  # let the program start (if bubblewrap failed instead, it has exited)
-        return proc
-    finally:
-        os.close(info_r)
-        os.close(block_w)
+        os.write(held.block_w, b"\0")  # let the program start (if bubblewrap failed instead, it has exited)
+    return True
 
 
 _LATE: Any = object()
