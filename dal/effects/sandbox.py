@@ -131,9 +131,10 @@ def _private(tmp_size: int) -> list[str]:
             "--size", size, "--tmpfs", "/tmp"]
 
 
-def _open_nofollow(path: str, want_dir: bool = True) -> int:
-    """An O_PATH descriptor for the absolute `path`, walked from / without following any symlink:
-    FileNotFoundError when it is missing, WallRefused when a component is a symlink (or not a folder)."""
+def _open_nofollow(path: str, want_dir: bool = False) -> int:
+    """An O_PATH descriptor for the absolute `path` (a folder, or with `want_dir` false also a file), walked
+    from / without following any symlink: FileNotFoundError when it is missing, WallRefused when one of its
+    components is a symlink (or a folder on the way is not one)."""
     fd = os.open("/", _DIR_FLAGS)
     names = [c for c in path.split("/") if c]
     try:
@@ -145,13 +146,13 @@ def _open_nofollow(path: str, want_dir: bool = True) -> int:
             except OSError as e:
                 if e.errno in (errno.ELOOP, errno.ENOTDIR):
                     shown = "/" + "/".join(names[: i + 1])
-                    raise WallRefused(f"{shown} is now a symbolic link or not a folder, so {path} is not the "
-                                      "folder the policy named") from None
+                    raise WallRefused(f"{shown} is now a symbolic link or not a folder, so {path} is not what "
+                                      "the policy named") from None
                 raise
             os.close(fd)
             fd = nxt
-        if not want_dir and stat.S_ISLNK(os.fstat(fd).st_mode):
-            raise WallRefused(f"{path} is a symbolic link")
+        if stat.S_ISLNK(os.fstat(fd).st_mode):  # O_PATH | O_NOFOLLOW opens a symlink itself
+            raise WallRefused(f"{path} is now a symbolic link, so it is not what the policy named")
         return fd
     except BaseException:
         os.close(fd)
@@ -193,10 +194,10 @@ class Wall:
         return [BWRAP, *self._argv_head, *identity, *self._argv_tail, "--info-fd", str(info_fd), "--block-fd",
                 str(block_fd), "--", *argv]
 
-    def _bind(self, path: str, writable: bool, want_dir: bool = True) -> list[str]:
+    def _bind(self, path: str, writable: bool) -> list[str]:
         if not _BIND_BY_FD:
             return ["--bind" if writable else "--ro-bind", path, path]
-        fd = _open_nofollow(path, want_dir)
+        fd = _open_nofollow(path)
         self.fds.append(fd)
         return ["--bind-fd" if writable else "--ro-bind-fd", str(fd), path]
 
@@ -276,7 +277,7 @@ class Wall:
                 if a not in pinned:
                     pinned.add(a)
                     out += self._bind(a, True)
-            out += self._bind(path, False, want_dir=stat.S_ISDIR(st.st_mode))
+            out += self._bind(path, False)
             done.append(path)
         return out
 
@@ -285,9 +286,9 @@ class Wall:
         name = os.path.basename(path)
         if not self.make_placeholders or os.path.dirname(path) != ws or name not in PLACEHOLDERS:
             return None
-        dirfd = _open_nofollow(ws)
+        dirfd = _open_nofollow(ws, want_dir=True)
         try:
-            os.mkdir(name, 0o555, dir_fd=dirfd)
+            os.mkdir(name, 0o755, dir_fd=dirfd)  # read-only by its bind, not by its mode
             st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
         except FileExistsError:
             return os.lstat(path)
@@ -322,7 +323,7 @@ def _outermost(paths: Iterable[str]) -> list[str]:
 def _make_dirs(path: str, ws: str) -> None:
     """mkdir -p `path` below the workspace without following a symlink on the way."""
     rel = [c for c in path[len(ws):].split("/") if c]
-    fd = _open_nofollow(ws)
+    fd = _open_nofollow(ws, want_dir=True)
     try:
         for name in rel:
             try:

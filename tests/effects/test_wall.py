@@ -304,3 +304,18 @@ def test_git_running_a_hook_from_its_config_runs_it_inside_the_wall(canaries: tu
     ran = (ws / "hook-ran.txt").read_text()
     assert "permission denied" in ran and "CapEff:\t0000000000000000" in ran  # it ran, walled
     assert not marker.exists() and (outside / "canary.txt").read_text() == CANARY
+
+
+@walled
+def test_a_root_may_be_a_single_file(tmp_path: Path) -> None:
+    ws, shared = tmp_path / "ws", tmp_path / "shared"
+    ws.mkdir()
+    shared.mkdir()
+    (shared / "one.txt").write_text("readable\n")
+    (shared / "other.txt").write_text("not readable\n")
+    (ws / "log.txt").write_text("")
+    policy = Policy.load(ws, allow_read=[str(shared / "one.txt")], allow_write=["log.txt"], allow_run=["sh"])
+    assert run_effect(f"cat {shared}/one.txt", EffectContext(policy=policy)).stdout == "readable\n"
+    r = sh(ws, f"cat {shared}/other.txt; echo line >> log.txt; echo x > new.txt; echo end", policy=policy)
+    assert r.stdout == "end\n" and "No such file or directory" in r.stderr and "Read-only" in r.stderr
+    assert (ws / "log.txt").read_text() == "line\n" and not (ws / "new.txt").exists()
