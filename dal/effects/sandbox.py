@@ -250,24 +250,29 @@ class Wall:
         be renamed) and move the protected file out from under its bind."""
         named = [os.path.join(ws, n) for n in WORKSPACE_PROTECTED]
         candidates = [path for path in dict.fromkeys([*p.protected, *named]) if _within(path, write_roots)]
-        out: list[str] = []
-        pinned: set[str] = set()
-        done: list[str] = []
-        for path in sorted(candidates, key=_depth):
-            if _within(path, done):
-                continue  # inside a protected folder already bound
-            root = max((r for r in write_roots if _within(path, [r])), key=len)
+        found: dict[str, None] = {}
+        for path in candidates:
             try:
                 st = os.lstat(path)
             except FileNotFoundError:
-                st = self._placeholder(path, ws)
-                if st is None:
-                    continue
-            except OSError:
+                if self._placeholder(path, ws) is not None:
+                    found[path] = None
                 continue
+            except OSError:
+                continue  # e.g. `.git` is a file (a linked worktree): none of its entries are here
             if stat.S_ISLNK(st.st_mode):
                 raise WallRefused(f"{path} is a symbolic link: the wall cannot keep a script from replacing it "
                                   "(make it a real file or folder)")
+            real = os.path.realpath(path)  # not `path` when a folder on the way is a symlink (`.git` -> ...)
+            if _within(real, write_roots):
+                found[real] = None  # else it is read-only in the wall, or not there at all
+        out: list[str] = []
+        pinned: set[str] = set()
+        done: list[str] = []
+        for path in sorted(found, key=_depth):
+            if _within(path, done):
+                continue  # inside a protected folder already bound
+            root = max((r for r in write_roots if _within(path, [r])), key=len)
             ancestors = []
             parent = os.path.dirname(path)
             while parent != root and _within(parent, [root]):
@@ -281,7 +286,7 @@ class Wall:
             done.append(path)
         return out
 
-    def _placeholder(self, path: str, ws: str) -> os.stat_result | None:
+    def _placeholder(self, path: str, ws: str) -> str | None:
         """Create the read-only stand-in for a protected entry that does not exist (PLACEHOLDERS)."""
         name = os.path.basename(path)
         if not self.make_placeholders or os.path.dirname(path) != ws or name not in PLACEHOLDERS:
@@ -291,11 +296,11 @@ class Wall:
             os.mkdir(name, 0o755, dir_fd=dirfd)  # read-only by its bind, not by its mode
             st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
         except FileExistsError:
-            return os.lstat(path)
+            return path
         finally:
             os.close(dirfd)
         self.placeholders.append((path, st.st_dev, st.st_ino))
-        return st
+        return path
 
     def close(self) -> None:
         for fd in self.fds:

@@ -319,3 +319,15 @@ def test_a_root_may_be_a_single_file(tmp_path: Path) -> None:
     r = sh(ws, f"cat {shared}/other.txt; echo line >> log.txt; echo x > new.txt; echo end", policy=policy)
     assert r.stdout == "end\n" and "No such file or directory" in r.stderr and "Read-only" in r.stderr
     assert (ws / "log.txt").read_text() == "line\n" and not (ws / "new.txt").exists()
+
+
+@walled
+def test_a_symlinked_git_folder_inside_the_workspace_is_protected_where_it_really_is(tmp_path: Path) -> None:
+    ws = tmp_path
+    (ws / "repo.git" / "hooks").mkdir(parents=True)
+    (ws / "repo.git" / "config").write_text("[core]\n")
+    os.symlink("repo.git", ws / ".git")
+    r = sh(ws, "echo x >> .git/config; echo x >> repo.git/config; touch repo.git/hooks/h; echo ok > notes.txt; "
+               "echo end")
+    assert r.stdout == "end\n" and r.stderr.count("Read-only file system") == 3
+    assert (ws / "repo.git" / "config").read_text() == "[core]\n" and (ws / "notes.txt").read_text() == "ok\n"
