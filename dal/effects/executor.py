@@ -116,8 +116,8 @@ def execute_plan(
     cancel: Callable[[], bool] | None = None,
 ) -> ExecOutcome:
     """Run the plan of an allowed `decision`; the caller has already checked it. Raises EffectCancelled
-    when `cancel()` turns true while a command runs (its processes are killed first), and
-    a pipeline whose wall cannot be set up as the policy needs does not start (status 126)."""
+    when `cancel()` turns true while a command runs (its processes are killed first). A pipeline whose
+    wall cannot be set up as the policy needs does not start (status 126, the reason on stderr)."""
     plan = decision.plan
     if plan is None:
         raise ValueError("decision has no plan to execute")
@@ -199,6 +199,8 @@ def _run_stages(pipeline: Pipeline, run: _Run, wall: Wall | None) -> Any:
             stopped = "late"
     except BaseException:
         _kill(pgid, [p for p in procs if isinstance(p, subprocess.Popen)])
+        os.close(out_r)
+        os.close(err_r)
         raise
     finally:
         for fd in {stdin, out_w, err_w, devnull}:
