@@ -112,8 +112,9 @@ def _identity() -> tuple[bytes, bytes]:
         group = user
     users = {0: ("root", 0), uid: (user, gid), 65534: ("nobody", 65534)}
     groups = {0: "root", gid: group, 65534: "nogroup"}
-    passwd = "".join(f"{n}:x:{u}:{g}:{n}:/:/usr/sbin/nologin\n" for u, (n, g) in users.items())
-    groupf = "".join(f"{n}:x:{g}:\n" for g, n in groups.items())
+    # "*" in the password field: no password, and no line of the host's own file (where it is "x").
+    passwd = "".join(f"{n}:*:{u}:{g}:{n}:/:/usr/sbin/nologin\n" for u, (n, g) in users.items())
+    groupf = "".join(f"{n}:*:{g}:\n" for g, n in groups.items())
     return passwd.encode(), groupf.encode()
 
 

@@ -355,6 +355,14 @@ CASES = [
     Case("sh-rewrites-policy", ("sh -c 'echo \"[run]\" > dal.toml'",), allow=SH,
          needs=frozenset({"wall", "protected_ro"})),  # fmt: skip
     Case("env-builtin-secret", (), dal=f'print(env("{SECRET_VAR}"))\n', needs=frozenset({"env_allowlist"})),
+    # the wall's own (issue 12 items 1, 2, 4): a missing policy file, a protected file's folder renamed, a
+    # nested user namespace to regain capabilities
+    Case("sh-creates-missing-policy", ("sh -c 'printf \"[run]\\nallow = [\\\"curl\\\"]\\n\" > dal.toml'",), allow=SH,
+         needs=frozenset({"wall", "protected_ro"}), setup=lambda ws: (ws / "dal.toml").unlink()),  # fmt: skip
+    Case("sh-renames-git-folder", ("sh -c 'mv .git .gitx; echo x >> .gitx/config; mv .gitx .git'",), allow=SH,
+         needs=frozenset({"wall", "protected_ro"})),  # fmt: skip
+    Case("sh-nested-userns-remount", ("sh -c 'unshare -Urm sh -c \"mount -o remount,rw / && touch ../pwned\"'",),
+         allow=SH, needs=frozenset({"wall", "no_caps"})),  # fmt: skip
 ]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -208,7 +209,6 @@ def test_write_roots_and_read_roots_anywhere(tmp_path: Path) -> None:
 
 @walled
 def test_dal_test_with_allow_write_in_a_workspace_under_tmp(tmp_path: Path) -> None:
-    import subprocess
     import sys
 
     (tmp_path / "job.dal").write_text('run("cp notes.txt out/copy.txt")\nprint(run("cat out/copy.txt"))\n')
@@ -260,7 +260,6 @@ def test_the_receipt_says_the_wall_held(tmp_path: Path) -> None:
 @pytest.mark.skipif(os.geteuid() != 0, reason="root only")
 def test_the_cli_flag_reaches_the_commands(tmp_path: Path) -> None:
     import json
-    import subprocess
     import sys
 
     (tmp_path / "s.dal").write_text('print(run("echo hi").status)\n')
@@ -297,9 +296,10 @@ def test_git_running_a_hook_from_its_config_runs_it_inside_the_wall(canaries: tu
     marker = Path("/var/tmp") / f"dal-git-marker-{os.getpid()}"
     hook = (f"id -u > hook-ran.txt; mount -o remount,rw / 2>> hook-ran.txt; echo x > {marker}; "
             f"echo x > {outside}/canary.txt; grep CapEff /proc/self/status >> hook-ran.txt")
+    shutil.rmtree(ws / ".git")  # the canary workspace's stand-in: a real repository here
+    subprocess.run(["git", "init", "-q", str(ws)], check=True, env={"PATH": "/usr/bin:/bin", "HOME": str(outside)})
     (ws / ".gitconfig").write_text(f"[core]\n\tfsmonitor = \"{hook}\"\n")
     policy = Policy.load(ws, allow_run=["git"])
-    assert run_effect("git init -q .", EffectContext(policy=policy)).ok
     run_effect("git status --short", EffectContext(policy=policy))
     ran = (ws / "hook-ran.txt").read_text()
     assert "permission denied" in ran and "CapEff:\t0000000000000000" in ran  # it ran, walled
