@@ -25,7 +25,7 @@ __all__ = ["sandbox_status", "start_probe", "Wall", "WallRefused", "BWRAP"]
 
 BWRAP = "/usr/bin/bwrap"
 _PROBE_TIMEOUT = 10  # seconds
-# Binds by descriptor (--bind-fd, bubblewrap 0.10, also in Debian's 0.8): what is mounted is the folder
+# Binds by descriptor (--bind-fd, bubblewrap 0.10, also in Debian 12's 0.8.0-2+deb12u1): what is mounted is the folder
 # DAL opened and checked, and bubblewrap verifies it after mounting. Without it (older bubblewrap), binds
 # by path, which a process of the script running meanwhile could swap (docs/policy.md).
 _BIND_BY_FD = True
