@@ -92,9 +92,9 @@ def named_paths(command: str, ws: str) -> list[str]:
 def workspace(tmp_path: Path) -> tuple[Path, Path]:
     ws, _ = build_workspace(tmp_path)
     (ws / "dal.toml").write_text("# the policy file in force\n")
-    (ws / ".git" / "hooks").mkdir(parents=True)
+    (ws / ".git" / "hooks").mkdir(parents=True, exist_ok=True)
     (ws / ".git" / "config").write_text("[core]\n")
-    (ws / ".dal").mkdir()
+    (ws / ".dal").mkdir(exist_ok=True)
     shared = tmp_path / "shared"  # a read root outside the workspace, under /tmp too
     shared.mkdir()
     (shared / "data.txt").write_text("shared\n")
