@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
 
 
 class Token:
@@ -54,6 +57,15 @@ class UnexpectedCharacters(UnexpectedInput):
         super().__init__(f"no terminal matches {self.char!r} at line {line}, column {column}")
 
 
+class NestedTooDeeply(UnexpectedInput):
+    """The token that opens a level of nesting past `max_depth` (see `Parser.parse`)."""
+
+    def __init__(self, token: Token, max_depth: int) -> None:
+        self.token, self.max_depth = token, max_depth
+        self.pos_in_stream, self.line, self.column = token.start_pos, token.line, token.column
+        super().__init__(f"nested more than {max_depth} deep at line {token.line}, column {token.column}")
+
+
 class UnexpectedToken(UnexpectedInput):
     """A token the grammar does not allow here; `expected` names the terminals it would take."""
 
@@ -95,7 +107,8 @@ class Parser:
     With `callbacks=None` it only recognises: every rule's value is None, and errors are the same.
     """
 
-    def __init__(self, tables: dict[str, Any], callbacks: Any = None) -> None:
+    def __init__(self, tables: dict[str, Any], callbacks: Any = None, *, nesting: Collection[str] = (),
+                 max_depth: int | None = None) -> None:
         self._scan = re.compile("|".join(f"(?P<{name}>{rx})" for name, rx in tables["TERMINALS"])).match
         self._keywords = tables["KEYWORDS"]
         self._ignore = frozenset(tables["IGNORE"])
@@ -122,11 +135,27 @@ class Parser:
                     if not (expand1 and size == 1 and not splice):
                         raise TypeError(f"the parser's callbacks have no method for rule {name!r}")
                     fn = nothing
-            rules.append((origin, size, fn, expand1, frozenset(splice)))
+            rules.append((origin, size, fn, expand1, frozenset(splice), 1 if name in nesting else 0))
         self._rules = rules
+        self.max_depth = max_depth
+        # 1 for a state just past the first terminal of a nesting rule (the `(` of a call, the `+` of a
+        # sum): the parse is inside one more level until that rule is reduced.
+        opens = tables.get("OPENS", {})
+        self._opens = [1 if opens.get(i) in nesting else 0 for i in range(len(self._states))]
 
     def parse(self, text: str, start: str = "start") -> Any:
-        """The value of the start rule for `text`. Raises UnexpectedCharacters / UnexpectedToken."""
+        """The value of the start rule for `text`. Raises UnexpectedCharacters / UnexpectedToken, and
+        NestedTooDeeply when `max_depth` is set and the text nests deeper.
+
+        The depth of a token is the number of nesting rules (`nesting`) whose text holds it. Two
+        counts bound it from below as the parse goes, and the first to pass `max_depth` is the error:
+        - `levels[i]`: the nesting rules open at state i of the stack, each a state just past the
+          rule's first terminal; they will hold every token still to come until they are reduced;
+        - `heights[i]`: how many nesting rules deep value i is, which with the levels below it
+          covers a left-recursive chain (`a + b + c` is reduced link by link, opening nothing).
+        Neither can pass the depth, and at the end the start rule's height is the deepest one, so
+        source within the limit is never refused and source beyond it is always; the error names
+        the token that opened the level past it (a bracket, an operator, a `{`)."""
         scan, states, rules = self._scan, self._states, self._rules
         keywords, ignore, newline_types = self._keywords, self._ignore, self._newline_types
         end_state = self._end_states[start]
@@ -134,6 +163,11 @@ class Parser:
         value_stack: list[Any] = []
         pos, line, line_start, n = 0, 1, 0, len(text)
         last: Token | None = None
+        max_depth = self.max_depth
+        deep = max_depth is not None
+        opens = self._opens
+        levels = [0]
+        heights: list[int] = []
 
         while True:
             # The next token that is not ignored, or the end of the text.
@@ -179,22 +213,45 @@ class Parser:
                 if action >= 0:
                     state_stack.append(action)
                     value_stack.append(tok)
+                    if deep:
+                        if opens[action]:
+                            level = levels[-1] + 1
+                            if level > max_depth:  # type: ignore[operator]
+                                raise NestedTooDeeply(tok, max_depth)  # type: ignore[arg-type]
+                            levels.append(level)
+                        else:
+                            levels.append(levels[-1])
+                        heights.append(0)
                     break
-                origin, size, fn, expand1, splice = rules[-1 - action]
+                origin, size, fn, expand1, splice, nests = rules[-1 - action]
                 if size:
                     children = value_stack[-size:]
                     del value_stack[-size:]
                     del state_stack[-size:]
                 else:
                     children = []
-                if splice:
-                    flat: list[Any] = []
-                    for i, child in enumerate(children):
-                        if i in splice:
-                            flat += child
+                if deep:
+                    if size == 1:
+                        height = heights[-1] + nests
+                        level = levels[-2]
+                        heights[-1] = height
+                        levels[-1] = level  # the state after a rule opens nothing
+                    else:
+                        if size:
+                            height = max(heights[-size:]) + nests
+                            del heights[1 - size:]
+                            del levels[1 - size:]
+                            heights[-1] = height
                         else:
-                            flat.append(child)
-                    children = flat
+                            height = nests
+                            heights.append(height)
+                            levels.append(0)
+                        level = levels[-1] = levels[-2]
+                    if nests and level + height > max_depth:  # type: ignore[operator]
+                        anchor = next((c for c in children if isinstance(c, Token)), tok)
+                        raise NestedTooDeeply(anchor, max_depth)  # type: ignore[arg-type]
+                if splice:
+                    children = _spliced(children, splice)
                 if fn is None:
                     value = children
                 elif expand1 and len(children) == 1:
@@ -205,3 +262,23 @@ class Parser:
                 value_stack.append(value)
                 if is_end and state_stack[-1] == end_state:
                     return value_stack[-1]
+
+
+def _spliced(children: list[Any], splice: frozenset[int]) -> list[Any]:
+    """`children` with the lists of the inline rules at `splice` spread in place.
+
+    An inline rule's list is built here and read only by its parent, so the first one is extended in
+    place rather than copied (as Lark does): `x*` reduces as `_star: _star x`, and copying the list
+    at each reduction made a script of n statements cost n**2 / 2 copies."""
+    if 0 in splice:
+        flat = children[0]
+        rest = children[1:]
+        first = 1
+    else:
+        flat, rest, first = [], children, 0
+    for i, child in enumerate(rest, first):
+        if i in splice:
+            flat += child
+        else:
+            flat.append(child)
+    return flat

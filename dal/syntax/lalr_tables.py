@@ -91,13 +91,13 @@ GRAMMAR = ('// DAL grammar: Lark LALR(1), strict (no conflicts, no terminal coll
  'NAME: /[A-Za-z_][A-Za-z0-9_]*/\n'
  'FLOAT.2: /[0-9]+\\.[0-9]+([eE][+-]?[0-9]+)?/ | /[0-9]+[eE][+-]?[0-9]+/\n'
  'INT: /[0-9]+/\n'
- 'STRING: /"(?:[^"\\\\\\x00-\\x1f]|\\\\["\\\\\\/bfnrt]|\\\\u[0-9a-fA-F]{4})*"/\n'
+ 'STRING: /"(?:[^"\\\\\\x00-\\x1f]|\\\\["\\\\\\/bfnrt]|\\\\u[0-9a-fA-F]{4})*+"/\n'
  '\n'
  'COMMENT: /#[^\\n]*/\n'
  '%ignore COMMENT\n'
  '%ignore /[ \\t\\f\\r\\n]+/\n')
 TERMINALS = [('FLOAT', '(?:[0-9]+\\.[0-9]+([eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+)'),
- ('STRING', '"(?:[^"\\\\\x00-\x1f]|\\\\["\\\\\\/bfnrt]|\\\\u[0-9a-fA-F]{4})*"'),
+ ('STRING', '"(?:[^"\\\\\x00-\x1f]|\\\\["\\\\\\/bfnrt]|\\\\u[0-9a-fA-F]{4})*+"'),
  ('NAME', '[A-Za-z_][A-Za-z0-9_]*'),
  ('__IGNORE_1', '[ \t\x0c\r\n]+'),
  ('COMMENT', '#[^\n]*'),
@@ -2475,5 +2475,44 @@ STATES = [{'$END': -85,
   'RETURN': -50,
   'SEMICOLON': -50,
   'WHILE': -50}]
+OPENS = {2: 'break_stmt',
+ 3: 'continue_stmt',
+ 4: 'fn_def',
+ 5: 'for_stmt',
+ 6: 'if_stmt',
+ 7: 'let_stmt',
+ 8: 'name',
+ 9: 'return_stmt',
+ 10: 'empty_stmt',
+ 11: 'while_stmt',
+ 26: 'false_lit',
+ 27: 'float_lit',
+ 28: 'fn_expr',
+ 29: 'int_lit',
+ 30: 'map_lit',
+ 31: 'paren',
+ 32: 'list_lit',
+ 33: 'neg',
+ 34: 'name',
+ 35: 'not_op',
+ 36: 'null_lit',
+ 37: 'string_lit',
+ 38: 'true_lit',
+ 59: 'field',
+ 60: 'assign_stmt',
+ 61: 'call',
+ 62: 'index',
+ 65: 'entry',
+ 72: 'and_op',
+ 73: 'or_op',
+ 74: 'field',
+ 75: 'call',
+ 76: 'index',
+ 77: 'binary',
+ 78: 'compare',
+ 79: 'binary',
+ 80: 'binary',
+ 83: 'block',
+ 94: 'params'}
 START_STATES = {'start': 0, 'repl_expr': 1}
 END_STATES = {'start': 23, 'repl_expr': 47}

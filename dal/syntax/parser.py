@@ -15,9 +15,18 @@ from functools import lru_cache
 from typing import Any
 
 from dal.errors import DalSyntaxError
+from dal.gcpause import gc_paused
 from dal.syntax import ast
 from dal.syntax.keywords import KEYWORDS
-from dal.syntax.lalr import Parser, Token, UnexpectedCharacters, UnexpectedInput, UnexpectedToken, load_tables
+from dal.syntax.lalr import (
+    NestedTooDeeply,
+    Parser,
+    Token,
+    UnexpectedCharacters,
+    UnexpectedInput,
+    UnexpectedToken,
+    load_tables,
+)
 
 Span = ast.Span
 
@@ -237,9 +246,24 @@ def _tables() -> dict[str, Any]:
     return load_tables()
 
 
+# How deeply source may nest. Every later stage walks the tree recursively, and so does running it, so
+# the limit is applied here, once, for `dal check`, `dal run`, `dal fmt`, the REPL and the API alike:
+# source nested deeper is a syntax error before anything runs. At this depth resolving, compiling and
+# running take well under a tenth of the worker thread's recursion limit (dal/stack.py); see
+# docs/language.md ("Limits").
+MAX_NESTING = 1000
+# The rules that are a level of nesting: each block, parenthesis, list, map, call, index, field, unary
+# and binary operator. A left-associative chain (`a + b + c`, `x.a.b`, `f()()`) is one level per link,
+# as its tree is.
+NESTING_RULES = frozenset({
+    "block", "paren", "list_lit", "map_lit", "call", "index", "field", "neg", "not_op", "binary", "compare",
+    "and_op", "or_op",
+})
+
+
 @lru_cache(maxsize=1)
 def _parser() -> Parser:
-    return Parser(_tables(), _Builder())
+    return Parser(_tables(), _Builder(), nesting=NESTING_RULES, max_depth=MAX_NESTING)
 
 
 @lru_cache(maxsize=1)
@@ -259,7 +283,8 @@ def parse(source: str, filename: str = "<string>", *, start: str = "start") -> a
     # A byte-order mark (some editors save one) reads as a space: offsets and columns stay the same.
     text = " " + source[1:] if source.startswith("\ufeff") else source
     try:
-        return _parser().parse(text, start=start)
+        with gc_paused():
+            return _parser().parse(text, start=start)
     except DalSyntaxError as e:
         e.filename, e.source = filename, source
         raise
@@ -350,6 +375,13 @@ def _friendly(e: UnexpectedInput, source: str, filename: str) -> DalSyntaxError:
     def err(message: str, span: Span, help: str | None = None) -> DalSyntaxError:
         return DalSyntaxError(message, span, filename=filename, source=source, help=help)
 
+    if isinstance(e, NestedTooDeeply):
+        return err(
+            f"nested too deeply: this is level {e.max_depth + 1:,} of nesting, and DAL allows {e.max_depth:,}",
+            _tok_span(e.token),
+            help="each block, parenthesis, list, map, call, index, field and operator is a level (`a + b + c` "
+            "is two); move the inner part into a variable or a function",
+        )
     if isinstance(e, UnexpectedCharacters):
         off = e.pos_in_stream
         span = Span(e.line, e.column, e.line, e.column + 1, off, off + 1)

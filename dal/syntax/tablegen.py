@@ -25,11 +25,19 @@ TABLES_PATH = Path(__file__).resolve().parent / "lalr_tables.py"
 STARTS = ("start", "repl_expr")
 
 
+POSSESSIVE = ")*+"
+
+
+def greedy_twin(grammar: str) -> str:
+    """`grammar` with its possessive groups `(...)*+` made greedy `(...)*`."""
+    return grammar.replace(POSSESSIVE, ")*")
+
+
 def build_tables(grammar: str) -> dict[str, Any]:
     """The parse-time data of `grammar`: plain lists, dicts and strings, ready to be written as Python."""
     from lark import Lark
     from lark.lexer import PatternStr, _create_unless
-    from lark.parsers.lalr_analysis import Shift
+    from lark.parsers.lalr_analysis import LALR_Analyzer, Shift
 
     lark = Lark(
         grammar,
@@ -40,6 +48,12 @@ def build_tables(grammar: str) -> dict[str, Any]:
         maybe_placeholders=False,
         start=list(STARTS),
     )
+    # Strict mode finds colliding terminals with interegular, which cannot read a possessive quantifier
+    # (STRING's `*+`: a greedy group keeps a backtracking entry per character, some 200 bytes each, so
+    # a 10 MB string literal took 2 GB) and skips such a terminal with only a logged warning. Its greedy
+    # twin matches the same texts (tests/language/test_parser_tables.py), so the check runs on that.
+    if POSSESSIVE in grammar:
+        Lark(greedy_twin(grammar), parser="lalr", lexer="basic", strict=True, start=list(STARTS))
     lexer = lark.parser.lexer
     if lexer.g_regex_flags or any(t.pattern.flags for t in lexer.terminals):
         raise ValueError("the table generator does not support regex flags on terminals")
@@ -54,7 +68,10 @@ def build_tables(grammar: str) -> dict[str, Any]:
         for name, cb in sorted(unless.items())
     }
 
-    table = lark.parser.parser._parse_table
+    # The table again, with each state as its LR(0) items (Lark's debug form), to see what it opens.
+    analyzer = LALR_Analyzer(lark.parser.parser.parser_conf, debug=True, strict=True)
+    analyzer.compute_lalr()
+    table = analyzer.parse_table
     rule_objs = sorted(
         {arg for actions in table.states.values() for action, arg in actions.values() if action is not Shift},
         key=lambda r: (r.origin.name, [s.name for s in r.expansion], r.alias or ""),
@@ -95,6 +112,20 @@ def build_tables(grammar: str) -> dict[str, Any]:
             actions[str(sym)] = seen[arg] if action is Shift else -1 - rule_index[arg]
         states.append(actions)
 
+    # The states a rule's first terminal was just shifted into (`(` of a call, `+` of a sum, `{` of a
+    # block...), each with the rule's callback: the parse is then inside that rule until it is reduced.
+    # A state whose items are of different callbacks, or further along a rule, opens nothing.
+    opens = {}
+    for number, state in enumerate(order):
+        kernel = [item for item in state if item.index > 0]
+        names = set()
+        for item in kernel:
+            first = next((i for i, sym in enumerate(item.rule.expansion) if sym.is_term), None)
+            names.add(str(item.rule.alias or item.rule.origin.name) if item.index == (first or 0) + 1
+                      and first is not None and not item.rule.origin.name.startswith("_") else None)
+        if len(names) == 1 and None not in names:
+            opens[number] = names.pop()
+
     return {
         "GRAMMAR": grammar,
         "TERMINALS": terminals,
@@ -103,6 +134,7 @@ def build_tables(grammar: str) -> dict[str, Any]:
         "NEWLINE_TYPES": sorted(map(str, lexer.newline_types)),
         "RULES": rules,
         "STATES": states,
+        "OPENS": opens,
         "START_STATES": {s: seen[table.start_states[s]] for s in STARTS},
         "END_STATES": {s: seen[table.end_states[s]] for s in STARTS},
     }

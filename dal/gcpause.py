@@ -1,0 +1,45 @@
+"""Pause Python's cyclic garbage collector while a script's tree and code are built.
+
+Parsing, resolving and compiling allocate millions of long-lived objects and almost no cyclic
+garbage (what they discard, refcounting frees). The collector still walks the growing heap again and
+again: with it on, parsing 200,000 lines took twice as long as with it off, and the cost per line
+grew with the script's size. It is off only while that work runs and back on after it, as it was;
+what was built then goes straight to the oldest generation, as it would after two collections.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from typing import Any
+
+_lock = threading.Lock()
+_active = 0  # pauses in progress, in any thread
+_resume = False  # whether the collector was on when the first of them began
+
+
+class gc_paused:  # noqa: N801 - used as a context manager, like contextlib's
+    """`with gc_paused(): ...` runs the block with the collector off; nested and concurrent uses
+    (the REPL, the API in several threads) turn it back on when the last one ends."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        global _active, _resume
+        with _lock:
+            if _active == 0:
+                _resume = gc.isenabled()
+                gc.disable()
+            _active += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        global _active
+        with _lock:
+            _active -= 1
+            if _active == 0 and _resume:
+                # What was built is long-lived: move it to the oldest generation at once (freeze, then
+                # unfreeze, relinks the lists and scans nothing) rather than have the next young
+                # collections walk all of it twice on its way there.
+                gc.freeze()
+                gc.unfreeze()
+                gc.enable()
