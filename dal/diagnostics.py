@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import TextIO
 
-from dal.errors import DalError
+from dal.errors import DalError, source_line
 
 _RED = "\x1b[1;31m"
 _YELLOW = "\x1b[1;33m"
@@ -25,15 +25,6 @@ def want_color(stream: TextIO) -> bool:
         return True
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
-
-
-def _source_line(source: str | None, line: int) -> str | None:
-    if source is None or line <= 0:
-        return None
-    lines = source.splitlines()
-    if line > len(lines):
-        return None
-    return lines[line - 1]
 
 
 MAX_LINE = 120  # a longer source line is shown as the part around the error, with `...` for the rest
@@ -63,7 +54,7 @@ def render(err: DalError, color: bool = False, *, severity: str = "error") -> st
     fname = err.filename or "<unknown>"
     if s.line > 0:
         out.append(c(_BLUE, " --> ") + f"{fname}:{s.line}:{s.column}")
-        text = _source_line(err.source, s.line)
+        text = source_line(err.source, s.line)
         if text is not None:
             text = text.expandtabs(1)
             gutter = " " * len(str(s.line))

@@ -256,6 +256,9 @@ class _Run:
 # At most this many `if`s of one block are compiled with the statements after them (see `_if_next`):
 # each adds a Python call level when the script runs.
 _IF_NEXT_MAX = 16
+# At most this many statements are charged at once (`_group`): each group length is a template of its
+# own, as long as the group, so an unbounded group made a script of n `let`s compile in O(n**2).
+_GROUP_MAX = 32
 
 
 def _noop(f: Frame) -> None:
@@ -429,7 +432,7 @@ class Compiler:
                 break
             s = self.stmt(st)
             group.append(s)
-            if not (s.straight and self.merge):
+            if not (s.straight and self.merge) or len(group) == _GROUP_MAX:
                 units.append(self._group(group))
                 group = []
         if group:
@@ -482,7 +485,11 @@ class Compiler:
             # When statement j fails, the charges of the statements after it are given back; the failing
             # one is found by the line its call is on (the traceback's), so the fast path keeps no index.
             first = head if charged else head - 4
-            back = {first + j: sum(costs[j + 1 :]) for j in range(k - 1)}
+            after = sum(costs)
+            back = {}
+            for j in range(k - 1):
+                after -= costs[j]
+                back[first + j] = after
 
             def text() -> list[str]:
                 lines = [f"def make(rt, total, back, exact, {names}):", "  def run(f):"]

@@ -14,6 +14,7 @@ from dal.eval.builtins import BUILTINS, arities
 from dal.eval.compiler import Compiler
 from dal.eval.runtime import FailSignal, FinishSignal, Runtime, SkipSignal, WaitSignal
 from dal.eval.values import Builtin, size_text
+from dal.gcpause import gc_paused
 from dal.records import ValueRecord
 from dal.resolve.resolver import ModuleState, Resolution, resolve
 from dal.stack import in_big_stack
@@ -111,7 +112,8 @@ class Engine:
             builtins=self.builtins,
             globals_=self.globals,
         )
-        code = comp.program(checked.program)
+        with gc_paused():
+            code = comp.program(checked.program)
         module = checked.resolution.module
         assert module is not None
         frame = self.module_frame

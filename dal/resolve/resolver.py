@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from dal.errors import DalError, DalNameError, DalSyntaxError, DalTypeError
+from dal.gcpause import gc_paused
 from dal.records import Record, ValueRecord
 from dal.syntax import ast
 
@@ -56,7 +57,8 @@ class Binding(Record):
 class FuncInfo(Record):
     """A function (or the module) being resolved: its frame size and free variables."""
 
-    __slots__ = ("node", "parent", "nslots", "free", "free_sources")
+    __slots__ = ("node", "parent", "nslots", "free", "free_sources", "_free_at")
+    _shown = ("node", "parent", "nslots", "free", "free_sources")
 
     def __init__(
         self,
@@ -72,11 +74,12 @@ class FuncInfo(Record):
         self.nslots = nslots
         self.free = [] if free is None else free
         self.free_sources = [] if free_sources is None else free_sources
+        self._free_at = {id(fb): i for i, fb in enumerate(self.free)}  # a binding's index in `free`
 
     def free_index(self, b: Binding) -> int:
-        for i, fb in enumerate(self.free):
-            if fb is b:
-                return i
+        i = self._free_at.get(id(b))
+        if i is not None:
+            return i
         assert self.parent is not None
         if b.func is self.parent:
             src = (CELL, b.slot)
@@ -84,6 +87,7 @@ class FuncInfo(Record):
             src = (FREE, self.parent.free_index(b))
         self.free.append(b)
         self.free_sources.append(src)  # type: ignore[arg-type]
+        self._free_at[id(b)] = len(self.free) - 1
         return len(self.free) - 1
 
 
@@ -145,9 +149,18 @@ class ModuleState(ValueRecord):
 
 
 def _conjuncts(expr: ast.Expr) -> list[ast.Expr]:
+    out: list[ast.Expr] = []
+    _add_conjuncts(expr, out)
+    return out
+
+
+def _add_conjuncts(expr: ast.Expr, out: list[ast.Expr]) -> None:
+    # Appending, not concatenating: `a and b and ...` of n clauses costs n, not n**2 / 2.
     if isinstance(expr, ast.Logical) and expr.op == "and":
-        return _conjuncts(expr.left) + _conjuncts(expr.right)
-    return [expr]
+        _add_conjuncts(expr.left, out)
+        _add_conjuncts(expr.right, out)
+    else:
+        out.append(expr)
 
 
 def conjuncts(expr: ast.Expr) -> list[ast.Expr]:
@@ -155,10 +168,10 @@ def conjuncts(expr: ast.Expr) -> list[ast.Expr]:
     return _conjuncts(expr)
 
 
-def _names_in(expr: Any, out: list[str]) -> None:
+def _names_in(expr: Any, out: dict[str, None]) -> None:
+    """Add the names `expr` reads to `out` (a dict, for its order), in the order they first appear."""
     if isinstance(expr, ast.Name):
-        if expr.id not in out:
-            out.append(expr.id)
+        out[expr.id] = None
         return
     if isinstance(expr, ast.FnExpr):
         return
@@ -184,6 +197,11 @@ def _is_node(v: Any) -> bool:
     return getattr(type(v), "__attrs_attrs__", None) is not None
 
 
+# Each "did you mean" compares the name with every name in sight: a script with thousands of undefined
+# names gets one for the first of them only, and stays linear.
+_MAX_SUGGESTIONS = 100
+
+
 class Resolver:
     def __init__(
         self,
@@ -201,6 +219,10 @@ class Resolver:
         self.repl = repl
         self.loop_depth = 0
         self.func_depth = 0
+        # For each name, its bindings in the blocks open now, innermost last: a look-up costs the same
+        # however deeply the block that makes it nests. (Names at the module's top are in state.globals.)
+        self.visible: dict[str, list[Binding]] = {}
+        self.suggested = 0  # undefined names so far (only the first few get a "did you mean")
 
     # --- diagnostics ----------------------------------------------------------------------
 
@@ -231,17 +253,25 @@ class Resolver:
         else:
             b = Binding(name, scope.func, scope.func.nslots, span, kind)
             scope.func.nslots += 1
+            self.visible.setdefault(name, []).append(b)
         scope.names[name] = b
         return b
 
     def _lookup(self, scope: Scope, name: str) -> Binding | None:
-        s: Scope | None = scope
-        while s is not None:
-            b = s.names.get(name)
-            if b is not None:
-                return b
-            s = s.parent
+        """The binding `name` means in `scope`, which is the innermost block open now (function bodies
+        are resolved when their block ends, while the blocks around them are still open)."""
+        shadows = self.visible.get(name)
+        if shadows:
+            return shadows[-1]
         return self.state.globals.get(name)
+
+    def _close(self, scope: Scope) -> None:
+        """The block of `scope` has ended: its names are no longer visible."""
+        if scope.is_module_top:
+            return
+        visible = self.visible
+        for name in scope.names:
+            visible[name].pop()
 
     def _ref(self, scope: Scope, node: ast.Name) -> tuple[str, Any] | None:
         name = node.id
@@ -285,6 +315,7 @@ class Resolver:
         for job in scope.deferred:
             job()
         scope.deferred.clear()
+        self._close(scope)
         cells = [b.slot for b in scope.names.values() if b.captured and b.slot is not None]
         if cells:
             self.res.block_cells[id(owner)] = cells  # type: ignore[assignment]
@@ -322,7 +353,7 @@ class Resolver:
                     self._block(orelse.body, Scope(scope.func, scope), orelse)
             case ast.While(cond=cond, body=body):
                 self._expr(cond, scope)
-                names: list[str] = []
+                names: dict[str, None] = {}
                 _names_in(cond, names)
                 self.res.loop_reads[id(st)] = tuple(names)
                 if not any(isinstance(c, ast.Binary) and c.op in ("<", "<=", ">", ">=") for c in _conjuncts(cond)):
@@ -339,7 +370,7 @@ class Resolver:
                 self._expr(iterable, scope)
                 inner = Scope(scope.func, scope)
                 self.res.decls[id(st)] = self._declare(inner, var, st.span, "for")
-                names = []
+                names = {}
                 _names_in(iterable, names)
                 self.res.loop_reads[id(st)] = tuple([var, *names])
                 self.loop_depth += 1
@@ -428,14 +459,17 @@ class Resolver:
                 raise AssertionError(f"unknown expression {e!r}")
 
     def _undefined(self, e: ast.Name, scope: Scope) -> None:
-        import difflib
+        close: list[str] = []
+        self.suggested += 1
+        if self.suggested <= _MAX_SUGGESTIONS:
+            import difflib
 
-        known: set[str] = set(self.builtins) | set(self.state.globals)
-        s: Scope | None = scope
-        while s is not None:
-            known |= set(s.names)
-            s = s.parent
-        close = difflib.get_close_matches(e.id, sorted(known), n=1)
+            known: set[str] = set(self.builtins) | set(self.state.globals)
+            s: Scope | None = scope
+            while s is not None:
+                known |= set(s.names)
+                s = s.parent
+            close = difflib.get_close_matches(e.id, sorted(known), n=1)
         help = f"did you mean `{close[0]}`?" if close else f"declare it with `let {e.id} = ...`"
         self._err(DalNameError, f"undefined name `{e.id}`", e.span, help=help)
 
@@ -488,7 +522,8 @@ def resolve(
     """Resolve `program`. Errors and warnings are collected, not raised: the caller decides."""
     r = Resolver(filename, source, builtins, state, repl)
     try:
-        return r.resolve_program(program)
+        with gc_paused():
+            return r.resolve_program(program)
     except RecursionError:
         res = r.res
         res.errors.append(
