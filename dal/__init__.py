@@ -11,7 +11,11 @@ The embedding API (see docs/api.md) is imported lazily so that `dal check` start
 
 from __future__ import annotations
 
-from typing import Any
+# `dal` is the first module the `dal` command imports, before it can take Ctrl-C (dal/cli/entry.py):
+# nothing here may take time, not even importing typing.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 

@@ -1,3 +1,4 @@
-from dal.cli.main import main
+"""The `dal` command line."""
+from dal.cli.entry import main
 
 raise SystemExit(main())

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dal import __version__
+from dal.cli import entry
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_EXHAUSTED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
@@ -232,21 +233,32 @@ def main(argv: list[str] | None = None) -> int:
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
     parser = build_parser(only=argv[0] if argv and argv[0] in _LIGHT_COMMANDS else None)
+    command: Any = None
     if not argv:
         if sys.stdin.isatty() and sys.stdout.isatty():
             repl = _optional("dal.cli.repl_cmd")
             if repl is not None:
-                return int(repl.run_repl(parser.parse_args(["repl"])))
-        parser.print_help()
-        return EXIT_USAGE
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return EXIT_USAGE
+                args = parser.parse_args(["repl"])
+                command = repl.run_repl
+        if command is None:
+            parser.print_help()
+            return EXIT_USAGE
+    else:
+        args = parser.parse_args(argv)
+        command = getattr(args, "func", None)
+        if not command:
+            parser.print_help()
+            return EXIT_USAGE
+    # Until here a Ctrl-C ends a `dal` process quietly (dal/cli/entry.py); from here it is a
+    # KeyboardInterrupt that the command (and the runner, while a script runs) handles.
+    entry.command_started()
     try:
-        return int(args.func(args))
+        return int(command(args))
     except KeyboardInterrupt:
+        entry.command_done()  # a second Ctrl-C while this is said changes nothing
         sys.stderr.write("dal: interrupted\n")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+    finally:
+        entry.command_done()  # the command is over: a late Ctrl-C cannot change its exit

@@ -1,0 +1,57 @@
+"""The `dal` command's entry point: the installed `dal` script (scripts/dal) and `python -m dal` call
+`main()` here.
+
+Ctrl-C must end `dal` with `dal: interrupted` and exit 130 at any instant. The command's own handling
+(main's `except KeyboardInterrupt`, the runner's graceful stop while a script runs) exists only once its
+modules are imported, and importing them is most of a cold start; a KeyboardInterrupt raised inside an
+import printed a traceback. So SIGINT is taken before DAL imports anything (the `dal` script does it on
+its first line, and `main()` here again, for `python -m dal`), and handled in three phases:
+
+- while DAL starts (the imports, the argument parser), a Ctrl-C says so and exits 130 at once:
+  nothing has run yet, and there is nothing to record;
+- when a command starts (`command_started`), Python's own handler is back: a KeyboardInterrupt,
+  which the commands and main handle as before (the runner swaps in its own while a script runs);
+- when the command has returned (`command_done`), SIGINT is ignored, so the exit code is the
+  command's and a late Ctrl-C cannot turn the exit into a traceback.
+
+`command_started` and `command_done` change nothing in a process that did not start in `main()`
+(dal.cli.main.main called from Python, as the tests do). Before the `dal` script's first line runs,
+Python itself is starting (its streams, `site`): a Ctrl-C there is Python's to handle (docs/cli.md).
+"""
+
+from __future__ import annotations
+
+import _signal  # the C module under `signal`, which would import enum first
+import os
+
+_installed = False
+
+
+def _interrupted_while_starting(signum: int, frame: object) -> None:
+    os.write(2, b"dal: interrupted\n")
+    os._exit(130)
+
+
+def command_started() -> None:
+    """A command is about to run: Ctrl-C is a KeyboardInterrupt from here on."""
+    if _installed:
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+
+
+def command_done() -> None:
+    """The command has returned (or is saying that it was interrupted): SIGINT is ignored to the exit."""
+    if _installed:
+        _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
+
+
+def main() -> int:
+    """The `dal` command line."""
+    global _installed
+    _signal.signal(_signal.SIGINT, _interrupted_while_starting)
+    _installed = True
+    from dal.cli.main import main as dal_main
+
+    try:
+        return dal_main()
+    finally:
+        command_done()
