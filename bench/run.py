@@ -5,7 +5,8 @@
     python bench/run.py --only programs,cold --no-peers
 
 Sections: `programs` (fib, while, article loop, strings in DAL, CPython, asteval and pure-Python
-Starlark), `cold` (start-up of `dal run` / `dal check`), `parse` (20,000 lines vs `ast.parse`),
+Starlark), `cold` (start-up of `dal run` / `dal check`), `parse` (15,000 to 200,000 statements vs
+`ast.parse`, with the cost per statement at each size),
 `steps` (step counting on vs off), `effects` (bench_effects.py: run() of `true`), `journal`
 (bench_journal.py), `store` (bench_store.py: the checks on opening a store of 10,000 runs), `receipts`
 (100,000 loop exits, recorder on vs off), `memory` (peak of the article loop).
@@ -314,33 +315,71 @@ def step_{i}(s, n):
 """
 
 
-def section_parse(args: argparse.Namespace) -> None:
+_UNIT_STATEMENTS = 6  # a let, a fn, its if, the if's two assignments, the return
+PARSE_SIZES = (2_500, 10_000, 20_000, 33_334)  # units: 15,000 to 200,004 statements (20,000 to 266,672 lines)
+
+
+def _front_end(source: str) -> tuple[float, float, float]:
+    """CPU seconds to parse, resolve and compile `source`."""
     from dal.eval.builtins import arities
+    from dal.eval.interpreter import Checked, Engine
+    from dal.eval.runtime import Runtime
     from dal.resolve.resolver import resolve
     from dal.syntax.parser import parse
 
-    say("## Parse time: a 20,000-line script, CPU time, median")
+    t = time.process_time()
+    prog = parse(source, "big.dal")
+    t1 = time.process_time()
+    res = resolve(prog, filename="big.dal", source=source, builtins=arities())
+    t2 = time.process_time()
+    Engine(Runtime(max_steps=10**9, write=lambda s: None)).compile(Checked(prog, res, [], "big.dal", source))
+    return t1 - t, t2 - t1, time.process_time() - t2
+
+
+def section_parse(args: argparse.Namespace) -> None:
+    from dal.stack import in_big_stack
+    from dal.syntax.parser import parse
+
+    say("## Parse time: scripts of 15,000 to 200,000 statements, CPU time, median")
     say()
-    units = 2500  # 8 lines each
-    dal_src = "".join(_UNIT_DAL.format(i=i) for i in range(units))
-    py_src = "".join(_UNIT_PY.format(i=i) for i in range(units))
+    say("Each size is the same 8-line unit repeated; `ast.parse` reads the same code in Python. Parse is to")
+    say("the AST; resolve and compile are the rest of what `dal check` and `dal run` do before running.")
+    say("Per statement, a linear pipeline costs the same at every size.")
+    say()
     parse("let x = 1\n")  # the parser table, loaded once per process
-    p, r, a = [], [], []
-    for _ in range(1 if args.quick else 3):
-        t = time.process_time()
-        prog = parse(dal_src, "big.dal")
-        p.append(time.process_time() - t)
-        t = time.process_time()
-        resolve(prog, filename="big.dal", source=dal_src, builtins=arities())
-        r.append(time.process_time() - t)
-        t = time.process_time()
-        pyast.parse(py_src)
-        a.append(time.process_time() - t)
-    dp, dr, da = median(p), median(r), median(a)
-    say(f"- DAL parse ({dal_src.count(chr(10)):,} lines, to the AST): {fmt_s(dp)}; resolve: {fmt_s(dr)}")
-    say(f"- `ast.parse` ({py_src.count(chr(10)):,} lines of the same code): {fmt_s(da)}")
-    held = verdict("parse", "parse 20,000 lines / ast.parse", dp / da, f"{dp / da:.1f}x")
-    say(f"- parse ratio {dp / da:.1f}x ({held}); parse + resolve {(dp + dr) / da:.1f}x")
+    say("| statements | lines | DAL parse | per statement | resolve | compile | `ast.parse` | parse / ast.parse |")
+    say("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    rows = []
+    for units in PARSE_SIZES:
+        dal_src = "".join(_UNIT_DAL.format(i=i) for i in range(units))
+        py_src = "".join(_UNIT_PY.format(i=i) for i in range(units))
+        p, r, c, a = [], [], [], []
+        for _ in range(1 if args.quick else 3):
+            dp, dr, dc = in_big_stack(lambda src=dal_src: _front_end(src))  # where `dal check` and `dal run` do it
+            p.append(dp)
+            r.append(dr)
+            c.append(dc)
+            t = time.process_time()
+            pyast.parse(py_src)
+            a.append(time.process_time() - t)
+        dp, dr, dc, da = median(p), median(r), median(c), median(a)
+        n = units * _UNIT_STATEMENTS
+        rows.append((n, dp, dr, dc, da))
+        say(f"| {n:,} | {dal_src.count(chr(10)):,} | {fmt_s(dp)} | {dp / n * 1e6:.1f} us | {fmt_s(dr)} | "
+            f"{fmt_s(dc)} | {fmt_s(da)} | {dp / da:.2f}x |")
+    say()
+    # Least squares through the origin: the cost of one more statement, and how far each size is from it.
+    for i, label in ((1, "parse"), (2, "resolve"), (3, "compile")):
+        slope = sum(row[0] * row[i] for row in rows) / sum(row[0] ** 2 for row in rows)
+        spread = [row[i] / (slope * row[0]) for row in rows]
+        say(f"- {label}: {slope * 1e6:.2f} us per statement; each size at {min(spread):.2f}-{max(spread):.2f}x "
+            f"of that (1.00 at every size is linear)")
+    first, last = rows[0], rows[-1]
+    say(f"- parse per statement, largest size / smallest: {(last[1] / last[0]) / (first[1] / first[0]):.2f} "
+        f"(a quadratic parse would be {last[0] / first[0]:.1f})")
+    n, dp, _, _, da = last
+    held = verdict("parse", f"parse {n:,} statements / ast.parse", dp / da, f"{dp / da:.1f}x")
+    say(f"- parse ratio at {n:,} statements {dp / da:.1f}x ({held})")
     say()
 
 

@@ -16,6 +16,10 @@ from typing import Any
 _lock = threading.Lock()
 _active = 0  # pauses in progress, in any thread
 _resume = False  # whether the collector was on when the first of them began
+# Set by a `dal` command that builds one script and exits (dal/cli/main.py): what was built is then
+# left frozen, out of every later collection, for the rest of the process. A process that goes on
+# (the API, the REPL) cannot: frozen objects are never collected.
+keep_frozen = False
 
 
 class gc_paused:  # noqa: N801 - used as a context manager, like contextlib's
@@ -40,6 +44,9 @@ class gc_paused:  # noqa: N801 - used as a context manager, like contextlib's
                 # What was built is long-lived: move it to the oldest generation at once (freeze, then
                 # unfreeze, relinks the lists and scans nothing) rather than have the next young
                 # collections walk all of it twice on its way there.
+                # A one-shot command freezes it for good: the compiled script is full of reference
+                # cycles, and every full collection while it runs (and at exit) walked all of it.
                 gc.freeze()
-                gc.unfreeze()
+                if not keep_frozen:
+                    gc.unfreeze()
                 gc.enable()

@@ -32,10 +32,16 @@ def _interrupted_while_starting(signum: int, frame: object) -> None:
     os._exit(130)
 
 
-def command_started() -> None:
-    """A command is about to run: Ctrl-C is a KeyboardInterrupt from here on."""
+def command_started(*, one_shot: bool = False) -> None:
+    """A command is about to run: Ctrl-C is a KeyboardInterrupt from here on. `one_shot`: the command
+    builds its scripts and exits (not the REPL), so what it builds may stay out of the garbage
+    collector's way for good (dal/gcpause.py)."""
     if _installed:
         _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+        if one_shot:
+            from dal import gcpause
+
+            gcpause.keep_frozen = True
 
 
 def command_done() -> None:

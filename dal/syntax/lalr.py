@@ -4,6 +4,9 @@ It behaves as Lark's LALR parser with its basic lexer, `keep_all_tokens=True` an
 the same tokens with the same positions, the same callbacks called with the same children, the
 same errors at the same places. Lark itself is not imported, which is most of a cold start's
 saving. The tests check the shipped tables against the grammar and this parser against Lark.
+Given `nesting` and `max_depth` it also refuses text nested deeper than that (`NestedTooDeeply`),
+an error of DAL's that Lark does not have (tests/language/test_nesting.py checks it against
+the depth of Lark's own tree).
 """
 
 from __future__ import annotations

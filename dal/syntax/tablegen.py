@@ -4,8 +4,9 @@
 rest of a one-line run. So Lark stays the grammar's compiler and its checker (LALR, strict: no
 conflicts, no terminal collisions), but it runs here, when the grammar changes, instead of in every
 process: this module extracts what Lark's LALR parser and basic lexer use at parse time — the
-terminals in match order, the keywords a NAME turns into, the action table and the tree-building
-rules — and `python -m dal.syntax.tablegen` writes them to `dal/syntax/lalr_tables.py`, which
+terminals in match order, the keywords a NAME turns into, the action table, the tree-building
+rules and the states that open a rule (for the nesting limit) — and `python -m dal.syntax.tablegen`
+writes them to `dal/syntax/lalr_tables.py`, which
 `dal.syntax.lalr` drives. The tests rebuild the tables and compare them with the shipped module.
 
 States are renumbered breadth-first from the start rules, and rules are sorted, so the same grammar

@@ -198,3 +198,13 @@ def test_the_shipped_parser_applies_the_limit() -> None:
     parse("let x = " + "(" * N + "1" + ")" * N + "\n")
     with pytest.raises(DalSyntaxError, match="nested too deeply"):
         parse("let x = " + "(" * (N + 1) + "1" + ")" * (N + 1) + "\n")
+
+
+def test_the_language_reference_shows_the_error_as_it_is(dal) -> None:
+    from tests.test_docs_examples import fenced_blocks
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "language.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## How deeply code may nest"):]
+    shown = next(code for lang, code, _, _ in fenced_blocks(section) if lang == "text")
+    ran = dal.run("if true {\n" * (N + 1) + "}\n" * (N + 1), "deep.dal")
+    assert ran.rendered + "\n" == shown
