@@ -3,8 +3,7 @@
 Parsing, resolving and compiling allocate millions of long-lived objects and almost no cyclic
 garbage (what they discard, refcounting frees). The collector still walks the growing heap again and
 again: with it on, parsing 200,000 lines took twice as long as with it off, and the cost per line
-grew with the script's size. It is off only while that work runs and back on after it, as it was;
-what was built then goes straight to the oldest generation, as it would after two collections.
+grew with the script's size. It is off only while that work runs and back on after it, as it was.
 """
 
 from __future__ import annotations
@@ -41,12 +40,11 @@ class gc_paused:  # noqa: N801 - used as a context manager, like contextlib's
         with _lock:
             _active -= 1
             if _active == 0 and _resume:
-                # What was built is long-lived: move it to the oldest generation at once (freeze, then
-                # unfreeze, relinks the lists and scans nothing) rather than have the next young
-                # collections walk all of it twice on its way there.
-                # A one-shot command freezes it for good: the compiled script is full of reference
-                # cycles, and every full collection while it runs (and at exit) walked all of it.
-                gc.freeze()
-                if not keep_frozen:
-                    gc.unfreeze()
+                if keep_frozen:
+                    # A one-shot command freezes what was built for good: the compiled script is full
+                    # of reference cycles, and every full collection while it runs, and the one at
+                    # exit, walked all of it. (Moving it to the oldest generation in any process, by
+                    # freezing and unfreezing, kept a finished script's values alive until the next
+                    # full collection: a process running scripts one after another grew to gigabytes.)
+                    gc.freeze()
                 gc.enable()

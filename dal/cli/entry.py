@@ -34,8 +34,8 @@ def _interrupted_while_starting(signum: int, frame: object) -> None:
 
 def command_started(*, one_shot: bool = False) -> None:
     """A command is about to run: Ctrl-C is a KeyboardInterrupt from here on. `one_shot`: the command
-    builds its scripts and exits (not the REPL), so what it builds may stay out of the garbage
-    collector's way for good (dal/gcpause.py)."""
+    builds one script (or checks a few) and exits, so what it builds may stay out of the garbage
+    collector's way for good (dal/gcpause.py); not the REPL or `dal test`, which run one after another."""
     if _installed:
         _signal.signal(_signal.SIGINT, _signal.default_int_handler)
         if one_shot:

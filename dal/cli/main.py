@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
     # Until here a Ctrl-C ends a `dal` process quietly (dal/cli/entry.py); from here it is a
     # KeyboardInterrupt that the command (and the runner, while a script runs) handles.
-    entry.command_started(one_shot=argv[:1] != ["repl"] and bool(argv))
+    entry.command_started(one_shot=argv[:1] in (["run"], ["resume"], ["check"], ["fmt"]))
     try:
         return int(command(args))
     except KeyboardInterrupt:

@@ -129,7 +129,7 @@ class Engine:
         def go() -> Outcome:
             try:
                 code = self.compile(checked)
-            except RecursionError:
+            except RecursionError:  # not for parsed source: the parser refuses what would get here
                 return Outcome(
                     "failed",
                     DalSyntaxError("the script is nested too deeply to compile", checked.program.span,
