@@ -38,8 +38,9 @@ from dal.jsontext import dumps as _dumps
 from dal.jsontext import escape_surrogates as _utf8
 from dal.receipts import storefile
 from dal.receipts.ids import RUN_ID_RE, utc_timestamp
+from dal.receipts.jobs_schema import MIGRATION as _JOBS_MIGRATION
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_STORE = Path(".dal") / "dal.db"
 STORE_ENV = "DAL_STORE"
 # save_receipt() checks this many entries (plus the last) of each long list against the schema.
@@ -134,6 +135,8 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE runs ADD COLUMN pid_start INTEGER",
         "ALTER TABLE runs ADD COLUMN boot_id TEXT",
     ],
+    # The job queue: jobs, workers, schedules (dal/receipts/jobs_schema.py, docs/workers.md).
+    3: _JOBS_MIGRATION,
 }
 
 _RUN_COLUMNS = (
@@ -291,6 +294,7 @@ def _expected_shape(version: int) -> tuple[dict[str, list[tuple[Any, ...]]], dic
 SCHEMA_DIGESTS = {
     1: "aff8ee56dcd6b3694c990b204427b881120c47751e6cd9b9d63bb73d7f34cec7",
     2: "c6a43d30776b6647bba3b71ef39c65a0bebce4e746bbf76e18858be4a81923a8",
+    3: "2dc9691ce37d9983394476c418688f9ea4e0baafe75de61a54edb7af7361a14c",
 }
 
 
@@ -1086,14 +1090,19 @@ class Store:
         effect_class: str | None,
         *,
         detail: dict[str, Any] | None = None,
+        fence: Any = None,
     ) -> None:
         """Durably record that effect `seq` of `run_id` is about to start (before it runs).
 
         `detail` holds whatever the runtime needs to judge it later (policy decision, idempotent, line).
         Recording the same intent again is allowed while it has no result (a resumed run retrying it);
-        once a result is journaled the entry is final and StoreError is raised.
+        once a result is journaled the entry is final and StoreError is raised. `fence` (a run of a job:
+        dal.receipts.jobs.Fence) is checked in the same transaction; a worker that lost the job's lease
+        gets jobs.Fenced and nothing is written.
         """
         with self._write(f"journaling effect {seq} of {run_id}") as c:
+            if fence is not None:
+                _check_fence(c, fence)
             cur = c.execute(
                 "INSERT INTO effects (run_id, seq, command, class, status, intent_at, detail)"
                 " VALUES (?, ?, ?, ?, 'intent', ?, ?)"
@@ -1169,6 +1178,7 @@ class Store:
         decided_in: Iterable[str] = (),
         kinds: Iterable[str] = (),
         after: int = 0,
+        fence: Any = None,
     ) -> dict[str, Any] | None:
         """Effect `seq` needs a person's decision (an approval, or what happened to an effect of unknown
         outcome). In one transaction: the newest decision of one of `kinds` about effect `seq` recorded for
@@ -1180,6 +1190,8 @@ class Store:
         pass each other."""
         runs, wanted = list(dict.fromkeys(decided_in)), list(dict.fromkeys(kinds))
         with self._write(f"journaling effect {seq} of {run_id}") as c:
+            if fence is not None:
+                _check_fence(c, fence)
             if runs and wanted:
                 cur = c.execute(
                     "SELECT id, run_id, seq, decision, who, at, note FROM approvals"
@@ -1268,6 +1280,12 @@ class Store:
             return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
         return self._read(f"reading decisions for {run_id}", read)
+
+
+def _check_fence(conn: sqlite3.Connection, fence: Any) -> None:
+    from dal.receipts.jobs import check_fence  # only a run of a job pays for the queue's module
+
+    check_fence(conn, fence)
 
 
 def _opt_utf8(text: Any) -> Any:

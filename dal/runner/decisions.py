@@ -116,7 +116,22 @@ def decide(
     group = [d for d in DECISIONS if d.startswith("resolved:") == (want == "uncertain")]
     earlier = [r for r in journal.load(store, rid).decisions.get(seq, []) if r.get("decision") in group]
     row = store.record_approval(rid, seq, decision, who=who, note=note)
+    _wake_job(store, newest)
     return Decided(row, item.command, earlier[-1] if earlier else None, _applies(store, newest, seq))
+
+
+def _wake_job(store: Store, run: dict[str, Any]) -> None:
+    """The job of the operation, waiting for this decision, is ready again (docs/workers.md). A store that
+    refuses is not the decision's failure: it stands, and the workers' sweep wakes the job later."""
+    from dal.receipts.store import StoreError
+
+    if run.get("key") and not store.readonly:
+        from dal.receipts.jobs import JobQueue
+
+        try:
+            JobQueue.of(store).wake_key(run["key"])
+        except StoreError:
+            pass
 
 
 def _applies(store: Store, decided_on: dict[str, Any], seq: int) -> str:

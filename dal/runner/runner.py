@@ -74,7 +74,7 @@ class RunRequest(ValueRecord):
         "max_output", "key", "store", "receipts_dir", "require_sandbox", "use_sandbox", "resume", "wait",
         "unsandboxed_as_root",
         "policy_args", "write", "on_loop_receipt", "handle_signals", "write_files", "fake", "simulate_crash",
-        "notify", "new_attempt", "max_memory",
+        "notify", "new_attempt", "max_memory", "fence",
     )
 
     def __init__(
@@ -106,6 +106,7 @@ class RunRequest(ValueRecord):
         new_attempt: bool = False,  # close the key's journal: a new attempt that runs every effect again
         max_memory: int = DEFAULT_MAX_MEMORY,  # bytes: the memory budget (--max-memory)
         unsandboxed_as_root: bool = False,  # --unsandboxed-as-root: root may run commands without the wall
+        fence: Any = None,  # a run of a job (dal worker): dal.receipts.jobs.Fence, checked by every intent
     ) -> None:
         self.script = script
         self.workspace = workspace
@@ -134,6 +135,7 @@ class RunRequest(ValueRecord):
         self.notify = notify
         self.new_attempt = new_attempt
         self.max_memory = max_memory
+        self.fence = fence
 
 
 class RunReport(ValueRecord):
@@ -588,16 +590,22 @@ class _BeginFirst:
 
     takes_durable = True
 
-    def __init__(self, store: Store, begin: Callable[[], None], keyed: Callable[[], bool] = lambda: True) -> None:
+    def __init__(self, store: Store, begin: Callable[[], None], keyed: Callable[[], bool] = lambda: True,
+                 fence: Any = None) -> None:
         self._store = store
         self._begin = begin
         self._keyed = keyed
+        self._fence = fence  # a job's lease (dal worker): an intent or hold is written only while it holds
 
     def journal_hold(self, *args: Any, **kw: Any) -> dict[str, Any] | None:
         self._begin()
+        if self._fence is not None:
+            kw["fence"] = self._fence
         return self._store.journal_hold(*args, **kw)
 
     def journal_intent(self, *args: Any, durable: bool = False, **kw: Any) -> None:
+        if self._fence is not None:
+            kw["fence"] = self._fence
         if self._keyed() or (kw.get("detail") or {}).get("kind") != "value":
             # now()/env() before operation("K") must not record the run without its key: a run with no
             # key yet is recorded at its first effect (values journaled before wait under its id).
@@ -798,7 +806,8 @@ def _execute(run: _Run) -> RunReport:
     state = {"operation": operation}
     # The run is recorded in the store just before its first journal write (or at its end), so that an
     # operation key set by operation("K") at the top of the script is part of the run's record.
-    journal = _BeginFirst(store, lambda: run.begin_or_fail(state["operation"]), keyed=lambda: run.key is not None)
+    journal = _BeginFirst(store, lambda: run.begin_or_fail(state["operation"]), keyed=lambda: run.key is not None,
+                          fence=req.fence)
     handler = EffectHandler(rt, ctx, journal=journal, run_id=run.run_id, max_effects=req.max_effects,
                             fake=req.fake, simulate_crash=req.simulate_crash)
     recorder = LoopRecorder(on_receipt=req.on_loop_receipt)

@@ -170,7 +170,7 @@ def header_page_count(ws: Path) -> Case:
 
 def schema_bad_utf8(ws: Path) -> Case:
     db = ws / ".dal" / "dal.db"
-    data = db.read_bytes()[:PAGE]
+    data = db.read_bytes()  # (the schema spans more than page 1 since the job queue's tables)
     at = data.index(b"CREATE TABLE runs")
     poke(db, at + 20, b"\xff\xfe\xfd\xfc")  # inside the stored CREATE statement: not UTF-8
     return Case(ws, db, "is damaged")
@@ -178,7 +178,9 @@ def schema_bad_utf8(ws: Path) -> Case:
 
 def schema_random(ws: Path) -> Case:
     db = ws / ".dal" / "dal.db"
-    poke(db, PAGE - 1200, bytes(range(7, 250, 3)) * 3)  # the end of page 1: the schema's cells
+    # The schema's cells (around the one of the runs table, wherever the schema's pages are)
+    at = db.read_bytes().index(b"CREATE TABLE runs")
+    poke(db, max(0, at - 120), bytes(range(7, 250, 3)) * 3)
     return Case(ws, db, "is damaged")
 
 

@@ -1,0 +1,540 @@
+"""The job queue in the run store: jobs, their leases and fencing, workers, schedules (docs/workers.md).
+
+A job queue is a few tables, one partial unique index and one claiming statement:
+
+- one open job per operation key (the unique index `jobs_open_key`), so `dal submit` of a key that has
+  an open job returns that job;
+- a claim is one `UPDATE ... WHERE job_id = (SELECT ...) RETURNING *` under `BEGIN IMMEDIATE`: it takes
+  the best job whose time has come (a ready or scheduled job, or a running one whose lease expired) and
+  adds one to its lease epoch;
+- every state change is one guarded UPDATE whose allowed from-states come from TRANSITIONS, the one table
+  of the job's life;
+- fencing: a journal write of an effect's intent (Store.journal_intent, journal_hold) given a Fence checks,
+  in its own transaction, that the job is still running under that epoch and owner with a lease that has
+  not run out (check_fence); otherwise it raises Fenced and writes nothing.
+
+The operations take a raw sqlite3 connection (a worker opens one per loop turn and closes it before it
+forks: a connection must never cross fork()) or a Store (the commands), through JobQueue.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+from dal.receipts.jobs_schema import TERMINAL
+from dal.receipts.store import Store, StoreError, _describe, busy_timeout
+
+T = TypeVar("T")
+
+STATES = ("ready", "scheduled", "running", "waiting", "parked", "done", "dead", "cancelled")
+OPEN_STATES = tuple(s for s in STATES if s not in TERMINAL)
+
+# The job's life, written once: event -> (the states it may leave from, the state it goes to). Every
+# UPDATE of a job's state is guarded by the from-states of its event (tests/worker/test_transitions.py
+# walks every edge).
+TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
+    "claim": (frozenset({"ready", "scheduled"}), "running"),  # scheduled: once its run_at has come
+    "takeover": (frozenset({"running"}), "running"),  # its lease ran out: another worker takes it
+    "done": (frozenset({"running"}), "done"),  # retry none: completed, or skipped as a duplicate
+    "resume": (frozenset({"running"}), "ready"),  # retry resume: at once (interrupted, died)
+    "backoff": (frozenset({"running"}), "scheduled"),  # resume again after a crash loop; replay; busy key
+    "dead": (frozenset({"running"}), "dead"),  # replay, and max attempts reached
+    "park": (frozenset({"running"}), "parked"),  # inspect, repair, rejected: for an operator
+    "wait": (frozenset({"running"}), "waiting"),  # escalate: approval or an uncertain effect
+    "drain": (frozenset({"running"}), "ready"),  # the worker was stopped (SIGTERM): not an attempt lost
+    "wake": (frozenset({"waiting"}), "ready"),  # a decision exists (dal approve, deny, resolve)
+    "retry": (frozenset({"parked", "waiting", "scheduled", "dead", "cancelled"}), "ready"),  # dal job retry
+    "cancel": (frozenset({"ready", "scheduled", "waiting", "parked", "running"}), "cancelled"),  # dal job cancel
+}
+
+
+class IllegalTransition(StoreError):
+    """The job is not in a state that event may leave from; the message names the job and its state."""
+
+
+class Fenced(StoreError):
+    """A journal write on behalf of a job whose lease this worker no longer holds: nothing was written."""
+
+
+class Fence(NamedTuple):
+    """What a worker's run passes down to the journal: the job, the lease epoch it was claimed with, and
+    the worker that claimed it."""
+
+    job_id: int
+    epoch: int
+    owner: str
+
+
+def target(event: str, state: str) -> str:
+    """The state `event` moves a job in `state` to; IllegalTransition when it may not."""
+    sources, to = TRANSITIONS[event]
+    if state not in sources:
+        raise IllegalTransition(f"a {state} job cannot {event.replace('_', ' ')} (from: {', '.join(sorted(sources))})")
+    return to
+
+
+def _in(states: frozenset[str] | Sequence[str]) -> str:
+    return "(" + ", ".join(f"'{s}'" for s in sorted(states)) + ")"
+
+
+def check_fence(conn: sqlite3.Connection, fence: Fence, now: float | None = None) -> None:
+    """Inside a write transaction: raise Fenced unless job `fence.job_id` is running under `fence.epoch`
+    and `fence.owner` with a lease that has not run out at `now`."""
+    now = time.time() if now is None else now
+    row = conn.execute(
+        "SELECT state, lease_epoch, lease_owner, lease_until FROM jobs WHERE job_id = ?", (fence.job_id,)
+    ).fetchone()
+    if row is None:
+        raise Fenced(f"job {fence.job_id} is not in the run store: this worker no longer runs it")
+    state, epoch, owner, until = row
+    if state == "cancelled":
+        raise Fenced(f"job {fence.job_id} was cancelled: this worker stops running it")
+    if epoch != fence.epoch or owner != fence.owner:
+        raise Fenced(f"job {fence.job_id} was taken over by {owner or 'another worker'} (lease epoch {epoch}; "
+                     f"this worker held epoch {fence.epoch}): this worker no longer runs it, and the job goes on "
+                     "from its journal where it runs now")
+    if state != "running":
+        raise Fenced(f"job {fence.job_id} is {state}: this worker no longer runs it")
+    if until is None or until < now:
+        raise Fenced(f"the lease of job {fence.job_id} ran out {now - (until or now):.1f} s ago and was not "
+                     "renewed (the worker was paused or cut off): this worker starts no new effect of it; another "
+                     "worker takes it over and goes on from its journal")
+
+
+def machine_host() -> str:
+    """This machine as a job records it: the host name and the first characters of /etc/machine-id (two
+    containers may share a name; two machines may share a clone's name)."""
+    name = os.uname().nodename
+    mid = ""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            with open(path, encoding="ascii") as f:
+                mid = f.read().strip()[:12]
+            break
+        except (OSError, ValueError):
+            continue
+    return f"{name}/{mid}" if mid else name
+
+
+def _dicts(cur: sqlite3.Cursor) -> list[dict[str, Any]]:
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def connect(path: str | os.PathLike[str], *, synchronous: str = "NORMAL") -> sqlite3.Connection:
+    """A plain connection to a store that a Store has already opened (checked, migrated) once. Workers use
+    it for their short transactions and close it before every fork()."""
+    conn = sqlite3.connect(str(path), timeout=busy_timeout(), isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout() * 1000)}")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    return conn
+
+
+class JobQueue:
+    """The queue's operations over one connection: `JobQueue(conn, path)` for a plain connection,
+    `JobQueue.of(store)` for a Store (its lock and its read-only handling)."""
+
+    def __init__(self, conn: sqlite3.Connection | None, path: Path, store: Store | None = None) -> None:
+        self.conn = conn
+        self.path = Path(path)
+        self._store = store
+        self._lock = threading.RLock()
+
+    @classmethod
+    def of(cls, store: Store) -> JobQueue:
+        return cls(None, store.path, store)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> JobQueue:
+        p = Path(path)
+        try:
+            return cls(connect(p), p)
+        except sqlite3.Error as e:
+            raise _describe(e, p, "opening it") from None
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def __enter__(self) -> JobQueue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- plumbing ------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _tx(self, doing: str) -> Iterator[sqlite3.Connection]:
+        if self._store is not None:
+            with self._store._write(doing) as c:  # noqa: SLF001 - the store's one write path
+                yield c
+            return
+        assert self.conn is not None, "the queue's connection is closed"
+        with self._lock:
+            conn = self.conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as e:
+                raise _describe(e, self.path, doing) from None
+
+    def _read(self, doing: str, fn: Callable[[sqlite3.Connection], T], empty: T) -> T:
+        def guarded(c: sqlite3.Connection) -> T:
+            has = c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'").fetchone()
+            return fn(c) if has else empty  # a store from before the queue (read-only: never migrated)
+
+        if self._store is not None:
+            return self._store._read(doing, guarded)  # noqa: SLF001
+        assert self.conn is not None, "the queue's connection is closed"
+        with self._lock:
+            try:
+                return guarded(self.conn)
+            except sqlite3.Error as e:
+                raise _describe(e, self.path, doing) from None
+
+    # -- submitting ----------------------------------------------------------------------------------
+
+    def open_job(self, key: str) -> dict[str, Any] | None:
+        """The open job of `key`, if any."""
+        return self._read(
+            f"looking up the job of {key!r}",
+            lambda c: next(iter(_dicts(c.execute(
+                f"SELECT * FROM jobs WHERE key = ? AND state IN {_in(OPEN_STATES)}", (key,)))), None),
+            None,
+        )
+
+    def submit(
+        self,
+        *,
+        spec: dict[str, Any],
+        key: str | None,
+        queue: str,
+        priority: int,
+        run_at: float,
+        max_attempts: int,
+        host: str,
+        movable: bool,
+        schedule: str | None = None,
+        now: float | None = None,
+        conn: sqlite3.Connection | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """Add a job (state ready, or scheduled when `run_at` is later than `now`). Returns (job, True), or
+        (the open job of `key`, False) when the key already has one. Without a key the job's key is
+        `job:<job id>`."""
+        now = time.time() if now is None else now
+
+        def add(c: sqlite3.Connection) -> tuple[dict[str, Any], bool]:
+            if key is not None:
+                have = _dicts(c.execute(f"SELECT * FROM jobs WHERE key = ? AND state IN {_in(OPEN_STATES)}", (key,)))
+                if have:
+                    return have[0], False
+            state = "scheduled" if run_at > now else "ready"
+            cur = c.execute(
+                "INSERT INTO jobs (queue, key, spec, state, priority, run_at, max_attempts, host, movable, schedule,"
+                " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (queue, key if key is not None else f"job:pending:{os.urandom(8).hex()}", json.dumps(spec), state,
+                 priority, run_at, max_attempts, host, int(movable), schedule, now, now),
+            )
+            job_id = cur.lastrowid
+            if key is None:
+                c.execute("UPDATE jobs SET key = ? WHERE job_id = ?", (f"job:{job_id}", job_id))
+            return _dicts(c.execute("SELECT * FROM jobs WHERE job_id = ?", (job_id,)))[0], True
+
+        if conn is not None:
+            return add(conn)
+        with self._tx("submitting a job") as c:
+            return add(c)
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    def get(self, job_id: int) -> dict[str, Any] | None:
+        return self._read(
+            f"reading job {job_id}",
+            lambda c: next(iter(_dicts(c.execute("SELECT * FROM jobs WHERE job_id = ?", (job_id,)))), None),
+            None,
+        )
+
+    def list(self, *, state: str | None = None, queue: str | None = None, key: str | None = None,
+             limit: int | None = 100) -> list[dict[str, Any]]:
+        """Jobs, newest first."""
+        clauses, args = [], []
+        for col, val in (("state", state), ("queue", queue), ("key", key)):
+            if val is not None:
+                clauses.append(f"{col} = ?")
+                args.append(val)
+        sql = "SELECT * FROM jobs" + (" WHERE " + " AND ".join(clauses) if clauses else "") + " ORDER BY job_id DESC"
+        if limit is not None:
+            sql += f" LIMIT {max(0, int(limit))}"
+        return self._read("listing jobs", lambda c: _dicts(c.execute(sql, args)), [])
+
+    def counts(self) -> dict[str, int]:
+        """How many jobs are in each state."""
+        return self._read(
+            "counting jobs",
+            lambda c: {s: n for s, n in c.execute("SELECT state, count(*) FROM jobs GROUP BY state")},
+            {},
+        )
+
+    # -- claiming, leases, fencing -------------------------------------------------------------------
+
+    def claim(self, *, owner: str, queues: Sequence[str], host: str, lease: float,
+              now: float | None = None) -> dict[str, Any] | None:
+        """Take the best job whose time has come, in one statement: the highest priority, then the earliest
+        run_at; a ready or scheduled job, or a running one whose lease ran out (a takeover: took_over and
+        stale_since keep who had it). A job that is not movable is only claimed on the host that submitted
+        it. Returns the claimed job (its new lease_epoch is the fence), or None."""
+        now = time.time() if now is None else now
+        marks = ", ".join("?" * len(queues))
+        sql = (
+            "UPDATE jobs SET state = 'running', lease_owner = ?, lease_until = ?, lease_epoch = lease_epoch + 1,"
+            " attempts = attempts + 1, updated_at = ?,"
+            " took_over = CASE WHEN state = 'running' THEN holder END,"
+            " stale_since = CASE WHEN state = 'running' THEN lease_until END,"
+            " note = CASE WHEN state = 'running' THEN 'taken over from ' || COALESCE(lease_owner, '?')"
+            " || ' (its lease ran out)' ELSE note END,"
+            " holder = NULL"
+            " WHERE job_id = (SELECT job_id FROM jobs WHERE"
+            f" ((state IN {_in(TRANSITIONS['claim'][0])} AND run_at <= ?) OR (state = 'running' AND lease_until < ?))"
+            f" AND queue IN ({marks}) AND (movable = 1 OR host = ?)"
+            " ORDER BY priority DESC, run_at, job_id LIMIT 1)"
+            " RETURNING *"
+        )
+        with self._tx("claiming a job") as c:
+            got = _dicts(c.execute(sql, (owner, now + lease, now, now, now, *queues, host)))
+        return got[0] if got else None
+
+    def heartbeat(self, fence: Fence, lease: float, now: float | None = None) -> bool:
+        """Extend the lease of a job this worker runs; False when it is no longer this worker's (taken over,
+        cancelled, routed)."""
+        now = time.time() if now is None else now
+        with self._tx(f"renewing the lease of job {fence.job_id}") as c:
+            cur = c.execute(
+                "UPDATE jobs SET lease_until = ? WHERE job_id = ? AND lease_epoch = ? AND lease_owner = ?"
+                " AND state = 'running'",
+                (now + lease, fence.job_id, fence.epoch, fence.owner),
+            )
+            return cur.rowcount == 1
+
+    def set_holder(self, fence: Fence, holder: dict[str, Any]) -> bool:
+        """Record the process that runs the job now (pid, start time, boot id); False when fenced."""
+        with self._tx(f"recording who runs job {fence.job_id}") as c:
+            cur = c.execute(
+                "UPDATE jobs SET holder = ? WHERE job_id = ? AND lease_epoch = ? AND lease_owner = ?"
+                " AND state = 'running'",
+                (json.dumps(holder), fence.job_id, fence.epoch, fence.owner),
+            )
+            return cur.rowcount == 1
+
+    def route(
+        self,
+        fence: Fence,
+        event: str,
+        *,
+        run_at: float | None = None,
+        failures: int | None = None,
+        streak: int | None = None,
+        run: dict[str, Any] | None = None,
+        waits_on: Sequence[int] = (),
+        note: str | None = None,
+        now: float | None = None,
+    ) -> str | None:
+        """Move a job this worker ran by `event` (done, resume, backoff, dead, park, wait, drain), with the
+        facts of its last run (`run`: run_id, status, retry). Guarded by the fence: returns the new state,
+        or None when the job is no longer this worker's (nothing changes then).
+
+        `wait` checks, in the same transaction, whether a person already decided about an effect the run
+        waits on (recorded for that run): then the job goes to ready at once. `dal approve` wakes a waiting
+        job after it records its decision (wake_key), so either side sees the other."""
+        now = time.time() if now is None else now
+        to = TRANSITIONS[event][1]
+        run = run or {}
+        with self._tx(f"routing job {fence.job_id}") as c:
+            mark = None
+            if event == "wait":
+                mark = c.execute("SELECT max(id) FROM approvals").fetchone()[0] or 0
+                seqs = [int(s) for s in waits_on]
+                if run.get("run_id") and seqs and c.execute(
+                    f"SELECT 1 FROM approvals WHERE run_id = ? AND seq IN ({', '.join('?' * len(seqs))}) LIMIT 1",
+                    (run["run_id"], *seqs),
+                ).fetchone():
+                    to, note = "ready", (note or "") + "; a decision was already recorded: ready again"
+            cur = c.execute(
+                "UPDATE jobs SET state = ?, run_at = COALESCE(?, run_at), failures = COALESCE(?, failures),"
+                " streak = COALESCE(?, streak), last_run_id = COALESCE(?, last_run_id),"
+                " last_status = COALESCE(?, last_status), last_retry = COALESCE(?, last_retry),"
+                " waits_on = ?, decision_mark = ?, note = ?, updated_at = ?,"
+                " lease_owner = NULL, lease_until = NULL, holder = NULL,"
+                " finished_at = CASE WHEN ? IN ('done', 'dead') THEN ? ELSE finished_at END"
+                f" WHERE job_id = ? AND lease_epoch = ? AND lease_owner = ? AND state IN {_in(TRANSITIONS[event][0])}",
+                (to, run_at if to in ("scheduled", "ready") else None, failures, streak, run.get("run_id"),
+                 run.get("status"), run.get("retry"), json.dumps(list(waits_on)) if waits_on else None, mark, note,
+                 now, to, now, fence.job_id, fence.epoch, fence.owner),
+            )
+            return to if cur.rowcount == 1 else None
+
+    # -- an operator's and a person's moves ----------------------------------------------------------
+
+    def wake_key(self, key: str, now: float | None = None) -> int:
+        """A decision was recorded for the operation `key`: its waiting job is ready again. Returns how many
+        jobs woke (0 or 1)."""
+        now = time.time() if now is None else now
+        with self._tx(f"waking the job of {key!r}") as c:
+            if not c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'").fetchone():
+                return 0
+            return c.execute(
+                "UPDATE jobs SET state = 'ready', run_at = ?, updated_at = ?, note = 'woken: a decision was recorded'"
+                " WHERE key = ? AND state = 'waiting'",
+                (now, now, key),
+            ).rowcount
+
+    def sweep_waiting(self, now: float | None = None) -> int:
+        """Wake every waiting job whose operation got a decision since it went waiting, or a newer run
+        (someone resumed it by hand): the safety net behind wake_key (a `dal approve` that died between
+        recording its decision and waking the job)."""
+        now = time.time() if now is None else now
+        with self._tx("waking decided jobs") as c:
+            return c.execute(
+                "UPDATE jobs SET state = 'ready', run_at = ?, updated_at = ?, note = 'woken: a decision was recorded'"
+                " WHERE state = 'waiting' AND (EXISTS (SELECT 1 FROM approvals a JOIN runs r ON r.run_id = a.run_id"
+                " WHERE r.key = jobs.key AND a.id > COALESCE(jobs.decision_mark, 0))"
+                " OR EXISTS (SELECT 1 FROM runs r WHERE r.key = jobs.key AND r.run_id > jobs.last_run_id))",
+                (now, now),
+            ).rowcount
+
+    def retry(self, job_id: int, now: float | None = None, note: str = "retried by an operator") -> dict[str, Any]:
+        """`dal job retry`: a parked, waiting, scheduled, dead or cancelled job is ready again, with its
+        failures and crash streak cleared. IllegalTransition when it is in no such state, StoreError when
+        its key has another open job."""
+        return self._operator(job_id, "retry", now, note,
+                              "failures = 0, streak = 0, run_at = :now, finished_at = NULL,")
+
+    def cancel(self, job_id: int, now: float | None = None, note: str = "cancelled by an operator") -> dict[str, Any]:
+        """`dal job cancel`: the job ends as cancelled. A running job's lease epoch grows by one, so the run
+        under way can journal no new effect (it stops as interrupted; its journal stays the operation's)."""
+        return self._operator(job_id, "cancel", now, note,
+                              "lease_epoch = lease_epoch + 1, lease_owner = NULL, lease_until = NULL,"
+                              " finished_at = :now,")
+
+    def _operator(self, job_id: int, event: str, now: float | None, note: str, sets: str) -> dict[str, Any]:
+        now = time.time() if now is None else now
+        with self._tx(f"{event} of job {job_id}") as c:
+            got = _dicts(c.execute("SELECT * FROM jobs WHERE job_id = ?", (job_id,)))
+            if not got:
+                raise StoreError(f"no job {job_id} in {self.path} (list jobs with `dal jobs`)", self.path)
+            job = got[0]
+            try:
+                to = target(event, job["state"])
+            except IllegalTransition as e:
+                raise IllegalTransition(f"job {job_id}: {e}", self.path) from None
+            if to in OPEN_STATES and job["state"] in TERMINAL:
+                other = _dicts(c.execute(
+                    f"SELECT job_id, state FROM jobs WHERE key = ? AND state IN {_in(OPEN_STATES)}", (job["key"],)))
+                if other:
+                    raise StoreError(f"job {job_id}: its key {job['key']!r} has an open job already (job "
+                                     f"{other[0]['job_id']}, {other[0]['state']})", self.path)
+            c.execute(f"UPDATE jobs SET state = :to, {sets} updated_at = :now, note = :note WHERE job_id = :id",
+                      {"to": to, "now": now, "note": note, "id": job_id})
+            return _dicts(c.execute("SELECT * FROM jobs WHERE job_id = ?", (job_id,)))[0]
+
+    # -- workers -------------------------------------------------------------------------------------
+
+    def register_worker(self, row: dict[str, Any]) -> None:
+        cols = ", ".join(row)
+        with self._tx("registering a worker") as c:
+            c.execute(f"INSERT INTO workers ({cols}) VALUES ({', '.join('?' * len(row))})", tuple(row.values()))
+
+    def worker_beat(self, worker_id: str, *, state: str, running: int, done: int, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        with self._tx("recording a worker's heartbeat") as c:
+            c.execute(
+                "UPDATE workers SET state = ?, running = ?, done = ?, heartbeat_at = ?,"
+                " stopped_at = CASE WHEN ? = 'stopped' THEN ? ELSE stopped_at END WHERE worker_id = ?",
+                (state, running, done, now, state, now, worker_id),
+            )
+
+    def workers(self, *, limit: int | None = 100) -> list[dict[str, Any]]:
+        """Workers, the most recently started first."""
+        sql = "SELECT * FROM workers ORDER BY started_at DESC" + (f" LIMIT {int(limit)}" if limit is not None else "")
+
+        def read(c: sqlite3.Connection) -> list[dict[str, Any]]:
+            if not c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'workers'").fetchone():
+                return []
+            return _dicts(c.execute(sql))
+
+        return self._read("listing workers", read, [])
+
+    # -- schedules -----------------------------------------------------------------------------------
+
+    def add_schedule(self, row: dict[str, Any]) -> None:
+        with self._tx(f"adding the schedule {row['name']!r}") as c:
+            if c.execute("SELECT 1 FROM schedules WHERE name = ?", (row["name"],)).fetchone():
+                raise StoreError(f"a schedule named {row['name']!r} exists already (dal schedule remove "
+                                 f"{row['name']} first, or choose another name)", self.path)
+            c.execute(f"INSERT INTO schedules ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                      tuple(row.values()))
+
+    def schedules(self, *, due: float | None = None) -> list[dict[str, Any]]:
+        """Every schedule by name; with `due`, only the active ones whose next slot has come by then."""
+        if due is None:
+            sql, args = "SELECT * FROM schedules ORDER BY name", ()
+        else:
+            sql, args = "SELECT * FROM schedules WHERE state = 'active' AND next_at <= ? ORDER BY name", (due,)
+
+        def read(c: sqlite3.Connection) -> list[dict[str, Any]]:
+            if not c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schedules'").fetchone():
+                return []
+            return _dicts(c.execute(sql, args))
+
+        return self._read("listing schedules", read, [])
+
+    def set_schedule(self, name: str, *, state: str | None = None, next_at: float | None = None,
+                     remove: bool = False, now: float | None = None) -> bool:
+        """Pause, resume (with its next slot) or remove a schedule; False when there is no such schedule."""
+        now = time.time() if now is None else now
+        with self._tx(f"changing the schedule {name!r}") as c:
+            if remove:
+                return c.execute("DELETE FROM schedules WHERE name = ?", (name,)).rowcount == 1
+            return c.execute(
+                "UPDATE schedules SET state = COALESCE(?, state), next_at = COALESCE(?, next_at), updated_at = ?"
+                " WHERE name = ?", (state, next_at, now, name),
+            ).rowcount == 1
+
+    def fire(self, name: str, *, seen_next_at: float, slot: float | None, key: str, next_at: float, missed: int,
+             now: float | None = None) -> dict[str, Any] | None:
+        """Turn slot `slot` of schedule `name` into a job (key `key`) and move its next slot to `next_at`, in
+        one transaction, only if the schedule's next slot is still `seen_next_at` (another worker did not
+        fire it first). `slot` None: only move on (no slot came). Returns the job made, or None."""
+        now = time.time() if now is None else now
+        with self._tx(f"firing the schedule {name!r}") as c:
+            rows = _dicts(c.execute("SELECT * FROM schedules WHERE name = ? AND state = 'active' AND next_at = ?",
+                                    (name, seen_next_at)))
+            if not rows:
+                return None
+            sched = rows[0]
+            job = None
+            if slot is not None:
+                job, _ = self.submit(spec=json.loads(sched["spec"]), key=key, queue=sched["queue"],
+                                     priority=sched["priority"], run_at=now, max_attempts=sched["max_attempts"],
+                                     host=sched["host"], movable=bool(sched["movable"]), schedule=name, now=now, conn=c)
+            c.execute(
+                "UPDATE schedules SET next_at = ?, last_slot = COALESCE(?, last_slot),"
+                " last_job = COALESCE(?, last_job), missed = missed + ?, updated_at = ? WHERE name = ?",
+                (next_at, slot, job["job_id"] if job else None, missed, now, name),
+            )
+            return job
