@@ -36,6 +36,8 @@ common commands:
                                 say what happened to an effect whose outcome is unknown
   dal resume RUN                continue a waiting or interrupted run from its journal
   dal test [PATHS]              run workflow tests (*.test.dal) with fakes and fault injection
+  dal submit script.dal / dal worker
+                                queue a run / run queued jobs (dal jobs, dal schedule)
   dal repl                      interactive session (also: `dal` alone on a terminal)
 """
 
@@ -102,7 +104,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         _register_check_and_fmt(sub)
 
     others = ("dal.cli.policy_cmd", "dal.cli.receipts_cmd", "dal.cli.durable_cmd", "dal.cli.repl_cmd",
-              "dal.cli.test_cmd")
+              "dal.cli.test_cmd", "dal.cli.worker_cmd")
     for name in () if only is not None else others:
         mod = _optional(name)
         if mod is not None and hasattr(mod, "register"):

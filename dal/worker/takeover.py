@@ -1,0 +1,66 @@
+"""A job taken over from a worker whose lease ran out: its key's lock may still be held.
+
+The key's flock (dal/runner/locks.py) keeps one runner per key on a machine. A worker that was paused
+(SIGSTOP, a debugger, a VM frozen) or hung still holds it after its lease ran out; its next journal write
+is fenced, so when it continues it stops and lets go. So the worker that took the job over waits for the
+lock. If the stale holder has not let go one lease period after its lease ran out, and it is exactly the
+process recorded for the earlier claim (pid, start time, boot id: the same process on this machine, not
+a later one that got its pid), it is killed with SIGKILL. Killing it is safe: it could journal no new
+effect anyway, and the journal decides what runs again (an effect it had under way with no journaled
+result runs again only if it is a read or idempotent, else it waits for `dal resolve`). A holder that is
+not that process (an operator's own `dal run --key`) is never killed: the run then finds the key busy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def _try(lock: Any) -> dict[str, Any] | None:
+    """None when the key's lock is free (taken and let go at once), else who holds it."""
+    from dal.runner.locks import KeyBusy
+
+    try:
+        lock.acquire("(a worker checking the key)", 0)
+    except KeyBusy as e:
+        return e.holder
+    lock.release()
+    return None
+
+
+def wait_for_key(store: Path, job: dict[str, Any], patience: float, say: Callable[[str], Any]) -> None:
+    """Return once the key of `job` (claimed by a takeover) is free, or after killing its stale holder as
+    described above, or after giving up (the run then finds the key busy)."""
+    from dal.procinfo import alive, boot_id
+    from dal.runner.locks import KeyLock
+
+    lock = KeyLock(Path(store).parent / "locks", job["key"])
+    stale = json.loads(job.get("took_over") or "null") or {}
+    since = float(job.get("stale_since") or time.time())
+    deadline = max(since + patience, time.time() + 0.2)
+    holder = _try(lock)
+    while holder is not None and time.time() < deadline:
+        time.sleep(0.05)
+        holder = _try(lock)
+    if holder is None:
+        return
+    pid = stale.get("pid")
+    ours = (isinstance(pid, int) and holder.get("pid") == pid and stale.get("boot") == boot_id()
+            and alive(pid, stale.get("start"), stale.get("boot")))
+    if not ours:
+        return
+    say(f"job {job['job_id']}: process {pid}, which had it, still holds its key {patience:g} s after its lease "
+        "ran out: killing it (it can journal no new effect; the journal decides what runs again)")
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    end = time.time() + 5.0
+    while _try(lock) is not None and time.time() < end:
+        time.sleep(0.02)

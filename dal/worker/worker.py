@@ -1,0 +1,425 @@
+"""`dal worker`: a warm parent that claims jobs and runs each in a child forked from it.
+
+The parent imports DAL once (the runner, the shell parser, the policy, the sandbox probe), then loops:
+reap the children that ended (a child that died before routing its job has it routed here), renew the
+leases of the jobs its children run (a lease it lost: its child is told to stop), fire due schedules,
+wake waiting jobs that got a decision, claim jobs up to its concurrency and fork one child per job.
+The parent is one thread, and it closes its store connection before every fork(): a SQLite connection
+(and SQLite's per-file lock bookkeeping) must never cross a fork, and fork() in a process with threads is
+unsafe; so the leases are renewed from the loop, at a third of the lease.
+
+A child runs the job's specification once under the job's key, with the lease's fence passed down to
+the journal, then routes the job by the run's receipt (dal/worker/routing.py) in one transaction guarded
+by the same fence, and exits.
+
+SIGTERM or SIGINT drains: no new claims, the children get SIGTERM (their runs stop as interrupted at the
+next step, and their jobs go back to ready), and the parent exits 0 once they are gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dal.receipts.jobs import Fence, JobQueue, machine_host
+from dal.receipts.store import StoreError
+
+
+class Child:
+    __slots__ = ("pid", "job", "fence", "stopped", "lost")
+
+    def __init__(self, pid: int, job: dict[str, Any], fence: Fence) -> None:
+        self.pid = pid
+        self.job = job
+        self.fence = fence
+        self.stopped = False  # sent SIGTERM (drain, lost lease)
+        self.lost = False  # its lease is no longer this worker's
+
+
+class Worker:
+    def __init__(
+        self,
+        store: Path,
+        *,
+        queues: tuple[str, ...] = ("default",),
+        concurrency: int = 1,
+        lease: float = 30.0,
+        poll: float = 1.0,
+        backoff: float = 5.0,
+        until_idle: bool = False,
+        max_jobs: int | None = None,
+        say: Callable[[str], Any] | None = None,
+    ) -> None:
+        self.store = Path(store)
+        self.queues = tuple(dict.fromkeys(queues)) or ("default",)
+        self.concurrency = max(1, concurrency)
+        self.lease = lease
+        self.poll = poll
+        self.backoff = backoff
+        self.until_idle = until_idle
+        self.max_jobs = max_jobs
+        self.host = machine_host()
+        self.id = f"w_{os.uname().nodename}_{os.getpid()}_{os.urandom(3).hex()}"
+        self.children: dict[int, Child] = {}
+        self.claimed = 0
+        self.done = 0
+        self.draining = False
+        self._say = say or (lambda text: (sys.stderr.write(text + "\n"), sys.stderr.flush()))
+        self._pipe: tuple[int, int] | None = None
+        self._stop_asked = False  # (in a child) SIGTERM came before its run began
+
+    def say(self, text: str) -> None:
+        self._say(f"dal worker {self.id}: {text}")
+
+    # -- start and stop ------------------------------------------------------------------------------
+
+    def _prepare(self) -> None:
+        """Open the store once (checked, migrated), register, and import what every run uses."""
+        from dal.procinfo import identity
+        from dal.receipts.store import Store
+
+        with Store(self.store):
+            pass
+        warm()
+        start, boot = identity(os.getpid())
+        now = time.time()
+        with JobQueue.open(self.store) as q:
+            q.register_worker({
+                "worker_id": self.id, "host": self.host, "pid": os.getpid(), "pid_start": start, "boot_id": boot,
+                "queues": json.dumps(list(self.queues)), "concurrency": self.concurrency, "lease": self.lease,
+                "state": "running", "running": 0, "done": 0, "started_at": now, "heartbeat_at": now,
+            })
+
+    def run(self) -> int:
+        self._prepare()
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        self._pipe = (r, w)
+        old_wakeup = signal.set_wakeup_fd(w)
+        handlers = {s: signal.signal(s, self._on_stop) for s in (signal.SIGTERM, signal.SIGINT)}
+        handlers[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the select
+        self.say(f"started: queues {', '.join(self.queues)}, concurrency {self.concurrency}, lease {self.lease:g} s, "
+                 f"store {self.store}")
+        try:
+            self._loop()
+        finally:
+            for s, h in handlers.items():
+                signal.signal(s, h)
+            signal.set_wakeup_fd(old_wakeup)
+            os.close(r)
+            os.close(w)
+            self._pipe = None
+            try:
+                with JobQueue.open(self.store) as q:
+                    q.worker_beat(self.id, state="stopped", running=0, done=self.done)
+            except StoreError as e:
+                self.say(f"could not record that it stopped: {e}")
+        self.say(f"stopped: {self.done} job{'s' if self.done != 1 else ''} run")
+        return 0
+
+    def _on_stop(self, signum: int, frame: Any) -> None:
+        if not self.draining:
+            self.draining = True
+
+    # -- the loop ------------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        next_beat = 0.0
+        while True:
+            exited = self._reap()
+            if self.draining:
+                for child in self.children.values():
+                    if not child.stopped:
+                        child.stopped = True
+                        _signal(child.pid, signal.SIGTERM)
+            if self.draining and not self.children and not exited:
+                return
+            claimed: list[dict[str, Any]] = []
+            idle = False
+            try:
+                with JobQueue.open(self.store) as q:  # closed before any fork below
+                    now = time.time()
+                    for child, how in exited:
+                        self._route_crash(q, child, how, now)
+                    if now >= next_beat:
+                        self._beat(q, now)
+                        next_beat = now + self.lease / 3
+                    if not self.draining:
+                        self._chores(q, now)
+                        while (len(self.children) + len(claimed) < self.concurrency
+                               and (self.max_jobs is None or self.claimed < self.max_jobs)):
+                            job = q.claim(owner=self.id, queues=self.queues, host=self.host, lease=self.lease, now=now)
+                            if job is None:
+                                break
+                            self.claimed += 1
+                            claimed.append(job)
+                        idle = not claimed and not self.children and self._idle(q, now)
+            except StoreError as e:
+                self.say(f"the run store refused: {e}; trying again in {self.poll:g} s")
+            for job in claimed:
+                self._fork(job)
+            if self.draining:
+                continue_after = 0.05
+            elif idle and (self.until_idle or (self.max_jobs is not None and self.claimed >= self.max_jobs)):
+                return
+            else:
+                continue_after = self.poll  # a child that ends wakes the loop at once (SIGCHLD)
+            self._wait(min(continue_after, max(0.0, next_beat - time.time())))
+
+    def _idle(self, q: JobQueue, now: float) -> bool:
+        """Nothing this worker could still do: no job of its queues is ready, scheduled or running."""
+        if self.max_jobs is not None and self.claimed >= self.max_jobs:
+            return True
+        marks = ", ".join("?" * len(self.queues))
+        return not q._read(  # noqa: SLF001 - one question only the worker asks
+            "looking for work",
+            lambda c: c.execute(
+                f"SELECT 1 FROM jobs WHERE state IN ('ready', 'scheduled', 'running') AND queue IN ({marks})"
+                " AND (movable = 1 OR host = ?) LIMIT 1", (*self.queues, self.host)).fetchone(),
+            None,
+        )
+
+    def _wait(self, timeout: float) -> None:
+        assert self._pipe is not None
+        if timeout > 0:
+            try:
+                select.select([self._pipe[0]], [], [], timeout)
+            except InterruptedError:
+                pass
+        try:
+            while os.read(self._pipe[0], 512):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
+    def _reap(self) -> list[tuple[Child, str]]:
+        out: list[tuple[Child, str]] = []
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            child = self.children.pop(pid, None)
+            if child is None:
+                continue
+            self.done += 1
+            if os.WIFSIGNALED(status):
+                how = f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+            else:
+                how = f"exited with status {os.WEXITSTATUS(status)}"
+            out.append((child, how))
+        return out
+
+    def _route_crash(self, q: JobQueue, child: Child, how: str, now: float) -> None:
+        """A child that ended without routing its job (its job is still running under its fence)."""
+        from dal.worker import routing
+
+        job = q.get(child.fence.job_id)
+        if (job is None or job["state"] != "running" or job["lease_epoch"] != child.fence.epoch
+                or job["lease_owner"] != self.id):
+            return  # routed by the child (or taken over, or cancelled)
+        route = routing.for_crash(job, how, now, self.backoff)
+        to = q.route(child.fence, route.event, run_at=route.run_at, streak=route.streak, note=route.note, now=now)
+        self.say(f"job {job['job_id']} ({job['key']}): the process running it {how} → {to or 'not ours any more'}")
+
+    def _beat(self, q: JobQueue, now: float) -> None:
+        for child in self.children.values():
+            if child.lost:
+                continue
+            if not q.heartbeat(child.fence, self.lease, now):
+                child.lost = True
+                job = q.get(child.fence.job_id)
+                why = "cancelled" if job and job["state"] == "cancelled" else "taken over by another worker"
+                self.say(f"job {child.fence.job_id}: lost its lease ({why}); stopping its run")
+                if not child.stopped:
+                    child.stopped = True
+                    _signal(child.pid, signal.SIGTERM)
+        q.worker_beat(self.id, state="draining" if self.draining else "running", running=len(self.children),
+                      done=self.done, now=now)
+
+    def _chores(self, q: JobQueue, now: float) -> None:
+        """Due schedules become jobs; waiting jobs that got a decision are ready again."""
+        if q.schedules(due=now):
+            from dal.worker.schedules import fire_due
+
+            for job in fire_due(q, now):
+                self.say(f"schedule {job['schedule']}: job {job['job_id']} ({job['key']})")
+        q.sweep_waiting(now)
+
+    # -- the child -----------------------------------------------------------------------------------
+
+    def _fork(self, job: dict[str, Any]) -> None:
+        fence = Fence(job["job_id"], job["lease_epoch"], self.id)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            code = 70
+            try:
+                self._child_setup(parent)
+                code = self._child(job, fence)
+            except BaseException:  # noqa: BLE001 - a child never returns into the parent's loop
+                try:
+                    sys.stderr.write(f"dal worker: internal error running job {job['job_id']}:\n"
+                                     f"{traceback.format_exc()}")
+                except BaseException:  # noqa: BLE001
+                    pass
+            finally:
+                try:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                finally:
+                    os._exit(code)
+        self.children[pid] = Child(pid, job, fence)
+        if self.draining:
+            self.children[pid].stopped = True
+            _signal(pid, signal.SIGTERM)
+
+    def _child_setup(self, parent: int) -> None:
+        signal.set_wakeup_fd(-1)
+        if self._pipe is not None:
+            for fd in self._pipe:
+                os.close(fd)
+            self._pipe = None
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        self.children = {}
+        self._stop_asked = False
+
+        def on_stop(signum: int, frame: Any) -> None:
+            self._stop_asked = True
+
+        for s in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(s, on_stop)  # until the run begins; the runner installs its own for the run
+        _die_with(parent)
+
+    def _child(self, job: dict[str, Any], fence: Fence) -> int:
+        from dal.procinfo import identity
+        from dal.runner.runner import RunnerError
+        from dal.worker import routing, takeover
+        from dal.worker import spec as jobspec
+
+        start, boot = identity(os.getpid())
+        with JobQueue.open(self.store) as q:
+            if not q.set_holder(fence, {"pid": os.getpid(), "start": start, "boot": boot, "worker": self.id}):
+                return 0  # not ours any more (cancelled right after the claim)
+        if job.get("took_over"):
+            takeover.wait_for_key(self.store, job, self.lease, self.say)
+        now = time.time()
+        route: routing.Route | None = None
+        receipt: dict[str, Any] | None = None
+        label = f"job {job['job_id']} ({job['key']})"
+        try:
+            spec = jobspec.check_spec(json.loads(job["spec"]))
+        except (ValueError, jobspec.SpecError) as e:
+            route = routing.Route("park", note=f"the job's specification cannot be read: {e}")
+        if route is None and self._stop_asked:
+            route = routing.Route("drain", run_at=now, note="the worker stopped before the run began")
+        if route is None:
+            try:
+                report = jobspec.run_spec(
+                    spec, store=self.store, key=job["key"], fence=fence,
+                    new_attempt=_new_attempt(self.store, spec, job["key"]),
+                    write=_prefixed(f"[job {job['job_id']}] "),
+                    notify=lambda text: self.say(f"{label}: note: {text}"),
+                )
+            except RunnerError as e:
+                route = routing.for_runner_error(str(e), e.exit_code, job, time.time(), self.backoff)
+            except jobspec.SpecError as e:
+                route = routing.Route("park", note=f"the job's specification cannot be run: {e}")
+            else:
+                receipt = report.receipt
+                route = routing.for_receipt(receipt, job, time.time(), self.backoff,
+                                            signal_name=report.signal_name, store_problem=report.store_problem)
+                if report.error is not None and report.error.kind == "store" and not report.store_problem:
+                    route = route._replace(note=f"{route.note}: {report.error.message}")
+        run = None
+        if receipt is not None:
+            run = {"run_id": receipt["run_id"], "status": receipt["status"], "retry": receipt["retry"]}
+        with JobQueue.open(self.store) as q:
+            to = q.route(fence, route.event, run_at=route.run_at, failures=route.failures, streak=route.streak,
+                         run=run, waits_on=route.waits_on, note=route.note)
+        if to is None:
+            self.say(f"{label}: {route.note}; the job is no longer this worker's (taken over or cancelled)")
+        else:
+            self.say(f"{label}: {route.note} → {to}")
+        return 0
+
+
+def warm() -> None:
+    """Import and prepare, once in the parent, what every run of a job uses, so that a forked child starts
+    running at once: the runner, the shell parser and checker, the executor and the sandbox probe."""
+    import gc
+
+    import dal.receipts.files  # noqa: F401
+    import dal.receipts.render  # noqa: F401
+    import dal.runner.journal  # noqa: F401
+    import dal.runner.runner  # noqa: F401
+    from dal.effects import Policy, check_command, sandbox_status
+
+    try:
+        check_command("echo warm", Policy.load(Path("/")))  # the shell parser and its tables
+    except Exception:  # noqa: BLE001 - only warming
+        pass
+    sandbox_status()
+    gc.collect()
+    gc.freeze()  # what the parent built stays shared with every child (copy-on-write)
+
+
+def _new_attempt(store: Path, spec: dict[str, Any], key: str) -> bool:
+    """A job submitted with --new-attempt starts the operation over only while the key's newest run is
+    still the one it was submitted after (a resume of that first attempt must not start over again)."""
+    if not spec.get("new_attempt"):
+        return False
+    from dal.receipts.store import Store
+    from dal.runner.runner import newest_run_of_key
+
+    with Store(store, readonly=True) as s:
+        newest = newest_run_of_key(s, key)
+    return (newest["run_id"] if newest else None) == spec.get("new_attempt_of")
+
+
+def _prefixed(prefix: str) -> Callable[[str], Any]:
+    """The script's output, each line after `prefix`, on the worker's stdout."""
+    pending = [""]
+
+    def write(text: str) -> None:
+        pending[0] += text
+        *lines, pending[0] = pending[0].split("\n")
+        if lines:
+            sys.stdout.write("".join(f"{prefix}{line}\n" for line in lines))
+            sys.stdout.flush()
+
+    return write
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+def _die_with(parent: int) -> None:
+    """The child gets SIGTERM when the worker that forked it dies (Linux: PR_SET_PDEATHSIG), so that a
+    worker killed with kill -9 leaves no run going on unsupervised (its run stops as interrupted)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
