@@ -327,7 +327,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def _said(args: argparse.Namespace, job: dict[str, Any] | None, line: str) -> int:
     if args.json:
         sys.stdout.write(json.dumps({"job": _public(job) if job else None, "message": line}, indent=2) + "\n")
-    elif not args.quiet:
+    elif not getattr(args, "quiet", False):
         sys.stdout.write(f"dal: {line}\n")
     return 0
 
