@@ -99,13 +99,20 @@ class Worker:
             })
 
     def run(self) -> int:
-        self._prepare()
+        # A stop asked for while the worker starts drains it as well (nothing is claimed yet).
+        early = {s: signal.signal(s, self._on_stop) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self._prepare()
+        except BaseException:
+            for s, h in early.items():
+                signal.signal(s, h)
+            raise
         r, w = os.pipe()
         os.set_blocking(r, False)
         os.set_blocking(w, False)
         self._pipe = (r, w)
         old_wakeup = signal.set_wakeup_fd(w)
-        handlers = {s: signal.signal(s, self._on_stop) for s in (signal.SIGTERM, signal.SIGINT)}
+        handlers = dict(early)
         handlers[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the select
         self.say(f"started: queues {', '.join(self.queues)}, concurrency {self.concurrency}, lease {self.lease:g} s, "
                  f"store {self.store}")
@@ -240,6 +247,8 @@ class Worker:
             if not q.heartbeat(child.fence, self.lease, now):
                 child.lost = True
                 job = q.get(child.fence.job_id)
+                if job is not None and job["lease_epoch"] == child.fence.epoch and job["state"] != "cancelled":
+                    continue  # the child routed it and is exiting
                 why = "cancelled" if job and job["state"] == "cancelled" else "taken over by another worker"
                 self.say(f"job {child.fence.job_id}: lost its lease ({why}); stopping its run")
                 if not child.stopped:

@@ -97,6 +97,13 @@ class Queue:
                              env=self.env(**env), text=True, stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True)
         self.workers.append(p)
+        p.log = log.name  # type: ignore[attr-defined]
+        return p
+
+    def started(self, p: subprocess.Popen[str], timeout: float = 30) -> subprocess.Popen[str]:
+        """Wait until worker `p` says it started (its signal handlers are in place from then on)."""
+        self.wait_for(lambda: "started:" in Path(p.log).read_text(encoding="utf-8"), timeout,  # type: ignore
+                      "the worker to start")
         return p
 
     def logs(self) -> str:

@@ -58,7 +58,8 @@ def test_every_retry_class_routes_its_job(queue: Queue) -> None:
     assert jobs[approve]["state"] == "waiting" and "dal approve" in jobs[approve]["note"]
     assert jobs[own]["state"] == "waiting" and "a person must look" in jobs[own]["note"]
     # Killed after its append ran and before its result was journaled: resumed at once, then held.
-    assert jobs[append]["state"] == "waiting" and jobs[append]["attempts"] == 2 and "dal resolve" in jobs[append]["note"]
+    assert jobs[append]["state"] == "waiting" and jobs[append]["attempts"] == 2
+    assert "dal resolve" in jobs[append]["note"]
     assert q.lines("outbox.txt") == [] and q.lines("app.txt") == ["once"]
 
     # A crash loop: three immediate resumes, then backoff.
