@@ -1,0 +1,45 @@
+"""SIGTERM drains a worker: no new claims, its running jobs stop as resumable and go back to ready, it
+exits 0 once its children are gone; another worker then finishes them, each effect once."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from conftest import Queue
+
+
+def script(name: str) -> str:
+    return (f'operation("{name}")\n'
+            'for i in range(10) {\n'
+            f'    run("echo " + str(i) + " >> {name}.txt")\n'
+            '    run("sleep 0.2")\n'
+            '}\n')
+
+
+def test_sigterm_drains_the_worker_and_another_finishes_its_jobs(queue: Queue) -> None:
+    q = queue
+    for name in ("left", "right", "later"):
+        q.write(f"{name}.dal", script(name))
+        assert q.cli("submit", f"{name}.dal").code == 0
+    w = q.worker("--concurrency", "2", "--lease", "5")
+    q.wait_for(lambda: q.lines("left.txt") and q.lines("right.txt"), 30, "both jobs to start")
+    t0 = time.monotonic()
+    w.send_signal(signal.SIGTERM)  # the worker alone: it tells its children
+    assert w.wait(30) == 0, q.logs()
+    assert time.monotonic() - t0 < 5  # the command under way finished, the runs stopped at their next step
+    jobs = q.jobs()
+    assert [jobs[i]["state"] for i in (1, 2, 3)] == ["ready", "ready", "ready"], q.logs()
+    for i in (1, 2):
+        assert jobs[i]["last_status"] == "interrupted" and jobs[i]["last_retry"] == "resume"
+        assert jobs[i]["attempts"] == 1 and jobs[i]["streak"] == 0 and jobs[i]["lease_owner"] is None
+    assert jobs[3]["attempts"] == 0  # never claimed while draining
+    done_before = len(q.lines("left.txt"))
+    assert 0 < done_before < 10
+    finisher = q.worker("--until-idle", "--concurrency", "3")
+    assert finisher.wait(60) == 0, q.logs()
+    assert all(j["state"] == "done" for j in q.jobs().values())
+    for name in ("left", "right", "later"):
+        assert q.lines(f"{name}.txt") == [str(i) for i in range(10)], name
+    statuses = [r["status"] for r in q.check_store()]
+    assert statuses.count("interrupted") == 2 and statuses.count("completed") == 3
