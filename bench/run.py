@@ -9,7 +9,8 @@ Starlark), `cold` (start-up of `dal run` / `dal check`), `parse` (15,000 to 200,
 `ast.parse`, with the cost per statement at each size),
 `steps` (step counting on vs off), `effects` (bench_effects.py: run() of `true`), `journal`
 (bench_journal.py), `store` (bench_store.py: the checks on opening a store of 10,000 runs), `receipts`
-(100,000 loop exits, recorder on vs off), `memory` (peak of the article loop).
+(100,000 loop exits, recorder on vs off), `memory` (peak of the article loop), `jobs` (bench_jobs.py: one-effect
+jobs per second through the queue with 2 workers, against bare sandbox spawns and a loop of `dal run`).
 
 Times are CPU time of the measuring process (`time.process_time`), medians over interleaved repeats,
 so that other load on the machine disturbs a ratio less than it disturbs a wall clock. Cold start is
@@ -40,7 +41,7 @@ sys.path.insert(0, str(HERE))
 
 import programs  # noqa: E402 - bench/ is on the path just above
 
-SECTIONS = ("programs", "cold", "parse", "steps", "effects", "journal", "store", "receipts", "memory")
+SECTIONS = ("programs", "cold", "parse", "steps", "effects", "journal", "store", "receipts", "memory", "jobs")
 PEERS = {"asteval": "asteval", "starlark": "starlark"}  # peer -> PyPI package (pure-Python Starlark)
 
 # name -> (target, unit): ratios are "at most"
@@ -562,6 +563,7 @@ def main(argv: list[str] | None = None) -> int:
         "store": lambda a: relay("bench_store.py", "Store checks on open"),
         "receipts": section_receipts,
         "memory": section_memory,
+        "jobs": lambda a: relay("bench_jobs.py", "Jobs per second through the queue (issue 17)"),
     }
     for name in SECTIONS:
         if name in wanted:

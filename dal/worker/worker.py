@@ -140,7 +140,7 @@ class Worker:
     # -- the loop ------------------------------------------------------------------------------------
 
     def _loop(self) -> None:
-        next_beat = 0.0
+        next_beat = next_chores = 0.0
         while True:
             exited = self._reap()
             if self.draining:
@@ -161,7 +161,9 @@ class Worker:
                         self._beat(q, now)
                         next_beat = now + self.lease / 3
                     if not self.draining:
-                        self._chores(q, now)
+                        if now >= next_chores:
+                            self._chores(q, now)
+                            next_chores = now + min(self.poll, 1.0)
                         while (len(self.children) + len(claimed) < self.concurrency
                                and (self.max_jobs is None or self.claimed < self.max_jobs)):
                             job = q.claim(owner=self.id, queues=self.queues, host=self.host, lease=self.lease, now=now)
@@ -368,20 +370,29 @@ class Worker:
 
 def warm() -> None:
     """Import and prepare, once in the parent, what every run of a job uses, so that a forked child starts
-    running at once: the runner, the shell parser and checker, the executor and the sandbox probe."""
+    running at once: one real run of a one-effect script in a scratch workspace and store (the parser's
+    tables, the compiler, the runner, the shell parser and checker, the executor, the sandbox probe, the
+    store's schema and the receipt writers), then a frozen heap shared with every child."""
+    import ctypes  # noqa: F401 - _die_with, in every child
     import gc
+    import shutil
+    import tempfile
 
-    import dal.receipts.files  # noqa: F401
-    import dal.receipts.render  # noqa: F401
+    import dal.receipts.render  # noqa: F401 - routing's next-step text
     import dal.runner.journal  # noqa: F401
-    import dal.runner.runner  # noqa: F401
-    from dal.effects import Policy, check_command, sandbox_status
+    from dal.effects import Policy
+    from dal.runner.runner import RunnerError, RunRequest, execute
 
+    scratch = Path(tempfile.mkdtemp(prefix="dal-worker-warm-"))
     try:
-        check_command("echo warm", Policy.load(Path("/")))  # the shell parser and its tables
-    except Exception:  # noqa: BLE001 - only warming
-        pass
-    sandbox_status()
+        script = scratch / "warm.dal"
+        script.write_text('let r = run("true")\nprint(r.ok)\n', encoding="utf-8")
+        execute(RunRequest(script=script, workspace=scratch, policy=Policy.load(scratch), key="warm",
+                           store=scratch / "dal.db", write=lambda text: None, handle_signals=False))
+    except (RunnerError, OSError, ValueError):
+        pass  # only warming: a real run says what is wrong
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     gc.collect()
     gc.freeze()  # what the parent built stays shared with every child (copy-on-write)
 
