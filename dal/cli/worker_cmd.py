@@ -48,14 +48,15 @@ def moment(text: str) -> float:
     return when.timestamp() if when.tzinfo else when.astimezone().timestamp()
 
 
-def _store_flags(p: argparse.ArgumentParser, *, workspace: bool = True) -> None:
+def _store_flags(p: argparse.ArgumentParser, *, workspace: bool = True, json_flag: bool = True) -> None:
     p.add_argument("--store", type=Path, default=None, metavar="PATH",
                    help="the run store holding the queue (default: $DAL_STORE, else WORKSPACE/.dal/dal.db)")
     if workspace:
         p.add_argument("--workspace", type=Path, default=None, metavar="DIR",
                        help="the workspace whose store to use (default: the nearest folder, from the current "
                        "directory up, with a dal.toml or a .dal/ folder; else the current directory)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    if json_flag:
+        p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
 def _job_flags(p: argparse.ArgumentParser) -> None:
@@ -124,7 +125,7 @@ def register(sub: Any) -> None:
     w.add_argument("--until-idle", action="store_true",
                    help="exit once no job of its queues is ready, scheduled or running")
     w.add_argument("--max-jobs", type=positive_int, default=None, metavar="N", help="claim at most N jobs, then exit")
-    _store_flags(w)
+    _store_flags(w, json_flag=False)
     w.set_defaults(func=cmd_worker)
 
     j = sub.add_parser("jobs", help="list jobs, newest first",
