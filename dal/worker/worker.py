@@ -384,6 +384,8 @@ def warm() -> None:
     from dal.runner.runner import RunnerError, RunRequest, execute
 
     scratch = Path(tempfile.mkdtemp(prefix="dal-worker-warm-"))
+    # The test-only hooks (a crash, a store fault at the Nth write) are for the jobs' runs, not this one.
+    hooks = {k: os.environ.pop(k) for k in ("DAL_TEST_CRASH_AT", "DAL_TEST_STORE_FAULT") if k in os.environ}
     try:
         script = scratch / "warm.dal"
         script.write_text('let r = run("true")\nprint(r.ok)\n', encoding="utf-8")
@@ -392,6 +394,7 @@ def warm() -> None:
     except (RunnerError, OSError, ValueError):
         pass  # only warming: a real run says what is wrong
     finally:
+        os.environ.update(hooks)
         shutil.rmtree(scratch, ignore_errors=True)
     gc.collect()
     gc.freeze()  # what the parent built stays shared with every child (copy-on-write)

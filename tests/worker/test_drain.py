@@ -43,3 +43,25 @@ def test_sigterm_drains_the_worker_and_another_finishes_its_jobs(queue: Queue) -
         assert q.lines(f"{name}.txt") == [str(i) for i in range(10)], name
     statuses = [r["status"] for r in q.check_store()]
     assert statuses.count("interrupted") == 2 and statuses.count("completed") == 3
+
+
+def test_cancelling_a_running_job_stops_its_run_and_keeps_the_operations_journal(queue: Queue) -> None:
+    q = queue
+    q.write("left.dal", script("left"))
+    assert q.cli("submit", "left.dal").code == 0
+    w = q.worker("--lease", "1")
+    q.wait_for(lambda: len(q.lines("left.txt")) >= 2, 30, "the job to start")
+    r = q.cli("job", "cancel", "1", "--note", "wrong day")
+    assert r.code == 0 and "its run stops at its next effect" in r.out
+    q.wait_for(lambda: "no longer this worker's" in q.logs(), 30, "the run to stop")
+    stopped = len(q.lines("left.txt"))
+    time.sleep(0.5)
+    assert len(q.lines("left.txt")) == stopped < 10  # nothing ran after the cancel took hold
+    assert q.job(1)["state"] == "cancelled" and q.job(1)["note"] == "wrong day"
+    # The operation is not over: a new job of the key continues its journal, and nothing runs twice.
+    again = q.cli("submit", "left.dal")
+    assert again.code == 0 and "submitted job 2" in again.out
+    q.wait_for(lambda: q.job(2)["state"] == "done", 60, "the new job to finish")
+    w.send_signal(signal.SIGTERM)
+    assert w.wait(30) == 0
+    assert q.lines("left.txt") == [str(i) for i in range(10)]
