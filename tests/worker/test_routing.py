@@ -2,8 +2,9 @@
 
 Every class: none → done; resume (the run's process died) → ready at once, and a crash loop backs off;
 replay → scheduled with backoff, dead after max attempts; inspect, repair, rejected → parked until
-`dal job retry`; escalate (an approval, an uncertain effect) → waiting, woken by `dal approve` and
-`dal resolve`. A worker never decides for a person: the waiting jobs stay waiting until one does."""
+`dal job retry`; escalate (an approval, an uncertain effect) → waiting, woken by `dal approve`,
+`dal deny` and `dal resolve`. A worker never decides for a person: a waiting job stays waiting until one
+does."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ def test_every_retry_class_routes_its_job(queue: Queue) -> None:
     q.write("repair.dal", 'let n = 1\nrun("cat input.txt")\nprint(n + "x")\n')
     q.write("rejected.dal", 'print("fine for now")\n')
     q.write("approve.dal", 'run("echo report | tee -a outbox.txt")\n')
+    q.write("deny.dal", 'let r = run("echo spam | tee -a outbox.txt")\nrun("echo " + r.status + " >> denied.txt")\n')
     q.write("own.dal", 'run("cat input.txt")\nfail({"retry": "escalate", "blocker": "a person must look"})\n')
     q.write("append.dal", 'run("echo once >> app.txt")\n')
     q.write("loop.dal", 'run("cat input.txt")\n')
@@ -37,6 +39,7 @@ def test_every_retry_class_routes_its_job(queue: Queue) -> None:
     repair = submit(q, "repair.dal", "--key", "repair")
     rejected = submit(q, "rejected.dal", "--key", "rejected")
     approve = submit(q, "approve.dal", "--key", "send", "--require-approval=tee")
+    deny = submit(q, "deny.dal", "--key", "spam", "--require-approval=tee")
     own = submit(q, "own.dal", "--key", "own")
     append = submit(q, "append.dal", "--key", "append", "--queue", "crashy")
     loop = submit(q, "loop.dal", "--key", "loop", "--queue", "loop")
@@ -56,6 +59,7 @@ def test_every_retry_class_routes_its_job(queue: Queue) -> None:
         assert jobs[job]["state"] == "parked" and jobs[job]["last_retry"] == retry, jobs[job]
     assert jobs[rejected]["last_status"] == "rejected"
     assert jobs[approve]["state"] == "waiting" and "dal approve" in jobs[approve]["note"]
+    assert jobs[deny]["state"] == "waiting"
     assert jobs[own]["state"] == "waiting" and "a person must look" in jobs[own]["note"]
     # Killed after its append ran and before its result was journaled: resumed at once, then held.
     assert jobs[append]["state"] == "waiting" and jobs[append]["attempts"] == 2
@@ -74,6 +78,7 @@ def test_every_retry_class_routes_its_job(queue: Queue) -> None:
     r = q.cli("approve", "send")
     assert r.code == 0, r.err
     assert q.job(approve)["state"] == "ready"
+    assert q.cli("deny", "spam", "--note", "not ours").code == 0 and q.job(deny)["state"] == "ready"
     r = q.cli("resolve", "append", "--as", "done", "--note", "the line is in app.txt")
     assert r.code == 0, r.err
     assert q.job(append)["state"] == "ready"
@@ -85,6 +90,7 @@ def test_every_retry_class_routes_its_job(queue: Queue) -> None:
     assert again.wait(60) == 0, q.logs()
     jobs = q.jobs()
     assert jobs[approve]["state"] == "done" and jobs[append]["state"] == "done" and jobs[rejected]["state"] == "done"
+    assert jobs[deny]["state"] == "done" and q.lines("denied.txt") == ["denied"]  # the script saw the denial
     assert jobs[own]["state"] == "waiting"  # nobody decided anything about it
     assert q.lines("outbox.txt") == ["report"] and q.lines("app.txt") == ["once"]
     q.check_store()
