@@ -21,7 +21,8 @@ from pathlib import Path
 
 from dal.effects import EffectContext, Policy
 from dal.eval.runtime import Runtime
-from dal.receipts import Store, new_run_id, utc_timestamp
+from dal.receipts.ids import new_run_id, utc_timestamp
+from dal.receipts.store import Store
 from dal.runner.effects import EffectHandler
 from dal.runner.runner import _BeginFirst
 from dal.syntax.ast import Span

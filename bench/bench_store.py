@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from dal.receipts import Store
 from dal.receipts import store as store_module
+from dal.receipts.store import Store
 
 
 def receipt(i: int) -> dict:

@@ -100,10 +100,10 @@ def dal_time(checked: Any, *, count_steps: bool = True, recorder: Any = None) ->
 
     This is `Engine.compile` + run, with the compiler's bench-only `count_steps` switch exposed.
     """
+    from dal.core.stack import in_big_stack
     from dal.eval.builtins import BUILTINS
     from dal.eval.compiler import Compiler
     from dal.eval.runtime import Runtime
-    from dal.stack import in_big_stack
 
     rt = Runtime(max_steps=10**15, write=lambda s: None)
     rt.recorder = recorder
@@ -338,7 +338,7 @@ def _front_end(source: str) -> tuple[float, float, float]:
 
 
 def section_parse(args: argparse.Namespace) -> None:
-    from dal.stack import in_big_stack
+    from dal.core.stack import in_big_stack
     from dal.syntax.parser import parse
 
     say("## Parse time: scripts of 15,000 to 200,000 statements, CPU time, median")
@@ -352,7 +352,7 @@ def section_parse(args: argparse.Namespace) -> None:
     # collector's way. Each repeat starts from a clean heap (unfreeze, collect).
     import gc
 
-    from dal import gcpause
+    from dal.core import gcpause
 
     gcpause.keep_frozen = True
     say("| statements | lines | DAL parse | per statement | resolve | compile | `ast.parse` | parse / ast.parse |")

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-_API = ("run", "resume", "approve", "deny", "resolve_effect", "receipts", "receipt", "check", "Receipt", "Diagnostic",
-        "DalUsageError", "DalStoreError")
+_API = ("run", "resume", "approve", "deny", "resolve_effect", "list_receipts", "receipt", "check", "Receipt",
+        "Diagnostic", "DalUsageError", "DalStoreError")
 
 __all__ = ["__version__", *_API]
 
@@ -30,4 +30,14 @@ def __getattr__(name: str) -> Any:
         from dal import api
 
         return getattr(api, name)
+    if name == "receipts":
+        # The listing function's old name, which is also the name of the package dal.receipts: once that
+        # package is imported (any run imports it), `dal.receipts` is the package, so this works only
+        # before. Use dal.list_receipts.
+        import warnings
+
+        warnings.warn("dal.receipts(...) is deprecated: use dal.list_receipts(...)", DeprecationWarning, stacklevel=2)
+        from dal import api
+
+        return api.list_receipts
     raise AttributeError(f"module 'dal' has no attribute {name!r}")

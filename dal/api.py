@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from dal.errors import DalError
+from dal.core.errors import DalError
 
 __all__ = [
     "resolve_effect",
@@ -31,7 +31,7 @@ __all__ = [
     "approve",
     "check",
     "deny",
-    "receipts",
+    "list_receipts",
     "resume",
     "run",
 ]
@@ -90,7 +90,7 @@ class Diagnostic:
 
 def check(source: str, *, filename: str = "<string>") -> list[Diagnostic]:
     """Parse and resolve `source` without running it: every error and warning, located."""
-    from dal.diagnostics import render
+    from dal.core.diagnostics import render
     from dal.eval.interpreter import check_source
 
     if not isinstance(source, str):
@@ -146,7 +146,7 @@ def _policy_args(policy: Any) -> dict[str, Any]:
 def _workspace(workspace: str | os.PathLike[str] | None) -> Path:
     """`workspace`, else the one found from the current directory as `dal run` finds it (the nearest
     folder with a dal.toml or a .dal/ folder, else the current directory)."""
-    from dal.workspace import find_workspace
+    from dal.runner.workspace import find_workspace
 
     ws = find_workspace(workspace).path
     if not ws.is_dir():
@@ -200,7 +200,7 @@ def run(
             raise DalUsageError(f"no such script: {path}")
         script, source = path, None
     elif isinstance(source_or_path, str):
-        from dal.jsontext import surrogate_at
+        from dal.core.jsontext import surrogate_at
 
         at = surrogate_at(source_or_path)
         if at is not None:  # it could not be kept as a UTF-8 file, as a script file holding one could not be read
@@ -216,7 +216,7 @@ def run(
         script = ws / ".dal" / "scripts" / (filename or f"{digest}.dal")
         script.parent.mkdir(parents=True, exist_ok=True)
         if not script.exists() or script.read_text(encoding="utf-8") != source_or_path:
-            from dal.fsutil import atomic_write_text
+            from dal.core.fsutil import atomic_write_text
 
             atomic_write_text(script, source_or_path)
         source = None
@@ -249,7 +249,7 @@ def _memory(max_memory: int | str | None) -> dict[str, int]:
         return {}
     import argparse
 
-    from dal.cli.argtypes import memory_size
+    from dal.runner.options import memory_size
 
     if isinstance(max_memory, bool) or not isinstance(max_memory, int | str):
         raise DalUsageError("max_memory must be a number of bytes or a size such as \"512M\"")
@@ -282,7 +282,7 @@ def _raise_for(e: Exception) -> Any:
 
 
 def _open(store: str | os.PathLike[str] | None, workspace: str | os.PathLike[str] | None, readonly: bool) -> Any:
-    from dal.receipts import NoStore, Store, StoreError
+    from dal.receipts.store import NoStore, Store, StoreError
 
     ws = _workspace(workspace)
     try:
@@ -293,7 +293,7 @@ def _open(store: str | os.PathLike[str] | None, workspace: str | os.PathLike[str
         raise DalStoreError(str(e)) from None
 
 
-def receipts(
+def list_receipts(
     *,
     workspace: str | os.PathLike[str] | None = None,
     store: str | os.PathLike[str] | None = None,
@@ -303,7 +303,7 @@ def receipts(
     limit: int | None = 50,
 ) -> list[Receipt]:
     """Stored run receipts, newest first (runs that died before writing one are left out)."""
-    from dal.receipts import StoreError
+    from dal.receipts.store import StoreError
 
     try:
         with _open(store, workspace, readonly=True) as db:
@@ -326,7 +326,7 @@ def receipt(
     ref: str, *, workspace: str | os.PathLike[str] | None = None, store: str | os.PathLike[str] | None = None
 ) -> Receipt:
     """One receipt by run id, unique prefix, operation key, or `latest` (as `dal receipt show`)."""
-    from dal.receipts import RunNotFound, StoreError
+    from dal.receipts.store import RunNotFound, StoreError
 
     try:
         with _open(store, workspace, readonly=True) as db:
@@ -341,7 +341,7 @@ def _decide(
     run_id: str, decision: str, effect: int | None, note: str | None, who: str | None,
     workspace: Any, store: Any,
 ) -> dict[str, Any]:
-    from dal.receipts import StoreError
+    from dal.receipts.store import StoreError
     from dal.runner.decisions import DecisionRefused, decide
 
     try:
@@ -397,7 +397,7 @@ def resume(
     it, as a dict of flags (`allow_run`, `allow_read`, `allow_write`, `allow_net`, `require_approval`,
     `allow_env`); what they add is recorded in the receipt (`policy.added`). `unsandboxed_as_root`
     is never taken from the run (say it again here, as for run())."""
-    from dal.receipts import StoreError
+    from dal.receipts.store import StoreError
     from dal.runner.decisions import launch_of
     from dal.runner.runner import find_run
 

@@ -20,7 +20,7 @@ os.environ["DAL_VALIDATE_RECEIPTS"] = "1"
 
 @pytest.fixture(scope="session", autouse=True)
 def _workspace_ceiling(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Workspace discovery (dal/workspace.py) walks up from a test's folder; it stops at pytest's base
+    """Workspace discovery (dal/runner/workspace.py) walks up from a test's folder; it stops at pytest's base
     temporary folder, so that a marker left above it (another suite's `.dal/`) cannot change a test."""
     os.environ["DAL_CEILING_DIRECTORIES"] = str(tmp_path_factory.getbasetemp())
 
@@ -57,7 +57,7 @@ class Dal:
     """Run DAL source in-process (fast) or the `dal` command in a subprocess."""
 
     def run(self, source: str, filename: str = "test.dal", *, max_steps: int = 1_000_000) -> Ran:
-        from dal.diagnostics import render
+        from dal.core.diagnostics import render
         from dal.eval.interpreter import Engine, check_source
         from dal.eval.runtime import Runtime
 

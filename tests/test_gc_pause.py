@@ -1,4 +1,4 @@
-"""The collector is paused while a script is built (dal/gcpause.py), and a process that goes on running
+"""The collector is paused while a script is built (dal/core/gcpause.py), and a process that goes on running
 scripts (the API, the REPL, a test suite) still frees each finished one as soon as Python would."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import gc
 import threading
 import tracemalloc
 
-from dal import gcpause
+from dal.core import gcpause
 
 # A 16 MB string in a global, and a function: the globals, the function and the compiled code refer
 # to each other, so only the cycle collector frees them.

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dal.errors import DalError, DalSyntaxError, InternalError
+from dal.core.errors import DalError, DalSyntaxError, InternalError
 from dal.eval.interpreter import Engine, check_source
 from dal.eval.runtime import Runtime
 from dal.syntax import ast
@@ -516,7 +516,7 @@ def exercise(source: str, max_steps: int = 2000) -> None:
     outcome = Engine(Runtime(max_steps=max_steps, timeout=5, write=out.append)).execute(checked)
     if outcome.error is not None:
         assert not isinstance(outcome.error, InternalError), outcome.error.message
-        from dal.diagnostics import render
+        from dal.core.diagnostics import render
 
         render(outcome.error)  # rendering never fails either
 

@@ -1,4 +1,4 @@
-"""dal/records.py's plain classes behave as the attrs classes they replaced on the start-up path: the same
+"""dal/core/records.py's plain classes behave as the attrs classes they replaced on the start-up path: the same
 repr, equality, hashing, immutability, copies and evolve()."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pickle
 import attrs
 import pytest
 
+from dal.core.records import FrozenRecord, Record, ValueRecord
 from dal.effects import EffectContext, Policy
 from dal.eval.interpreter import Outcome
-from dal.records import FrozenRecord, Record, ValueRecord
 from dal.resolve.resolver import ModuleState
 
 

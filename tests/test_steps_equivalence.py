@@ -34,13 +34,13 @@ from typing import Any
 
 import pytest
 
+from dal.core.stack import in_big_stack
 from dal.eval import interpreter
 from dal.eval import runtime as runtime_mod
 from dal.eval.compiler import Compiler
 from dal.eval.interpreter import Engine, check_source
 from dal.eval.runtime import Runtime
 from dal.eval.values import Builtin, Function
-from dal.stack import in_big_stack
 
 EXPECTED = Path(__file__).with_name("steps_equivalence.json")
 CHECK_EVERY_VALUES = (1, 2, 3, 5, 8)

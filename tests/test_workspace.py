@@ -1,4 +1,4 @@
-"""Workspace discovery (dal/workspace.py): the nearest enclosing folder with a dal.toml or a .dal/ folder,
+"""Workspace discovery (dal/runner/workspace.py): the nearest enclosing folder with a dal.toml or a .dal/ folder,
 as git and cargo find theirs; `--workspace` wins; none found is the current directory."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dal.workspace import CEILING_ENV, find_workspace
+from dal.runner.workspace import CEILING_ENV, find_workspace
 
 
 @pytest.fixture

@@ -69,8 +69,8 @@ def register(sub: Any) -> None:
     r.add_argument("--json", action="store_true", help="print the recorded decision as JSON")
     r.set_defaults(func=cmd_decide, decision=None)
 
-    from dal.cli.policy_cmd import add_policy_flags
     from dal.cli.run_cmd import add_run_flags
+    from dal.runner.options import add_policy_flags
 
     s = sub.add_parser(
         "resume",
@@ -99,7 +99,7 @@ def _die(message: str, code: int = EXIT_USAGE) -> int:
 
 
 def _workspace(args: argparse.Namespace) -> Path:
-    from dal.workspace import find_workspace
+    from dal.runner.workspace import find_workspace
 
     return find_workspace(args.workspace).path
 

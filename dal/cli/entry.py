@@ -35,11 +35,11 @@ def _interrupted_while_starting(signum: int, frame: object) -> None:
 def command_started(*, one_shot: bool = False) -> None:
     """A command is about to run: Ctrl-C is a KeyboardInterrupt from here on. `one_shot`: the command
     builds one script (or checks a few) and exits, so what it builds may stay out of the garbage
-    collector's way for good (dal/gcpause.py); not the REPL or `dal test`, which run one after another."""
+    collector's way for good (dal/core/gcpause.py); not the REPL or `dal test`, which run one after another."""
     if _installed:
         _signal.signal(_signal.SIGINT, _signal.default_int_handler)
         if one_shot:
-            from dal import gcpause
+            from dal.core import gcpause
 
             gcpause.keep_frozen = True
 

@@ -7,7 +7,6 @@ Exit codes of `dal run`: 0 completed or skipped, 1 failed, 2 rejected or usage e
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from pathlib import Path
@@ -68,16 +67,6 @@ class _Parser(argparse.ArgumentParser):
         return self.formatter_class(prog=self.prog, width=_terminal_columns() - 2)
 
 
-def _optional(module: str) -> Any:
-    """Subcommands that live in other modules register themselves if present."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        if e.name and module.startswith(e.name.split(".")[0]) and e.name != module:
-            raise
-        return None
-
-
 # `dal check` and `dal fmt` need only the parser and the resolver, and `dal run` needs none of the other
 # commands: asked for by name, they register only themselves (check and fmt both), so a cold start does
 # not import the other commands' modules (the REPL, the decisions, the receipt views).
@@ -103,11 +92,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     if only != "run":  # check and fmt import nothing, but each parser costs argparse's gettext look-ups
         _register_check_and_fmt(sub)
 
-    others = ("dal.cli.policy_cmd", "dal.cli.receipts_cmd", "dal.cli.durable_cmd", "dal.cli.repl_cmd",
-              "dal.cli.test_cmd", "dal.cli.worker_cmd")
-    for name in () if only is not None else others:
-        mod = _optional(name)
-        if mod is not None and hasattr(mod, "register"):
+    if only is None:
+        from dal.cli import durable_cmd, policy_cmd, receipts_cmd, repl_cmd, test_cmd, worker_cmd
+
+        for mod in (policy_cmd, receipts_cmd, durable_cmd, repl_cmd, test_cmd, worker_cmd):
             mod.register(sub)
     return p
 
@@ -161,7 +149,7 @@ def _die(message: str, code: int = EXIT_USAGE) -> Any:
 def _cmd_check(args: argparse.Namespace) -> int:
     import json
 
-    from dal.diagnostics import render, want_color
+    from dal.core.diagnostics import render, want_color
     from dal.eval.interpreter import check_source
 
     color = want_color(sys.stderr)
@@ -198,8 +186,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_fmt(args: argparse.Namespace) -> int:
-    from dal.diagnostics import render, want_color
-    from dal.errors import DalError
+    from dal.core.diagnostics import render, want_color
+    from dal.core.errors import DalError
     from dal.syntax.format import format_source
 
     changed = 0
@@ -216,7 +204,7 @@ def _cmd_fmt(args: argparse.Namespace) -> int:
                 sys.stderr.write(f"{path}: would reformat\n")
         elif args.write:
             if out != source:
-                from dal.fsutil import atomic_write_text
+                from dal.core.fsutil import atomic_write_text
 
                 atomic_write_text(path, out)
                 sys.stderr.write(f"{path}: reformatted\n")
@@ -238,10 +226,10 @@ def main(argv: list[str] | None = None) -> int:
     command: Any = None
     if not argv:
         if sys.stdin.isatty() and sys.stdout.isatty():
-            repl = _optional("dal.cli.repl_cmd")
-            if repl is not None:
-                args = parser.parse_args(["repl"])
-                command = repl.run_repl
+            from dal.repl.main import run_repl
+
+            args = parser.parse_args(["repl"])
+            command = run_repl
         if command is None:
             parser.print_help()
             return EXIT_USAGE

@@ -87,7 +87,7 @@ def register(subparsers: Any) -> tuple[argparse.ArgumentParser, argparse.Argumen
 
 
 def _open(args: argparse.Namespace) -> Store:
-    from dal.workspace import find_workspace  # the workspace found as `dal run` finds it
+    from dal.runner.workspace import find_workspace  # the workspace found as `dal run` finds it
 
     workspace = find_workspace(getattr(args, "workspace", None)).path
     return Store(store_path(getattr(args, "store", None), workspace), readonly=True)

@@ -7,8 +7,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dal.cli.argtypes import memory_size, positive_int, seconds
-from dal.cli.policy_cmd import add_policy_flags, policy_from_args, workspace_from_args
+from dal.runner.options import (
+    add_policy_flags,
+    memory_size,
+    policy_from_args,
+    positive_int,
+    seconds,
+    workspace_from_args,
+)
 
 
 def add_run_flags(p: argparse.ArgumentParser) -> None:
@@ -164,8 +170,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def run_and_report(args: argparse.Namespace, req: Any) -> int:
-    from dal.diagnostics import render, want_color
-    from dal.jsontext import dumps
+    from dal.core.diagnostics import render, want_color
+    from dal.core.jsontext import dumps
     from dal.runner.runner import RunnerError, execute
 
     warn_sandbox(req, args.quiet or args.json)

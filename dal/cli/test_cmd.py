@@ -62,10 +62,10 @@ def _indent(text: str, pad: str = "    ") -> str:
 def run_tests(args: argparse.Namespace) -> int:
     import os
 
-    from dal.diagnostics import render, want_color
+    from dal.core.diagnostics import render, want_color
     from dal.effects.policy import PolicyError, env_names
+    from dal.runner.workspace import find_workspace
     from dal.testing.harness import DEFAULT_GLOBS, NoTests, discover, run_test_file
-    from dal.workspace import find_workspace
 
     try:
         allow_env = env_names(args.allow_env)

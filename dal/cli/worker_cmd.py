@@ -16,8 +16,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dal.cli.argtypes import memory_size, positive_int, seconds
-from dal.cli.policy_cmd import add_policy_flags, policy_from_args, workspace_from_args
+from dal.runner.options import (
+    add_policy_flags,
+    memory_size,
+    policy_from_args,
+    positive_int,
+    seconds,
+    workspace_from_args,
+)
 
 EXIT_NOT_FOUND, EXIT_USAGE = 1, 2
 DEFAULT_MAX_ATTEMPTS = 5
@@ -240,7 +246,7 @@ def _prepare(args: argparse.Namespace, *, schedule: bool = False) -> tuple[dict[
     for a bad flag, a policy error or a script that does not parse (nothing is recorded then)."""
     from dal.cli.main import read_script
     from dal.cli.run_cmd import policy_args_of
-    from dal.diagnostics import render, want_color
+    from dal.core.diagnostics import render, want_color
     from dal.effects import PolicyError
     from dal.eval.interpreter import check_source
     from dal.worker.keys import KeyProblem, literal_key

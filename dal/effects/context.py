@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from dal.records import FrozenRecord
+from dal.core.records import FrozenRecord
 
 if TYPE_CHECKING:
     from dal.effects.policy import Policy

@@ -19,8 +19,8 @@ import signal
 import time
 from collections.abc import Callable
 
+from dal.core.records import FrozenRecord
 from dal.effects.policy import Policy
-from dal.records import FrozenRecord
 
 __all__ = ["CommandLimits", "Cgroup", "describe_signal_limit", "format_bytes"]
 

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dal.digest import sha256
-from dal.records import FrozenRecord
+from dal.core.digest import sha256
+from dal.core.records import FrozenRecord
 
 __all__ = [
     "Policy", "PolicyError", "ProgramRule", "EFFECT_CLASSES", "TRUSTED_PATH", "PROTECTED_NAMES", "HARMLESS_ENV",

@@ -142,7 +142,7 @@ _UNQUOTED_BAD = {
 }
 
 
-def _describe(node: tree_sitter.Node) -> str:
+def describe_error(node: tree_sitter.Node) -> str:
     if node.type == "command_substitution" and _text(node).startswith(b"`"):
         return "command substitution with backticks"
     if node.type == "test_command" and _text(node).startswith(b"[["):
@@ -156,7 +156,7 @@ def _describe(node: tree_sitter.Node) -> str:
 
 
 def _deny(node: tree_sitter.Node) -> ShellDenied:
-    return ShellDenied(_describe(node))
+    return ShellDenied(describe_error(node))
 
 
 # A word that bash treats like an assignment (`NAME=value`, also as a command's argument outside posix
@@ -475,7 +475,7 @@ def _parse(command: str) -> CommandList:
         elif child.type == ";":
             tokens.append(";")
         else:
-            raise ShellDenied(f"{child.type} separator" if child.type == "&" else _describe(child))
+            raise ShellDenied(f"{child.type} separator" if child.type == "&" else describe_error(child))
     plan = _assemble(tokens)
     _check_newlines(root, src)
     _check_coverage(root, src)

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
-from dal.errors import DalRuntimeError, DalTypeError
+from dal.core.errors import DalRuntimeError, DalTypeError
+from dal.core.jsontext import surrogate_at
 from dal.eval.runtime import FailSignal, FinishSignal, Runtime
 from dal.eval.values import (
     MAX_INT_DIGITS,
@@ -31,7 +32,6 @@ from dal.eval.values import (
     type_name,
     with_article,
 )
-from dal.jsontext import surrogate_at
 
 BUILTINS: dict[str, Builtin] = {}
 

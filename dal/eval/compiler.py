@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dal.errors import (
+from dal.core.errors import (
     BudgetExhausted,
     DalError,
     DalNameError,

@@ -9,15 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dal.errors import BudgetExhausted, DalError, DalRuntimeError, DalSyntaxError, InternalError, Interrupted
+from dal.core.errors import BudgetExhausted, DalError, DalRuntimeError, DalSyntaxError, InternalError, Interrupted
+from dal.core.gcpause import gc_paused
+from dal.core.records import ValueRecord
+from dal.core.stack import in_big_stack
 from dal.eval.builtins import BUILTINS, arities
 from dal.eval.compiler import Compiler
 from dal.eval.runtime import FailSignal, FinishSignal, Runtime, SkipSignal, WaitSignal
 from dal.eval.values import Builtin, size_text
-from dal.gcpause import gc_paused
-from dal.records import ValueRecord
 from dal.resolve.resolver import ModuleState, Resolution, resolve
-from dal.stack import in_big_stack
 from dal.syntax import ast
 from dal.syntax.parser import parse
 

@@ -9,7 +9,7 @@ import math
 from itertools import islice
 from typing import Any
 
-from dal.errors import DalRuntimeError, DalTypeError
+from dal.core.errors import DalRuntimeError, DalTypeError
 from dal.eval.values import INT_LIMIT, a_type_name, dal_eq, int_overflow, quote, type_name
 
 __all__ = ["BINARY", "dal_eq", "get_field", "get_item", "iter_items", "neg", "set_item"]

@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from dal.errors import BudgetExhausted, DalRuntimeError, Interrupted
+from dal.core.errors import BudgetExhausted, DalRuntimeError, Interrupted
+from dal.core.records import Record
 from dal.eval.values import DEFAULT_MAX_MEMORY, Limits, size_text
-from dal.records import Record
 from dal.syntax.ast import Span
 
 CHECK_EVERY = 20_000  # steps between clock / interrupt checks

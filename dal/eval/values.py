@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from json.encoder import encode_basestring as _encode_str
 from typing import Any
 
-from dal.errors import BudgetExhausted, DalRuntimeError, DalTypeError
-from dal.jsontext import escape_surrogates
-from dal.records import Record
+from dal.core.errors import BudgetExhausted, DalRuntimeError, DalTypeError
+from dal.core.jsontext import escape_surrogates
+from dal.core.records import Record
 from dal.syntax.ast import Span
 
 # DAL integers have arbitrary precision: they convert to and from text at any length.

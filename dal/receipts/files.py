@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dal.fsutil import _mkstemp, atomic_write_text
-from dal.jsontext import dumps
+from dal.core.fsutil import atomic_write_text, mkstemp
+from dal.core.jsontext import dumps
 
 DEFAULT_RECEIPTS_DIR = Path(".dal") / "receipts"
 
@@ -35,7 +35,7 @@ def probe_receipts_dir(
     folder = receipts_dir(directory, workspace)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = _mkstemp(folder, ".probe.", ".tmp")
+        fd, probe = mkstemp(folder, ".probe.", ".tmp")
         try:
             os.write(fd, b"dal receipts probe\n")
         finally:
@@ -50,7 +50,7 @@ def probe_receipts_dir(
 
 def atomic_write(path: str | os.PathLike[str], text: str) -> Path:
     """Write `text` to `path` so that the file is always either the old one, absent, or whole, and the
-    rename survives a crash (dal.fsutil fsyncs the file and its folder)."""
+    rename survives a crash (dal.core.fsutil fsyncs the file and its folder)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, text)
@@ -59,7 +59,7 @@ def atomic_write(path: str | os.PathLike[str], text: str) -> Path:
 
 def receipt_json(receipt: dict[str, Any]) -> str:
     """The text of `<run_id>.json`: the receipt itself, indented for people, UTF-8, newline-terminated (a
-    lone surrogate in a string written as its JSON escape, see dal.jsontext)."""
+    lone surrogate in a string written as its JSON escape, see dal.core.jsontext)."""
     return dumps(receipt, indent=2) + "\n"
 
 
@@ -81,12 +81,3 @@ def write_receipt_files(
     md_path = atomic_write(folder / f"{run_id}.md", render_markdown(receipt))
     return json_path, md_path
 
-
-def __getattr__(name: str) -> Any:
-    # persist() and Persisted live in dal.receipts.saving: Persisted is a dataclass, and `dal run`, which
-    # writes its files through write_receipt_files() above, does not import dataclasses for it.
-    if name in ("Persisted", "persist"):
-        from dal.receipts import saving
-
-        return getattr(saving, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

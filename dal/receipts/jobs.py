@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from dal.receipts.jobs_schema import TERMINAL
-from dal.receipts.store import Store, StoreError, _describe, busy_timeout
+from dal.receipts.store import Store, StoreError, busy_timeout, describe_error
 
 T = TypeVar("T")
 
@@ -158,7 +158,7 @@ class JobQueue:
         try:
             return cls(connect(p), p)
         except sqlite3.Error as e:
-            raise _describe(e, p, "opening it") from None
+            raise describe_error(e, p, "opening it") from None
 
     def close(self) -> None:
         if self.conn is not None:
@@ -192,7 +192,7 @@ class JobQueue:
                         conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error as e:
-                raise _describe(e, self.path, doing) from None
+                raise describe_error(e, self.path, doing) from None
 
     def _read(self, doing: str, fn: Callable[[sqlite3.Connection], T], empty: T) -> T:
         def guarded(c: sqlite3.Connection) -> T:
@@ -206,7 +206,7 @@ class JobQueue:
             try:
                 return guarded(self.conn)
             except sqlite3.Error as e:
-                raise _describe(e, self.path, doing) from None
+                raise describe_error(e, self.path, doing) from None
 
     # -- submitting ----------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dal.jsontext import escape_surrogates
+from dal.core.jsontext import escape_surrogates
 from dal.receipts.render import (
     MAX_ARTIFACT_LINES,
     attempts_of,

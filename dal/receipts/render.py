@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from dal.jsontext import escape_surrogates
+from dal.core.jsontext import escape_surrogates
 
 MAX_EVIDENCE_LINES = 50
 MAX_ARTIFACT_LINES = 20

@@ -27,7 +27,7 @@ from typing import Any
 
 RETRY_CLASSES: tuple[str, ...] = ("none", "inspect", "resume", "repair", "replay", "escalate")
 
-# Error kinds (dal.errors) after which a person must look before anything reruns: the journal and the
+# Error kinds (dal.core.errors) after which a person must look before anything reruns: the journal and the
 # script disagree, or DAL itself failed. Editing the script is not the fix for either.
 INSPECT_KINDS = frozenset({"divergence", "internal"})
 

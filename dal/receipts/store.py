@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from dal.fsutil import _fsync_dir
-from dal.jsontext import dumps as _dumps
-from dal.jsontext import escape_surrogates as _utf8
+from dal.core.fsutil import fsync_dir
+from dal.core.jsontext import dumps as _dumps
+from dal.core.jsontext import escape_surrogates as _utf8
 from dal.receipts import storefile
 from dal.receipts.ids import RUN_ID_RE, utc_timestamp
 from dal.receipts.jobs_schema import MIGRATION as _JOBS_MIGRATION
@@ -130,7 +130,7 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     # A pid alone does not say whether the run's process still lives: once it dies its pid goes to the
     # next process. Its start time (clock ticks since boot, /proc/PID/stat field 22) and the boot it
-    # belongs to (/proc/sys/kernel/random/boot_id) do (dal.procinfo). NULL where the system does not say.
+    # belongs to (/proc/sys/kernel/random/boot_id) do (dal.core.procinfo). NULL where the system does not say.
     2: [
         "ALTER TABLE runs ADD COLUMN pid_start INTEGER",
         "ALTER TABLE runs ADD COLUMN boot_id TEXT",
@@ -212,7 +212,7 @@ def damaged(path: Path, what: str) -> StoreDamaged:
     return StoreDamaged(f"the run store {p} is damaged: {what}. DAL has not written to it.\n{steps}", p)
 
 
-def _describe(exc: BaseException, path: Path, doing: str) -> StoreError:
+def describe_error(exc: BaseException, path: Path, doing: str) -> StoreError:
     """Turn a SQLite error into a StoreError a user can act on."""
     if isinstance(exc, UnicodeError):
         return damaged(path, f"it holds text that is not valid UTF-8 (found while {doing})")
@@ -300,7 +300,7 @@ SCHEMA_DIGESTS = {
 
 def schema_digest(conn: sqlite3.Connection) -> str:
     """SHA-256 of the database's schema: every object's type, name, table and SQL text, in name order."""
-    from dal.digest import sha256
+    from dal.core.digest import sha256
 
     rows = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name").fetchall()
     return sha256(json.dumps(rows).encode("utf-8")).hexdigest()
@@ -436,9 +436,9 @@ class Store:
             except OSError:
                 if not self.path.exists():  # a filesystem without hard links: the old way, in place
                     os.replace(tmp, self.path)
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
         except OSError as e:
-            raise _describe(sqlite3.OperationalError(e.strerror or str(e)), self.path, "creating it") from None
+            raise describe_error(sqlite3.OperationalError(e.strerror or str(e)), self.path, "creating it") from None
         finally:
             self._conn = None
             if conn is not None:
@@ -581,7 +581,7 @@ class Store:
             self._conn.execute("ROLLBACK")
         except sqlite3.OperationalError as e:
             if "locked" not in str(e).lower() and "busy" not in str(e).lower():
-                raise _describe(e, self.path, "opening it") from None
+                raise describe_error(e, self.path, "opening it") from None
             holder = storefile.lock_holder(self.path)
             who = storefile.describe_process(holder) if holder else "another process"
             raise StoreLocked(
@@ -668,7 +668,7 @@ class Store:
         try:
             yield
         except (sqlite3.Error, UnicodeError) as e:
-            raise _describe(e, self.path, doing) from None
+            raise describe_error(e, self.path, doing) from None
 
     @contextmanager
     def _write(self, doing: str) -> Iterator[sqlite3.Connection]:
@@ -768,9 +768,9 @@ class Store:
     ) -> None:
         """Record that a run started (status `running`, no receipt yet), durably, before its first effect.
 
-        With the pid (default: this process) go its start time and the boot id (dal.procinfo), so that a
+        With the pid (default: this process) go its start time and the boot id (dal.core.procinfo), so that a
         later reader tells this process from another that got the same pid after it died."""
-        from dal.procinfo import identity
+        from dal.core.procinfo import identity
 
         pid = os.getpid() if pid is None else pid
         pid_start, boot = identity(pid)
@@ -910,7 +910,7 @@ class Store:
 
     def run_row(self, run_id: str) -> dict[str, Any] | None:
         """The summary row of `run_id` (as list_runs() gives it, plus `pid`, `pid_start` and `boot_id` (the
-        process that began it; see dal.procinfo.alive), the parsed `policy` and `resumed_by`, the newest run
+        process that began it; see dal.core.procinfo.alive), the parsed `policy` and `resumed_by`, the newest run
         that names it as previous_run), whether or not the run has a receipt yet; None when there is no such
         run."""
         # A reader of a version 1 store (readers never migrate) has no identity columns to read.

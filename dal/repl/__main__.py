@@ -1,5 +1,5 @@
 """`python -m dal.repl`: the REPL without the main CLI (its flags are those of `dal repl`)."""
 
-from dal.cli.repl_cmd import main
+from dal.repl.main import main
 
 raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""The DAL REPL: a prompt-toolkit session over one `dal.session.Session`.
+"""The DAL REPL: a prompt-toolkit session over one `dal.repl.session.Session`.
 
 The shape follows ptpython: Enter runs the input once the parser says it is complete and otherwise
 opens a continuation line; Ctrl-C at the prompt clears the line, Ctrl-C during an evaluation
@@ -29,7 +29,7 @@ from prompt_toolkit.lexers import PygmentsLexer
 from prompt_toolkit.output import Output
 from prompt_toolkit.styles import Style
 
-import dal
+from dal import __version__
 from dal.repl import completeness
 from dal.repl.completer import DalCompleter, builtin_signatures, builtins_table
 from dal.repl.lexer import KEYWORDS, DalLexer
@@ -137,14 +137,14 @@ class Repl:
 
     def _want_color(self) -> bool:
         try:
-            from dal.diagnostics import want_color
+            from dal.core.diagnostics import want_color
         except ImportError:
             return False
         return want_color(self.stdout)
 
     def banner(self) -> str:
         return (
-            f"DAL {dal.__version__} · workspace {self.workspace} · policy: {self.policy_summary}\n"
+            f"DAL {__version__} · workspace {self.workspace} · policy: {self.policy_summary}\n"
             "Type :help for help, Ctrl-D to leave."
         )
 
@@ -364,10 +364,10 @@ class Repl:
         return highlight(text, DalLexer(), TerminalFormatter()).rstrip("\n")
 
     def show_error(self, error: BaseException) -> None:
-        from dal.errors import DalError
+        from dal.core.errors import DalError
 
         if isinstance(error, DalError) and error.kind != "internal":
-            from dal.diagnostics import render
+            from dal.core.diagnostics import render
 
             self.write(render(error, color=self.color))
         else:

@@ -1,6 +1,6 @@
 """What `dal run` gives a script, given to a REPL session: `run()` under the policy, loop receipts.
 
-`Session` (dal/session.py) evaluates but, at the time of writing, leaves `run()` unconfigured and
+`Session` (dal/repl/session.py) evaluates but, at the time of writing, leaves `run()` unconfigured and
 keeps no loop receipts. Until it does, the REPL attaches the runner's own pieces to the session's
 runtime: an `EffectHandler` (same policy check and executor as `dal run`, no journal) and a
 `LoopRecorder`. `Session.reset()` makes a new runtime, so `attach()` runs again after every reset.
@@ -95,8 +95,11 @@ def save_session_receipt(session: Any, wiring: SessionWiring, workspace: Any, st
     import time
     from pathlib import Path
 
-    from dal.receipts import Store, derive_retry, new_run_id, utc_timestamp, write_receipt_files
-    from dal.runner.runner import SCHEMA, _artifact, default_store
+    from dal.receipts.files import write_receipt_files
+    from dal.receipts.ids import new_run_id, utc_timestamp
+    from dal.receipts.retry import derive_retry
+    from dal.receipts.store import Store
+    from dal.runner.runner import SCHEMA, artifact_of, default_store
 
     inputs = getattr(session, "_inputs", 0)
     if not inputs:
@@ -122,7 +125,7 @@ def save_session_receipt(session: Any, wiring: SessionWiring, workspace: Any, st
         "duration_ms": round((time.monotonic() - getattr(wiring, "t0", time.monotonic())) * 1000, 3),
         "steps": {"used": session.steps_used, "budget": session.max_steps},
         "effects": {"count": len(items), "budget": None, "items": items[:200], "omitted": max(0, len(items) - 200)},
-        "artifacts": [_artifact(ws, p) for p in writes],
+        "artifacts": [artifact_of(ws, p) for p in writes],
         "external_effect": external,
         "retry": derive_retry(status, external_effect=external),
         "blocker": None,

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from dal.errors import DalError, DalNameError, DalSyntaxError, DalTypeError
-from dal.gcpause import gc_paused
-from dal.records import Record, ValueRecord
+from dal.core.errors import DalError, DalNameError, DalSyntaxError, DalTypeError
+from dal.core.gcpause import gc_paused
+from dal.core.records import Record, ValueRecord
 from dal.syntax import ast
 
 # How a name is reached at run time.

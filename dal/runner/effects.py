@@ -27,10 +27,10 @@ if TYPE_CHECKING:
     from dal.effects import Decision, EffectContext, EffectResult
 
 from dal import effects as fx  # names resolved on first use: no shell parser until the first run()
-from dal.errors import BudgetExhausted, DivergenceError, Interrupted
+from dal.core.errors import BudgetExhausted, DivergenceError, Interrupted
+from dal.core.records import ValueRecord
 from dal.eval.runtime import Runtime, WaitSignal
 from dal.receipts.store import StoreError
-from dal.records import ValueRecord
 from dal.syntax.ast import Span
 
 EFFECT_ITEMS_CAP = 200

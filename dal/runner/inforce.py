@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from dal.core.records import ValueRecord
 from dal.effects.policy import Policy
-from dal.records import ValueRecord
 
 __all__ = ["ADDITIVE_FLAGS", "Adopted", "adopt", "additions_of", "protect_run", "receipt_policy", "stored_policy"]
 

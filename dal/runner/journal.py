@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dal.core.records import ValueRecord
 from dal.receipts.store import Store
-from dal.records import ValueRecord
 from dal.runner.effects import Prior
 
 NEW, RESUME, RETRY = "new", "resume", "retry"

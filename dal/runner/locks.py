@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dal.digest import sha256
+from dal.core.digest import sha256
 
 
 class KeyBusy(Exception):

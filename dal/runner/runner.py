@@ -19,25 +19,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dal.digest import sha256
+from dal.core.digest import sha256
+from dal.core.errors import DalError, DalRuntimeError, DivergenceError
+from dal.core.jsontext import surrogate_at
+from dal.core.records import ValueRecord
 from dal.effects import EffectContext, Policy, PolicyError
 from dal.effects.context import DEFAULT_EFFECT_TIMEOUT, DEFAULT_MAX_OUTPUT
-from dal.errors import DalError, DalRuntimeError, DivergenceError
 from dal.eval.interpreter import Engine, Outcome, check_source
 from dal.eval.runtime import Runtime, SkipSignal
 from dal.eval.values import DEFAULT_MAX_MEMORY, describe, quote
-from dal.jsontext import surrogate_at
-from dal.receipts import (
-    ReceiptSchemaError,
-    Store,
-    StoreError,
-    derive_retry,
-    new_run_id,
-    utc_timestamp,
-    write_receipt_files,
-)
 from dal.receipts.compact import compact
-from dal.records import ValueRecord
+from dal.receipts.files import write_receipt_files
+from dal.receipts.ids import new_run_id, utc_timestamp
+from dal.receipts.retry import derive_retry
+from dal.receipts.schema import ReceiptSchemaError
+from dal.receipts.store import Store, StoreError
 from dal.runner.effects import EffectHandler, rerunnable
 from dal.runner.inforce import Adopted, adopt, protect_run, receipt_policy, stored_policy
 from dal.runner.locks import KeyBusy, KeyLock
@@ -211,7 +207,7 @@ def _sha256_text(text: str) -> str:
     return sha256(text.encode("utf-8")).hexdigest()
 
 
-def _artifact(workspace: Path, rel: str) -> dict[str, Any]:
+def artifact_of(workspace: Path, rel: str) -> dict[str, Any]:
     p = Path(rel)
     full = p if p.is_absolute() else workspace / p
     try:
@@ -283,7 +279,7 @@ def crashed_receipt(
         "steps": {"used": 0, "budget": int(launch.get("max_steps") or 0)},
         "effects": {"count": len(items), "budget": launch.get("max_effects"), "items": items, "omitted": 0},
         "artifacts": [
-            _artifact(ws, w) for w in dict.fromkeys(w for i in items if i["status"] in done for w in i["writes"])
+            artifact_of(ws, w) for w in dict.fromkeys(w for i in items if i["status"] in done for w in i["writes"])
         ],
         "external_effect": "uncertain" if any(i["status"] == "uncertain" and i["class"] == "external"
                                               for i in items) else
@@ -667,7 +663,7 @@ def find_run(store: Store, ref: str) -> dict[str, Any]:
 
 def pid_alive(pid: Any) -> bool:
     """Whether some process has this pid (not necessarily the one that began a run: see run_alive)."""
-    from dal.procinfo import pid_exists
+    from dal.core.procinfo import pid_exists
 
     return pid_exists(pid)
 
@@ -675,7 +671,7 @@ def pid_alive(pid: Any) -> bool:
 def run_alive(row: dict[str, Any]) -> bool:
     """Whether the process that began the run in `row` (a Store.run_row()) still runs: its pid, its start
     time and boot id, so that a pid reused by another process does not read as the run still going."""
-    from dal.procinfo import alive
+    from dal.core.procinfo import alive
 
     return alive(row.get("pid"), row.get("pid_start"), row.get("boot_id"))
 
@@ -964,7 +960,7 @@ def _finish(
         attempts[{"resume": "resumes", "duplicate": "duplicates"}.get(run.kind, "new")] += 1
 
     finished = utc_timestamp()
-    artifacts = [_artifact(run.workspace, p) for p in (handler.writes if handler else {})]
+    artifacts = [artifact_of(run.workspace, p) for p in (handler.writes if handler else {})]
     receipt: dict[str, Any] = {
         "schema": SCHEMA,
         "run_id": run.run_id,

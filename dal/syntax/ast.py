@@ -15,6 +15,8 @@ from typing import Any
 
 import attrs
 
+from dal.core.spans import NO_SPAN, Span  # noqa: F401 - every node has one; ast.Span is the name in use
+
 
 class _Node:
     """What attrs would generate for a frozen class with `eq=True`, for every node at once."""
@@ -46,19 +48,6 @@ class _Node:
 _node = attrs.frozen(repr=False, eq=False, weakref_slot=False)
 
 
-@_node
-class Span(_Node):
-    """A source region: 1-based lines and columns, 0-based character offsets (end exclusive)."""
-
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    start: int
-    end: int
-
-
-NO_SPAN = Span(0, 0, 0, 0, 0, 0)
 
 
 def _span() -> Any:

@@ -14,8 +14,8 @@ from typing import Any
 
 import attrs
 
-from dal.errors import DalSyntaxError
-from dal.stack import in_big_stack
+from dal.core.errors import DalSyntaxError
+from dal.core.stack import in_big_stack
 from dal.syntax import ast
 from dal.syntax.parser import parse
 

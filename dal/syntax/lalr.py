@@ -87,7 +87,7 @@ def shipped_tables() -> dict[str, Any]:
 
 def load_tables() -> dict[str, Any]:
     """The shipped tables, or tables built now (with Lark) if the grammar changed since they were made."""
-    from dal.paths import grammar_path
+    from dal.core.paths import grammar_path
 
     shipped = shipped_tables()
     try:

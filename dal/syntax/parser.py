@@ -14,8 +14,8 @@ import sys
 from functools import lru_cache
 from typing import Any
 
-from dal.errors import DalSyntaxError
-from dal.gcpause import gc_paused
+from dal.core.errors import DalSyntaxError
+from dal.core.gcpause import gc_paused
 from dal.syntax import ast
 from dal.syntax.keywords import KEYWORDS
 from dal.syntax.lalr import (
@@ -249,7 +249,7 @@ def _tables() -> dict[str, Any]:
 # How deeply source may nest. Every later stage walks the tree recursively, and so does running it, so
 # the limit is applied here, once, for `dal check`, `dal run`, `dal fmt`, the REPL and the API alike:
 # source nested deeper is a syntax error before anything runs. At this depth resolving, compiling and
-# running take well under a tenth of the worker thread's recursion limit (dal/stack.py); see
+# running take well under a tenth of the worker thread's recursion limit (dal/core/stack.py); see
 # docs/language.md ("Limits").
 MAX_NESTING = 1000
 # The rules that are a level of nesting: each block, parenthesis, list, map, call, index, field, unary

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dal.paths import grammar_path
+from dal.core.paths import grammar_path
 
 TABLES_PATH = Path(__file__).resolve().parent / "lalr_tables.py"
 STARTS = ("start", "repl_expr")

@@ -22,8 +22,8 @@ from typing import Any
 
 import attrs
 
+from dal.core.errors import DalError, DalRuntimeError, DalTypeError
 from dal.effects import EffectContext, EffectResult, Policy, PolicyError
-from dal.errors import DalError, DalRuntimeError, DalTypeError
 from dal.eval.builtins import BUILTINS
 from dal.eval.interpreter import Engine, check_source
 from dal.eval.runtime import Runtime
@@ -181,7 +181,7 @@ class Session:
 
 
 def _key_of_run(store: Path, run_id: str, default: str | None) -> str | None:
-    from dal.receipts import Store, StoreError
+    from dal.receipts.store import Store, StoreError
 
     try:
         with Store(store, readonly=True) as db:
@@ -377,7 +377,8 @@ def _run_id(v: Any, fn: str) -> str:
 
 
 def _decide(rt: Runtime, args: list[Any], fn: str) -> dict[str, Any]:
-    from dal import api
+    from dal.receipts.store import Store, StoreError
+    from dal.runner.decisions import DecisionRefused, decide
 
     s = _session(rt)
     run_id = _run_id(args[0], fn)
@@ -385,8 +386,9 @@ def _decide(rt: Runtime, args: list[Any], fn: str) -> dict[str, Any]:
     if note is not None and type(note) is not str:
         raise DalTypeError(f"`{fn}` takes a note string second, got {type_name(note)}")
     try:
-        row = getattr(api, fn)(run_id, note=note, who="dal test", workspace=s.workspace, store=s.store)
-    except (api.DalUsageError, api.DalStoreError) as e:
+        with Store(s.store) as db:
+            row = decide(db, run_id, {"approve": "approved", "deny": "denied"}[fn], note=note, who="dal test").row
+    except (DecisionRefused, StoreError) as e:
         raise DalRuntimeError(str(e)) from None
     return to_json_value(json.loads(json.dumps(row, default=str)))
 
@@ -422,7 +424,7 @@ def _resolve(rt: Runtime, args: list[Any], span: Any) -> dict[str, Any]:
     Example:
         resolve(held.run_id, "done")
     """
-    from dal.receipts import RunNotFound, Store, StoreError
+    from dal.receipts.store import RunNotFound, Store, StoreError
 
     s = _session(rt)
     run_id = _run_id(args[0], "resolve")
@@ -455,13 +457,14 @@ def _receipt(rt: Runtime, args: list[Any], span: Any) -> dict[str, Any]:
     Example:
         let first = receipt(crashed.run_id)
     """
-    from dal import api
+    from dal.receipts.store import Store, StoreError
 
     s = _session(rt)
     ref = _run_id(args[0], "receipt")
     try:
-        return json.loads(json.dumps(api.receipt(ref, workspace=s.workspace, store=s.store).data))
-    except (api.DalUsageError, api.DalStoreError) as e:
+        with Store(s.store, readonly=True) as db:
+            return json.loads(json.dumps(db.find(ref)))
+    except StoreError as e:
         raise DalRuntimeError(str(e)) from None
 
 

@@ -37,7 +37,7 @@ def _try(lock: Any) -> dict[str, Any] | None:
 def wait_for_key(store: Path, job: dict[str, Any], patience: float, say: Callable[[str], Any]) -> None:
     """Return once the key of `job` (claimed by a takeover) is free, or after killing its stale holder as
     described above, or after giving up (the run then finds the key busy)."""
-    from dal.procinfo import alive, boot_id
+    from dal.core.procinfo import alive, boot_id
     from dal.runner.locks import KeyLock
 
     lock = KeyLock(Path(store).parent / "locks", job["key"])

@@ -83,7 +83,7 @@ class Worker:
 
     def _prepare(self) -> None:
         """Open the store once (checked, migrated), register, and import what every run uses."""
-        from dal.procinfo import identity
+        from dal.core.procinfo import identity
         from dal.receipts.store import Store
 
         with Store(self.store):
@@ -316,7 +316,7 @@ class Worker:
         _die_with(parent)
 
     def _child(self, job: dict[str, Any], fence: Fence) -> int:
-        from dal.procinfo import identity
+        from dal.core.procinfo import identity
         from dal.runner.runner import RunnerError
         from dal.worker import routing, takeover
         from dal.worker import spec as jobspec

@@ -51,7 +51,7 @@ def test_key_skips_a_completed_operation(tmp_path: Path) -> None:
 def test_receipts_lists_newest_first_and_receipt_matches_cli(tmp_path: Path) -> None:
     a = dal.run('print("a")', workspace=tmp_path)
     b = dal.run('print("b")', workspace=tmp_path)
-    listed = dal.receipts(workspace=tmp_path)
+    listed = dal.list_receipts(workspace=tmp_path)
     assert [r.run_id for r in listed] == [b.run_id, a.run_id]
     shown = subprocess.run(
         [sys.executable, "-m", "dal", "receipt", "show", a.run_id, "--json", "--workspace", str(tmp_path)],
@@ -59,6 +59,26 @@ def test_receipts_lists_newest_first_and_receipt_matches_cli(tmp_path: Path) -> 
     )
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout) == a.to_json()
+
+
+def test_the_old_listing_name_warns_and_the_package_is_not_callable(tmp_path: Path) -> None:
+    probe = """
+import sys, warnings
+import dal
+warnings.simplefilter("error", DeprecationWarning)
+try:
+    dal.receipts
+except DeprecationWarning as w:
+    print("warned:", w)
+warnings.simplefilter("ignore", DeprecationWarning)
+print("lists:", dal.receipts(workspace=sys.argv[1]) == [])
+import dal.receipts.store
+print("package:", type(dal.receipts).__name__, callable(dal.receipts))
+"""
+    p = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["warned: dal.receipts(...) is deprecated: use dal.list_receipts(...)",
+                                     "lists: True", "package: module False"]
 
 
 def test_check_reports_errors_and_warnings() -> None:

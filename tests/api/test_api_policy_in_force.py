@@ -70,7 +70,7 @@ def test_run_finds_the_workspace_from_a_subfolder(ws: Path, monkeypatch: pytest.
     monkeypatch.chdir(ws / "sub")
     r = dal.run(ws / "plain.dal")  # no workspace: found from the current directory, as `dal run` finds it
     assert r.status == "waiting" and r.workspace == str(ws.resolve())
-    assert [x.run_id for x in dal.receipts()] == [r.run_id]
+    assert [x.run_id for x in dal.list_receipts()] == [r.run_id]
 
 
 def test_limits_come_from_the_policy_in_force(ws: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from dal.diagnostics import render
+from dal.core.diagnostics import render
 
 HERE = Path(__file__).resolve().parent
 FILES = sorted(HERE.glob("*.dal"))

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lark import Lark, Token, Tree
 
-from dal.errors import DalSyntaxError
-from dal.paths import grammar_path
+from dal.core.errors import DalSyntaxError
+from dal.core.paths import grammar_path
 from dal.syntax import lalr
 from dal.syntax.parser import MAX_NESTING, NESTING_RULES, parse
 

@@ -22,7 +22,7 @@ from lark import Token as LarkToken
 from lark.exceptions import UnexpectedCharacters as LarkChars
 from lark.exceptions import UnexpectedToken as LarkUnexpected
 
-from dal.paths import grammar_path
+from dal.core.paths import grammar_path
 from dal.syntax import lalr
 from dal.syntax.tablegen import TABLES_PATH, build_tables, render
 
@@ -47,7 +47,7 @@ def test_a_changed_grammar_is_never_parsed_with_stale_tables(tmp_path: Path, mon
     grammar = grammar_path().read_text(encoding="utf-8").replace('empty_stmt: ";"', 'empty_stmt: ";" | "@"')
     edited = tmp_path / "dal.lark"
     edited.write_text(grammar, encoding="utf-8")
-    monkeypatch.setattr("dal.paths.grammar_path", lambda: edited)
+    monkeypatch.setattr("dal.core.paths.grammar_path", lambda: edited)
     tables = lalr.load_tables()
     assert "regenerate it with `python -m dal.syntax.tablegen`" in capsys.readouterr().err
     lalr.Parser(tables, None).parse("@\n")

@@ -53,7 +53,7 @@ def test_failed_write_leaves_old_file_and_no_temp(tmp_path: Path, monkeypatch: p
 
 
 def test_persist_saves_to_the_store_then_the_files(tmp_path: Path, receipts: dict, monkeypatch) -> None:
-    from dal.receipts.files import persist
+    from dal.receipts.saving import persist
     from dal.receipts.store import Store
 
     monkeypatch.delenv("DAL_STORE", raising=False)
@@ -66,7 +66,7 @@ def test_persist_saves_to_the_store_then_the_files(tmp_path: Path, receipts: dic
 
 
 def test_persist_still_writes_files_when_the_store_is_unusable(tmp_path: Path, receipts: dict) -> None:
-    from dal.receipts.files import persist
+    from dal.receipts.saving import persist
 
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"garbage" * 100)
@@ -77,7 +77,7 @@ def test_persist_still_writes_files_when_the_store_is_unusable(tmp_path: Path, r
 
 
 def test_persist_refuses_an_invalid_receipt_before_writing(tmp_path: Path, build) -> None:
-    from dal.receipts.files import persist
+    from dal.receipts.saving import persist
     from dal.receipts.schema import ReceiptSchemaError
 
     with pytest.raises(ReceiptSchemaError):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dal.procinfo import alive, boot_id, start_time
+from dal.core.procinfo import alive, boot_id, start_time
 from dal.receipts.ids import new_run_id
 from dal.receipts.store import Store
 

@@ -27,8 +27,8 @@ def workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def session(workspace: Path):
-    """A real interpreter session (the REPL tests skip until `dal.session` exists)."""
-    session_mod = pytest.importorskip("dal.session")
+    """A real interpreter session (the REPL tests skip until `dal.repl.session` exists)."""
+    session_mod = pytest.importorskip("dal.repl.session")
     return session_mod.Session(filename="<repl>", max_steps=1_000_000, workspace=workspace, policy=None)
 
 
@@ -171,7 +171,7 @@ def _shell_quote(text: str) -> str:
 def terminal(tmp_path: Path) -> Iterator[Terminal]:
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
-    pytest.importorskip("dal.session")
+    pytest.importorskip("dal.repl.session")
     term = Terminal(f"dal-repl-test-{uuid.uuid4().hex[:12]}")
     try:
         yield term

@@ -26,7 +26,7 @@ from pygments.token import (
     Whitespace,
 )
 
-from dal.paths import grammar_path
+from dal.core.paths import grammar_path
 from dal.repl.lexer import BUILTIN_NAMES, KEYWORDS, DalLexer
 
 

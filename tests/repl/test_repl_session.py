@@ -111,7 +111,7 @@ def test_banner_names_version_workspace_and_policy(drive, workspace: Path) -> No
 
 def test_ctrl_c_during_an_evaluation_interrupts_it_and_keeps_the_state(workspace, capsys) -> None:
     from dal.repl.app import Repl
-    from dal.session import Session
+    from dal.repl.session import Session
 
     # A budget far beyond what 0.3 s can use, so only the interrupt can end the loop.
     session = Session(filename="<repl>", max_steps=10**15, workspace=workspace)
@@ -187,7 +187,8 @@ def test_history_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_the_repl_command_registers_its_flags() -> None:
-    from dal.cli.repl_cmd import register, run_repl
+    from dal.cli.repl_cmd import register
+    from dal.repl.main import run_repl
 
     parser = argparse.ArgumentParser(prog="dal")
     register(parser.add_subparsers(dest="command"))
@@ -201,7 +202,7 @@ def _dal_repl(argv: list[str], stdin: str, monkeypatch: pytest.MonkeyPatch) -> i
     """`dal repl ARGV` with `stdin` piped in (not a terminal: the plain loop)."""
     import io
 
-    from dal.cli.repl_cmd import build_parser, run_repl
+    from dal.repl.main import build_parser, run_repl
 
     monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
     return run_repl(build_parser().parse_args(argv))
@@ -246,7 +247,7 @@ def test_loops_leave_receipts_visible_with_the_receipts_command(session, workspa
 
 def test_an_interrupted_loop_gets_its_receipt(workspace, capsys) -> None:
     from dal.repl.app import Repl
-    from dal.session import Session
+    from dal.repl.session import Session
 
     repl = Repl(Session(max_steps=10**15, workspace=workspace), workspace=workspace, color=False)
     timer = threading.Timer(0.2, _thread.interrupt_main)
@@ -260,7 +261,7 @@ def test_an_interrupted_loop_gets_its_receipt(workspace, capsys) -> None:
 
 def test_a_spent_budget_leaves_the_session_usable(workspace, capsys) -> None:
     from dal.repl.app import Repl
-    from dal.session import Session
+    from dal.repl.session import Session
 
     repl = Repl(Session(max_steps=1000, workspace=workspace), workspace=workspace, color=False)
     repl.handle("let kept = 41")
@@ -295,8 +296,8 @@ def test_a_ctrl_c_as_an_input_ends_does_not_stop_the_next_one(session, workspace
 
 def test_each_input_has_the_whole_budget() -> None:
     """A runaway loop stopped by the budget leaves the session usable: the budget is per input."""
-    from dal.errors import DalError
-    from dal.session import Session
+    from dal.core.errors import DalError
+    from dal.repl.session import Session
 
     s = Session(max_steps=2_000, write=lambda text: None)
     s.execute("let n = 0")

@@ -12,7 +12,7 @@ import pytest
 @pytest.fixture
 def dal_engine() -> Callable[..., str]:
     """`dal_engine(source)`: run `source` in-process, return what it printed; a failed run fails the test."""
-    from dal.diagnostics import render
+    from dal.core.diagnostics import render
     from dal.eval.interpreter import Engine, check_source
     from dal.eval.runtime import Runtime
 

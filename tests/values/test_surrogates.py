@@ -1,6 +1,6 @@
 """Lone surrogates (issue 13, item 3): every string a script can make round-trips through print, json,
 the store, the receipt files, `--json`, the API and `dal test`; text that leaves DAL as itself (a
-command, an operation key) is refused with a located error. See dal/jsontext.py for the representation.
+command, an operation key) is refused with a located error. See dal/core/jsontext.py for the representation.
 
 A DAL string is a sequence of code points and may hold a lone surrogate (U+D800-U+DFFF). Written out it
 is JSON's `\\uXXXX` escape; JSON cannot tell a high surrogate followed by a low one from the character
@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dal as dalapi
-from dal.jsontext import surrogate_at
+from dal.core.jsontext import surrogate_at
 from dal.receipts.schema import validate
 
 pytestmark = pytest.mark.filterwarnings("ignore:The recursion limit will not be reset")
@@ -129,7 +129,7 @@ def test_fail_with_the_value_as_blocker(tmp_path: Path, s: str) -> None:
     assert r.status == "failed" and r.result == s
     stored = dalapi.receipt(r.run_id, workspace=ws)
     assert stored.result == expected(s)
-    assert [x.run_id for x in dalapi.receipts(workspace=ws, status="failed")] == [r.run_id]
+    assert [x.run_id for x in dalapi.list_receipts(workspace=ws, status="failed")] == [r.run_id]
 
 
 @pytest.mark.parametrize("call, what", [

@@ -1,7 +1,7 @@
 """DAL's one error type hierarchy.
 
 Errors are data: a kind, a message, a span, the file, the DAL call stack and optional help lines.
-`dal.diagnostics` is the only module that renders them. A bug inside DAL itself is an
+`dal.core.diagnostics` is the only module that renders them. A bug inside DAL itself is an
 `InternalError`, never confused with a mistake in the user's script.
 """
 
@@ -9,25 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dal.records import ValueRecord
-from dal.syntax.ast import NO_SPAN, Span
-
-_lines_of: tuple[str | None, list[str]] = (None, [])  # the last source split, and its lines
-
-
-def source_line(source: str | None, line: int) -> str | None:
-    """Line `line` (1-based) of `source` as the parser counts lines (by "\\n"; a "\\r" before it is not
-    shown), or None. The split is kept for the next call: `dal check` of a script with thousands of
-    errors renders each against the same source, and splitting it every time made that quadratic."""
-    global _lines_of
-    if source is None or line <= 0:
-        return None
-    if _lines_of[0] is not source:
-        _lines_of = (source, source.split("\n"))
-    lines = _lines_of[1]
-    if line > len(lines):
-        return None
-    return lines[line - 1].removesuffix("\r")
+from dal.core.records import ValueRecord
+from dal.core.sources import source_line
+from dal.core.spans import NO_SPAN, Span
 
 
 class StackFrame(ValueRecord):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dal.records import FrozenRecord
+from dal.core.records import FrozenRecord
 
 __all__ = ["CEILING_ENV", "Found", "find_workspace"]
 

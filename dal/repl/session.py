@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from dal.errors import DalError, DalRuntimeError
+from dal.core.errors import DalError, DalRuntimeError
 from dal.eval.builtins import BUILTINS
 from dal.eval.interpreter import Engine, check_source
 from dal.eval.runtime import DEFAULT_MAX_STEPS, Runtime

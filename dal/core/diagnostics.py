@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from typing import TextIO
 
-from dal.errors import DalError, source_line
+from dal.core.errors import DalError
+from dal.core.sources import source_line
 
 _RED = "\x1b[1;31m"
 _YELLOW = "\x1b[1;33m"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]  # the `dal` folder
 
 
 def grammar_path() -> Path:
@@ -13,7 +13,7 @@ def grammar_path() -> Path:
     The wheel ships it as `dal/grammar/dal.lark`; a source checkout keeps it in the top-level
     `grammar/` folder beside the package.
     """
-    shipped = _HERE / "grammar" / "dal.lark"
+    shipped = _PACKAGE / "grammar" / "dal.lark"
     if shipped.is_file():
         return shipped
-    return _HERE.parent / "grammar" / "dal.lark"
+    return _PACKAGE.parent / "grammar" / "dal.lark"

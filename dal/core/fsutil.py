@@ -10,7 +10,7 @@ from pathlib import Path
 _TEMP_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 
 
-def _mkstemp(directory: Path, prefix: str, suffix: str) -> tuple[int, str]:
+def mkstemp(directory: Path, prefix: str, suffix: str) -> tuple[int, str]:
     """What `tempfile.mkstemp(prefix=, suffix=, dir=)` does: create a new file with a random name, mode
     0600, never following or reusing an existing name; return its descriptor and absolute path."""
     for _ in range(100):
@@ -26,7 +26,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write `text` to `path` so that readers see the old file or the new one, never half of it, and the
     rename itself is durable (the folder is fsynced too)."""
     path = Path(path)
-    fd, tmp = _mkstemp(path.parent, f".{path.name}.", ".tmp")
+    fd, tmp = mkstemp(path.parent, f".{path.name}.", ".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -35,7 +35,7 @@ def atomic_write_text(path: Path, text: str) -> None:
         if path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o7777)
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -44,7 +44,7 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     """Make a rename in `directory` survive a crash (POSIX only; elsewhere os.replace is all there is)."""
     if os.name != "posix":
         return
