@@ -188,8 +188,9 @@ def check(root: Path, *, module_cycles: list[str] | None = None) -> list[str]:
     seen: set[tuple[str, str]] = set()
     for imp in edges:
         if imp.private is not None and stage_of(imp.source) != stage_of(imp.target):
-            problems.append(f"{_rel(files[imp.source], root)}:{imp.line}: {imp.source} imports {imp.private}, a private "
-                            f"name of {imp.target} (another stage): make it public, or move it where both belong")
+            problems.append(f"{_rel(files[imp.source], root)}:{imp.line}: {imp.source} imports {imp.private}, a "
+                            f"private name of {imp.target} (another stage): make it public, or move it where both "
+                            "belong")
         if (imp.source, imp.target) in seen:
             continue  # one line per importing module and target: the first import of it
         seen.add((imp.source, imp.target))
