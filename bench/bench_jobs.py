@@ -75,13 +75,13 @@ for i in range(int(sys.argv[1])):
 def queue_rate(ws: Path) -> tuple[float, float]:
     """(jobs per second, seconds) for JOBS one-effect jobs drained by WORKERS workers."""
     sys.path.insert(0, str(REPO))
-    from dal.effects import Policy
     from dal.receipts.jobs import JobQueue, machine_host
     from dal.receipts.store import Store
+    from dal.runner.build import build_spec
     from dal.worker.spec import make_spec
 
     db = ws / ".dal" / "dal.db"
-    spec = make_spec(script=ws / "job.dal", workspace=ws, policy=Policy.load(ws), policy_args={}, max_steps=1000)
+    spec = make_spec(build_spec(ws / "job.dal", workspace=ws, max_steps=1000))
     with Store(db) as store:
         q = JobQueue.of(store)
         for i in range(JOBS):

@@ -105,42 +105,21 @@ def check(source: str, *, filename: str = "<string>") -> list[Diagnostic]:
     return out
 
 
-def _policy(workspace: Path, policy: Any) -> Any:
-    from dal.effects import Policy, PolicyError
+def _policy_options(policy: Any) -> dict[str, Any]:
+    """The builder's policy keywords for run()'s `policy`: a Policy, a dict of flags (and `file`), a TOML
+    file path, or None (the workspace's dal.toml or the default)."""
+    from dal.effects import Policy
 
     if policy is None:
-        try:
-            return Policy.load(workspace)
-        except PolicyError as e:
-            raise DalUsageError(str(e)) from None
+        return {}
     if isinstance(policy, Policy):
-        return policy
+        return {"policy": policy}
     if isinstance(policy, dict):
-        try:
-            return Policy.load(workspace, policy.get("file"), **{k: v for k, v in policy.items() if k != "file"})
-        except (PolicyError, TypeError) as e:
-            raise DalUsageError(f"bad policy: {e}") from None
+        flags = {k: v for k, v in policy.items() if k != "file"}
+        return {"policy_file": policy.get("file"), "policy_flags": flags}
     if isinstance(policy, str | os.PathLike):
-        try:
-            return Policy.load(workspace, Path(policy))
-        except PolicyError as e:
-            raise DalUsageError(str(e)) from None
+        return {"policy_file": policy}
     raise DalUsageError("policy must be a dal.effects.Policy, a dict of policy flags, or a TOML file path")
-
-
-_FLAG_KEYS = ("allow_run", "allow_read", "allow_write", "allow_net", "require_approval", "allow_env")
-
-
-def _policy_args(policy: Any) -> dict[str, Any]:
-    """The policy as flags, stored with the run so that `resume` rebuilds it."""
-    if isinstance(policy, dict):
-        args = {k: v for k, v in policy.items() if k != "file"}
-        if policy.get("file"):
-            args["policy"] = str(Path(policy["file"]).resolve())
-        return args
-    if isinstance(policy, str | os.PathLike):
-        return {"policy": str(Path(policy).resolve())}
-    return {}
 
 
 def _workspace(workspace: str | os.PathLike[str] | None) -> Path:
@@ -154,10 +133,13 @@ def _workspace(workspace: str | os.PathLike[str] | None) -> Path:
     return ws
 
 
-def _store(store: str | os.PathLike[str] | None, ws: Path) -> Path:
-    from dal.runner.runner import default_store
+def _location(store: str | os.PathLike[str] | None, ws: Path) -> Any:
+    from dal.receipts.location import StoreLocation, StoreLocationError
 
-    return Path(store) if store is not None else default_store(ws)
+    try:
+        return StoreLocation.parse(store, ws)
+    except StoreLocationError as e:
+        raise DalUsageError(str(e)) from None
 
 
 def run(
@@ -168,7 +150,7 @@ def run(
     workspace: str | os.PathLike[str] | None = None,
     store: str | os.PathLike[str] | None = None,
     receipts_dir: str | os.PathLike[str] | None = None,
-    max_steps: int = 1_000_000,
+    max_steps: int | None = None,
     max_effects: int | None = None,
     timeout: float | None = None,
     effect_timeout: float | None = None,
@@ -188,17 +170,20 @@ def run(
     raises: read `receipt.status`. `new_attempt=True` starts the key's operation over (`--new-attempt`).
     `max_memory`: the memory budget, in bytes or as `"512M"` / `"2G"` (default 1G, as `--max-memory`).
     Running as root without a working bubblewrap wall, every command is refused unless
-    `unsandboxed_as_root=True` (as `dal run --unsandboxed-as-root`).
+    `unsandboxed_as_root=True` (as `dal run --unsandboxed-as-root`). Every keyword is the `dal run` flag of
+    the same name: the run is specified by the same builder (dal/runner/build.py).
     """
+    from dal.runner.build import SpecError, build_spec
 
     ws = _workspace(workspace)
+    script: Any = None
+    source = None
     if isinstance(source_or_path, os.PathLike) or (
         isinstance(source_or_path, str) and source_or_path.endswith(".dal") and "\n" not in source_or_path
     ):
-        path = Path(source_or_path)
-        if not path.is_file():
-            raise DalUsageError(f"no such script: {path}")
-        script, source = path, None
+        script = Path(source_or_path)
+        if not script.is_file():
+            raise DalUsageError(f"no such script: {script}")
     elif isinstance(source_or_path, str):
         from dal.core.jsontext import surrogate_at
 
@@ -208,64 +193,29 @@ def run(
             esc = f"\\u{ord(source_or_path[at]):04x}"
             raise DalUsageError(f"the script is not valid Unicode text: a lone surrogate ({esc}) on line {line}; "
                                 f'write it as the escape "{esc}" inside a string')
-        # Source text is kept as a content-addressed file in the workspace, so that `resume` can replay
-        # exactly this script later.
-        import hashlib
-
-        digest = hashlib.sha256(source_or_path.encode("utf-8")).hexdigest()[:16]
-        script = ws / ".dal" / "scripts" / (filename or f"{digest}.dal")
-        script.parent.mkdir(parents=True, exist_ok=True)
-        if not script.exists() or script.read_text(encoding="utf-8") != source_or_path:
-            from dal.core.fsutil import atomic_write_text
-
-            atomic_write_text(script, source_or_path)
-        source = None
+        source = source_or_path
     else:
         raise DalUsageError("run() takes a path to a .dal script or the script's source text")
-    if not isinstance(max_steps, int) or max_steps <= 0:
-        raise DalUsageError("max_steps must be a positive integer")
-    return _execute(
-        **_memory(max_memory),
-        policy_args=_policy_args(policy),
-        script=script,
-        source=source,
-        workspace=ws,
-        policy=_policy(ws, policy),
-        max_steps=max_steps,
-        max_effects=max_effects,
-        timeout=timeout,
-        effect_timeout=effect_timeout,
-        key=key,
-        store=_store(store, ws),
-        receipts_dir=Path(receipts_dir) if receipts_dir is not None else None,
-        new_attempt=new_attempt,
-        unsandboxed_as_root=unsandboxed_as_root,
-    )
-
-
-def _memory(max_memory: int | str | None) -> dict[str, int]:
-    """`max_memory` as RunRequest takes it (nothing: the default)."""
-    if max_memory is None:
-        return {}
-    import argparse
-
-    from dal.runner.options import memory_size
-
-    if isinstance(max_memory, bool) or not isinstance(max_memory, int | str):
-        raise DalUsageError("max_memory must be a number of bytes or a size such as \"512M\"")
     try:
-        return {"max_memory": memory_size(str(max_memory))}
-    except argparse.ArgumentTypeError as e:
-        raise DalUsageError(f"max_memory: {e}") from None
+        spec = build_spec(
+            script, source=source, filename=filename, workspace=ws, store=store, receipts=receipts_dir,
+            **_policy_options(policy), max_steps=max_steps, max_effects=max_effects, timeout=timeout,
+            max_memory=max_memory, effect_timeout=effect_timeout, key=key, new_attempt=new_attempt,
+            unsandboxed_as_root=unsandboxed_as_root,
+        )
+    except SpecError as e:
+        raise DalUsageError(str(e)) from None
+    return _execute(spec)
 
 
-def _execute(**fields: Any) -> Receipt:
+def _execute(spec: Any) -> Receipt:
     """One run through the runner, its output captured; runner problems become the API's exceptions."""
-    from dal.runner.runner import RunnerError, RunRequest, execute
+    from dal.runner.runner import RunnerError, execute
+    from dal.runner.spec import RunHooks
 
     buf = io.StringIO()
     try:
-        report = execute(RunRequest(write=buf.write, handle_signals=False, **fields))
+        report = execute(spec, RunHooks(write=buf.write, handle_signals=False))
     except RunnerError as e:
         _raise_for(e)
     if report.store_problem:
@@ -286,7 +236,7 @@ def _open(store: str | os.PathLike[str] | None, workspace: str | os.PathLike[str
 
     ws = _workspace(workspace)
     try:
-        return Store(_store(store, ws), readonly=readonly)
+        return Store(_location(store, ws).file, readonly=readonly)
     except NoStore as e:
         raise DalUsageError(str(e)) from None
     except StoreError as e:
@@ -386,60 +336,47 @@ def resume(
     store: str | os.PathLike[str] | None = None,
     policy: dict[str, Any] | None = None,
     max_steps: int | None = None,
+    max_effects: int | None = None,
+    timeout: float | None = None,
     max_memory: int | str | None = None,
+    effect_timeout: float | None = None,
+    receipts_dir: str | os.PathLike[str] | None = None,
+    require_sandbox: bool = False,
     unsandboxed_as_root: bool = False,
 ) -> Receipt:
     """Continue the operation of a run that has not completed (waiting, interrupted, died, failed or
     exhausted): replay its journal, continue from the first open effect.
 
-    The script, workspace and budgets are those the run was started with unless given here, and the
-    policy is the one stored with its operation: the policy file is not read again. `policy` may add to
-    it, as a dict of flags (`allow_run`, `allow_read`, `allow_write`, `allow_net`, `require_approval`,
-    `allow_env`); what they add is recorded in the receipt (`policy.added`). `unsandboxed_as_root`
-    is never taken from the run (say it again here, as for run())."""
+    Everything the run was started with is restored from the store — script, workspace, receipts folder,
+    budgets, effect limits, `require_sandbox` — unless given here, and the policy is the one stored with its
+    operation: the policy file is not read again. `policy` may add to it, as a dict of flags (`allow_run`,
+    `allow_read`, `allow_write`, `allow_net`, `require_approval`, `allow_env`); what they add is recorded in
+    the receipt (`policy.added`). `require_sandbox=True` can only narrow; `unsandboxed_as_root` is never
+    taken from the run (say it again here, as for run())."""
     from dal.receipts.store import StoreError
-    from dal.runner.decisions import launch_of
+    from dal.runner.build import SpecError, resume_spec
     from dal.runner.runner import find_run
+    from dal.runner.spec import POLICY_FLAGS
 
-    if policy is not None and (not isinstance(policy, dict) or set(policy) - set(_FLAG_KEYS)):
+    if policy is not None and (not isinstance(policy, dict) or set(policy) - set(POLICY_FLAGS)):
         raise DalUsageError(
             "resume() runs under the policy stored with the operation; `policy` may only add to it, as a dict "
-            f"of flags ({', '.join(_FLAG_KEYS)}); start a new operation to use another policy or file"
+            f"of flags ({', '.join(POLICY_FLAGS)}); start a new operation to use another policy or file"
         )
     ws = _workspace(workspace)
+    location = _location(store, ws)
     try:
         with _open(store, ws, readonly=True) as db:
             run = find_run(db, run_id)
     except StoreError as e:
         raise DalUsageError(str(e)) from None
     try:
-        launch = launch_of(run)
-    except ValueError as e:
+        spec = resume_spec(run, store=location, policy_flags=policy, receipts=receipts_dir, max_steps=max_steps,
+                           max_effects=max_effects, timeout=timeout, max_memory=max_memory,
+                           effect_timeout=effect_timeout, require_sandbox=require_sandbox,
+                           unsandboxed_as_root=unsandboxed_as_root)
+    except SpecError as e:
         raise DalUsageError(str(e)) from None
-    script = launch.script
-    if script is not None and not script.is_absolute() and not script.exists():
-        script = ws / script
-    if script is None or not script.is_file():
-        raise DalUsageError(f"the script of run {run['run_id']} is gone: {script}")
-    added = dict(policy or {})
-    stored = launch.policy
-    if stored is None:  # a run an older DAL started kept only its flags: rebuild from them
-        args = {k: v for k, v in launch.policy_args.items() if k in _FLAG_KEYS}
-        for k, v in added.items():
-            args[k] = v if k == "allow_net" else [*(args.get(k) or []), *v]
-        args["file"] = launch.policy_args.get("policy")
-        stored = _policy(ws, args)
-    return _execute(
-        script=script,
-        workspace=Path(stored.workspace),
-        policy=stored,
-        policy_args=added,
-        max_steps=max_steps or launch.max_steps or 1_000_000,
-        max_effects=launch.max_effects,
-        timeout=launch.timeout,
-        effect_timeout=launch.policy_args.get("effect_timeout"),
-        store=_store(store, ws),
-        resume=run["run_id"],
-        **_memory(max_memory if max_memory is not None else launch.max_memory),
-        unsandboxed_as_root=unsandboxed_as_root,
-    )
+    if not spec.script or not Path(spec.script).is_file():
+        raise DalUsageError(f"the script of run {run['run_id']} is gone: {spec.script or '(none recorded)'}")
+    return _execute(spec)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dal.receipts.store import Store, StoreError, store_path
-from dal.runner.decisions import DecisionRefused, decide, launch_of
+from dal.runner.decisions import DecisionRefused, decide
 
 EXIT_USAGE = 2
 VERBS = {"approve": "approved", "deny": "denied"}
@@ -25,7 +25,7 @@ RESOLUTIONS = ("done", "failed", "retry")
 
 
 def _store_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", type=Path, default=None, metavar="PATH",
+    p.add_argument("--store", default=None, metavar="PATH",
                    help="the run store (default: $DAL_STORE, else WORKSPACE/.dal/dal.db)")
     p.add_argument("--workspace", type=Path, default=None, metavar="DIR",
                    help="the workspace whose store to use (default: the nearest folder, from the current "
@@ -69,8 +69,7 @@ def register(sub: Any) -> None:
     r.add_argument("--json", action="store_true", help="print the recorded decision as JSON")
     r.set_defaults(func=cmd_decide, decision=None)
 
-    from dal.cli.run_cmd import add_run_flags
-    from dal.runner.options import add_policy_flags
+    from dal.runner.options import add_policy_flags, add_run_flags
 
     s = sub.add_parser(
         "resume",
@@ -90,7 +89,7 @@ def register(sub: Any) -> None:
                    "continues in the workspace it started in")
     add_run_flags(s)
     add_policy_flags(s, additive=True)
-    s.set_defaults(func=cmd_resume, max_steps=None, max_memory=None)
+    s.set_defaults(func=cmd_resume)
 
 
 def _die(message: str, code: int = EXIT_USAGE) -> int:
@@ -134,45 +133,28 @@ def cmd_decide(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from dal.cli.run_cmd import request_from_args, run_and_report
+    from dal.cli.run_cmd import run_and_report
+    from dal.receipts.location import StoreLocation, StoreLocationError
+    from dal.runner.build import SpecError, resume_spec
+    from dal.runner.options import spec_options
     from dal.runner.runner import find_run
 
-    path = args.store or store_path(None, _workspace(args))
-    if not Path(path).exists():
-        return _die(f"no runs yet: there is no run store at {path}")
     try:
-        with Store(path, readonly=True) as store:
+        location = StoreLocation.parse(args.store, _workspace(args))
+    except StoreLocationError as e:
+        return _die(str(e))
+    if not location.file.exists():
+        return _die(f"no runs yet: there is no run store at {location.path}")
+    try:
+        with Store(location.file, readonly=True) as store:
             run = find_run(store, args.ref)
     except StoreError as e:
         return _die(str(e))
+    given = {k: v for k, v in spec_options(args).items() if k not in ("workspace", "store", "key", "policy_file")}
     try:
-        launch = launch_of(run)
-    except ValueError as e:
+        spec = resume_spec(run, store=location, **given)
+    except SpecError as e:
         return _die(str(e))
-    if launch.script is None:
+    if not spec.script:
         return _die(f"run {run['run_id']} does not say which script it ran")
-    stored = launch.policy_args
-    ns = argparse.Namespace(**vars(args))
-    # The run's own settings, unless this command line says otherwise; its policy flags only add.
-    if ns.effect_timeout is None:
-        ns.effect_timeout = stored.get("effect_timeout")
-    ns.require_sandbox = bool(args.require_sandbox or stored.get("require_sandbox"))
-    ns.key = None
-    policy = launch.policy
-    if policy is None:
-        # A run an older DAL started stored only its flags: rebuild its policy from them (and the file).
-        ns.workspace = args.workspace or launch.workspace
-        ns.policy = stored.get("policy")
-        for k in ("allow_run", "allow_read", "allow_write", "require_approval", "allow_env"):
-            setattr(ns, k, [*(stored.get(k) or []), *(getattr(args, k, None) or [])])
-        ns.allow_net = bool(stored.get("allow_net") or args.allow_net)
-    if ns.max_steps is None:
-        ns.max_steps = launch.max_steps or 1_000_000
-    if ns.max_effects is None and launch.max_effects:
-        ns.max_effects = launch.max_effects
-    if ns.timeout is None and launch.timeout:
-        ns.timeout = launch.timeout
-    if ns.max_memory is None:
-        ns.max_memory = launch.max_memory
-    ns.store = Path(path)
-    return run_and_report(ns, request_from_args(ns, launch.script, policy, resume=run["run_id"]))
+    return run_and_report(args, spec)

@@ -12,8 +12,8 @@ import json
 import sys
 from typing import Any
 
-from dal.effects import Policy, PolicyError
-from dal.runner.options import add_policy_flags, policy_from_args, workspace_from_args
+from dal.effects import Policy
+from dal.runner.options import add_policy_flags, spec_options
 
 
 def describe_source(policy: Policy) -> str:
@@ -51,11 +51,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_policy_check(args: argparse.Namespace) -> int:
-    try:
-        policy = policy_from_args(args)
-    except PolicyError as e:
+    from dal.runner.build import SpecError, build_spec
+
+    notes: list[str] = []
+    try:  # the policy a `dal run` with these flags would start from
+        spec = build_spec(None, **spec_options(args), notes=notes)
+    except SpecError as e:
         sys.stderr.write(f"dal: error: {e}\n")
         return 2
+    for note in notes:
+        sys.stderr.write(f"dal: note: {note}\n")
+    policy = spec.policy
     from dal.effects import check_command, sandbox_status
 
     d = check_command(args.cmd, policy)
@@ -69,7 +75,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
             "policy": policy.source,
             "policy_sha256": policy.file_sha256,
             "workspace": policy.workspace,
-            "workspace_found_by": workspace_from_args(args).how,
+            "workspace_found_by": spec.workspace_how,
             "sandbox": {"available": available, "reason": why},
         }
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
@@ -84,7 +90,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
                 f"  idempotent: {'yes' if d.idempotent else 'no'}",
             ]
         lines += [
-            f"  workspace:  {policy.workspace} ({workspace_from_args(args).how})",
+            f"  workspace:  {policy.workspace} ({spec.workspace_how})",
             f"  policy:     {describe_source(policy)}",
         ]
         sys.stdout.write("\n".join(lines) + "\n")

@@ -7,41 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dal.runner.options import (
-    add_policy_flags,
-    memory_size,
-    policy_from_args,
-    positive_int,
-    seconds,
-    workspace_from_args,
-)
-
-
-def add_run_flags(p: argparse.ArgumentParser) -> None:
-    """Budgets, store and output flags shared by `dal run` and `dal resume`."""
-    b = p.add_argument_group("budgets")
-    b.add_argument("--max-steps", type=positive_int, default=1_000_000, metavar="N",
-                   help="step budget: every statement and expression costs one step (default 1,000,000)")
-    b.add_argument("--max-effects", type=positive_int, default=None, metavar="N",
-                   help="effect budget: the number of run() calls allowed (default: no limit)")
-    b.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
-                   help="wall-clock budget for the whole run (default: none)")
-    b.add_argument("--max-memory", type=memory_size, default=None, metavar="SIZE",
-                   help="memory budget, e.g. 512M or 4G: the memory the run may hold; no one value may take "
-                   "more than half of it (default 1G)")
-    r = p.add_argument_group("receipts and durability")
-    r.add_argument("--store", type=Path, default=None, metavar="PATH",
-                   help="the run store (default: WORKSPACE/.dal/dal.db, or $DAL_STORE)")
-    r.add_argument("--receipts", type=Path, default=None, metavar="DIR",
-                   help="where <run_id>.json and <run_id>.md go (default: WORKSPACE/.dal/receipts)")
-    r.add_argument("--wait", type=seconds, default=None, metavar="SECONDS",
-                   help="when another process runs the same key, wait this long for it instead of exiting 3")
-    o = p.add_argument_group("output")
-    o.add_argument("-v", "--verbose", action="store_true", help="print each loop receipt as it is emitted")
-    o.add_argument("-q", "--quiet", action="store_true", help="print nothing but the script's own output")
-    o.add_argument("--json", action="store_true",
-                   help="host mode: print only the final run receipt as JSON on stdout (script output "
-                   "goes to stderr)")
+from dal.runner.options import add_policy_flags, add_run_flags, spec_options
 
 
 def register(sub: Any) -> None:
@@ -68,61 +34,31 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_run)
 
 
-def policy_args_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The policy flags as plain data, stored with the run so `dal resume` rebuilds the same policy."""
-    return {
-        "workspace": str(args.workspace) if getattr(args, "workspace", None) else None,
-        "policy": str(args.policy) if getattr(args, "policy", None) else None,
-        "allow_run": list(getattr(args, "allow_run", []) or []),
-        "allow_read": list(getattr(args, "allow_read", []) or []),
-        "allow_write": list(getattr(args, "allow_write", []) or []),
-        "allow_net": bool(getattr(args, "allow_net", False)),
-        "require_approval": list(getattr(args, "require_approval", []) or []),
-        "allow_env": list(getattr(args, "allow_env", []) or []),
-        "effect_timeout": getattr(args, "effect_timeout", None),
-        "require_sandbox": bool(getattr(args, "require_sandbox", False)),
-    }
+def spec_from_args(args: argparse.Namespace, script: Path) -> Any:
+    """The run the flags describe (dal.runner.build.build_spec); a bad flag or policy exits 2 here."""
+    from dal.runner.build import SpecError, build_spec
+
+    notes: list[str] = []
+    try:
+        spec = build_spec(script, **spec_options(args), notes=notes)
+    except SpecError as e:
+        sys.stderr.write(f"dal: error: {e}\n")
+        raise SystemExit(2) from None
+    if not (args.quiet or args.json):
+        for note in notes:
+            sys.stderr.write(f"dal: note: {note}\n")
+    return spec
 
 
-def request_from_args(args: argparse.Namespace, script: Path, policy: Any = None, **extra: Any) -> Any:
-    """The run the flags describe. `policy`: the policy to start from instead of the one the flags build
-    (`dal resume`: the run's stored policy); either way the runner adopts the operation's stored policy
-    when the run continues an operation, widened by the flags."""
-    from dal.effects import PolicyError
-    from dal.runner.runner import RunRequest
+def hooks_from_args(args: argparse.Namespace) -> Any:
+    """What the command line lends the run: its output streams and notices."""
+    from dal.runner.spec import RunHooks
 
-    quiet = bool(args.quiet or args.json)
-    if policy is None:
-        try:
-            policy = policy_from_args(args)
-        except PolicyError as e:
-            sys.stderr.write(f"dal: error: {e}\n")
-            raise SystemExit(2) from None
-        workspace = workspace_from_args(args, quiet=quiet).path
-    else:
-        workspace = Path(policy.workspace)
     out = sys.stderr if args.json else sys.stdout
-    return RunRequest(
-        script=script,
-        workspace=workspace,
-        policy=policy,
-        max_steps=args.max_steps,
-        max_effects=args.max_effects,
-        timeout=args.timeout,
-        **({"max_memory": args.max_memory} if getattr(args, "max_memory", None) else {}),
-        effect_timeout=getattr(args, "effect_timeout", None),  # else the policy in force's, else 30 s
-        key=getattr(args, "key", None),
-        store=args.store,
-        receipts_dir=args.receipts,
-        require_sandbox=bool(getattr(args, "require_sandbox", False)),
-        unsandboxed_as_root=bool(getattr(args, "unsandboxed_as_root", False)),
-        wait=args.wait,
-        policy_args=policy_args_of(args),
-        new_attempt=bool(getattr(args, "new_attempt", False)),
+    return RunHooks(
         write=out.write,
         on_loop_receipt=_print_loop if args.verbose and not args.json else None,
         notify=(lambda text: sys.stderr.write(f"dal: note: {text}\n")) if not args.quiet else None,
-        **extra,
     )
 
 
@@ -140,10 +76,10 @@ def _may_warn(args: argparse.Namespace) -> bool:
     return not (args.quiet or args.json or getattr(args, "require_sandbox", False) or _SANDBOX_WARNED)
 
 
-def warn_sandbox(req: Any, quiet: bool) -> None:
+def warn_sandbox(spec: Any, quiet: bool) -> None:
     """Say once when commands will run without the bubblewrap wall."""
     global _SANDBOX_WARNED
-    if quiet or req.require_sandbox or _SANDBOX_WARNED:
+    if quiet or spec.require_sandbox or _SANDBOX_WARNED:
         return  # nothing to say, so no probe: a run() that needs to know probes for itself
     from dal.effects import sandbox_status
 
@@ -152,7 +88,7 @@ def warn_sandbox(req: Any, quiet: bool) -> None:
         import os
 
         _SANDBOX_WARNED = True
-        if os.geteuid() == 0 and not req.unsandboxed_as_root:
+        if os.geteuid() == 0 and not spec.unsandboxed_as_root:
             sys.stderr.write(f"dal: warning: no sandbox ({why}); running as root, every command will be refused "
                              "(--unsandboxed-as-root runs them without the wall)\n")
         else:
@@ -166,17 +102,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         from dal.effects.sandbox import start_probe
 
         start_probe()
-    return run_and_report(args, request_from_args(args, args.script))
+    return run_and_report(args, spec_from_args(args, args.script))
 
 
-def run_and_report(args: argparse.Namespace, req: Any) -> int:
+def run_and_report(args: argparse.Namespace, spec: Any) -> int:
     from dal.core.diagnostics import render, want_color
     from dal.core.jsontext import dumps
     from dal.runner.runner import RunnerError, execute
 
-    warn_sandbox(req, args.quiet or args.json)
+    warn_sandbox(spec, args.quiet or args.json)
     try:
-        report = execute(req)
+        report = execute(spec, hooks_from_args(args))
     except RunnerError as e:
         sys.stderr.write(f"dal: error: {e}\n")
         if args.json:

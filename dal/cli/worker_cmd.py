@@ -16,14 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dal.runner.options import (
-    add_policy_flags,
-    memory_size,
-    policy_from_args,
-    positive_int,
-    seconds,
-    workspace_from_args,
-)
+from dal.core import defaults
+from dal.runner.options import add_policy_flags, memory_size, positive_int, seconds
 
 EXIT_NOT_FOUND, EXIT_USAGE = 1, 2
 DEFAULT_MAX_ATTEMPTS = 5
@@ -55,7 +49,7 @@ def moment(text: str) -> float:
 
 
 def _store_flags(p: argparse.ArgumentParser, *, workspace: bool = True, json_flag: bool = True) -> None:
-    p.add_argument("--store", type=Path, default=None, metavar="PATH",
+    p.add_argument("--store", default=None, metavar="PATH",
                    help="the run store holding the queue (default: $DAL_STORE, else WORKSPACE/.dal/dal.db)")
     if workspace:
         p.add_argument("--workspace", type=Path, default=None, metavar="DIR",
@@ -76,14 +70,14 @@ def _job_flags(p: argparse.ArgumentParser) -> None:
                    help="its workspace is reachable from every worker's machine: any host may run it (default: "
                    "only workers on the machine it was submitted on)")
     b = p.add_argument_group("budgets (of each run)")
-    b.add_argument("--max-steps", type=positive_int, default=1_000_000, metavar="N",
-                   help="step budget (default 1,000,000)")
+    b.add_argument("--max-steps", type=positive_int, default=None, metavar="N",
+                   help=f"step budget (default {defaults.MAX_STEPS:,})")
     b.add_argument("--max-effects", type=positive_int, default=None, metavar="N", help="effect budget")
     b.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS", help="wall-clock budget")
     b.add_argument("--max-memory", type=memory_size, default=None, metavar="SIZE", help="memory budget (default 1G)")
     p.add_argument("--receipts", type=Path, default=None, metavar="DIR",
                    help="where <run_id>.json and .md go (default: WORKSPACE/.dal/receipts)")
-    p.add_argument("--store", type=Path, default=None, metavar="PATH",
+    p.add_argument("--store", default=None, metavar="PATH",
                    help="the run store holding the queue (default: $DAL_STORE, else WORKSPACE/.dal/dal.db)")
     p.add_argument("--json", action="store_true", help="print the job (or schedule) as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
@@ -193,11 +187,14 @@ def _die(message: str, code: int = EXIT_USAGE) -> int:
 
 
 def _path(args: argparse.Namespace) -> Path:
-    from dal.receipts.store import store_path
+    from dal.receipts.location import StoreLocation, StoreLocationError
+    from dal.runner.workspace import find_workspace
 
-    if getattr(args, "store", None):
-        return Path(args.store)
-    return store_path(None, workspace_from_args(args, quiet=True).path)
+    try:
+        workspace = find_workspace(getattr(args, "workspace", None)).path
+        return StoreLocation.parse(getattr(args, "store", None), workspace).file
+    except StoreLocationError as e:
+        raise SystemExit(_die(str(e))) from None
 
 
 def _when(t: float | None) -> str:
@@ -243,20 +240,25 @@ def _read_queue(args: argparse.Namespace) -> Any:
 
 def _prepare(args: argparse.Namespace, *, schedule: bool = False) -> tuple[dict[str, Any], str | None, Path, Any]:
     """The job's spec, its key (None: job:<id>), the store path and the policy, from the flags; SystemExit(2)
-    for a bad flag, a policy error or a script that does not parse (nothing is recorded then)."""
+    for a bad flag, a policy error or a script that does not parse (nothing is recorded then). The run is
+    specified by the same builder as `dal run`'s (dal/runner/build.py)."""
     from dal.cli.main import read_script
-    from dal.cli.run_cmd import policy_args_of
     from dal.core.diagnostics import render, want_color
-    from dal.effects import PolicyError
     from dal.eval.interpreter import check_source
+    from dal.runner.build import SpecError, build_spec
+    from dal.runner.options import spec_options
     from dal.worker.keys import KeyProblem, literal_key
     from dal.worker.spec import make_spec
 
+    notes: list[str] = []
+    options = {k: v for k, v in spec_options(args).items() if k != "key"}
     try:
-        policy = policy_from_args(args)
-    except PolicyError as e:
+        run = build_spec(args.script, **options, notes=notes)
+    except SpecError as e:
         raise SystemExit(_die(str(e))) from None
-    workspace = workspace_from_args(args, quiet=args.quiet or args.json).path
+    if not (args.quiet or args.json):
+        for note in notes:
+            sys.stderr.write(f"dal: note: {note}\n")
     source = read_script(args.script)
     checked, errors = check_source(source, str(args.script))
     if errors:
@@ -277,21 +279,7 @@ def _prepare(args: argparse.Namespace, *, schedule: bool = False) -> tuple[dict[
     if schedule and own is not None:
         raise SystemExit(_die(f"{args.script} names its own operation key ({own!r}); a schedule gives each slot a key "
                               "of its own (schedule:NAME:<slot>), so its script must not call operation()"))
-    spec = make_spec(
-        script=args.script, workspace=workspace, policy=policy, policy_args=policy_args_of(args),
-        max_steps=args.max_steps, max_effects=args.max_effects, timeout=args.timeout, max_memory=args.max_memory,
-        effect_timeout=getattr(args, "effect_timeout", None),
-        require_sandbox=bool(getattr(args, "require_sandbox", False)),
-        unsandboxed_as_root=bool(getattr(args, "unsandboxed_as_root", False)), receipts=args.receipts,
-    )
-    store = Path(args.store) if args.store else _default_store(workspace)
-    return spec, key or own, store, policy
-
-
-def _default_store(workspace: Path) -> Path:
-    from dal.receipts.store import store_path
-
-    return store_path(None, workspace)
+    return make_spec(run), key or own, run.store.file, run.policy
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -319,7 +307,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
                                  "submitted (`dal submit --new-attempt` starts it over)")
                 if args.new_attempt:
                     spec["new_attempt"] = True
-                    spec["new_attempt_of"] = newest["run_id"] if newest is not None else None
+                    spec["extensions"]["new_attempt_of"] = newest["run_id"] if newest is not None else None
             job, made = q.submit(spec=spec, key=key, queue=args.queue, priority=args.priority, run_at=run_at,
                                  max_attempts=args.max_attempts, host=machine_host(), movable=args.movable, now=now)
     except StoreError as e:

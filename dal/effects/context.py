@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from dal.core.defaults import EFFECT_TIMEOUT, MAX_OUTPUT
 from dal.core.records import FrozenRecord
 
 if TYPE_CHECKING:
     from dal.effects.policy import Policy
 
-DEFAULT_EFFECT_TIMEOUT = 30.0  # seconds per command, unless a flag or the policy's [limits] says otherwise
-DEFAULT_MAX_OUTPUT = 1 << 20  # bytes kept of stdout and of stderr
 
 
 class EffectContext(FrozenRecord):
@@ -31,8 +30,8 @@ class EffectContext(FrozenRecord):
     def __init__(
         self,
         policy: Policy,
-        timeout: float = 30.0,
-        max_output: int = 1 << 20,
+        timeout: float = EFFECT_TIMEOUT,
+        max_output: int = MAX_OUTPUT,
         require_sandbox: bool = False,
         use_sandbox: bool = True,
         cancel: Callable[[], bool] | None = None,

@@ -21,14 +21,13 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from dal.core.defaults import MAX_DEPTH, MAX_STEPS
 from dal.core.errors import BudgetExhausted, DalRuntimeError, Interrupted
 from dal.core.records import Record
 from dal.eval.values import DEFAULT_MAX_MEMORY, Limits, size_text
 from dal.syntax.ast import Span
 
 CHECK_EVERY = 20_000  # steps between clock / interrupt checks
-DEFAULT_MAX_STEPS = 1_000_000
-DEFAULT_MAX_DEPTH = 1000
 
 
 class FinishSignal(Exception):
@@ -196,11 +195,11 @@ class Runtime:
     def __init__(
         self,
         *,
-        max_steps: int = DEFAULT_MAX_STEPS,
+        max_steps: int = MAX_STEPS,
         timeout: float | None = None,
         write: Callable[[str], Any] | None = None,
         recorder: Recorder | None = None,
-        max_depth: int = DEFAULT_MAX_DEPTH,
+        max_depth: int = MAX_DEPTH,
         max_memory: int = DEFAULT_MAX_MEMORY,
     ) -> None:
         self.steps = 0

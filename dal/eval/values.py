@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from json.encoder import encode_basestring as _encode_str
 from typing import Any
 
+from dal.core.defaults import MAX_MEMORY as DEFAULT_MAX_MEMORY
 from dal.core.errors import BudgetExhausted, DalRuntimeError, DalTypeError
 from dal.core.jsontext import escape_surrogates
 from dal.core.records import Record
@@ -144,7 +145,6 @@ def _float_text(x: float) -> str:
 # the float range; it is not a budget.
 MAX_INT_DIGITS = 10_000
 INT_LIMIT = 10**MAX_INT_DIGITS  # |v| < INT_LIMIT: at most MAX_INT_DIGITS digits
-DEFAULT_MAX_MEMORY = 1 << 30
 
 
 def int_overflow() -> DalRuntimeError:

@@ -201,6 +201,11 @@ def _q(text: str) -> str:
 
 
 def _rerun(receipt: Mapping[str, Any]) -> str:
+    """The command that runs the script again: the run's own command line (`rerun`, from its spec: every
+    flag it was started with), else one built from the script and key."""
+    argv = receipt.get("rerun")
+    if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
+        return " ".join(_q(a) for a in argv)
     script = _q((receipt.get("script") or {}).get("path", "SCRIPT"))
     key = receipt.get("key")
     return f"dal run --key {_q(key)} {script}" if key else f"dal run {script}"

@@ -39,10 +39,9 @@ from dal.core.jsontext import escape_surrogates as _utf8
 from dal.receipts import storefile
 from dal.receipts.ids import RUN_ID_RE, utc_timestamp
 from dal.receipts.jobs_schema import MIGRATION as _JOBS_MIGRATION
+from dal.receipts.location import DEFAULT_STORE, STORE_ENV, StoreLocation  # noqa: F401 - names in use
 
 SCHEMA_VERSION = 3
-DEFAULT_STORE = Path(".dal") / "dal.db"
-STORE_ENV = "DAL_STORE"
 # save_receipt() checks this many entries (plus the last) of each long list against the schema.
 VALIDATE_SAMPLE = 8
 # How long a writer waits for the store's write lock (SQLite's busy timeout), unless DAL_STORE_TIMEOUT
@@ -171,11 +170,9 @@ class StoreLocked(StoreError):
 
 
 def store_path(store: str | os.PathLike[str] | None = None, workspace: str | os.PathLike[str] | None = None) -> Path:
-    """Where the store lives: `--store PATH`, else `$DAL_STORE`, else `<workspace>/.dal/dal.db`."""
-    chosen = store or os.environ.get(STORE_ENV) or None
-    if chosen:
-        return Path(chosen).expanduser()
-    return Path(workspace or ".") / DEFAULT_STORE
+    """Where the store lives: `--store PATH`, else `$DAL_STORE`, else `<workspace>/.dal/dal.db`, parsed
+    as every command parses it (StoreLocation.parse: `~` expanded, made absolute)."""
+    return StoreLocation.parse(store, workspace or ".").file
 
 
 def busy_timeout() -> float:

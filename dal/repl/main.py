@@ -7,9 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dal.core import defaults
 from dal.runner.options import add_policy_flags, positive_int
-
-DEFAULT_MAX_STEPS = 1_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,9 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-steps",
         type=positive_int,
-        default=DEFAULT_MAX_STEPS,
+        default=defaults.MAX_STEPS,
         metavar="N",
-        help=f"step budget of each input (default: {DEFAULT_MAX_STEPS:,})",
+        help=f"step budget of each input (default: {defaults.MAX_STEPS:,})",
     )
     parser.add_argument(
         "--history",
@@ -37,43 +36,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _policy_and_context(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The policy and effect context the flags describe, exactly as `dal run` builds them."""
-    try:
-        from dal.effects import PolicyError
-        from dal.runner.options import context_from_args, policy_from_args
-    except ImportError:  # no effects yet: run() stays unavailable in the session
-        return None, None
-    try:
-        policy = policy_from_args(args)
-    except PolicyError as e:
-        raise _UsageError(str(e)) from None
-    return policy, context_from_args(args, policy)
-
-
-class _UsageError(Exception):
-    """A bad flag or policy file: reported in one line, exit 2."""
-
-
 def run_repl(args: argparse.Namespace) -> int:
     """Start the REPL with the parsed flags; returns the exit code."""
     from dal.repl.app import Repl
     from dal.repl.history import LazyFileHistory, default_history_path
     from dal.repl.session import Session
     from dal.repl.wiring import SessionWiring
-    from dal.runner.workspace import find_workspace
+    from dal.runner.build import SpecError, build_spec
+    from dal.runner.options import spec_options
+    from dal.runner.runner import effect_context
 
-    workspace = find_workspace(getattr(args, "workspace", None)).path
-    if not workspace.is_dir():
-        print(f"dal: error: the workspace {workspace} is not a directory", file=sys.stderr)
-        return 2
-    args.workspace = workspace
-    try:
-        policy, context = _policy_and_context(args)
-    except _UsageError as e:
+    notes: list[str] = []
+    try:  # the session is specified as `dal run` specifies a run: the same flags, the same builder
+        spec = build_spec(None, **spec_options(args), notes=notes)
+    except SpecError as e:
         print(f"dal: error: {e}", file=sys.stderr)
         return 2
-    session = Session(filename="<repl>", max_steps=args.max_steps, workspace=workspace, policy=policy)
+    for note in notes:
+        print(f"dal: note: {note}", file=sys.stderr)
+    workspace = Path(spec.workspace)
+    policy, context = spec.policy, effect_context(spec, spec.policy)
+    session = Session(filename="<repl>", max_steps=spec.max_steps, workspace=workspace, policy=policy)
     history = LazyFileHistory(args.history or default_history_path())
     wiring = SessionWiring(session, context)
     repl = Repl(session, workspace=workspace, wiring=wiring, history=history)
@@ -86,16 +69,16 @@ def run_repl(args: argparse.Namespace) -> int:
         status = "interrupted"
         return 130
     finally:
-        _save_receipt(session, wiring, workspace, status)
+        _save_receipt(session, wiring, spec, status)
 
 
-def _save_receipt(session: Any, wiring: Any, workspace: Path, status: str) -> None:
+def _save_receipt(session: Any, wiring: Any, spec: Any, status: str) -> None:
     """The session's one run receipt; a store problem is reported, never a traceback on the way out."""
     from dal.receipts.store import StoreError
     from dal.repl.wiring import save_session_receipt
 
     try:
-        md = save_session_receipt(session, wiring, workspace, status)
+        md = save_session_receipt(session, wiring, spec, status)
     except (StoreError, OSError) as e:
         print(f"dal: warning: the session's receipt was not saved: {e}", file=sys.stderr)
         return

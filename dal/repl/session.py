@@ -13,10 +13,11 @@ from typing import Any
 
 import attrs
 
+from dal.core.defaults import MAX_STEPS
 from dal.core.errors import DalError, DalRuntimeError
 from dal.eval.builtins import BUILTINS
 from dal.eval.interpreter import Engine, check_source
-from dal.eval.runtime import DEFAULT_MAX_STEPS, Runtime
+from dal.eval.runtime import Runtime
 from dal.eval.values import dal_repr
 from dal.resolve.resolver import ModuleState
 from dal.syntax import ast
@@ -35,7 +36,7 @@ class Session:
     def __init__(
         self,
         filename: str = "<repl>",
-        max_steps: int = DEFAULT_MAX_STEPS,
+        max_steps: int = MAX_STEPS,
         workspace: Path | None = None,
         policy: Any = None,
         write: Any = None,

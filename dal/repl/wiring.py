@@ -87,7 +87,7 @@ def describe_policy(policy: Any) -> tuple[str, str]:
     return summary, "\n".join(lines)
 
 
-def save_session_receipt(session: Any, wiring: SessionWiring, workspace: Any, status: str = "completed") -> Any:
+def save_session_receipt(session: Any, wiring: SessionWiring, spec: Any, status: str = "completed") -> Any:
     """Write one run receipt for the whole REPL session (its effects and loop receipts), so that the
     session shows in `dal receipts` like any run. Nothing is written for a session that ran nothing.
     Returns the receipt's markdown path, or None."""
@@ -99,7 +99,7 @@ def save_session_receipt(session: Any, wiring: SessionWiring, workspace: Any, st
     from dal.receipts.ids import new_run_id, utc_timestamp
     from dal.receipts.retry import derive_retry
     from dal.receipts.store import Store
-    from dal.runner.runner import SCHEMA, artifact_of, default_store
+    from dal.runner.runner import SCHEMA, artifact_of
 
     inputs = getattr(session, "_inputs", 0)
     if not inputs:
@@ -110,7 +110,7 @@ def save_session_receipt(session: Any, wiring: SessionWiring, workspace: Any, st
     for h in handlers:
         writes.update(h.writes)
     external = "performed" if any(h.external_performed for h in handlers) else "none"
-    ws = Path(workspace).resolve()
+    ws = Path(spec.workspace)
     started = getattr(wiring, "started_at", None) or utc_timestamp()
     receipt = {
         "schema": SCHEMA,
@@ -141,7 +141,7 @@ def save_session_receipt(session: Any, wiring: SessionWiring, workspace: Any, st
         from dal.runner.inforce import receipt_policy
 
         receipt["policy"] = receipt_policy(wiring.context.policy, None, [])
-    with Store(default_store(ws)) as db:
+    with Store(spec.store.file) as db:
         db.save_receipt(receipt)
-    _, md = write_receipt_files(receipt, workspace=ws)
+    _, md = write_receipt_files(receipt, spec.receipts_dir(), workspace=ws)
     return md

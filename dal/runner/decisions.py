@@ -7,7 +7,6 @@ run) or `latest`. The effect defaults to the one the run waits on.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -150,54 +149,3 @@ def _applies(store: Store, decided_on: dict[str, Any], seq: int) -> str:
                     f"decision and stops there; then `dal resume {nid}`")
         return f"applies to run {nid}, which is resuming now"
     return f"applies when you resume: `dal resume {nid}`"
-
-
-@attrs.frozen
-class Launch:
-    """How a run was started, so that resuming it runs the same script under the same policy."""
-
-    script: Path | None
-    workspace: Path | None
-    policy_args: dict[str, Any]  # the policy flags, as `dal run` took them
-    policy: Any  # the Policy in force stored with the run (None: an older DAL stored only the flags)
-    max_steps: int | None
-    max_effects: int | None
-    timeout: float | None
-    max_memory: int | None = None
-
-
-def launch_of(run: dict[str, Any]) -> Launch:
-    """Read back what the store kept of a run's start (`run_row(...)["policy"]`). Raises ValueError when
-    the stored policy cannot be read."""
-    from dal.effects.policy import PolicyError
-    from dal.runner.inforce import stored_policy
-
-    try:
-        in_force = stored_policy(run)
-    except PolicyError as e:
-        raise ValueError(f"run {run.get('run_id')}: {e}; start a new operation") from None
-    policy = run.get("policy") or {}
-    stored = dict(policy.get("args") or {})
-    launch = policy.get("launch") or {}
-    cwd = Path(launch.get("cwd") or ".")
-
-    def here(p: str | None) -> Path | None:
-        return None if not p else Path(p) if Path(p).is_absolute() or Path.cwd() == cwd else cwd / p
-
-    script = here(run.get("script_path"))
-    if launch.get("script") and (script is None or Path.cwd() != cwd or not script.exists()):
-        script = Path(launch["script"])  # the same file, named as the run named it when that still works
-    workspace = Path(in_force.workspace) if in_force is not None else (
-        here(stored.get("workspace")) or here(launch.get("workspace")))
-    if stored.get("policy"):
-        stored["policy"] = here(stored["policy"])
-    return Launch(
-        script=script,
-        workspace=workspace,
-        policy_args=stored,
-        policy=in_force,
-        max_steps=int(launch["max_steps"]) if launch.get("max_steps") else None,
-        max_effects=int(launch["max_effects"]) if launch.get("max_effects") else None,
-        timeout=float(launch["timeout"]) if launch.get("timeout") else None,
-        max_memory=int(launch["max_memory"]) if launch.get("max_memory") else None,
-    )

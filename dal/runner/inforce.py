@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from dal.core.records import ValueRecord
-from dal.effects.policy import Policy
+from dal.effects.policy import Policy, PolicyError
+from dal.runner.spec import SpecError
 
 __all__ = ["ADDITIVE_FLAGS", "Adopted", "adopt", "additions_of", "protect_run", "receipt_policy", "stored_policy"]
 
@@ -51,14 +52,16 @@ def protect_run(policy: Policy, store: Path, receipts: Path) -> Policy:
 def stored_policy(row: dict[str, Any] | None) -> Policy | None:
     """The policy in force stored with a run (`Store.run_row()`), or None for a run an older DAL started
     (it kept only the flags). Raises PolicyError for a stored policy that cannot be read."""
-    data = ((row or {}).get("policy") or {}).get("in_force")
-    if data is None:
-        return None
-    return Policy.from_json(data)
+    from dal.runner.stored import StoredRun  # the one reader of what the store keeps of a run's start
+
+    try:
+        return StoredRun.of(row).policy
+    except SpecError as e:
+        raise PolicyError(str(e)) from None
 
 
 def additions_of(flags: dict[str, Any] | None) -> dict[str, Any]:
-    """The additive flags among a command line's policy flags (`RunRequest.policy_args`)."""
+    """The additive flags among a command line's policy flags (`RunSpec.policy_flags`)."""
     flags = flags or {}
     out: dict[str, Any] = {}
     for k in ADDITIVE_FLAGS:

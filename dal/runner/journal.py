@@ -2,7 +2,7 @@
 
 The attempts of an operation form a chain: each run names the run it continues (`previous_run`). A chain
 starts at a run that began a fresh journal: the first run of a key, or `dal run --new-attempt`; the
-attempt kind (`new`, `resume`, `retry`) is stored with each run (`runs.policy["launch"]["attempt"]`).
+attempt kind (`new`, `resume`, `retry`) is stored with each run (dal/runner/stored.py).
 Every later attempt — a resume after waiting, interrupted or died; a retry after failed or exhausted —
 continues the journal of the whole chain, so an attempt that ends before it reaches the effects the
 journal holds (a small budget, an edit that fails early) loses nothing: the next one still finds them.
@@ -50,9 +50,9 @@ class OperationJournal(ValueRecord):
 
 def attempt_of(row: dict[str, Any]) -> str | None:
     """The attempt kind a run was stored with; None for runs stored before attempts had kinds."""
-    launch = (row.get("policy") or {}).get("launch") or {}
-    kind = launch.get("attempt")
-    return kind if isinstance(kind, str) else None
+    from dal.runner.stored import StoredRun
+
+    return StoredRun.attempt_of(row)
 
 
 def chain(store: Store, run_id: str) -> list[dict[str, Any]]:

@@ -1,17 +1,16 @@
 """The command-line options of a run, shared by every command that starts one (`dal run`, `dal resume`,
 `dal policy check`, `dal repl`): their argument types (clear messages for a bad number, duration or size),
-the policy flags, the budget, store and output flags, and the workspace a command works in."""
+the policy flags, the budget, store and output flags, and how they become a RunSpec (`spec_options`: the
+builder's keywords, so that a flag and the API keyword of the same name are one setting)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-from dal.effects.context import DEFAULT_EFFECT_TIMEOUT, DEFAULT_MAX_OUTPUT, EffectContext
-from dal.effects.policy import Policy
-from dal.runner.workspace import Found, find_workspace
+from dal.core import defaults
+from dal.runner.spec import POLICY_FLAGS
 
 
 def positive_int(text: str) -> int:
@@ -36,26 +35,14 @@ def seconds(text: str) -> float:
     return value
 
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-MIN_MEMORY = 16 << 20
-
-
 def memory_size(text: str) -> int:
     """A memory size: bytes, or with a unit K, M, G or T (powers of 1024; `KB`, `KiB`, `MB`... too)."""
-    t = text.strip().lower().replace("_", "")
-    for suffix in ("ib", "b"):
-        if t.endswith(suffix) and len(t) > len(suffix) and t[-len(suffix) - 1] in "kmgt":
-            t = t[: -len(suffix)]
-            break
-    unit = t[-1:] if t[-1:] in _UNITS and not t[-1:].isdigit() else ""
-    number = t[: len(t) - len(unit)]
+    from dal.runner.build import parse_memory
+
     try:
-        value = int(float(number) * _UNITS[unit])
-    except (ValueError, OverflowError):
-        raise argparse.ArgumentTypeError(f"expected a size such as 512M or 2G, got {text!r}") from None
-    if value < MIN_MEMORY:
-        raise argparse.ArgumentTypeError(f"must be at least 16M, got {text}")
-    return value
+        return parse_memory(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 WORKSPACE_HELP = ("the workspace (default: the nearest folder, from the current directory up, with a dal.toml "
@@ -123,7 +110,7 @@ def add_policy_flags(parser: argparse.ArgumentParser, *, additive: bool = False)
         type=seconds,
         default=None,
         metavar="SECONDS",
-        help=f"timeout of each shell command (default {DEFAULT_EFFECT_TIMEOUT:g}s)",
+        help=f"timeout of each shell command (default {defaults.EFFECT_TIMEOUT:g}s)",
     )
     g.add_argument(
         "--require-sandbox",
@@ -143,45 +130,51 @@ def add_unsandboxed_flag(parser: Any) -> None:
     )
 
 
-def workspace_from_args(args: argparse.Namespace, *, quiet: bool | None = None) -> Found:
-    """The workspace of a command: `--workspace DIR`, else discovered from the current directory
-    (dal/runner/workspace.py). Says on stderr when the workspace found is nested inside another one (once per
-    command: the result is kept on `args`)."""
-    found = getattr(args, "workspace_found", None)
-    if isinstance(found, Found):
-        return found
-    found = find_workspace(getattr(args, "workspace", None))
-    args.workspace_found = found
-    note = found.note()
-    if quiet is None:
-        quiet = bool(getattr(args, "quiet", False))
-    if note is not None and not quiet:
-        sys.stderr.write(f"dal: note: {note}\n")
-    return found
+def add_run_flags(p: argparse.ArgumentParser) -> None:
+    """Budgets, store and output flags shared by `dal run` and `dal resume` (every default None: the
+    run's own on a resume, else dal/core/defaults.py)."""
+    b = p.add_argument_group("budgets")
+    b.add_argument("--max-steps", type=positive_int, default=None, metavar="N",
+                   help="step budget: every statement and expression costs one step "
+                   f"(default {defaults.MAX_STEPS:,})")
+    b.add_argument("--max-effects", type=positive_int, default=None, metavar="N",
+                   help="effect budget: the number of run() calls allowed (default: no limit)")
+    b.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
+                   help="wall-clock budget for the whole run (default: none)")
+    b.add_argument("--max-memory", type=memory_size, default=None, metavar="SIZE",
+                   help="memory budget, e.g. 512M or 4G: the memory the run may hold; no one value may take "
+                   f"more than half of it (default {defaults.MAX_MEMORY >> 30}G)")
+    r = p.add_argument_group("receipts and durability")
+    r.add_argument("--store", default=None, metavar="PATH",
+                   help="the run store (default: WORKSPACE/.dal/dal.db, or $DAL_STORE)")
+    r.add_argument("--receipts", type=Path, default=None, metavar="DIR",
+                   help="where <run_id>.json and <run_id>.md go (default: WORKSPACE/.dal/receipts)")
+    r.add_argument("--wait", type=seconds, default=None, metavar="SECONDS",
+                   help="when another process runs the same key, wait this long for it instead of exiting 3")
+    o = p.add_argument_group("output")
+    o.add_argument("-v", "--verbose", action="store_true", help="print each loop receipt as it is emitted")
+    o.add_argument("-q", "--quiet", action="store_true", help="print nothing but the script's own output")
+    o.add_argument("--json", action="store_true",
+                   help="host mode: print only the final run receipt as JSON on stdout (script output "
+                   "goes to stderr)")
 
 
-def policy_from_args(args: argparse.Namespace) -> Policy:
-    """Build the Policy the flags describe; raises PolicyError naming the file or flag at fault."""
-    return Policy.load(
-        workspace_from_args(args).path,
-        getattr(args, "policy", None),
-        allow_run=getattr(args, "allow_run", ()) or (),
-        allow_read=getattr(args, "allow_read", ()) or (),
-        allow_write=getattr(args, "allow_write", ()) or (),
-        allow_net=bool(getattr(args, "allow_net", False)),
-        require_approval=getattr(args, "require_approval", ()) or (),
-        allow_env=getattr(args, "allow_env", ()) or (),
-    )
+_SETTINGS = ("max_steps", "max_effects", "timeout", "max_memory", "effect_timeout", "wait")
 
 
-def context_from_args(args: argparse.Namespace, policy: Policy | None = None) -> EffectContext:
-    """The EffectContext the flags describe: timeout from the flag, else the policy file, else 30 s."""
-    policy = policy if policy is not None else policy_from_args(args)
-    timeout = getattr(args, "effect_timeout", None) or policy.timeout or DEFAULT_EFFECT_TIMEOUT
-    return EffectContext(
-        policy=policy,
-        timeout=timeout,
-        max_output=policy.max_output or DEFAULT_MAX_OUTPUT,
-        require_sandbox=bool(getattr(args, "require_sandbox", False)),
-        unsandboxed_as_root=bool(getattr(args, "unsandboxed_as_root", False)),
-    )
+def spec_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords of dal.runner.build.build_spec (or resume_spec) that the parsed flags give: a flag not
+    on the command (or not given) is left out, so the builder's default (or the run's own) applies."""
+    get = args.__dict__.get
+    out: dict[str, Any] = {k: get(k) for k in _SETTINGS if get(k) is not None}
+    flags = {k: get(k) for k in POLICY_FLAGS if get(k)}
+    if flags:
+        out["policy_flags"] = flags
+    for name, key in (("workspace", "workspace"), ("policy", "policy_file"), ("store", "store"),
+                      ("receipts", "receipts"), ("key", "key")):
+        if get(name) is not None:
+            out[key] = get(name)
+    for name in ("require_sandbox", "unsandboxed_as_root", "new_attempt"):
+        if get(name):
+            out[name] = True
+    return out

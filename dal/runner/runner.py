@@ -24,10 +24,9 @@ from dal.core.errors import DalError, DalRuntimeError, DivergenceError
 from dal.core.jsontext import surrogate_at
 from dal.core.records import ValueRecord
 from dal.effects import EffectContext, Policy, PolicyError
-from dal.effects.context import DEFAULT_EFFECT_TIMEOUT, DEFAULT_MAX_OUTPUT
 from dal.eval.interpreter import Engine, Outcome, check_source
 from dal.eval.runtime import Runtime, SkipSignal
-from dal.eval.values import DEFAULT_MAX_MEMORY, describe, quote
+from dal.eval.values import describe, quote
 from dal.receipts.compact import compact
 from dal.receipts.files import write_receipt_files
 from dal.receipts.ids import new_run_id, utc_timestamp
@@ -38,6 +37,8 @@ from dal.runner.effects import EffectHandler, rerunnable
 from dal.runner.inforce import Adopted, adopt, protect_run, receipt_policy, stored_policy
 from dal.runner.locks import KeyBusy, KeyLock
 from dal.runner.recorder import LoopRecorder
+from dal.runner.spec import RunHooks, RunSpec, SpecError
+from dal.runner.stored import StoredRun, run_record
 
 EXIT_BY_STATUS = {
     "completed": 0,
@@ -50,7 +51,6 @@ EXIT_BY_STATUS = {
 }
 RESUMABLE = frozenset({"waiting", "interrupted", "running"})
 SCHEMA = "dal.receipt/v1"
-_NEW: Any = object()  # RunRequest(policy_args=...) not given: a new dict
 _SHA_LIMIT = 64 * 1024 * 1024
 
 
@@ -60,78 +60,6 @@ class RunnerError(Exception):
     def __init__(self, message: str, exit_code: int = 2) -> None:
         super().__init__(message)
         self.exit_code = exit_code
-
-
-class RunRequest(ValueRecord):
-    """What to run and how: the script, its workspace and policy, budgets, store and outputs."""
-
-    __slots__ = (
-        "script", "workspace", "policy", "source", "max_steps", "max_effects", "timeout", "effect_timeout",
-        "max_output", "key", "store", "receipts_dir", "require_sandbox", "use_sandbox", "resume", "wait",
-        "unsandboxed_as_root",
-        "policy_args", "write", "on_loop_receipt", "handle_signals", "write_files", "fake", "simulate_crash",
-        "notify", "new_attempt", "max_memory", "fence",
-    )
-
-    def __init__(
-        self,
-        script: Path,
-        workspace: Path,
-        policy: Policy,
-        source: str | None = None,  # the script's text; read from `script` when None
-        max_steps: int = 1_000_000,
-        max_effects: int | None = None,
-        timeout: float | None = None,
-        effect_timeout: float | None = None,  # None: the policy in force's [limits] timeout, else 30 s
-        max_output: int | None = None,  # None: the policy in force's [limits] max_output, else 1 MiB
-        key: str | None = None,
-        store: Path | None = None,
-        receipts_dir: Path | None = None,
-        require_sandbox: bool = False,
-        use_sandbox: bool = True,
-        resume: str | None = None,  # a run id to resume explicitly (`dal resume RUN`)
-        wait: float | None = None,
-        policy_args: dict[str, Any] | None = _NEW,  # the flags the policy came from, kept for `dal resume`
-        write: Callable[[str], Any] | None = None,
-        on_loop_receipt: Callable[[dict[str, Any]], None] | None = None,
-        handle_signals: bool = True,
-        write_files: bool = True,
-        fake: Callable[..., Any] | None = None,  # dal test: scripted effect results (see EffectHandler)
-        simulate_crash: tuple[str, int] | None = None,  # dal test: raise SimulatedCrash at (boundary, seq)
-        notify: Callable[[str], Any] | None = None,  # says what the operator should know (stderr in the CLI)
-        new_attempt: bool = False,  # close the key's journal: a new attempt that runs every effect again
-        max_memory: int = DEFAULT_MAX_MEMORY,  # bytes: the memory budget (--max-memory)
-        unsandboxed_as_root: bool = False,  # --unsandboxed-as-root: root may run commands without the wall
-        fence: Any = None,  # a run of a job (dal worker): dal.receipts.jobs.Fence, checked by every intent
-    ) -> None:
-        self.script = script
-        self.workspace = workspace
-        self.policy = policy
-        self.source = source
-        self.max_steps = max_steps
-        self.max_effects = max_effects
-        self.timeout = timeout
-        self.effect_timeout = effect_timeout
-        self.max_output = max_output
-        self.key = key
-        self.store = store
-        self.receipts_dir = receipts_dir
-        self.require_sandbox = require_sandbox
-        self.use_sandbox = use_sandbox
-        self.unsandboxed_as_root = unsandboxed_as_root
-        self.resume = resume
-        self.wait = wait
-        self.policy_args = {} if policy_args is _NEW else policy_args
-        self.write = write
-        self.on_loop_receipt = on_loop_receipt
-        self.handle_signals = handle_signals
-        self.write_files = write_files
-        self.fake = fake
-        self.simulate_crash = simulate_crash
-        self.notify = notify
-        self.new_attempt = new_attempt
-        self.max_memory = max_memory
-        self.fence = fence
 
 
 class RunReport(ValueRecord):
@@ -163,43 +91,15 @@ class RunReport(ValueRecord):
         self.files_error = files_error
 
 
-def default_store(workspace: Path) -> Path:
-    env = os.environ.get("DAL_STORE")
-    if env:
-        return Path(env)
-    return workspace / ".dal" / "dal.db"
-
-
-def policy_json(policy: Policy, args: dict[str, Any], launch: dict[str, Any] | None = None,
-                adopted: Adopted | None = None) -> dict[str, Any]:
-    """What the store keeps of a run's policy: the whole policy in force (`in_force`, which every later
-    run of the operation adopts), the flags of its command line, the run whose policy it adopted and what
-    its flags added, and (`launch`) what `dal resume` needs to run the same script again: absolute script
-    path, workspace, budgets. The other keys summarise `in_force` for a person reading the store."""
-    return {
-        "launch": launch or {},
-        "source": policy.source,
-        "args": args,
-        "allowed": sorted(policy.allowed),
-        "approval": sorted(policy.approval),
-        "read_roots": list(policy.read_roots),
-        "write_roots": list(policy.write_roots),
-        "allow_net": policy.allow_net,
-        "in_force": policy.to_json(),
-        "adopted_from": adopted.from_run if adopted is not None else None,
-        "added": adopted.added if adopted is not None else {},
-    }
-
-
-def effect_context(req: RunRequest, policy: Policy) -> EffectContext:
-    """How effects run under `policy`: a limit the command line set wins, then the policy's `[limits]`."""
+def effect_context(spec: RunSpec, policy: Policy) -> EffectContext:
+    """How effects run under `policy`: a limit the run's options set wins, then the policy's `[limits]`."""
     return EffectContext(
         policy=policy,
-        timeout=req.effect_timeout or policy.timeout or DEFAULT_EFFECT_TIMEOUT,
-        max_output=req.max_output or policy.max_output or DEFAULT_MAX_OUTPUT,
-        require_sandbox=req.require_sandbox,
-        use_sandbox=req.use_sandbox,
-        unsandboxed_as_root=req.unsandboxed_as_root,
+        timeout=RunSpec.effective_effect_timeout(spec.effect_timeout, policy),
+        max_output=RunSpec.effective_max_output(spec.max_output, policy),
+        require_sandbox=spec.require_sandbox,
+        use_sandbox=spec.use_sandbox,
+        unsandboxed_as_root=spec.unsandboxed_as_root,
     )
 
 
@@ -235,7 +135,10 @@ def crashed_receipt(
     """The receipt of a run whose process died before writing one, rebuilt from its journal: each effect
     with its recorded result, or `uncertain` when it started and never reported back."""
     info = store.run_row(prev["run_id"]) or {}
-    launch = (info.get("policy") or {}).get("launch") or {}
+    try:
+        started: StoredRun | None = StoredRun.of(info)
+    except (PolicyError, SpecError):
+        started = None
     items = []
     for row in store.journal(prev["run_id"]):
         if row["seq"] <= 0 or (row.get("detail") or {}).get("forgotten") and not row.get("result"):
@@ -257,12 +160,11 @@ def crashed_receipt(
             "duration_ms": res.get("duration_ms", 0.0), "line": detail.get("line", 0),
             "column": 0, "loop_iteration": None, "replayed": bool(detail.get("replayed")),
         })
-    sha = launch.get("sha256")
-    ws = Path(launch.get("workspace") or workspace)
-    try:
-        in_force = stored_policy(info)
-    except PolicyError:
-        in_force = None
+    sha = started.sha256 if started is not None else None
+    spec_ws = started.spec.workspace if started is not None and started.spec is not None else None
+    legacy_ws = ((started.legacy or {}).get("launch") or {}).get("workspace") if started is not None else None
+    ws = Path(spec_ws or legacy_ws or workspace)
+    in_force = started.policy if started is not None else None
     done = ("completed", "failed", "timeout", "uncertain")
     receipt = {
         "schema": SCHEMA,
@@ -276,8 +178,9 @@ def crashed_receipt(
         "attempted_at": prev["started_at"],
         "finished_at": utc_timestamp(),
         "duration_ms": 0.0,
-        "steps": {"used": 0, "budget": int(launch.get("max_steps") or 0)},
-        "effects": {"count": len(items), "budget": launch.get("max_effects"), "items": items, "omitted": 0},
+        "steps": {"used": 0, "budget": int((started.budget("max_steps") if started else None) or 0)},
+        "effects": {"count": len(items), "budget": started.budget("max_effects") if started else None,
+                    "items": items, "omitted": 0},
         "artifacts": [
             artifact_of(ws, w) for w in dict.fromkeys(w for i in items if i["status"] in done for w in i["writes"])
         ],
@@ -304,15 +207,16 @@ def crashed_receipt(
 class _Run:
     """State of one run while it executes."""
 
-    def __init__(self, req: RunRequest) -> None:
-        self.req = req
-        self.workspace = req.workspace.resolve()
+    def __init__(self, spec: RunSpec, hooks: RunHooks) -> None:
+        self.spec = spec
+        self.hooks = hooks
+        self.workspace = Path(spec.workspace)
         self.run_id = new_run_id()
         self.started_at = utc_timestamp()
         self.t0 = time.monotonic()
         self.store: Store | None = None
         self.lock: KeyLock | None = None
-        self.key: str | None = req.key
+        self.key: str | None = spec.key
         self.previous: dict[str, Any] | None = None
         self.attempts: dict[str, int] | None = None
         self.begun = False
@@ -320,10 +224,10 @@ class _Run:
         # new (a fresh journal) | resume (replays every result) | retry (after failed or exhausted: replays
         # what must not run twice) | duplicate (the key already completed)
         self.kind = "new"
-        self.launch: dict[str, Any] = {}
+        self.sha256: str | None = None  # of the script's text, once read
         # The policy in force: the command line's for a new operation, the operation's stored one (plus this
         # command line's flags) once the run turns out to continue one (see adopt_policy).
-        self.policy: Policy = req.policy
+        self.policy: Policy = spec.policy
         self.adopted: Adopted | None = None
         self.handler: EffectHandler | None = None
         self.env_read: dict[str, bool] = {}  # env() names asked for -> whether the policy let the script see it
@@ -332,10 +236,7 @@ class _Run:
     # --- the policy in force -------------------------------------------------------------------
 
     def protect(self, policy: Policy) -> Policy:
-        from dal.receipts.files import receipts_dir
-
-        store = self.req.store or default_store(self.workspace)
-        return protect_run(policy, Path(store), receipts_dir(self.req.receipts_dir, self.workspace))
+        return protect_run(policy, self.spec.store.file, self.spec.receipts_dir())
 
     def getenv(self, name: str) -> str | None:
         """`env(name)` under the policy in force."""
@@ -366,19 +267,19 @@ class _Run:
                 f"{self.workspace}: continue it there (--workspace {stored.workspace}), or use another key"
             )
         try:
-            self.adopted = adopt(stored, prev["run_id"], self.req.policy, self.req.policy_args, operation)
+            self.adopted = adopt(stored, prev["run_id"], self.spec.policy, self.spec.policy_flags, operation)
         except PolicyError as e:
             raise RunnerError(str(e)) from None
         self.policy = self.protect(self.adopted.policy)
         if self.handler is not None:
-            self.handler.ctx = effect_context(self.req, self.policy).evolve(cancel=self.handler.ctx.cancel)
+            self.handler.ctx = effect_context(self.spec, self.policy).evolve(cancel=self.handler.ctx.cancel)
         self._notify(self.adopted.notices)
         return [n for n, seen in self.env_read.items() if seen and not self.policy.env_visible(n)]
 
     def _notify(self, notices: list[str]) -> None:
-        if self.req.notify is not None:
+        if self.hooks.notify is not None:
             for n in notices:
-                self.req.notify(n)
+                self.hooks.notify(n)
 
     def receipt_policy(self) -> dict[str, Any]:
         withheld = sorted(n for n, seen in self.env_read.items() if not seen)
@@ -388,9 +289,8 @@ class _Run:
 
     def open_store(self) -> Store:
         if self.store is None:
-            path = self.req.store or default_store(self.workspace)
             try:
-                store = Store(path)
+                store = Store(self.spec.store.file)
                 # Every commit survives kill -9; only intents that must never be lost pay an fsync
                 # (see _BeginFirst and docs/durability.md).
                 store.set_synchronous("NORMAL")
@@ -412,7 +312,7 @@ class _Run:
         self.key = key
         try:
             self.lock = KeyLock(store.path.parent / "locks", key)
-            self.lock.acquire(self.run_id, self.req.wait)
+            self.lock.acquire(self.run_id, self.spec.wait)
         except KeyBusy as e:
             self.lock = None
             raise RunnerError(str(e), exit_code=3) from None
@@ -441,7 +341,7 @@ class _Run:
             # We hold the key's lock, so the process that began this run is gone (kill -9, power
             # loss, a store that refused its receipt): give it its receipt, then continue its journal.
             self._bury(prev)
-        if self.req.new_attempt:
+        if self.spec.new_attempt:
             # The operator closes the operation's journal: a fresh one, linked to the run it follows.
             self.previous = {"run_id": prev["skipped_of"]} if prev["status"] == "skipped" else prev
             self.kind = "new"
@@ -544,11 +444,12 @@ class _Run:
             self.run_id,
             operation=operation,
             key=self.key,
-            script_path=str(self.req.script),
+            script_path=self.spec.filename,
             started_at=self.started_at,
             previous_run=self.previous["run_id"] if continues and self.previous else None,
-            policy=policy_json(self.policy, self.req.policy_args, {**self.launch, "attempt": self.kind},
-                               self.adopted),
+            policy=run_record(self.spec.evolve(policy=self.policy, key=self.key), self.kind, self.sha256,
+                              self.adopted.from_run if self.adopted is not None else None,
+                              self.adopted.added if self.adopted is not None else None),
         )
         self.begun = True
 
@@ -571,7 +472,7 @@ class _Abort(BaseException):
 
 def _count_as(row: dict[str, Any]) -> str:
     """Which count of `attempts` a run adds to, from the attempt kind stored with it."""
-    kind = ((row.get("policy") or {}).get("launch") or {}).get("attempt")
+    kind = StoredRun.attempt_of(row)
     if kind is None:  # stored before runs had kinds
         kind = "resume" if row.get("previous_run") else "new"
     return {"resume": "resumes", "duplicate": "duplicates"}.get(kind, "new")
@@ -630,7 +531,7 @@ def newest_run_of_key(store: Store, key: str) -> dict[str, Any] | None:
             return False
         if row["status"] == "running":
             info = store.run_row(row["run_id"]) or {}
-            kind = ((info.get("policy") or {}).get("launch") or {}).get("attempt")
+            kind = StoredRun.attempt_of(info)
             return kind not in ("duplicate", "rejected")
         return True
 
@@ -703,7 +604,7 @@ def _lock_keyless(run: _Run, store: Store, prev: dict[str, Any]) -> None:
     once a later run continued it."""
     run.lock = KeyLock(store.path.parent / "locks", "run:" + prev["run_id"])
     try:
-        run.lock.acquire(run.run_id, run.req.wait)
+        run.lock.acquire(run.run_id, run.spec.wait)
     except KeyBusy as e:
         run.lock = None
         raise RunnerError(str(e), exit_code=3) from None
@@ -736,47 +637,46 @@ def _unreached(handler: EffectHandler, outcome: Outcome, checked: Any) -> Outcom
     return Outcome("failed", err, ended_by="error")
 
 
-def execute(req: RunRequest) -> RunReport:
-    """Run `req.script` and return its receipt. Raises RunnerError only for problems outside the script."""
-    run = _Run(req)
+def execute(spec: RunSpec, hooks: RunHooks | None = None) -> RunReport:
+    """Run `spec` and return its receipt. Raises RunnerError only for problems outside the script."""
+    run = _Run(spec, hooks if hooks is not None else RunHooks())
     try:
         return _execute(run)
     finally:
         run.release()
 
 
-def _read_source(req: RunRequest) -> str:
-    if req.source is not None:
-        return req.source
+def _read_source(spec: RunSpec) -> str:
+    name = spec.filename
     try:
-        return req.script.read_text(encoding="utf-8")
+        return Path(spec.script).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise RunnerError(f"no such script: {req.script}") from None
+        raise RunnerError(f"no such script: {name}") from None
     except IsADirectoryError:
-        raise RunnerError(f"{req.script} is a directory, not a script") from None
+        raise RunnerError(f"{name} is a directory, not a script") from None
     except UnicodeDecodeError as e:
-        raise RunnerError(f"{req.script} is not UTF-8 text (invalid byte at offset {e.start})") from None
+        raise RunnerError(f"{name} is not UTF-8 text (invalid byte at offset {e.start})") from None
     except OSError as e:
-        raise RunnerError(f"cannot read {req.script}: {e.strerror}") from None
+        raise RunnerError(f"cannot read {name}: {e.strerror}") from None
 
 
 def _execute(run: _Run) -> RunReport:
-    req = run.req
-    if req.key is not None and (at := surrogate_at(req.key)) is not None:
-        raise RunnerError(f"the operation key {quote(req.key)} is not valid Unicode text "
+    spec, hooks = run.spec, run.hooks
+    if spec.key is not None and (at := surrogate_at(spec.key)) is not None:
+        raise RunnerError(f"the operation key {quote(spec.key)} is not valid Unicode text "
                           f"(a lone surrogate at character {at})")
-    source = _read_source(req)
-    if req.write_files:
-        from dal.receipts.files import probe_receipts_dir
+    source = _read_source(spec)
+    run.sha256 = _sha256_text(source)
+    from dal.receipts.files import probe_receipts_dir
 
-        problem = probe_receipts_dir(req.receipts_dir, run.workspace)
-        if problem is not None:
-            raise RunnerError(f"cannot write receipt files in {problem}. Nothing ran. Make the folder writable "
-                              "or choose another with --receipts DIR.")
-    filename = str(req.script)
+    problem = probe_receipts_dir(spec.receipts_dir(), run.workspace)
+    if problem is not None:
+        raise RunnerError(f"cannot write receipt files in {problem}. Nothing ran. Make the folder writable "
+                          "or choose another with --receipts DIR.")
+    filename = spec.filename
     checked, errors = check_source(source, filename)
-    operation = req.key or f"script:{Path(filename).stem}"
-    run.policy = run.protect(req.policy)
+    operation = spec.key or f"script:{Path(filename).stem}"
+    run.policy = run.protect(spec.policy)
 
     if errors:
         run.open_store()
@@ -785,36 +685,26 @@ def _execute(run: _Run) -> RunReport:
         return _finish(run, source, operation, Outcome("rejected", errors[0], ended_by="error"),
                        rt=None, handler=None, recorder=None)
 
-    run.launch = {
-        "cwd": os.getcwd(),
-        "script": str(Path(req.script).resolve()),
-        "workspace": str(run.workspace),
-        "sha256": _sha256_text(source),
-        "max_steps": req.max_steps,
-        "max_effects": req.max_effects,
-        "timeout": req.timeout,
-        "max_memory": req.max_memory,
-    }
-    rt = Runtime(max_steps=req.max_steps, timeout=req.timeout, write=req.write or sys.stdout.write,
-                 max_memory=req.max_memory)
-    ctx = effect_context(req, run.policy)
+    rt = Runtime(max_steps=spec.max_steps, timeout=spec.timeout, write=hooks.write or sys.stdout.write,
+                 max_memory=spec.max_memory)
+    ctx = effect_context(spec, run.policy)
     store = run.open_store()
     state = {"operation": operation}
     # The run is recorded in the store just before its first journal write (or at its end), so that an
     # operation key set by operation("K") at the top of the script is part of the run's record.
     journal = _BeginFirst(store, lambda: run.begin_or_fail(state["operation"]), keyed=lambda: run.key is not None,
-                          fence=req.fence)
-    handler = EffectHandler(rt, ctx, journal=journal, run_id=run.run_id, max_effects=req.max_effects,
-                            fake=req.fake, simulate_crash=req.simulate_crash)
-    recorder = LoopRecorder(on_receipt=req.on_loop_receipt)
+                          fence=hooks.fence)
+    handler = EffectHandler(rt, ctx, journal=journal, run_id=run.run_id, max_effects=spec.max_effects,
+                            fake=hooks.fake, simulate_crash=hooks.simulate_crash)
+    recorder = LoopRecorder(on_receipt=hooks.on_loop_receipt)
     rt.effects = handler
     rt.observe = handler.observe
     rt.getenv = run.getenv
     rt.recorder = recorder
     run.handler = handler
 
-    if req.resume:
-        prev = _resumable(run, store, req.resume)
+    if spec.resume:
+        prev = _resumable(run, store, spec.resume)
         if prev.get("key"):
             operation = state["operation"] = prev["key"]
             run.enter_key(prev["key"], handler, resuming=prev["run_id"])
@@ -829,8 +719,8 @@ def _execute(run: _Run) -> RunReport:
             operation = prev["operation"]
             state["operation"] = operation
             run.begin(operation)
-    elif req.key:
-        run.enter_key(req.key, handler)
+    elif spec.key:
+        run.enter_key(spec.key, handler)
 
     if run.kind == "duplicate":
         return _finish(run, source, operation, Outcome("skipped", ended_by="skip"), rt, handler, recorder)
@@ -863,7 +753,7 @@ def _execute(run: _Run) -> RunReport:
 
     got: dict[str, str] = {}
     restore: dict[int, Any] = {}
-    if req.handle_signals and threading.current_thread() is threading.main_thread():
+    if hooks.handle_signals and threading.current_thread() is threading.main_thread():
 
         def on_signal(signum: int, frame: Any) -> None:
             name = signal.Signals(signum).name
@@ -910,7 +800,7 @@ def _finish(
     handler: EffectHandler | None,
     recorder: LoopRecorder | None,
 ) -> RunReport:
-    req = run.req
+    spec = run.spec
     status = outcome.status
     if status == "skipped":
         run.skipped_of = run.skipped_of or (outcome.result if isinstance(outcome.result, str) else None)
@@ -966,16 +856,16 @@ def _finish(
         "run_id": run.run_id,
         "operation": operation,
         "key": run.key,
-        "script": {"path": str(req.script), "sha256": _sha256_text(source)},
+        "script": {"path": spec.filename, "sha256": _sha256_text(source)},
         "workspace": str(run.workspace),
         "status": status,
         "attempted_at": run.started_at,
         "finished_at": finished,
         "duration_ms": round((time.monotonic() - run.t0) * 1000, 3),
-        "steps": {"used": rt.steps if rt else 0, "budget": req.max_steps},
+        "steps": {"used": rt.steps if rt else 0, "budget": spec.max_steps},
         "effects": {
             "count": handler.count if handler else 0,
-            "budget": req.max_effects,
+            "budget": spec.max_effects,
             "items": handler.items if handler else [],
             "omitted": handler.omitted if handler else 0,
         },
@@ -993,6 +883,9 @@ def _finish(
         "policy": run.receipt_policy(),
         "sandbox": _sandbox_json(handler),
     }
+    rerun = spec.evolve(key=run.key).command_line(keep_new_attempt=status == "rejected")
+    if rerun is not None:
+        receipt["rerun"] = rerun
     if error is not None and error.kind == "internal":
         receipt["error"]["message"] = error.message
     exit_code = EXIT_BY_STATUS[status]
@@ -1018,20 +911,18 @@ def _finish(
     json_path = md_path = None
     files_problem: OSError | None = None
     files_error = None
-    if req.write_files:
-        try:
-            json_path, md_path = write_receipt_files(receipt, req.receipts_dir, workspace=run.workspace)
-        except OSError as e:
-            files_problem = e
-            if store_problem is None:
-                # After the effects: the run is what the store says it is; only its files are missing.
-                from dal.receipts.files import receipts_dir
+    try:
+        json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace)
+    except OSError as e:
+        files_problem = e
+        if store_problem is None:
+            # After the effects: the run is what the store says it is; only its files are missing.
 
-                files_error = (f"the receipt files of run {run.run_id} could not be written in "
-                               f"{receipts_dir(req.receipts_dir, run.workspace)} ({e.strerror or e}). The run "
-                               f"ended {status} and is recorded in the store {run.store.path if run.store else ''}:"
-                               f" `dal receipt show {run.run_id}` shows its receipt (with --json: the file's "
-                               "contents)")
+            files_error = (f"the receipt files of run {run.run_id} could not be written in "
+                           f"{spec.receipts_dir()} ({e.strerror or e}). The run "
+                           f"ended {status} and is recorded in the store {run.store.path if run.store else ''}:"
+                           f" `dal receipt show {run.run_id}` shows its receipt (with --json: the file's "
+                           "contents)")
     if store_problem is not None:
         # The store could not record how the run ended. Whatever it had journaled stays the operation's
         # journal: the next attempt finds this run `running` with no live process and continues from it.

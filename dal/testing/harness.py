@@ -22,8 +22,9 @@ from typing import Any
 
 import attrs
 
+from dal.core import defaults
 from dal.core.errors import DalError, DalRuntimeError, DalTypeError
-from dal.effects import EffectContext, EffectResult, Policy, PolicyError
+from dal.effects import EffectContext, EffectResult, Policy
 from dal.eval.builtins import BUILTINS
 from dal.eval.interpreter import Engine, check_source
 from dal.eval.runtime import Runtime
@@ -54,17 +55,6 @@ class Fake:
         return r
 
 
-@attrs.define
-class Launch:
-    """How a workflow run was started, so that `resume` continues it the same way."""
-
-    script: Path
-    policy: Policy
-    max_steps: int
-    max_effects: int | None
-    flags: dict[str, Any] = attrs.Factory(dict)  # the policy flags it was invoked with (they add on a resume)
-
-
 class Session:
     """What the test builtins share while one test script runs."""
 
@@ -77,7 +67,7 @@ class Session:
         self.allow_env = list(allow_env)  # `dal test --allow-env`: added to every policy the test builds
         self.store = workspace / ".dal" / "dal.db"
         self.fakes: list[Fake] = []
-        self.launches: dict[str, Launch] = {}
+        self.started: set[str] = set()  # the runs this test started (resume() takes only these)
 
     # fakes ---------------------------------------------------------------------------------------
 
@@ -107,64 +97,78 @@ class Session:
 
     # workflow runs -----------------------------------------------------------------------------------
 
-    def policy(self, spec: Any) -> Policy:
-        """A policy from an `invoke` option: null (the workspace's dal.toml or the default), a TOML path
-        relative to the test file, or a map of flags (`allow_run`, `allow_read`, `allow_write`,
-        `allow_net`, `require_approval`, `allow_env`, and `file` for a TOML path)."""
-        env = self.allow_env
-        try:
-            if spec is None:
-                return Policy.load(self.workspace, allow_env=env)
-            if isinstance(spec, str):
-                return Policy.load(self.workspace, self.test_dir / spec, allow_env=env)
-            if isinstance(spec, dict):
-                flags = dict(spec)
-                file = flags.pop("file", None)
-                known = {"allow_run", "allow_read", "allow_write", "allow_net", "require_approval", "allow_env"}
-                bad = sorted(set(flags) - known)
-                if bad:
-                    raise DalRuntimeError(f"unknown policy flag {json.dumps(bad[0])}: use "
-                                          + ", ".join(sorted(known | {'file'})))
-                for k, v in flags.items():
-                    if k == "allow_net":
-                        if type(v) is not bool:
-                            raise DalTypeError(f"policy flag `allow_net` needs a boolean, got {type_name(v)}")
-                    elif not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
-                        raise DalTypeError(f"policy flag `{k}` needs a list of strings, got {type_name(v)}")
-                if file is not None and not isinstance(file, str):
-                    raise DalTypeError(f"policy `file` needs a string, got {type_name(file)}")
-                flags["allow_env"] = [*flags.get("allow_env", []), *env]
-                return Policy.load(self.workspace, (self.test_dir / file) if file else None, **flags)
-        except PolicyError as e:
-            raise DalRuntimeError(f"bad policy: {e}") from None
-        raise DalTypeError(f"the `policy` option needs a map of flags or a TOML path, got {type_name(spec)}")
+    def policy_options(self, option: Any) -> dict[str, Any]:
+        """The builder's policy keywords for an `invoke` option: null (the workspace's dal.toml or the
+        default), a TOML path relative to the test file, or a map of flags (`allow_run`, `allow_read`,
+        `allow_write`, `allow_net`, `require_approval`, `allow_env`, and `file` for a TOML path); the
+        test's own --allow-env is added to each."""
+        env = {"allow_env": list(self.allow_env)} if self.allow_env else {}
+        if option is None:
+            return {"policy_flags": env}
+        if isinstance(option, str):
+            return {"policy_file": self.test_dir / option, "policy_flags": env}
+        if isinstance(option, dict):
+            flags = dict(option)
+            file = flags.pop("file", None)
+            known = {"allow_run", "allow_read", "allow_write", "allow_net", "require_approval", "allow_env"}
+            bad = sorted(set(flags) - known)
+            if bad:
+                raise DalRuntimeError(f"unknown policy flag {json.dumps(bad[0])}: use "
+                                      + ", ".join(sorted(known | {'file'})))
+            for k, v in flags.items():
+                if k == "allow_net":
+                    if type(v) is not bool:
+                        raise DalTypeError(f"policy flag `allow_net` needs a boolean, got {type_name(v)}")
+                elif not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+                    raise DalTypeError(f"policy flag `{k}` needs a list of strings, got {type_name(v)}")
+            if file is not None and not isinstance(file, str):
+                raise DalTypeError(f"policy `file` needs a string, got {type_name(file)}")
+            flags["allow_env"] = [*flags.get("allow_env", []), *self.allow_env]
+            return {"policy_file": (self.test_dir / file) if file else None, "policy_flags": flags}
+        raise DalTypeError(f"the `policy` option needs a map of flags or a TOML path, got {type_name(option)}")
 
-    def start(self, launch: Launch, *, key: str | None = None, resume: str | None = None,
-              crash: tuple[str, int] | None = None) -> dict[str, Any]:
+    def invoke(self, script: Path, *, key: str | None, policy: Any, max_steps: int | None,
+               max_effects: int | None, crash: tuple[str, int] | None) -> dict[str, Any]:
+        """Run a workflow as `dal run` would: specified by the same builder, in the test's workspace."""
+        from dal.runner.build import SpecError, build_spec
+
+        try:
+            spec = build_spec(script, workspace=self.workspace, store=self.store, key=key, max_steps=max_steps,
+                              max_effects=max_effects, unsandboxed_as_root=self.unsandboxed_as_root,
+                              **self.policy_options(policy))
+        except SpecError as e:
+            raise DalRuntimeError(str(e)) from None
+        return self.start(spec, key, crash)
+
+    def resume(self, run_id: str, *, max_steps: int | None, crash: tuple[str, int] | None) -> dict[str, Any]:
+        """Continue a run as `dal resume RUN` would: its stored spec, with this test's overrides."""
+        from dal.receipts.location import StoreLocation
+        from dal.receipts.store import Store, StoreError
+        from dal.runner.build import SpecError, resume_spec
+
+        location = StoreLocation.parse(self.store, self.workspace)
+        try:
+            with Store(location.file, readonly=True) as db:
+                row = db.run_row(run_id)
+            if row is None:
+                raise DalRuntimeError(f"run {run_id} is not in the test's store")
+            spec = resume_spec(row, store=location, max_steps=max_steps,
+                               unsandboxed_as_root=self.unsandboxed_as_root)
+        except (StoreError, SpecError) as e:
+            raise DalRuntimeError(str(e)) from None
+        return self.start(spec, None, crash)
+
+    def start(self, spec: Any, key: str | None, crash: tuple[str, int] | None) -> dict[str, Any]:
         from dal.runner.effects import SimulatedCrash
-        from dal.runner.runner import RunnerError, RunRequest, execute
+        from dal.runner.runner import RunnerError, execute
+        from dal.runner.spec import RunHooks
 
         buf = io.StringIO()
-        req = RunRequest(
-            script=launch.script,
-            workspace=self.workspace,
-            policy=launch.policy,
-            max_steps=launch.max_steps,
-            max_effects=launch.max_effects,
-            key=key,
-            store=self.store,
-            resume=resume,
-            policy_args={**launch.flags, "allow_env": [*launch.flags.get("allow_env", []), *self.allow_env]},
-            write=buf.write,
-            handle_signals=False,
-            fake=self.fake_for,
-            simulate_crash=crash,
-            unsandboxed_as_root=self.unsandboxed_as_root,
-        )
+        hooks = RunHooks(write=buf.write, handle_signals=False, fake=self.fake_for, simulate_crash=crash)
         try:
-            report = execute(req)
+            report = execute(spec, hooks)
         except SimulatedCrash as c:
-            self.launches[c.run_id] = launch
+            self.started.add(c.run_id)
             return {
                 "run_id": c.run_id,
                 "status": "crashed",
@@ -175,7 +179,7 @@ class Session:
         except RunnerError as e:
             raise DalRuntimeError(str(e)) from None
         data: dict[str, Any] = json.loads(json.dumps(report.receipt))
-        self.launches[data["run_id"]] = launch
+        self.started.add(data["run_id"])
         data["output"] = buf.getvalue()
         return data
 
@@ -339,13 +343,12 @@ def _invoke(rt: Runtime, args: list[Any], span: Any) -> dict[str, Any]:
         raise DalTypeError(f"`invoke` option `key` needs a string, got {type_name(key)}")
     crash = _crash(opts, "invoke")
     max_steps, max_effects = _pos_int(opts, "max_steps", "invoke"), _pos_int(opts, "max_effects", "invoke")
-    policy = s.policy(opts.get("policy"))
+    s.policy_options(opts.get("policy"))  # a bad option is the test's error, before the script is looked for
     path = s.test_dir / script
     if not path.is_file():
         raise DalRuntimeError(f"no such workflow script: {path} (paths are relative to the test file)")
-    spec = opts.get("policy")
-    launch = Launch(path, policy, max_steps or 1_000_000, max_effects, dict(spec) if isinstance(spec, dict) else {})
-    return s.start(launch, key=key, crash=crash)
+    return s.invoke(path, key=key, policy=opts.get("policy"), max_steps=max_steps, max_effects=max_effects,
+                    crash=crash)
 
 
 @_test_builtin("resume(run_id, options)", 1, 2)
@@ -360,12 +363,9 @@ def _resume(rt: Runtime, args: list[Any], span: Any) -> dict[str, Any]:
     s = _session(rt)
     run_id = _run_id(args[0], "resume")
     opts = _opts(args[1] if len(args) > 1 else None, "resume", ("crash_after", "crash_before", "max_steps"))
-    launch = s.launches.get(run_id)
-    if launch is None:
+    if run_id not in s.started:
         raise DalRuntimeError(f"run {run_id} was not started by this test (invoke it first)")
-    if opts.get("max_steps") is not None:
-        launch = attrs.evolve(launch, max_steps=_pos_int(opts, "max_steps", "resume"))
-    return s.start(launch, resume=run_id, crash=_crash(opts, "resume"))
+    return s.resume(run_id, max_steps=_pos_int(opts, "max_steps", "resume"), crash=_crash(opts, "resume"))
 
 
 def _run_id(v: Any, fn: str) -> str:
@@ -483,7 +483,7 @@ class TestResult:
     workspace: Path | None = None  # kept with --keep
 
 
-def run_test_file(path: Path, *, keep: bool = False, max_steps: int = 1_000_000,
+def run_test_file(path: Path, *, keep: bool = False, max_steps: int = defaults.MAX_STEPS,
                   allow_env: Iterable[str] = (), unsandboxed_as_root: bool = False) -> TestResult:
     """Run one test script in a fresh temporary workspace (removed afterwards unless `keep`). `allow_env`:
     variables env() may read, in the test script and in every workflow it invokes (`--allow-env`);

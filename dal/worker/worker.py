@@ -380,8 +380,9 @@ def warm() -> None:
 
     import dal.receipts.render  # noqa: F401 - routing's next-step text
     import dal.runner.journal  # noqa: F401
-    from dal.effects import Policy
-    from dal.runner.runner import RunnerError, RunRequest, execute
+    from dal.runner.build import build_spec
+    from dal.runner.runner import RunnerError, execute
+    from dal.runner.spec import RunHooks
 
     scratch = Path(tempfile.mkdtemp(prefix="dal-worker-warm-"))
     # The test-only hooks (a crash, a store fault at the Nth write) are for the jobs' runs, not this one.
@@ -389,8 +390,8 @@ def warm() -> None:
     try:
         script = scratch / "warm.dal"
         script.write_text('let r = run("true")\nprint(r.ok)\n', encoding="utf-8")
-        execute(RunRequest(script=script, workspace=scratch, policy=Policy.load(scratch), key="warm",
-                           store=scratch / "dal.db", write=lambda text: None, handle_signals=False))
+        execute(build_spec(script, workspace=scratch, key="warm", store=scratch / "dal.db"),
+                RunHooks(write=lambda text: None, handle_signals=False))
     except (RunnerError, OSError, ValueError):
         pass  # only warming: a real run says what is wrong
     finally:
@@ -400,17 +401,17 @@ def warm() -> None:
     gc.freeze()  # what the parent built stays shared with every child (copy-on-write)
 
 
-def _new_attempt(store: Path, spec: dict[str, Any], key: str) -> bool:
+def _new_attempt(store: Path, spec: Any, key: str) -> bool:
     """A job submitted with --new-attempt starts the operation over only while the key's newest run is
     still the one it was submitted after (a resume of that first attempt must not start over again)."""
-    if not spec.get("new_attempt"):
+    if not spec.new_attempt:
         return False
     from dal.receipts.store import Store
     from dal.runner.runner import newest_run_of_key
 
     with Store(store, readonly=True) as s:
         newest = newest_run_of_key(s, key)
-    return (newest["run_id"] if newest else None) == spec.get("new_attempt_of")
+    return (newest["run_id"] if newest else None) == spec.extensions.get("new_attempt_of")
 
 
 def _prefixed(prefix: str) -> Callable[[str], Any]:

@@ -178,7 +178,7 @@ def test_a_damaged_stored_policy_stops_the_resume(d) -> None:
     with sqlite3.connect(d.db) as db:
         (raw,) = db.execute("select policy from runs order by started_at desc limit 1").fetchone()
         data = json.loads(raw)
-        data["in_force"]["allowed"] = "sh"
+        data["spec"]["policy"]["allowed"] = "sh"
         db.execute("update runs set policy = ? where policy = ?", (json.dumps(data), raw))
     done = d.cli("resume", "send:7")
     assert done.code == 2 and "the stored policy: allowed: expected a list of strings" in done.err
@@ -187,14 +187,23 @@ def test_a_damaged_stored_policy_stops_the_resume(d) -> None:
     assert not (d.ws / "outbox.txt").exists() and not (d.ws / "pwned.txt").exists()
 
 
+def _as_an_older_dal(data: dict) -> dict:
+    """A run row's start as a DAL before the run spec (and before the policy in force) stored it: the
+    launch and the command line's flags only."""
+    spec = data["spec"]
+    launch = {k: spec[k] for k in ("cwd", "script", "workspace", "max_steps", "max_effects", "timeout", "max_memory")}
+    args = {**spec["policy_flags"], "policy": spec["policy_file"], "workspace": None,
+            "effect_timeout": spec["effect_timeout"], "require_sandbox": spec["require_sandbox"]}
+    return {"launch": {**launch, "sha256": data["sha256"], "attempt": data["attempt"]}, "args": args}
+
+
 def test_a_run_an_older_dal_started_resumes_under_its_flags(d) -> None:
     assert d.cli("run", "--key", "send:8", "send.dal").code == 3
     (d.ws / "dal.toml").write_text(ORIGINAL)
     with sqlite3.connect(d.db) as db:
         for rid, raw in db.execute("select run_id, policy from runs").fetchall():
-            data = json.loads(raw)
-            del data["in_force"]
-            db.execute("update runs set policy = ? where run_id = ?", (json.dumps(data), rid))
+            older = json.dumps(_as_an_older_dal(json.loads(raw)))
+            db.execute("update runs set policy = ? where run_id = ?", (older, rid))
     assert d.cli("approve", "send:8").code == 0
     done = d.cli("resume", "send:8")
     assert done.code == 0, done.err
@@ -211,7 +220,7 @@ def test_the_store_and_receipts_are_protected_wherever_they_are(d, tmp_path: Pat
         (raw,) = db.execute("select policy from runs").fetchone()
     from dal.effects import Policy
 
-    policy = Policy.from_json(json.loads(raw)["in_force"])
+    policy = Policy.from_json(json.loads(raw)["spec"]["policy"])
     for path in (store, Path(f"{store}-wal"), store.parent / "locks" / "x", receipts / "run_x.json",
                  d.ws / "dal.toml"):
         assert policy.protection(str(path.resolve())) is not None, path

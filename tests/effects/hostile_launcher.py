@@ -16,8 +16,9 @@ import os
 import sys
 from pathlib import Path
 
-from dal.effects import Policy
-from dal.runner.runner import RunRequest, execute
+from dal.runner.build import build_spec
+from dal.runner.runner import execute
+from dal.runner.spec import RunHooks
 
 
 def main(job_path: str) -> None:
@@ -33,9 +34,9 @@ def main(job_path: str) -> None:
     script = Path(job["script"])
     script.write_text(script.read_text().replace("{DALPID}", pid))
     buf = io.StringIO()
-    report = execute(RunRequest(script=script, workspace=ws, policy=Policy.load(ws, allow_run=job["allow"]),
-                                write=buf.write, handle_signals=False, use_sandbox=job["wall"],
-                                effect_timeout=10))  # fmt: skip
+    spec = build_spec(script, workspace=ws, policy_flags={"allow_run": job["allow"]}, use_sandbox=job["wall"],
+                      effect_timeout=10)
+    report = execute(spec, RunHooks(write=buf.write, handle_signals=False))
     Path(job["out"]).write_text(json.dumps({"stdout": buf.getvalue(), "receipt": report.receipt}))
 
 

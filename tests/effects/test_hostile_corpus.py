@@ -47,7 +47,9 @@ from test_effects_corpus import ALLOW
 from dal.effects import Decision, EffectContext, Policy, execute_checked, executor, sandbox_status
 from dal.effects.check import find_program
 from dal.effects.shell import parse_command
-from dal.runner.runner import RunRequest, execute
+from dal.runner.build import build_spec
+from dal.runner.runner import execute
+from dal.runner.spec import RunHooks
 
 HAVE_BWRAP = sandbox_status()[0]
 HAVE_GIT = find_program("git") is not None
@@ -219,8 +221,8 @@ def features() -> dict[str, bool]:
             script = root / "env.dal"
             script.write_text(f'print(env("{SECRET_VAR}"))\n')
             buf = io.StringIO()
-            execute(RunRequest(script=script, workspace=ws, policy=Policy.load(ws), write=buf.write,
-                               handle_signals=False, use_sandbox=False))  # fmt: skip
+            execute(build_spec(script, workspace=ws, use_sandbox=False),
+                    RunHooks(write=buf.write, handle_signals=False))
             have["env_allowlist"] = "probe-value" not in buf.getvalue()
         finally:
             del os.environ[SECRET_VAR]

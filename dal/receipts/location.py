@@ -1,0 +1,102 @@
+"""Where the run store is: one parser for `--store`, the API's `store=`, `$DAL_STORE` and the default, so
+that every command and every host names the same file (docs/cli.md, "The run store").
+
+A location is parsed once, when a run or a command starts, into an absolute path: `~` and `~user` are
+expanded, a relative path is taken from the current directory (as a path typed on a command line is),
+and with nothing given the store is `WORKSPACE/.dal/dal.db`. A URL names a store kind (`sqlite:///abs`
+is a path); any other kind is refused with a message saying which kinds exist, so that a future
+`postgresql://` location fails clearly today rather than becoming a file named `postgresql:`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dal.core.records import FrozenRecord
+
+if TYPE_CHECKING:
+    from dal.receipts.store import Store
+
+STORE_ENV = "DAL_STORE"
+DEFAULT_STORE = Path(".dal") / "dal.db"
+KINDS = ("sqlite",)
+
+
+class StoreLocationError(ValueError):
+    """A store location DAL cannot use; the message names where it came from."""
+
+
+class StoreLocation(FrozenRecord):
+    """A parsed store location: the kind of store, its absolute path, and where the location came from
+    (`given`: the flag or keyword, `env`: $DAL_STORE, `default`: WORKSPACE/.dal/dal.db)."""
+
+    __slots__ = ("kind", "path", "origin")
+
+    def __init__(self, kind: str, path: str, origin: str = "given") -> None:
+        init = object.__setattr__
+        init(self, "kind", kind)
+        init(self, "path", path)
+        init(self, "origin", origin)
+
+    @classmethod
+    def parse(
+        cls,
+        given: str | os.PathLike[str] | StoreLocation | None,
+        workspace: str | os.PathLike[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> StoreLocation:
+        """The store a command uses: `given` (a flag or keyword), else $DAL_STORE, else the workspace's.
+        Raises StoreLocationError for a location of a kind DAL has no store for."""
+        if isinstance(given, StoreLocation):
+            return given
+        env = os.environ if env is None else env
+        origin = "given"
+        text: str | None = os.fspath(given) if given is not None else None
+        if not text:
+            text, origin = env.get(STORE_ENV) or None, "env"
+        if not text:
+            return cls("sqlite", os.path.abspath(os.path.join(os.fspath(workspace), DEFAULT_STORE)), "default")
+        where = {"given": "the store location", "env": STORE_ENV}[origin]
+        kind, sep, rest = text.partition("://")
+        if sep and kind and kind.isalnum():
+            if kind != "sqlite":
+                raise StoreLocationError(f"{where} {text!r}: DAL has no {kind} store (store kinds: a path, or "
+                                         f"{', '.join(k + '://' for k in KINDS)})")
+            if not rest.startswith("/"):
+                raise StoreLocationError(f"{where} {text!r}: a sqlite:// location names an absolute path "
+                                         "(sqlite:///srv/runs.db)")
+            text = rest
+        path = os.path.expanduser(text)
+        if not os.path.isabs(path):
+            path = os.path.join(os.fspath(cwd) if cwd is not None else os.getcwd(), path)
+        return cls("sqlite", os.path.normpath(path), origin)
+
+    @property
+    def file(self) -> Path:
+        """The SQLite file."""
+        return Path(self.path)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "path": self.path, "origin": self.origin}
+
+    @classmethod
+    def from_json(cls, data: Any) -> StoreLocation:
+        if not (isinstance(data, dict) and isinstance(data.get("path"), str) and data.get("kind") in KINDS):
+            raise StoreLocationError(f"a stored store location is not one: {data!r}")
+        return cls(data["kind"], data["path"], str(data.get("origin") or "given"))
+
+    def __str__(self) -> str:
+        return self.path
+
+
+def open_store(location: StoreLocation, *, readonly: bool = False, timeout: float | None = None) -> Store:
+    """The store at `location`, opened for reading and writing (created when missing) or read-only (never
+    created: NoStore when there is none). Raises StoreError naming the file."""
+    from dal.receipts.store import Store
+
+    return Store(location.file, readonly=readonly, timeout=timeout)
