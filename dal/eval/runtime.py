@@ -1,8 +1,8 @@
 """The runtime state of one execution: the step counter, budgets, call depth and open loops.
 
-Steps are charged by adding to `rt.steps` and comparing with `rt.limit` (the compiler writes it as
-`rt.steps += n; if rt.steps > rt.limit: rt.over_limit(span)`, or, for charges it merges, as
-`n = rt.steps + k; if n > rt.limit: <charge statement by statement>; rt.steps = n`). `limit` is the
+Steps are charged by adding to `rt.steps` and comparing with `rt.limit`, in code that one emitter writes
+(dal/eval/charges.py: `rt.steps += n; if rt.steps > rt.limit: rt.over_limit(span)`, or, for charges the
+compiler merges, `n = rt.steps + k; if n > rt.limit: <charge statement by statement>; rt.steps = n`). `limit` is the
 smaller of the step budget and the next moment to look at the clock and at interrupt requests, so a
 single comparison in the hot path guards every budget.
 
