@@ -64,6 +64,8 @@ def node_cost(e: Any) -> int:
         return 1 + node_cost(e.obj)
     if t is ast.Index:
         return 1 + node_cost(e.obj) + node_cost(e.index)
+    if t is ast.Slice:
+        return 1 + node_cost(e.obj) + node_cost(e.start) + node_cost(e.stop)
     raise AssertionError(f"unknown node {e!r}")  # pragma: no cover
 
 
@@ -203,6 +205,8 @@ def _call_free(e: Any) -> bool:
         return _call_free(e.obj)
     if t is ast.Index:
         return _call_free(e.obj) and _call_free(e.index)
+    if t is ast.Slice:
+        return _call_free(e.obj) and (e.start is None or _call_free(e.start)) and (e.stop is None or _call_free(e.stop))
     return False
 
 
@@ -1176,6 +1180,19 @@ class Compiler:
             return get_item(obj(f), index(f), span, self)
 
         return item
+
+    def e_Slice(self, e: ast.Slice) -> Code:
+        obj = self.expr(e.obj)
+        start = self.expr(e.start) if e.start is not None else None
+        stop = self.expr(e.stop) if e.stop is not None else None
+        span = e.span
+        get_slice = ops.get_slice
+
+        def slice_(f: Frame) -> Any:
+            o = obj(f)
+            return get_slice(o, None if start is None else start(f), None if stop is None else stop(f), span, self)
+
+        return slice_
 
     def e_FnExpr(self, e: ast.FnExpr) -> Code:
         return self._make_function(e, "<anonymous>")

@@ -83,7 +83,7 @@ class DalLexer(RegexLexer):
             (r'"', String.Double, "#pop"),
             (r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})', String.Escape),
             (r"\\", Error),  # an escape JSON does not know
-            (r'[^"\\\x00-\x1f]+', String.Double),
+            (r'[^"\\\x00-\x08\x0a-\x1f]+', String.Double),  # a raw tab is allowed, no other control character
             # DAL strings cannot hold a raw newline: the string ends here, unterminated.
             (r"\n", Whitespace, "#pop"),
             (r"[\x00-\x1f]", Error),

@@ -403,7 +403,6 @@ class Resolver:
             if p in seen:
                 self._err(DalNameError, f"duplicate parameter `{p}`", node.span)
             seen[p] = node.span
-        loop_depth = self.loop_depth
 
         def body_job() -> None:
             saved = (self.loop_depth, self.func_depth)
@@ -419,7 +418,6 @@ class Resolver:
             self._block(node.body.body, inner, node.body)
             self.loop_depth, self.func_depth = saved
 
-        del loop_depth
         scope.deferred.append(body_job)
 
     def _expr(self, e: ast.Expr, scope: Scope) -> None:
@@ -453,6 +451,11 @@ class Resolver:
             case ast.Index(obj=obj, index=index):
                 self._expr(obj, scope)
                 self._expr(index, scope)
+            case ast.Slice(obj=obj, start=start, stop=stop):
+                self._expr(obj, scope)
+                for bound in (start, stop):
+                    if bound is not None:
+                        self._expr(bound, scope)
             case ast.FnExpr():
                 self._function(e, scope)
             case _:  # pragma: no cover
