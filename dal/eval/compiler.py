@@ -1208,14 +1208,15 @@ class Compiler:
         if isinstance(callee_node, ast.Name):
             ref = self.res.refs.get(id(callee_node))
             if ref is not None and ref[0] == BUILTIN:
-                env.update(impl=self.builtins[ref[1]].impl, rt=self.rt, span=e.span, filename=self.filename,
-                           DalError=DalError)
+                fn = self.builtins[ref[1]]
+                env.update(impl=fn.impl, rt=self.rt, span=e.span, filename=self.filename, DalError=DalError,
+                           call=self.call_value)
                 lines = ["def make(" + ", ".join(sorted(env)) + "):", "  def call_builtin(f):",
                          *("    " + r for r in reads),
-                         "    try:", f"        return impl(rt, {argv}, span)",
+                         "    try:", f"        return impl(rt, {argv}, span{', call' if fn.calls else ''})",
                          "    except DalError as err:", "        raise err.located(span, filename) from None",
                          "  return call_builtin"]
-                return _template(("builtin", nargs), lines)(**env)
+                return _template(("builtin", nargs, fn.calls), lines)(**env)
         # A user function is entered inline when the arity matches and no parameter is captured; anything
         # else goes through `invoke` or `call_other`, which raise the errors.
         kind, c, cf = self._operand(callee_node)
@@ -1306,14 +1307,16 @@ class Compiler:
                     help=f"usage: {fn.signature}",
                 )
             try:
+                if fn.calls:
+                    return fn.impl(self.rt, argv, span, self.call_value)
                 return fn.impl(self.rt, argv, span)
             except DalError as err:
                 raise err.located(span, self.filename) from None
         raise self._err(DalTypeError, f"cannot call {a_type_name(fn)}: only functions can be called", span)
 
 
-def call_function(comp: Compiler, fn: Any, argv: list[Any], span: ast.Span) -> Any:
-    """Call any DAL callable from Python (builtins that take callbacks)."""
-    if type(fn) is Function:
-        return comp.invoke(fn, argv, span)
-    return comp.call_other(fn, argv, span)
+    def call_value(self, fn: Any, argv: list[Any], span: ast.Span) -> Any:
+        """Call any DAL callable from Python: what a builtin that takes a function (`sort`'s key) is given."""
+        if type(fn) is Function:
+            return self.invoke(fn, argv, span)
+        return self.call_other(fn, argv, span)

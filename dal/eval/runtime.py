@@ -190,7 +190,7 @@ class Runtime:
         "steps", "limit", "max_steps", "deadline", "timeout", "depth", "max_depth", "loops",
         "recorder", "write", "interrupt_reason", "filename", "source", "effects", "state", "now",
         "_lock", "on_effect", "context", "observe", "interrupted_at", "getenv", "max_memory", "limits",
-        "tripped", "_watchdog",
+        "tripped", "_watchdog", "_wake", "slept",
     )
 
     def __init__(
@@ -212,6 +212,8 @@ class Runtime:
         self.limits = Limits(max_memory)
         self.tripped: str | None = None  # "time" or "memory": the watchdog saw that budget run out
         self._watchdog: _Watchdog | None = None
+        self._wake = threading.Event()  # set by an interrupt or the watchdog: ends a `sleep` at once
+        self.slept = 0.0  # seconds the script spent in `sleep`
         self.depth = 0
         self.max_depth = max_depth
         self.loops: list[LoopFrame] = []
@@ -259,6 +261,7 @@ class Runtime:
                 return
             self.tripped = budget
             self.limit = -1
+        self._wake.set()
 
     # --- the slow path of step charging ---------------------------------------------------
 
@@ -316,6 +319,35 @@ class Runtime:
         self.interrupted_at = time.monotonic()
         self.interrupt_reason = reason
         self.limit = -1
+        self._wake.set()
+
+    def sleep(self, seconds: float, span: Span) -> None:
+        """Wait `seconds` (the `sleep` builtin), ended early by an interrupt or the watchdog, which raise
+        here as at a step. A wait that would outlast the time budget is refused before it starts."""
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if seconds > left:
+                raise BudgetExhausted(
+                    f"time budget exhausted: sleep({seconds:g}) would outlast the run's {self.timeout:g}s "
+                    f"(--timeout), which has {max(left, 0.0):.3g}s left",
+                    span,
+                    budget="time",
+                    filename=self.filename,
+                    source=self.source,
+                    help="sleep less, or raise --timeout",
+                )
+        self._wake.clear()
+        self.poll(span)  # an interrupt asked for before the wait began
+        end = time.monotonic() + seconds
+        try:
+            while True:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return
+                self._wake.wait(min(left, 3600.0))
+                self.poll(span)
+        finally:
+            self.slept += min(seconds, max(0.0, seconds - (end - time.monotonic())))
 
     def too_deep(self, span: Span) -> DalRuntimeError:
         return DalRuntimeError(

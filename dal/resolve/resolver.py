@@ -20,6 +20,7 @@ from dal.errors import DalError, DalNameError, DalSyntaxError, DalTypeError
 from dal.gcpause import gc_paused
 from dal.records import Record, ValueRecord
 from dal.syntax import ast
+from dal.syntax.template import TemplateError, count_mismatch, parse_template
 
 # How a name is reached at run time.
 LOCAL, CELL, FREE, GLOBAL, BUILTIN = "local", "cell", "free", "global", "builtin"
@@ -494,7 +495,27 @@ class Resolver:
                     f"{'was' if n == 1 else 'were'} given",
                     call.span,
                 )
+            elif callee.id == "format":
+                self._check_template(call)
             return
+        self._check_user_arity(call, scope, callee, n)
+
+    def _check_template(self, call: ast.Call) -> None:
+        """`format("literal", ...)`: the template is read now, so a call that does not fit it is found before
+        anything runs (the builtin reads it again, the same way, when the template is built at run time)."""
+        template = call.args[0]
+        if not (isinstance(template, ast.Literal) and type(template.value) is str):
+            return
+        try:
+            _, count = parse_template(template.value)
+        except TemplateError as e:
+            self._err(DalTypeError, e.message, template.span, help=e.help)
+            return
+        if count != len(call.args) - 1:
+            self._err(DalTypeError, count_mismatch(count, len(call.args) - 1), call.span,
+                      help="give format one value per placeholder")
+
+    def _check_user_arity(self, call: ast.Call, scope: Scope, callee: ast.Name, n: int) -> None:
         b = self._lookup(scope, callee.id)
         if b is not None and b.kind == "fn" and b.fn_node is not None and not b.assigned:
             want_n = len(b.fn_node.params)
