@@ -592,10 +592,17 @@ def _find(rt: Runtime, args: list[Any], span: Any) -> int:
         _want(needle, str, "string", "find", "to search a string for")
         return h.find(needle, start)
     if type(h) is list:
-        poll = _poll(rt, span) if type(needle) is list or type(needle) is dict else None
+        if type(needle) is not list and type(needle) is not dict:
+            return next((i for i in range(start, len(h)) if dal_eq(h[i], needle)), -1)
+        poll = _poll(rt, span)
+        unequal: set[int] = set()  # as in `contains`: a list holding one value many times compares it once
         for i in range(start, len(h)):
-            if dal_eq(h[i], needle, poll):
+            x = h[i]
+            if (type(x) is list or type(x) is dict) and id(x) in unequal:
+                continue
+            if dal_eq(x, needle, poll):
                 return i
+            unequal.add(id(x))
         return -1
     raise DalTypeError(f"`find` needs a string or a list, got {type_name(h)}")
 
@@ -693,12 +700,14 @@ def _order_kind(v: Any) -> str | None:
     return "number" if t is int or t is float else "string" if t is str else None
 
 
-def _ordered(values: list[Any], fn: str, what: str) -> None:
+def _ordered(values: list[Any], fn: str, what: str, poll: Callable[[], None]) -> None:
     """Values that `<` can order: all numbers, or all strings (DAL orders nothing else)."""
     if not values:
         return
     first = _order_kind(values[0])
     for i, v in enumerate(values):
+        if not i & 0x3FFF:
+            poll()  # a long list: Ctrl-C and the time budget still stop the step
         kind = _order_kind(v)
         if kind is None:
             raise DalTypeError(f"`{fn}` orders numbers or strings, but {what} {i} is {a_type_name(v)}",
@@ -708,7 +717,7 @@ def _ordered(values: list[Any], fn: str, what: str) -> None:
                                f"{a_type_name(values[0])} and {what} {i} is {a_type_name(v)}")
 
 
-def _extreme(args: list[Any], fn: str, pick: Callable[..., Any]) -> Any:
+def _extreme(rt: Runtime, args: list[Any], span: Any, fn: str, pick: Callable[..., Any]) -> Any:
     if len(args) == 1:
         xs = args[0]
         _want(xs, list, "list (or two or more values)", fn)
@@ -717,7 +726,7 @@ def _extreme(args: list[Any], fn: str, pick: Callable[..., Any]) -> Any:
         what = "item"
     else:
         xs, what = args, "argument"
-    _ordered(xs, fn, what)
+    _ordered(xs, fn, what, _poll(rt, span))
     return pick(xs)
 
 
@@ -730,7 +739,7 @@ def _min(rt: Runtime, args: list[Any], span: Any) -> Any:
         print(min([3, 1, 2]), min(4, 2.5), min(["pear", "apple"]))
         # 1 2.5 apple
     """
-    return _extreme(args, "min", min)
+    return _extreme(rt, args, span, "min", min)
 
 
 @builtin("max(list) or max(a, b, ...)", 1, None)
@@ -742,7 +751,7 @@ def _max(rt: Runtime, args: list[Any], span: Any) -> Any:
         print(max([3, 1, 2]), max(4, 2.5), max(["pear", "apple"]))
         # 3 4 pear
     """
-    return _extreme(args, "max", max)
+    return _extreme(rt, args, span, "max", max)
 
 
 # --- lists and maps -------------------------------------------------------------------------------
@@ -767,14 +776,14 @@ def _sort(rt: Runtime, args: list[Any], span: Any, call: Callable[[Any, list[Any
     rt.limits.new(len(xs), "`sort`")
     if len(args) == 1:
         keys = list(xs)
-        _ordered(keys, "sort", "item")
+        _ordered(keys, "sort", "item", _poll(rt, span))
     else:
         key = args[1]
         if type(key) is not Function and type(key) is not Builtin:
             raise DalTypeError(f"`sort` needs a function as its key, got {type_name(key)}")
         items = list(xs)  # the key may change the list: sort what it held when sort was called
         keys = [call(key, [x], span) for x in items]
-        _ordered(keys, "sort", "key of item")
+        _ordered(keys, "sort", "key of item", _poll(rt, span))
         return [items[i] for i in sorted(range(len(items)), key=keys.__getitem__)]
     return sorted(xs)
 

@@ -476,7 +476,6 @@ def _friendly(e: UnexpectedInput, source: str, filename: str) -> DalSyntaxError:
     tok = e.token
     span = _tok_span(tok)
     text = str(tok)
-    prev = getattr(e, "state", None)
     if text == "=" and "COMP_OP" in expected:
         return err("`=` assigns a value; to compare, use `==`", span, help="write `a == b` in a condition")
     if tok.type in {"PLUS", "MINUS", "MUL_OP"} and source[tok.end_pos : tok.end_pos + 1] == "=":
@@ -519,5 +518,4 @@ def _friendly(e: UnexpectedInput, source: str, filename: str) -> DalSyntaxError:
             span,
             help="an expression on its own is not a statement; did the previous line end too early?",
         )
-    del prev
     return err(f"unexpected `{text}`; expected {_describe_expected(expected)}", span)
