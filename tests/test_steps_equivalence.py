@@ -584,7 +584,9 @@ class _Gen:
                 return [f"let t{self.fresh} = {self.num()}", f"{target} = t{self.fresh}"]
             return [f"{target} = {self.num()}"]
         if r < 0.42:
-            return [self.pick("s = s + \"x\"", "xs[0] = a", "print(a, b)", "xs = append(xs, c)")]
+            return [self.pick("s = s + \"x\"", "xs[0] = a", "print(a, b)", "xs = append(xs, c)",
+                              "xs = xs[1:] + [a]", "s = s[0:2] + \"y\"", "xs = sort(xs, f)",
+                              "c = c + len(format(\"{} {}\", a, xs[:1]))")]
         if r < 0.6:
             out = [f"if {self.cond(calls=True)} {{", *self.block(depth + 1, in_loop, in_fn), "}"]
             if self.r.random() < 0.3:
