@@ -370,6 +370,7 @@ def _chain(children: st.SearchStrategy) -> st.SearchStrategy:
             st.tuples(inner, st.lists(children, max_size=2)).map(lambda x: ast.Call(x[0], tuple(x[1]))),
             st.tuples(inner, identifiers).map(lambda x: ast.Field(*x)),
             st.tuples(inner, children).map(lambda x: ast.Index(*x)),
+            st.tuples(inner, st.none() | children, st.none() | children).map(lambda x: ast.Slice(*x)),
         ),
         max_leaves=3,
     )
@@ -391,6 +392,7 @@ def _expr_extend(children: st.SearchStrategy, functions: bool = True) -> st.Sear
         st.tuples(children, st.lists(children, max_size=3)).map(lambda x: ast.Call(x[0], tuple(x[1]))),
         st.tuples(children, identifiers).map(lambda x: ast.Field(*x)),
         st.tuples(children, children).map(lambda x: ast.Index(*x)),
+        st.tuples(children, st.none() | children, st.none() | children).map(lambda x: ast.Slice(*x)),
         *([fn_exprs] if functions else []),
     )
 

@@ -348,6 +348,31 @@ fn h(x) {
 }
 print(a, b, h(7), h(2), h(-9), h(-1))
 """,
+    "toolloop_builtins": """
+fn size_of(f) {
+    print(f.name)
+    let s = f.size
+    return s
+}
+let files = [{"name": "b", "size": 3}, {"name": "a", "size": 1}, {"name": "c", "size": 2}]
+let ordered = sort(files, size_of)
+let names = []
+for f in ordered {
+    append(names, f.name)
+}
+let text = "a\\nbb\\n7\\nccc\\n"
+let total = 0
+for line in lines(text) {
+    let n = int(line, null)
+    if n == null { total = total + len(line[0:2]) } else { total = total + n }
+}
+let m = {"x": 1}
+let got = get(m, "y", 5)
+sleep(0)
+let shown = format("{} {} {} {}", names, total, got, round(2.5))
+print(shown, min(3, 1), max([1, 4]), sum([1, 2]), find("abc", "c"), names[1:], upper(lower("Ab")))
+let bad = sort([1, "x"], fn(v) { return v })
+""",
 }
 
 
@@ -559,7 +584,9 @@ class _Gen:
                 return [f"let t{self.fresh} = {self.num()}", f"{target} = t{self.fresh}"]
             return [f"{target} = {self.num()}"]
         if r < 0.42:
-            return [self.pick("s = s + \"x\"", "xs[0] = a", "print(a, b)", "xs = append(xs, c)")]
+            return [self.pick("s = s + \"x\"", "xs[0] = a", "print(a, b)", "xs = append(xs, c)",
+                              "xs = xs[1:] + [a]", "s = s[0:2] + \"y\"", "xs = sort(xs, f)",
+                              "c = c + len(format(\"{} {}\", a, xs[:1]))")]
         if r < 0.6:
             out = [f"if {self.cond(calls=True)} {{", *self.block(depth + 1, in_loop, in_fn), "}"]
             if self.r.random() < 0.3:

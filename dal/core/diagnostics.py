@@ -7,6 +7,7 @@ decide with `want_color(stream)` which honours NO_COLOR and non-terminals.
 from __future__ import annotations
 
 import os
+import re
 from typing import TextIO
 
 from dal.core.errors import DalError
@@ -28,6 +29,7 @@ def want_color(stream: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 MAX_LINE = 120  # a longer source line is shown as the part around the error, with `...` for the rest
 
 
@@ -57,7 +59,9 @@ def render(err: DalError, color: bool = False, *, severity: str = "error") -> st
         out.append(c(_BLUE, " --> ") + f"{fname}:{s.line}:{s.column}")
         text = source_line(err.source, s.line)
         if text is not None:
-            text = text.expandtabs(1)
+            # one column per character, and no control character reaches the terminal (an escape
+            # sequence in a script would otherwise be played by the reader's terminal)
+            text = _CONTROL.sub("\ufffd", text.expandtabs(1))
             gutter = " " * len(str(s.line))
             start = max(s.column - 1, 0)
             if s.end_line == s.line and s.end_column > s.column:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json as _json
 import math
+import operator
 import re
 from collections.abc import Callable
 from itertools import islice
@@ -22,7 +23,9 @@ from dal.eval.runtime import FailSignal, FinishSignal, Runtime
 from dal.eval.values import (
     MAX_INT_DIGITS,
     Builtin,
+    Function,
     a_type_name,
+    check_int,
     dal_eq,
     describe,
     display,
@@ -32,6 +35,7 @@ from dal.eval.values import (
     type_name,
     with_article,
 )
+from dal.syntax.template import TemplateError, count_mismatch, parse_template
 
 BUILTINS: dict[str, Builtin] = {}
 
@@ -53,13 +57,14 @@ def _cleandoc(doc: str) -> str:
     return "\n".join(lines)
 
 
-def builtin(signature: str, min_args: int, max_args: int | None = -1) -> Callable[[Any], Any]:
-    """Register `impl` under the name in `signature`; max_args -1 means exactly min_args."""
+def builtin(signature: str, min_args: int, max_args: int | None = -1, *, calls: bool = False) -> Callable[[Any], Any]:
+    """Register `impl` under the name in `signature`; max_args -1 means exactly min_args. `calls`: impl
+    calls functions it is given, and takes the compiler's `call` as a fourth argument."""
 
     def deco(impl: Callable[..., Any]) -> Callable[..., Any]:
         name = signature.split("(", 1)[0]
         hi = min_args if max_args == -1 else max_args
-        BUILTINS[name] = Builtin(name, impl, min_args, hi, signature, _cleandoc(impl.__doc__ or ""))
+        BUILTINS[name] = Builtin(name, impl, min_args, hi, signature, _cleandoc(impl.__doc__ or ""), calls)
         return impl
 
     return deco
@@ -136,13 +141,14 @@ def _text_pattern(kind: str) -> re.Pattern[str]:
     return re.compile(*_TEXT_PATTERNS[kind])
 
 
-@builtin("int(value)", 1)
-def _int(rt: Runtime, args: list[Any], span: Any) -> int:
-    """Convert a number (truncating toward zero) or a decimal string to an integer.
+@builtin("int(value) or int(text, default)", 1, 2)
+def _int(rt: Runtime, args: list[Any], span: Any) -> Any:
+    """Convert a number (truncating toward zero) or a decimal string to an integer. With a `default`, a
+    string that is not an integer gives the default instead of an error.
 
     Example:
-        print(int("42") + 1, int(3.9), int(-3.9))
-        # 43 3 -3
+        print(int("42") + 1, int(3.9), int(-3.9), int("4x", null), int(" 7 ", 0))
+        # 43 3 -3 null 7
     """
     v = args[0]
     t = type(v)
@@ -155,20 +161,26 @@ def _int(rt: Runtime, args: list[Any], span: Any) -> int:
     if t is str:
         text = v.strip()
         if not _text_pattern("int").fullmatch(text):  # Python would also take "1_000" and non-ASCII digits
-            raise DalRuntimeError(f"cannot convert {quote(v)} to an integer")
+            if len(args) == 2:
+                return args[1]
+            raise DalRuntimeError(f"cannot convert {quote(v)} to an integer",
+                                  help="to turn bad text into a value you can test, give a default: int(text, null)")
         if len(text.lstrip("+-").lstrip("0")) > MAX_INT_DIGITS:  # before converting: that is quadratic
+            if len(args) == 2:
+                return args[1]
             raise int_overflow()
         return int(text, 10)
     raise DalTypeError(f"`int` needs a number or a string, got {type_name(v)}")
 
 
-@builtin("float(value)", 1)
-def _float(rt: Runtime, args: list[Any], span: Any) -> float:
-    """Convert a number or a decimal string to a float.
+@builtin("float(value) or float(text, default)", 1, 2)
+def _float(rt: Runtime, args: list[Any], span: Any) -> Any:
+    """Convert a number or a decimal string to a float. With a `default`, a string that is not a finite
+    number gives the default instead of an error.
 
     Example:
-        print(float("2.5") * 2, float(3))
-        # 5.0 3.0
+        print(float("2.5") * 2, float(3), float("", null), float("nan", -1.0))
+        # 5.0 3.0 null -1.0
     """
     v = args[0]
     t = type(v)
@@ -181,9 +193,15 @@ def _float(rt: Runtime, args: list[Any], span: Any) -> float:
         return v
     if t is str:
         if not _text_pattern("float").fullmatch(v.strip()):
-            raise DalRuntimeError(f"cannot convert {quote(v)} to a float")
+            if len(args) == 2:
+                return args[1]
+            raise DalRuntimeError(f"cannot convert {quote(v)} to a float",
+                                  help="to turn bad text into a value you can test, give a default: "
+                                  "float(text, null)")
         r = float(v.strip())
         if not math.isfinite(r):
+            if len(args) == 2:
+                return args[1]
             raise DalRuntimeError(f"cannot convert {quote(v)} to a finite float")
         return r
     raise DalTypeError(f"`float` needs a number or a string, got {type_name(v)}")
@@ -211,14 +229,15 @@ def _json_fn(rt: Runtime, args: list[Any], span: Any) -> str:
     return json_text(args[0], limits=rt.limits, strict=True, poll=_poll(rt, span), what="`json`")
 
 
-@builtin("parse_json(text)", 1)
+@builtin("parse_json(text) or parse_json(text, default)", 1, 2)
 def _parse_json(rt: Runtime, args: list[Any], span: Any) -> Any:
-    """Parse JSON text into DAL values.
+    """Parse JSON text into DAL values. With a `default`, text that is not JSON (a truncated reply, an
+    error page) gives the default instead of an error.
 
     Example:
         let v = parse_json("{\\"a\\": [1, 2.5, null]}")
-        print(v.a[1])
-        # 2.5
+        print(v.a[1], parse_json("{\\"a\\": [1, 2", {"bad": true}))
+        # 2.5 {"bad": true}
     """
     text = args[0]
     _want(text, str, "string", "parse_json")
@@ -226,6 +245,17 @@ def _parse_json(rt: Runtime, args: list[Any], span: Any) -> Any:
     # memory budget bounds. JSON nested deeper than MAX_JSON_DEPTH is refused before Python's (recursive)
     # parser sees it.
     rt.limits.new(len(text), "`parse_json`")
+    try:
+        return _read_json(text)
+    except DalRuntimeError as e:
+        if len(args) == 2:
+            return args[1]
+        if e.help is None:
+            e.help = "to turn text that is not JSON into a value you can test, give a default: parse_json(text, null)"
+        raise
+
+
+def _read_json(text: str) -> Any:
     depth = _json_depth(text)
     if depth > MAX_JSON_DEPTH:
         raise DalRuntimeError(f"cannot parse JSON nested {depth:,} levels deep: DAL reads at most {MAX_JSON_DEPTH:,}")
@@ -497,6 +527,298 @@ def _endswith(rt: Runtime, args: list[Any], span: Any) -> bool:
     return args[0].endswith(args[1])
 
 
+@builtin("lower(s)", 1)
+def _lower(rt: Runtime, args: list[Any], span: Any) -> str:
+    """The string in lower case (every Unicode letter that has one).
+
+    Example:
+        print(lower("Draft: ÉTÉ"))
+        # draft: été
+    """
+    return _case(rt, args[0], "lower")
+
+
+@builtin("upper(s)", 1)
+def _upper(rt: Runtime, args: list[Any], span: Any) -> str:
+    """The string in upper case (every Unicode letter that has one).
+
+    Example:
+        print(upper("status: ok"))
+        # STATUS: OK
+    """
+    return _case(rt, args[0], "upper")
+
+
+def _case(rt: Runtime, s: Any, how: str) -> str:
+    _want(s, str, "string", how)
+    if not s.isascii():  # a character may become up to three ("ß" -> "SS"): check before building
+        rt.limits.string(3 * len(s), f"`{how}`")
+    return s.lower() if how == "lower" else s.upper()
+
+
+@builtin("lines(s)", 1)
+def _lines(rt: Runtime, args: list[Any], span: Any) -> list[str]:
+    """The lines of a text, without their line endings (`\\n`, or `\\r\\n`); a last line ending adds no
+    empty line, so the output of a command splits into its lines.
+
+    Example:
+        print(lines("a\\nb\\r\\n\\nc\\n"), lines(""))
+        # ["a", "b", "", "c"] []
+    """
+    s = args[0]
+    _want(s, str, "string", "lines")
+    rt.limits.new(s.count("\n") + 1, "`lines`")
+    out = s.split("\n")
+    if out[-1] == "":
+        out.pop()
+    return [x[:-1] if x.endswith("\r") else x for x in out]
+
+
+@builtin("find(haystack, needle) or find(haystack, needle, start)", 2, 3)
+def _find(rt: Runtime, args: list[Any], span: Any) -> int:
+    """Where `needle` first occurs in a string (a substring) or a list (an equal item), at `start` or
+    after it: its index, or -1 when it does not occur.
+
+    Example:
+        print(find("a-b-c", "-"), find("a-b-c", "-", 2), find("abc", "x"), find([1, [2], 3], [2]))
+        # 1 3 -1 1
+    """
+    h, needle = args[0], args[1]
+    start = args[2] if len(args) == 3 else 0
+    _want(start, int, "integer", "find", "as its start")
+    if start < 0:
+        raise DalRuntimeError(f"`find` needs a start of 0 or more, got {start}")
+    if type(h) is str:
+        _want(needle, str, "string", "find", "to search a string for")
+        return h.find(needle, start)
+    if type(h) is list:
+        if type(needle) is not list and type(needle) is not dict:
+            return next((i for i in range(start, len(h)) if dal_eq(h[i], needle)), -1)
+        poll = _poll(rt, span)
+        unequal: set[int] = set()  # as in `contains`: a list holding one value many times compares it once
+        for i in range(start, len(h)):
+            x = h[i]
+            if (type(x) is list or type(x) is dict) and id(x) in unequal:
+                continue
+            if dal_eq(x, needle, poll):
+                return i
+            unequal.add(id(x))
+        return -1
+    raise DalTypeError(f"`find` needs a string or a list, got {type_name(h)}")
+
+
+@builtin("format(template, value, ...)", 1, None)
+def _format(rt: Runtime, args: list[Any], span: Any) -> str:
+    """The template with each `{}` replaced by the next value, shown as `str` shows it (`{0}`, `{1}`...
+    pick a value by position; `{{` and `}}` are braces). The template must use every value given.
+
+    Example:
+        print(format("attempt {} of {}: {}", 2, 5, ["a", 1]))
+        print(format("{0}/{1}, again {0} {{ok}}", "x", 1.5))
+        # attempt 2 of 5: ["a", 1]
+        # x/1.5, again x {ok}
+    """
+    template, values = args[0], args[1:]
+    _want(template, str, "string", "format", "as its template")
+    try:
+        pieces, count = parse_template(template)
+    except TemplateError as e:
+        raise DalRuntimeError(e.message, help=e.help) from None
+    if count != len(values):
+        raise DalTypeError(count_mismatch(count, len(values)), help="give format one value per placeholder")
+    limits = rt.limits
+    poll = _poll(rt, span)
+    shown = [display(v, limits, "`format`", poll) for v in values]
+    size = sum(len(p) if type(p) is str else len(shown[p]) for p in pieces)  # before building
+    limits.string(size, "`format`")
+    return "".join(p if type(p) is str else shown[p] for p in pieces)
+
+
+# --- numbers ----------------------------------------------------------------------------------------
+
+
+def _number(v: Any, fn: str, what: str = "a number") -> None:
+    if type(v) is not int and type(v) is not float:
+        raise DalTypeError(f"`{fn}` needs {what}, got {type_name(v)}")
+
+
+@builtin("abs(x)", 1)
+def _abs(rt: Runtime, args: list[Any], span: Any) -> Any:
+    """The absolute value of a number.
+
+    Example:
+        print(abs(-5), abs(2.5), abs(0))
+        # 5 2.5 0
+    """
+    _number(args[0], "abs")
+    return abs(args[0])
+
+
+@builtin("round(x) or round(x, digits)", 1, 2)
+def _round(rt: Runtime, args: list[Any], span: Any) -> Any:
+    """A number rounded to the nearest integer, or to `digits` decimal places (a float stays a float);
+    a value halfway between goes to the even neighbour, as in Python.
+
+    Example:
+        print(round(2.7), round(-2.7), round(2.5), round(3.5), round(3.14159, 2), round(1234, -2))
+        # 3 -3 2 4 3.14 1200
+    """
+    x = args[0]
+    _number(x, "round")
+    if len(args) == 1:
+        return round(x)
+    digits = args[1]
+    _want(digits, int, "integer", "round", "for its digits")
+    r = round(x, max(-400, min(digits, 400)))  # beyond that nothing changes (floats hold ~17 digits)
+    return r
+
+
+@builtin("sum(list)", 1)
+def _sum(rt: Runtime, args: list[Any], span: Any) -> Any:
+    """The sum of a list of numbers, added left to right as `+` adds them (0 for an empty list).
+
+    Example:
+        print(sum([1, 2, 3]), sum([1, 2.5]), sum([]))
+        # 6 3.5 0
+    """
+    xs = args[0]
+    _want(xs, list, "list", "sum")
+    for i, x in enumerate(xs):
+        if type(x) is not int and type(x) is not float:
+            raise DalTypeError(f"`sum` needs a list of numbers, but item {i} is {a_type_name(x)}")
+    try:
+        total = functools.reduce(operator.add, xs, 0)  # left to right, whatever Python's sum() does
+    except OverflowError:
+        raise DalRuntimeError("number too large for this operation") from None
+    if type(total) is float and not math.isfinite(total):
+        raise DalRuntimeError("float overflow: the sum is too large")
+    return check_int(total) if type(total) is int else total
+
+
+def _order_kind(v: Any) -> str | None:
+    t = type(v)
+    return "number" if t is int or t is float else "string" if t is str else None
+
+
+def _ordered(values: list[Any], fn: str, what: str, poll: Callable[[], None]) -> None:
+    """Values that `<` can order: all numbers, or all strings (DAL orders nothing else)."""
+    if not values:
+        return
+    first = _order_kind(values[0])
+    for i, v in enumerate(values):
+        if not i & 0x3FFF:
+            poll()  # a long list: Ctrl-C and the time budget still stop the step
+        kind = _order_kind(v)
+        if kind is None:
+            raise DalTypeError(f"`{fn}` orders numbers or strings, but {what} {i} is {a_type_name(v)}",
+                               help="give a key function that returns a number or a string" if fn == "sort" else None)
+        if kind != first:
+            raise DalTypeError(f"`{fn}` orders numbers with numbers and strings with strings, but {what} 0 is "
+                               f"{a_type_name(values[0])} and {what} {i} is {a_type_name(v)}")
+
+
+def _extreme(rt: Runtime, args: list[Any], span: Any, fn: str, pick: Callable[..., Any]) -> Any:
+    if len(args) == 1:
+        xs = args[0]
+        _want(xs, list, "list (or two or more values)", fn)
+        if not xs:
+            raise DalRuntimeError(f"`{fn}` of an empty list", help="check len(xs) > 0 first")
+        what = "item"
+    else:
+        xs, what = args, "argument"
+    _ordered(xs, fn, what, _poll(rt, span))
+    return pick(xs)
+
+
+@builtin("min(list) or min(a, b, ...)", 1, None)
+def _min(rt: Runtime, args: list[Any], span: Any) -> Any:
+    """The smallest of a list's items, or of two or more values: numbers, or strings (by code point);
+    the first of equal ones.
+
+    Example:
+        print(min([3, 1, 2]), min(4, 2.5), min(["pear", "apple"]))
+        # 1 2.5 apple
+    """
+    return _extreme(rt, args, span, "min", min)
+
+
+@builtin("max(list) or max(a, b, ...)", 1, None)
+def _max(rt: Runtime, args: list[Any], span: Any) -> Any:
+    """The largest of a list's items, or of two or more values: numbers, or strings (by code point);
+    the first of equal ones.
+
+    Example:
+        print(max([3, 1, 2]), max(4, 2.5), max(["pear", "apple"]))
+        # 3 4 pear
+    """
+    return _extreme(rt, args, span, "max", max)
+
+
+# --- lists and maps -------------------------------------------------------------------------------
+
+
+@builtin("sort(list) or sort(list, key)", 1, 2, calls=True)
+def _sort(rt: Runtime, args: list[Any], span: Any, call: Callable[[Any, list[Any], Any], Any]) -> list[Any]:
+    """A new list of the items in order, smallest first: numbers, or strings (by code point). With a
+    `key` function, items are ordered by what it returns for each (called once per item, in order).
+    Equal items keep their order (the sort is stable).
+
+    Example:
+        print(sort([3, 1, 2]), sort(["b", "A", "a"]))
+        let files = [{"name": "b.md", "size": 20}, {"name": "a.md", "size": 5}, {"name": "c.md", "size": 20}]
+        let big_first = sort(files, fn(f) { return -f.size })
+        print(big_first[0].name, big_first[1].name, sort(["pear", "fig"], len))
+        # [1, 2, 3] ["A", "a", "b"]
+        # b.md c.md ["fig", "pear"]
+    """
+    xs = args[0]
+    _want(xs, list, "list", "sort", "as its first argument")
+    rt.limits.new(len(xs), "`sort`")
+    if len(args) == 1:
+        keys = list(xs)
+        _ordered(keys, "sort", "item", _poll(rt, span))
+    else:
+        key = args[1]
+        if type(key) is not Function and type(key) is not Builtin:
+            raise DalTypeError(f"`sort` needs a function as its key, got {type_name(key)}")
+        items = list(xs)  # the key may change the list: sort what it held when sort was called
+        keys = [call(key, [x], span) for x in items]
+        _ordered(keys, "sort", "key of item", _poll(rt, span))
+        return [items[i] for i in sorted(range(len(items)), key=keys.__getitem__)]
+    return sorted(xs)
+
+
+@builtin("items(map)", 1)
+def _items(rt: Runtime, args: list[Any], span: Any) -> list[list[Any]]:
+    """The key and value of each entry of a map, as `[key, value]` lists in insertion order.
+
+    Example:
+        for kv in items({"b": 1, "a": 2}) { print(kv[0], kv[1]) }
+        # b 1
+        # a 2
+    """
+    m = args[0]
+    _want(m, dict, "map", "items")
+    rt.limits.new(len(m), "`items`")
+    return [[k, v] for k, v in m.items()]
+
+
+@builtin("get(map, key) or get(map, key, default)", 2, 3)
+def _get(rt: Runtime, args: list[Any], span: Any) -> Any:
+    """The value of `key` in a map, or `default` (null if not given) when the map has no such key: for
+    replies that may lack a field.
+
+    Example:
+        let reply = {"status": "ok"}
+        print(get(reply, "status"), get(reply, "error"), get(reply, "retries", 0))
+        # ok null 0
+    """
+    m, key = args[0], args[1]
+    _want(m, dict, "map", "get", "as its first argument")
+    _want(key, str, "string key", "get", "to look up in a map")
+    return m.get(key, args[2] if len(args) == 3 else None)
+
+
 # --- the world and the run ----------------------------------------------------------------------
 
 
@@ -525,6 +847,27 @@ def _env(rt: Runtime, args: list[Any], span: Any) -> str | None:
     _want(name, str, "string", "env")
     _want_unicode(name, "the variable name")
     return rt.observe(f"env({name})", lambda: rt.getenv(name))
+
+
+@builtin("sleep(seconds)", 1)
+def _sleep(rt: Runtime, args: list[Any], span: Any) -> None:
+    """Wait `seconds` (a number, 0 or more) without running anything: not an effect. Ctrl-C and the time
+    budget end it; a wait that would outlast `--timeout` is refused at once. A resumed run does not wait
+    again for the sleeps the journal holds.
+
+    Example:
+        sleep(0.01)
+        print("waited")
+        # waited
+    """
+    seconds = args[0]
+    _number(seconds, "sleep", "a number of seconds")
+    if seconds < 0:
+        raise DalRuntimeError(f"`sleep` needs 0 seconds or more, got {seconds}")
+    seconds = float(seconds)
+    if not math.isfinite(seconds):
+        raise DalRuntimeError("`sleep` needs a finite number of seconds")
+    rt.observe(f"sleep({seconds:g})", lambda: rt.sleep(seconds, span))
 
 
 @builtin("record(state, operation, outcome)", 3)

@@ -8,11 +8,13 @@ Steps: each statement charges `1 + (number of expression nodes it evaluates)` wh
 once (so `a and b` costs the same whether or not `b` runs: counts stay deterministic and cheap).
 Loop conditions charge per evaluation, `for` charges one step per item bound. Charges that nothing
 could tell apart from one another (no call between them) are made at once, falling back to one charge
-per statement near a budget, the clock check or an interrupt: see "program and blocks" below.
+per statement near a budget, the clock check or an interrupt: see "program and blocks" below. Every
+charge is written by the emitter in dal/eval/charges.py; the templates here only say where it goes.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +29,7 @@ from dal.core.errors import (
     StackFrame,
 )
 from dal.eval import ops
+from dal.eval.charges import Charges, indent
 from dal.eval.runtime import FailSignal, FinishSignal, LoopFrame, LoopSite, Runtime, SkipSignal, WaitSignal
 from dal.eval.values import INT_LIMIT, UNSET, Builtin, Cell, Function, a_type_name, type_name
 from dal.resolve.resolver import BUILTIN, FREE, GLOBAL, LOCAL, Resolution, conjuncts
@@ -61,6 +64,8 @@ def node_cost(e: Any) -> int:
         return 1 + node_cost(e.obj)
     if t is ast.Index:
         return 1 + node_cost(e.obj) + node_cost(e.index)
+    if t is ast.Slice:
+        return 1 + node_cost(e.obj) + node_cost(e.start) + node_cost(e.stop)
     raise AssertionError(f"unknown node {e!r}")  # pragma: no cover
 
 
@@ -200,25 +205,9 @@ def _call_free(e: Any) -> bool:
         return _call_free(e.obj)
     if t is ast.Index:
         return _call_free(e.obj) and _call_free(e.index)
+    if t is ast.Slice:
+        return _call_free(e.obj) and (e.start is None or _call_free(e.start)) and (e.stop is None or _call_free(e.stop))
     return False
-
-
-def _charge_lines(cost: str = "cost", span: str = "span") -> list[str]:
-    """The one way a statement is charged (`rt.over_limit` raises when a budget is spent)."""
-    return [f"rt.steps += {cost}", "if rt.steps > rt.limit:", f"    rt.over_limit({span})"]
-
-
-def _indent(lines: list[str], k: int) -> list[str]:
-    """Indent template lines by `k` spaces. A line may hold several (a global read does): the ones after
-    its first are written for a four-space body, and are moved to `k`."""
-    out = []
-    for line in lines:
-        first, *more = line.split("\n")
-        out.append(" " * k + first)
-        for m in more:
-            assert m.startswith("    "), m
-            out.append(" " * k + m[4:])
-    return out
 
 
 class _Stmt:
@@ -237,7 +226,7 @@ class _Stmt:
         self.straight = False
 
 
-class _Run:
+class _Unit:
     """Compiled statements that may be charged at once: a run of straight statements and the statement
     after them, a block, a loop body. `cost` is what they charge before anything can read the counter;
     `code` charges it itself; `pre` expects its caller to have charged `cost` already (and gives back
@@ -309,6 +298,13 @@ class Compiler:
         # Off only in tests: every statement and every loop test charged on its own, the reference that
         # the merged charges must match exactly (tests/test_steps_equivalence.py).
         self.merge = merge
+        self.charges = Charges(count_steps)
+
+    @functools.cached_property
+    def invoke(self) -> Callable[[Function, list[Any], ast.Span], Any]:
+        """Call a user function: new frame, depth check, call stack on error. Made when first needed (its
+        template costs a fifth of a millisecond to compile, and a one-line script calls no function)."""
+        return self._function_call(None)  # type: ignore[no-any-return]
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -318,22 +314,23 @@ class Compiler:
     def _text(self, span: ast.Span) -> str:
         return self.source[span.start : span.end]
 
+    def _make(self, key: tuple[Any, ...], lines: list[str] | Callable[[], list[str]]) -> Callable[..., Code]:
+        """A template whose text has charges in it: with step counting off, they are left out (a text and a
+        cache entry of its own)."""
+        return _template((self.count_steps, *key), lines)
+
     def _charge(self, cost: int, span: ast.Span, run: Code) -> _Stmt:
         """A statement whose own code is `run`: its charge goes in a wrapper."""
         return _Stmt(cost, span, run, self._charged(cost, span, run))
 
     def _charged(self, cost: int, span: ast.Span, run: Code) -> Code:
+        """`run`, charged `cost` steps when it starts."""
         if not self.count_steps:
             return run
-        rt = self.rt
-
-        def charged(f: Frame) -> Any:
-            rt.steps += cost
-            if rt.steps > rt.limit:
-                rt.over_limit(span)
-            return run(f)
-
-        return charged
+        return self._make(("charged",), [
+            "def make(rt, cost, span, run):", "  def charged(f):", *indent(self.charges.now("cost"), 4),
+            "    return run(f)", "  return charged",
+        ])(self.rt, cost, span, run)
 
     def _fused(self, tkey: str, body: list[str], cost: int, span: ast.Span, **env: Any) -> _Stmt:
         """A statement whose charge is inlined in its closure (one Python call per statement, not two),
@@ -345,12 +342,11 @@ class Compiler:
 
         def build(charged: bool) -> Code:
             def text() -> list[str]:
-                lines = [f"def make(rt, cost, span, {', '.join(names)}):", "  def stmt(f):"]
-                if charged:
-                    lines += _indent(_charge_lines(), 4)
-                return [*lines, *("    " + line for line in body), "  return stmt"]
+                charge = self.charges.now("cost") if charged else []
+                return [f"def make(rt, cost, span, {', '.join(names)}):", "  def stmt(f):", *indent(charge, 4),
+                        *("    " + line for line in body), "  return stmt"]
 
-            return _template(("stmt", tkey, charged, *names), text)(self.rt, cost, span, **env)
+            return self._make(("stmt", tkey, charged, *names), text)(self.rt, cost, span, **env)
 
         raw = build(False)
         return _Stmt(cost, span, raw, build(True) if self.count_steps else raw)
@@ -386,7 +382,7 @@ class Compiler:
     # are charged at once: a run of straight statements with the statement after it (`_group`), a
     # loop's test with the start of its body, an `if` with the start of the path it takes. When the
     # budget, the clock check or an interrupt falls inside such a charge, it is made statement by
-    # statement instead (`_Run.exact`), and a statement that fails gives back the charges of the
+    # statement instead (`_Unit.exact`), and a statement that fails gives back the charges of the
     # statements it kept from running: every count, and the statement where a budget runs out, are
     # those of charging each statement on its own.
 
@@ -396,7 +392,7 @@ class Compiler:
     def block(self, stmts: tuple[ast.Stmt, ...], owner: Any, *, exclude_cells: tuple[int, ...] = ()) -> Code:
         return self._body(stmts, owner, exclude_cells=exclude_cells).code
 
-    def _body(self, stmts: tuple[ast.Stmt, ...], owner: Any, *, exclude_cells: tuple[int, ...] = ()) -> _Run:
+    def _body(self, stmts: tuple[ast.Stmt, ...], owner: Any, *, exclude_cells: tuple[int, ...] = ()) -> _Unit:
         fns = [s for s in stmts if isinstance(s, ast.FnDef)]
         rest = [s for s in stmts if not isinstance(s, ast.FnDef)]
         run = self._units([*fns, *rest], 0)
@@ -414,14 +410,14 @@ class Compiler:
 
         code = with_cells(run.code)
         if run.cost == 0:
-            return _Run(0, code, code, code)
-        return _Run(run.cost, code, with_cells(run.pre), with_cells(run.exact))
+            return _Unit(0, code, code, code)
+        return _Unit(run.cost, code, with_cells(run.pre), with_cells(run.exact))
 
-    def _units(self, stmts: list[ast.Stmt], ifs: int) -> _Run:
+    def _units(self, stmts: list[ast.Stmt], ifs: int) -> _Unit:
         """A block's statements: each run of straight statements with the statement after it is one
         unit with one charge; an `if` whose condition calls nothing takes the rest of the block along
         (`_if_next`), up to `_IF_NEXT_MAX` of them per block."""
-        units: list[_Run] = []
+        units: list[_Unit] = []
         group: list[_Stmt] = []
         for i, st in enumerate(stmts):
             if self.merge and ifs < _IF_NEXT_MAX and self._if_next_ok(st):
@@ -438,12 +434,12 @@ class Compiler:
         if group:
             units.append(self._group(group))
         if not units:
-            return _Run(0, _noop, _noop, _noop)
+            return _Unit(0, _noop, _noop, _noop)
         first, later = units[0], [u.code for u in units[1:]]
         code = self._seq([first.code, *later])
         if first.cost == 0:
-            return _Run(0, code, code, code)
-        return _Run(first.cost, code, self._seq([first.pre, *later]), self._seq([first.exact, *later]))
+            return _Unit(0, code, code, code)
+        return _Unit(first.cost, code, self._seq([first.pre, *later]), self._seq([first.exact, *later]))
 
     def _straight(self, st: ast.Stmt) -> bool:
         """A `let`, an assignment whose expressions call nothing, or a `fn`: it cannot run user code or a
@@ -465,45 +461,39 @@ class Compiler:
             return False
         return all(_call_free(e) for e in exprs)
 
-    def _group(self, group: list[_Stmt]) -> _Run:
+    def _group(self, group: list[_Stmt]) -> _Unit:
         """Straight statements and the statement after them, charged at once. When the budget (or the
         clock, or an interrupt) would be reached inside them, they run statement by statement, each
         with its own charge; when one fails, the charges of the statements after it are given back."""
         if not self.count_steps:
             code = self._seq([s.raw for s in group])
-            return _Run(0, code, code, code)
+            return _Unit(0, code, code, code)
         if len(group) == 1:
             s = group[0]
-            return _Run(s.cost, s.charged, s.raw, s.charged)
+            return _Unit(s.cost, s.charged, s.raw, s.charged)
         k = len(group)
         costs = [s.cost for s in group]
         exact = self._seq([s.charged for s in group])
-        names = ", ".join(f"s{j}" for j in range(k))
-        head = 8  # the line of the first statement call in the charged template (4 lines earlier uncharged)
+        # When statement j fails, the charges of the statements after it, made with its own, are given
+        # back: each call has its own handler (free until something raises), so nothing counts which
+        # statement is running.
+        backs = [sum(costs[j + 1 :]) for j in range(k - 1)]
+        params = ", ".join([*(f"s{j}" for j in range(k)), *(f"b{j}" for j in range(k - 1))])
+        charges = self.charges
 
         def build(charged: bool) -> Code:
-            # When statement j fails, the charges of the statements after it are given back; the failing
-            # one is found by the line its call is on (the traceback's), so the fast path keeps no index.
-            first = head if charged else head - 4
-            after = sum(costs)
-            back = {}
-            for j in range(k - 1):
-                after -= costs[j]
-                back[first + j] = after
-
             def text() -> list[str]:
-                lines = [f"def make(rt, total, back, exact, {names}):", "  def run(f):"]
+                body: list[str] = []
+                for j in range(k - 1):
+                    body += charges.unless_raises([f"s{j}(f)"], f"b{j}")
+                body.append(f"return s{k - 1}(f)")
                 if charged:
-                    lines += ["    n = rt.steps + total", "    if n > rt.limit:", "        return exact(f)",
-                              "    rt.steps = n"]
-                lines += ["    try:", *(f"        s{j}(f)" for j in range(k - 1))]
-                assert lines[first - 1] == "        s0(f)", lines
-                return [*lines, "    except BaseException as e:", "        rt.steps -= back[e.__traceback__.tb_lineno]",
-                        "        raise", f"    return s{k - 1}(f)", "  return run"]
+                    body = charges.at_once("total", ["return exact(f)"], body)
+                return [f"def make(rt, total, exact, {params}):", "  def run(f):", *indent(body, 4), "  return run"]
 
-            return _template(("run", k, charged), text)(self.rt, sum(costs), back, exact, *(s.raw for s in group))
+            return self._make(("run", k, charged), text)(self.rt, sum(costs), exact, *(s.raw for s in group), *backs)
 
-        return _Run(sum(costs), build(True), build(False), exact)
+        return _Unit(sum(costs), build(True), build(False), exact)
 
     @staticmethod
     def _seq(code: list[Code]) -> Code:
@@ -675,7 +665,6 @@ class Compiler:
         conds = [self._cond(c, "an `if` condition") for c, _ in st.branches]
         blocks = [self.block(b.body, b) for _, b in st.branches]
         orelse = self.block(st.orelse.body, st.orelse) if st.orelse is not None else None
-        rt = self.rt
         if len(conds) == 1:
             cnode = st.branches[0][0]
             env: dict[str, Any] = {"b0": blocks[0], "e0": orelse}
@@ -704,14 +693,13 @@ class Compiler:
                 return orelse(f)
             return None
 
-        del rt
         return self._charge(1 + node_cost(st.branches[0][0]), st.span, if_chain)
 
     @staticmethod
     def _if_next_ok(st: ast.Stmt) -> bool:
         return type(st) is ast.If and len(st.branches) == 1 and _call_free(st.branches[0][0])  # type: ignore[union-attr]
 
-    def _if_next(self, st: ast.If, rest: _Run) -> _Run:
+    def _if_next(self, st: ast.If, rest: _Unit) -> _Unit:
         """An `if` (at most an `else`, no `else if`) whose condition calls nothing, compiled with `rest`,
         the statements after it in its block.
 
@@ -723,34 +711,14 @@ class Compiler:
         b0 = self._body(blk.body, blk)
         e0 = self._body(st.orelse.body, st.orelse) if st.orelse is not None else None
         has_rest = rest.code is not _noop
-        rt, span, ci = self.rt, st.span, 1 + node_cost(cnode)
+        span, ci = st.span, 1 + node_cost(cnode)
         rcode = rest.code
-
-        def charge_if() -> None:
-            rt.steps += ci
-            if rt.steps > rt.limit:
-                rt.over_limit(span)
 
         def exactly(run: Code, then_rest: bool) -> Code:
             """The slow path: the `if` charged alone, then `run` (a branch or the rest) charging exactly."""
-            if not then_rest:
+            return self._charged(ci, span, self._seq([run, rcode]) if then_rest else run)
 
-                def slow(f: Frame) -> Any:
-                    charge_if()
-                    return run(f)
-
-                return slow
-
-            def slow_then_rest(f: Frame) -> Any:
-                charge_if()
-                r = run(f)
-                if r is not None:
-                    return r
-                return rcode(f)
-
-            return slow_then_rest
-
-        env: dict[str, Any] = {"rt": rt, "charge_if": charge_if, "b0pre": b0.pre, "sb": exactly(b0.exact, has_rest),
+        env: dict[str, Any] = {"rt": self.rt, "span": span, "b0pre": b0.pre, "sb": exactly(b0.exact, has_rest),
                                "rpre": rest.pre, "rcode": rcode, "sr": exactly(rest.exact, False)}
         if e0 is not None:
             env.update(e0pre=e0.pre, se=exactly(e0.exact, has_rest))
@@ -759,35 +727,31 @@ class Compiler:
         else:
             env["c0"] = self._cond(cnode, "an `if` condition")
             cond = ["v = c0(f)"]
-        charged = self.count_steps
         names = sorted(env)
+        charges = self.charges
         # the steps charged at once on each path, written into the template as constants
         tb, te, tr = ci + b0.cost, ci + (e0.cost if e0 is not None else 0), ci + rest.cost
 
-        def text() -> list[str]:
-            lines = ["    try:", *_indent(cond, 8), "    except BaseException:", "        charge_if()",
-                     "        raise"] if charged else _indent(cond, 4)
-
-            def path(total: int, slow: str, run: str, then_rest: bool, ind: str) -> list[str]:
-                out = [f"{ind}n = rt.steps + {total}", f"{ind}if n > rt.limit:", f"{ind}    return {slow}(f)",
-                       f"{ind}rt.steps = n"] if charged else []
-                if not run:
-                    return [*out, f"{ind}return None"]
-                if not then_rest:
-                    return [*out, f"{ind}return {run}(f)"]
-                return [*out, f"{ind}r = {run}(f)", f"{ind}if r is not None:", f"{ind}    return r",
-                        f"{ind}return rcode(f)"]
-
-            lines += ["    if v:", *path(tb, "sb", "b0pre", has_rest, " " * 8)]
-            if e0 is not None:
-                lines += path(te, "se", "e0pre", has_rest, " " * 4)
+        def path(total: int, slow: str, run: str, then_rest: bool) -> list[str]:
+            if not run:
+                fast = ["return None"]
+            elif not then_rest:
+                fast = [f"return {run}(f)"]
             else:
-                lines += path(tr, "sr", "rpre" if has_rest else "", False, " " * 4)
-            return [f"def make({', '.join(names)}):", "  def if_(f):", *lines, "  return if_"]
+                fast = [f"r = {run}(f)", "if r is not None:", "    return r", "return rcode(f)"]
+            return charges.at_once(str(total), [f"return {slow}(f)"], fast)
 
-        key = ("if_next", charged, e0 is not None, has_rest, tb, te, tr, tuple(cond), tuple(names))
-        code = _template(key, text)(**env)
-        return _Run(0, code, code, code)
+        def text() -> list[str]:
+            lines = [*charges.if_raises(cond, str(ci)), "if v:", *indent(path(tb, "sb", "b0pre", has_rest), 4)]
+            if e0 is not None:
+                lines += path(te, "se", "e0pre", has_rest)
+            else:
+                lines += path(tr, "sr", "rpre" if has_rest else "", False)
+            return [f"def make({', '.join(names)}):", "  def if_(f):", *indent(lines, 4), "  return if_"]
+
+        key = ("if_next", e0 is not None, has_rest, ci, tb, te, tr, tuple(cond), tuple(names))
+        code = self._make(key, text)(**env)
+        return _Unit(0, code, code, code)
 
     def _loop_site(self, st: ast.While | ast.For) -> LoopSite:
         if isinstance(st, ast.While):
@@ -854,10 +818,9 @@ class Compiler:
         site = self._loop_site(st)
         parts = conjuncts(st.cond)
         body = self._body(st.body.body, st.body)
-        charged = self.count_steps
         # A test that calls nothing is charged with the start of the body: one charge per iteration. The
         # body's share is given back when the test is false or fails.
-        merged = charged and self.merge and body.cost > 0 and _call_free(st.cond)
+        merged = self.count_steps and self.merge and body.cost > 0 and _call_free(st.cond)
         cc = 1 + node_cost(st.cond)
         env: dict[str, Any] = {
             "rt": self.rt, "site": site, "LoopFrame": LoopFrame, "now": time.time, "finish": self._finish_loop,
@@ -870,7 +833,7 @@ class Compiler:
             value = self._value_lines(parts[0], env)
 
             def test(ind: int, on_false: list[str]) -> list[str]:
-                return [*_indent(value, ind), *_indent(["if not v:", "    clause = t0", *on_false], ind)]
+                return [*indent(value, ind), *indent(["if not v:", "    clause = t0", *on_false], ind)]
         else:
             value = []
             for j, part in enumerate(parts):
@@ -881,7 +844,7 @@ class Compiler:
                 out = []
                 for j in range(len(parts)):
                     out += [f"if not c{j}(f):", f"    clause = t{j}", *on_false]
-                return _indent(out, ind)
+                return indent(out, ind)
 
         names = sorted(env)
         shape = (tuple(value), len(parts))
@@ -897,27 +860,16 @@ class Compiler:
                 "    finish(lf, 'return', None, f, snap)",
                 "    return r",
             ]
+            ch = self.charges
             if merged:
-                loop = [
-                    "n = rt.steps + tot",
-                    "if n > rt.limit:",
-                    *_indent(_charge_lines("cc"), 4),
-                    *test(4, ["    break"]),
-                    "    lf.iterations += 1",
-                    "    r = bexact(f)",
-                    "else:",
-                    "    rt.steps = n",
-                    "    try:",
-                    *test(8, ["    rt.steps -= bc", "    break"]),
-                    "    except BaseException:",
-                    "        rt.steps -= bc",
-                    "        raise",
-                    "    lf.iterations += 1",
-                    "    r = bpre(f)",
-                ]
+                give_back = [*("    " + line for line in ch.give_back("bc")), "    break"]
+                loop = ch.at_once(
+                    "tot",
+                    [*ch.now("cc"), *test(0, ["    break"]), "lf.iterations += 1", "r = bexact(f)"],
+                    [*ch.unless_raises(test(0, give_back), "bc"), "lf.iterations += 1", "r = bpre(f)"],
+                )
             else:
-                loop = [*(_charge_lines("cc") if charged else []), *test(0, ["    break"]), "lf.iterations += 1",
-                        "r = bcode(f)"]
+                loop = [*ch.now("cc"), *test(0, ["    break"]), "lf.iterations += 1", "r = bcode(f)"]
             return [
                 f"def make({', '.join(names)}):",
                 "  def while_(f):",
@@ -926,7 +878,7 @@ class Compiler:
                 "    clause = reason = None",
                 "    try:",
                 "        while True:",
-                *_indent(loop + after, 12),
+                *indent(loop + after, 12),
                 "    except BaseException as exc:",
                 "        finish(lf, reason_of(exc), None, f, snap)",
                 "        raise",
@@ -938,79 +890,62 @@ class Compiler:
                 "  return while_",
             ]
 
-        return self._charge(1, st.span, _template(("while", merged, charged, shape, tuple(names)), text)(**env))
+        return self._charge(1, st.span, self._make(("while", merged, shape, tuple(names)), text)(**env))
 
     def s_For(self, st: ast.For) -> _Stmt:
-        rt = self.rt
         site = self._loop_site(st)
         b = self.res.decls[id(st)]
-        iterable = self.expr(st.iterable)
-        slot, captured = b.slot, b.captured
-
-        if captured:
-
-            def bind(f: Frame, v: Any) -> None:
-                f[slot].value = v
-        else:
-
-            def bind(f: Frame, v: Any) -> None:
-                f[slot] = v
-
         cells = tuple(self.res.block_cells.get(id(st.body), ()))
         # the body block must not recreate cells itself: for_ does it before binding the variable
         body = self._body(st.body.body, st.body, exclude_cells=cells)
-        snap = self._snapshotter(st)
-        finish = self._finish_loop
-        ispan, span = st.iterable.span, st.span
-        to_items = ops.iter_items
-        charged = self.count_steps
         # An item's step is charged with the start of the body (binding the variable calls nothing).
-        bc = body.cost if self.merge else 0
-        tot = 1 + bc
-        bcode, bpre, bexact = body.code, body.pre, body.exact
+        merged = self.merge and body.cost > 0
+        env: dict[str, Any] = {
+            "rt": self.rt, "site": site, "LoopFrame": LoopFrame, "now": time.time, "finish": self._finish_loop,
+            "snap": self._snapshotter(st), "reason_of": _loop_exit_reason, "to_items": ops.iter_items,
+            "iterable": self.expr(st.iterable), "ispan": st.iterable.span, "comp": self, "span": st.span,
+            "tot": 1 + body.cost, "bcode": body.code, "bpre": body.pre, "bexact": body.exact, "cells": cells,
+            "slot": b.slot, "Cell": Cell, "UNSET": UNSET, "BREAK": BREAK, "CONTINUE": CONTINUE,
+        }
+        ch = self.charges
+        charge = ch.at_once("tot", [*ch.now("1"), "run = bexact"], ["run = bpre"]) if merged else ch.now("1")
+        names = sorted(env)
 
-        def for_(f: Frame) -> Any:
-            items = to_items(iterable(f), ispan, self)
-            lf = LoopFrame(site, rt.steps, time.time())
-            rt.loops.append(lf)
-            run = bcode
-            try:
-                for item in items:
-                    if charged:
-                        if bc:
-                            n = rt.steps + tot
-                            if n > rt.limit:
-                                rt.steps += 1
-                                if rt.steps > rt.limit:
-                                    rt.over_limit(span)
-                                run = bexact
-                            else:
-                                rt.steps = n
-                                run = bpre
-                        else:
-                            rt.steps += 1
-                            if rt.steps > rt.limit:
-                                rt.over_limit(span)
-                    if cells:
-                        for k in cells:
-                            f[k] = Cell(UNSET)
-                    bind(f, item)
-                    lf.iterations += 1
-                    r = run(f)
-                    if r is not None:
-                        if r is BREAK:
-                            finish(lf, "break", None, f, snap)
-                            return None
-                        if r is CONTINUE:
-                            continue
-                        finish(lf, "return", None, f, snap)
-                        return r
-            except BaseException as exc:
-                finish(lf, _loop_exit_reason(exc), None, f, snap)
-                raise
-            finish(lf, "end", None, f, snap)
-            return None
+        def text() -> list[str]:
+            item = [
+                *charge,
+                *(["for k in cells:", "    f[k] = Cell(UNSET)"] if cells else []),
+                "f[slot].value = item" if b.captured else "f[slot] = item",
+                "lf.iterations += 1",
+                "r = run(f)",
+                "if r is not None:",
+                "    if r is BREAK:",
+                "        finish(lf, 'break', None, f, snap)",
+                "        return None",
+                "    if r is CONTINUE:",
+                "        continue",
+                "    finish(lf, 'return', None, f, snap)",
+                "    return r",
+            ]
+            return [
+                f"def make({', '.join(names)}):",
+                "  def for_(f):",
+                "    items = to_items(iterable(f), ispan, comp)",
+                "    lf = LoopFrame(site, rt.steps, now())",
+                "    rt.loops.append(lf)",
+                "    run = bcode",
+                "    try:",
+                "        for item in items:",
+                *indent(item, 12),
+                "    except BaseException as exc:",
+                "        finish(lf, reason_of(exc), None, f, snap)",
+                "        raise",
+                "    finish(lf, 'end', None, f, snap)",
+                "    return None",
+                "  return for_",
+            ]
 
+        for_ = self._make(("for", merged, b.captured, bool(cells), tuple(names)), text)(**env)
         return self._charge(1 + node_cost(st.iterable), st.span, for_)
 
     def s_FnDef(self, st: ast.FnDef) -> _Stmt:
@@ -1246,6 +1181,19 @@ class Compiler:
 
         return item
 
+    def e_Slice(self, e: ast.Slice) -> Code:
+        obj = self.expr(e.obj)
+        start = self.expr(e.start) if e.start is not None else None
+        stop = self.expr(e.stop) if e.stop is not None else None
+        span = e.span
+        get_slice = ops.get_slice
+
+        def slice_(f: Frame) -> Any:
+            o = obj(f)
+            return get_slice(o, None if start is None else start(f), None if stop is None else stop(f), span, self)
+
+        return slice_
+
     def e_FnExpr(self, e: ast.FnExpr) -> Code:
         return self._make_function(e, "<anonymous>")
 
@@ -1260,35 +1208,60 @@ class Compiler:
         if isinstance(callee_node, ast.Name):
             ref = self.res.refs.get(id(callee_node))
             if ref is not None and ref[0] == BUILTIN:
-                env.update(impl=self.builtins[ref[1]].impl, rt=self.rt, span=e.span, filename=self.filename,
-                           DalError=DalError)
+                fn = self.builtins[ref[1]]
+                env.update(impl=fn.impl, rt=self.rt, span=e.span, filename=self.filename, DalError=DalError,
+                           call=self.call_value)
                 lines = ["def make(" + ", ".join(sorted(env)) + "):", "  def call_builtin(f):",
                          *("    " + r for r in reads),
-                         "    try:", f"        return impl(rt, {argv}, span)",
+                         "    try:", f"        return impl(rt, {argv}, span{', call' if fn.calls else ''})",
                          "    except DalError as err:", "        raise err.located(span, filename) from None",
                          "  return call_builtin"]
-                return _template(("builtin", nargs), lines)(**env)
-        # A user function is entered inline (the body of `invoke`, without its checks when the
-        # arity matches and no parameter is captured); anything else goes through `invoke` or
-        # `call_other`, which raise the errors.
+                return _template(("builtin", nargs, fn.calls), lines)(**env)
+        # A user function is entered inline when the arity matches and no parameter is captured; anything
+        # else goes through `invoke` or `call_other`, which raise the errors.
         kind, c, cf = self._operand(callee_node)
         if kind == "cint":  # pragma: no cover - calling a literal is a type error either way
             kind = "const"
-        env.update(c=c, cf=cf, G=self.G, Function=Function, invoke=self.invoke, call_other=self.call_other,
-                   rt=self.rt, span=e.span, RETURN=RETURN, DalError=DalError, StackFrame=StackFrame,
+        env.update(c=c, cf=cf, G=self.G, call_other=self.call_other, span=e.span)
+        read = ["    " + _READ[kind].format(v="fn", c="c"), *("    " + r for r in reads)]
+        return self._function_call(nargs, read, env)
+
+    def _function_call(self, nargs: int | None, read: list[str] | None = None,
+                       env: dict[str, Any] | None = None) -> Any:
+        """The one way a user function is called, as a template: `invoke(fn, argv, span)` (nargs None), or
+        the inline call of a call site with `nargs` arguments, whose `read` lines leave the callee in `fn`
+        and the arguments in x0, x1...; a callee that is not a user function, or that the inline path
+        does not fit, goes to `call_other` or `invoke`."""
+        env = dict(env or {})
+        env.update(rt=self.rt, Function=Function, RETURN=RETURN, DalError=DalError, StackFrame=StackFrame,
                    filename=self.filename, overflow=self._overflow)
-        lines = ["def make(" + ", ".join(sorted(env)) + "):", "  def call(f):",
-                 "    " + _READ[kind].format(v="fn", c="c"),
-                 *("    " + r for r in reads),
-                 "    if type(fn) is not Function:",
-                 f"        return call_other(fn, {argv}, span)",
-                 f"    if len(fn.params) != {nargs} or True in fn.param_cells:",
-                 f"        return invoke(fn, {argv}, span)",
-                 "    frame = [fn.cells, None" + "".join(", " + n for n in names) + "]",
-                 f"    extra = fn.nslots - {2 + nargs}",
-                 "    if extra > 0:",
-                 "        frame += [None] * extra",
-                 "    rt.depth += 1",
+        if nargs is None:
+            env.update(Cell=Cell, wrong_arity=self._wrong_arity)
+            head = ["def make(" + ", ".join(sorted(env)) + "):", "  def invoke(fn, argv, span):",
+                    "    if len(argv) != len(fn.params):",
+                    "        raise wrong_arity(fn, argv, span)",
+                    "    frame = [fn.cells, None, *argv]",
+                    "    extra = fn.nslots - len(frame)",
+                    "    if extra > 0:",
+                    "        frame += [None] * extra",
+                    "    if True in fn.param_cells:",
+                    "        for slot, cell, v in zip(fn.param_slots, fn.param_cells, argv):",
+                    "            if cell:",
+                    "                frame[slot] = Cell(v)"]
+        else:
+            env["invoke"] = self.invoke
+            names = [f"x{i}" for i in range(nargs)]
+            argv = "[" + ", ".join(names) + "]"
+            head = ["def make(" + ", ".join(sorted(env)) + "):", "  def call(f):", *(read or []),
+                    "    if type(fn) is not Function:",
+                    f"        return call_other(fn, {argv}, span)",
+                    f"    if len(fn.params) != {nargs} or True in fn.param_cells:",
+                    f"        return invoke(fn, {argv}, span)",
+                    "    frame = [fn.cells, None" + "".join(", " + n for n in names) + "]",
+                    f"    extra = fn.nslots - {2 + nargs}",
+                    "    if extra > 0:",
+                    "        frame += [None] * extra"]
+        enter = ["    rt.depth += 1",
                  "    if rt.depth > rt.max_depth:",
                  "        rt.depth -= 1",
                  "        raise rt.too_deep(span)",
@@ -1304,8 +1277,18 @@ class Compiler:
                  "    if r is RETURN:",
                  "        return frame[1]",
                  "    return None",
-                 "  return call"]
-        return _template(("call", kind, nargs), lines)(**env)
+                 "  return " + ("invoke" if nargs is None else "call")]
+        lines = [*head, *enter]
+        return _template(("invoke",) if nargs is None else ("call", nargs, *(read or [])), lines)(**env)
+
+    def _wrong_arity(self, fn: Function, argv: list[Any], span: ast.Span) -> DalError:
+        n = len(fn.params)
+        return self._err(
+            DalTypeError,
+            f"`{fn.name}` takes {n} argument{'s' if n != 1 else ''}, but {len(argv)} "
+            f"{'was' if len(argv) == 1 else 'were'} given",
+            span,
+        )
 
     def _overflow(self, span: ast.Span) -> DalError:
         return self._err(DalRuntimeError, "the call stack overflowed: is the recursion unbounded?", span)
@@ -1324,51 +1307,16 @@ class Compiler:
                     help=f"usage: {fn.signature}",
                 )
             try:
+                if fn.calls:
+                    return fn.impl(self.rt, argv, span, self.call_value)
                 return fn.impl(self.rt, argv, span)
             except DalError as err:
                 raise err.located(span, self.filename) from None
         raise self._err(DalTypeError, f"cannot call {a_type_name(fn)}: only functions can be called", span)
 
-    def invoke(self, fn: Function, argv: list[Any], span: ast.Span) -> Any:
-        """Call a user function: new frame, depth check, call stack on error."""
-        rt = self.rt
-        params = fn.params
-        if len(argv) != len(params):
-            n = len(params)
-            raise self._err(
-                DalTypeError,
-                f"`{fn.name}` takes {n} argument{'s' if n != 1 else ''}, but {len(argv)} "
-                f"{'was' if len(argv) == 1 else 'were'} given",
-                span,
-            )
-        frame = [fn.cells, None, *argv]
-        extra = fn.nslots - len(frame)
-        if extra > 0:
-            frame.extend([None] * extra)
-        if True in fn.param_cells:
-            for i, (slot, c) in enumerate(zip(fn.param_slots, fn.param_cells, strict=True)):
-                if c:
-                    frame[slot] = Cell(argv[i])
-        rt.depth += 1
-        if rt.depth > rt.max_depth:
-            rt.depth -= 1
-            raise rt.too_deep(span)
-        try:
-            r = fn.body(frame)
-        except DalError as err:
-            err.call_stack.append(StackFrame(fn.name, self.filename, span))
-            raise
-        except RecursionError:
-            raise self._err(DalRuntimeError, "the call stack overflowed: is the recursion unbounded?", span) from None
-        finally:
-            rt.depth -= 1
-        if r is RETURN:
-            return frame[1]
-        return None
 
-
-def call_function(comp: Compiler, fn: Any, argv: list[Any], span: ast.Span) -> Any:
-    """Call any DAL callable from Python (builtins that take callbacks)."""
-    if type(fn) is Function:
-        return comp.invoke(fn, argv, span)
-    return comp.call_other(fn, argv, span)
+    def call_value(self, fn: Any, argv: list[Any], span: ast.Span) -> Any:
+        """Call any DAL callable from Python: what a builtin that takes a function (`sort`'s key) is given."""
+        if type(fn) is Function:
+            return self.invoke(fn, argv, span)
+        return self.call_other(fn, argv, span)

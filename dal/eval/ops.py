@@ -12,7 +12,7 @@ from typing import Any
 from dal.core.errors import DalRuntimeError, DalTypeError
 from dal.eval.values import INT_LIMIT, a_type_name, dal_eq, int_overflow, quote, type_name
 
-__all__ = ["BINARY", "dal_eq", "get_field", "get_item", "iter_items", "neg", "set_item"]
+__all__ = ["BINARY", "dal_eq", "get_field", "get_item", "get_slice", "iter_items", "neg", "set_item"]
 
 
 def _num(v: Any) -> bool:
@@ -194,6 +194,28 @@ def get_item(o: Any, i: Any, span: Any, comp: Any) -> Any:
         except KeyError:
             raise _missing_key(o, i, span, comp) from None
     raise comp._err(DalTypeError, f"cannot index {a_type_name(o)}", span)
+
+
+def get_slice(o: Any, start: Any, stop: Any, span: Any, comp: Any) -> Any:
+    """`o[start:stop]` of a list (a new list, the items shared) or a string. A bound left out is the
+    start or the end; a bound past the end is the end, and a start after the stop gives an empty slice;
+    a negative bound is an error, as a negative index is."""
+    t = type(o)
+    if t is not list and t is not str:
+        raise comp._err(DalTypeError, f"cannot slice {a_type_name(o)}", span, help="slice a list or a string")
+    for bound in (start, stop):
+        if bound is None:
+            continue
+        if type(bound) is not int:
+            raise comp._err(DalTypeError, f"a slice bound must be an integer, got {type_name(bound)}", span)
+        if bound < 0:
+            raise comp._err(
+                DalRuntimeError,
+                f"slice bound {bound} is negative: DAL has no negative indexes",
+                span,
+                help="count from the end with len(...), e.g. xs[len(xs) - 3:]",
+            )
+    return o[start:stop]
 
 
 def set_item(o: Any, i: Any, v: Any, span: Any, comp: Any, field: bool = False) -> None:

@@ -1,8 +1,8 @@
 """The runtime state of one execution: the step counter, budgets, call depth and open loops.
 
-Steps are charged by adding to `rt.steps` and comparing with `rt.limit` (the compiler writes it as
-`rt.steps += n; if rt.steps > rt.limit: rt.over_limit(span)`, or, for charges it merges, as
-`n = rt.steps + k; if n > rt.limit: <charge statement by statement>; rt.steps = n`). `limit` is the
+Steps are charged by adding to `rt.steps` and comparing with `rt.limit`, in code that one emitter writes
+(dal/eval/charges.py: `rt.steps += n; if rt.steps > rt.limit: rt.over_limit(span)`, or, for charges the
+compiler merges, `n = rt.steps + k; if n > rt.limit: <charge statement by statement>; rt.steps = n`). `limit` is the
 smaller of the step budget and the next moment to look at the clock and at interrupt requests, so a
 single comparison in the hot path guards every budget.
 
@@ -189,7 +189,7 @@ class Runtime:
         "steps", "limit", "max_steps", "deadline", "timeout", "depth", "max_depth", "loops",
         "recorder", "write", "interrupt_reason", "filename", "source", "effects", "state", "now",
         "_lock", "on_effect", "context", "observe", "interrupted_at", "getenv", "max_memory", "limits",
-        "tripped", "_watchdog",
+        "tripped", "_watchdog", "_wake", "slept",
     )
 
     def __init__(
@@ -211,6 +211,8 @@ class Runtime:
         self.limits = Limits(max_memory)
         self.tripped: str | None = None  # "time" or "memory": the watchdog saw that budget run out
         self._watchdog: _Watchdog | None = None
+        self._wake = threading.Event()  # set by an interrupt or the watchdog: ends a `sleep` at once
+        self.slept = 0.0  # seconds the script spent in `sleep`
         self.depth = 0
         self.max_depth = max_depth
         self.loops: list[LoopFrame] = []
@@ -258,6 +260,7 @@ class Runtime:
                 return
             self.tripped = budget
             self.limit = -1
+        self._wake.set()
 
     # --- the slow path of step charging ---------------------------------------------------
 
@@ -315,6 +318,35 @@ class Runtime:
         self.interrupted_at = time.monotonic()
         self.interrupt_reason = reason
         self.limit = -1
+        self._wake.set()
+
+    def sleep(self, seconds: float, span: Span) -> None:
+        """Wait `seconds` (the `sleep` builtin), ended early by an interrupt or the watchdog, which raise
+        here as at a step. A wait that would outlast the time budget is refused before it starts."""
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if seconds > left:
+                raise BudgetExhausted(
+                    f"time budget exhausted: sleep({seconds:g}) would outlast the run's {self.timeout:g}s "
+                    f"(--timeout), which has {max(left, 0.0):.3g}s left",
+                    span,
+                    budget="time",
+                    filename=self.filename,
+                    source=self.source,
+                    help="sleep less, or raise --timeout",
+                )
+        self._wake.clear()
+        self.poll(span)  # an interrupt asked for before the wait began
+        end = time.monotonic() + seconds
+        try:
+            while True:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return
+                self._wake.wait(min(left, 3600.0))
+                self.poll(span)
+        finally:
+            self.slept += min(seconds, max(0.0, seconds - (end - time.monotonic())))
 
     def too_deep(self, span: Span) -> DalRuntimeError:
         return DalRuntimeError(

@@ -75,12 +75,15 @@ class Function(Record):
 
 
 class Builtin(Record):
-    """A builtin function: `impl(rt, args, span)` with its arity and documentation."""
+    """A builtin function: `impl(rt, args, span)` with its arity and documentation. A builtin that `calls`
+    functions it is given (`sort`'s key) is `impl(rt, args, span, call)`, where `call(fn, args, span)`
+    calls a DAL function as a call in the script would."""
 
-    __slots__ = ("name", "impl", "min_args", "max_args", "signature", "doc")
+    __slots__ = ("name", "impl", "min_args", "max_args", "signature", "doc", "calls")
 
     def __init__(
-        self, name: str, impl: Callable[..., Any], min_args: int, max_args: int | None, signature: str, doc: str
+        self, name: str, impl: Callable[..., Any], min_args: int, max_args: int | None, signature: str, doc: str,
+        calls: bool = False,
     ) -> None:
         self.name = name
         self.impl = impl
@@ -88,6 +91,7 @@ class Builtin(Record):
         self.max_args = max_args
         self.signature = signature
         self.doc = doc
+        self.calls = calls
 
     def dal_repr(self) -> str:
         return f"<builtin {self.name}>"

@@ -33,6 +33,7 @@ from dal.receipts.render import (
     paths_of,
     policy_text,
     script_status,
+    slept_text,
     wall_text,
 )
 
@@ -59,7 +60,7 @@ def render_markdown(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str,
 
     run = (
         f"- run: {receipt['run_id']} ({receipt['status']}, {receipt.get('attempted_at')}, "
-        f"{duration_text(receipt.get('duration_ms'))})"
+        f"{duration_text(receipt.get('duration_ms'))}{slept_text(receipt)})"
     )
     lines += ["", "## Outcome", "", run]
     inv = receipt.get("attempts")

@@ -331,6 +331,12 @@ def duration_text(ms: float | None) -> str:
     return f"{ms / 60_000:.1f} min"
 
 
+def slept_text(receipt: Mapping[str, Any]) -> str:
+    """`` (slept 2.0 s)`` when the script waited in sleep(), else nothing."""
+    ms = receipt.get("slept_ms")
+    return f" (slept {duration_text(ms)})" if isinstance(ms, int | float) and ms > 0 else ""
+
+
 def policy_text(receipt: Mapping[str, Any], *, where: bool = False) -> str | None:
     """The policy in force, for a person: its file (relative to the workspace when inside it) and the
     start of its SHA-256, or "default policy"; where it came from when the run continued an operation;
@@ -396,7 +402,7 @@ def render(
     facts.append(
         (
             "ran",
-            f"{receipt.get('attempted_at')}, {duration_text(receipt.get('duration_ms'))}, "
+            f"{receipt.get('attempted_at')}, {duration_text(receipt.get('duration_ms'))}{slept_text(receipt)}, "
             f"{steps.get('used', 0):,} of {steps.get('budget', 0):,} steps, {effects.get('count', 0)} effect"
             f"{'' if effects.get('count', 0) == 1 else 's'}",
         )

@@ -36,7 +36,8 @@ KEYWORDS: tuple[str, ...] = (
 BUILTIN_NAMES: tuple[str, ...] = (
     "run", "record", "append", "contains", "len", "keys", "values", "str", "int", "float",
     "split", "join", "trim", "replace", "startswith", "endswith", "range", "print", "now",
-    "env", "operation", "finish", "fail", "json", "parse_json", "type",
+    "env", "operation", "finish", "fail", "json", "parse_json", "type", "lower", "upper", "lines",
+    "find", "format", "abs", "round", "sum", "min", "max", "sort", "items", "get", "sleep",
 )  # fmt: skip
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -83,7 +84,7 @@ class DalLexer(RegexLexer):
             (r'"', String.Double, "#pop"),
             (r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})', String.Escape),
             (r"\\", Error),  # an escape JSON does not know
-            (r'[^"\\\x00-\x1f]+', String.Double),
+            (r'[^"\\\x00-\x08\x0a-\x1f]+', String.Double),  # a raw tab is allowed, no other control character
             # DAL strings cannot hold a raw newline: the string ends here, unterminated.
             (r"\n", Whitespace, "#pop"),
             (r"[\x00-\x1f]", Error),

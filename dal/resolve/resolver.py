@@ -20,6 +20,7 @@ from dal.core.errors import DalError, DalNameError, DalSyntaxError, DalTypeError
 from dal.core.gcpause import gc_paused
 from dal.core.records import Record, ValueRecord
 from dal.syntax import ast
+from dal.syntax.template import TemplateError, count_mismatch, parse_template
 
 # How a name is reached at run time.
 LOCAL, CELL, FREE, GLOBAL, BUILTIN = "local", "cell", "free", "global", "builtin"
@@ -403,7 +404,6 @@ class Resolver:
             if p in seen:
                 self._err(DalNameError, f"duplicate parameter `{p}`", node.span)
             seen[p] = node.span
-        loop_depth = self.loop_depth
 
         def body_job() -> None:
             saved = (self.loop_depth, self.func_depth)
@@ -419,7 +419,6 @@ class Resolver:
             self._block(node.body.body, inner, node.body)
             self.loop_depth, self.func_depth = saved
 
-        del loop_depth
         scope.deferred.append(body_job)
 
     def _expr(self, e: ast.Expr, scope: Scope) -> None:
@@ -453,6 +452,11 @@ class Resolver:
             case ast.Index(obj=obj, index=index):
                 self._expr(obj, scope)
                 self._expr(index, scope)
+            case ast.Slice(obj=obj, start=start, stop=stop):
+                self._expr(obj, scope)
+                for bound in (start, stop):
+                    if bound is not None:
+                        self._expr(bound, scope)
             case ast.FnExpr():
                 self._function(e, scope)
             case _:  # pragma: no cover
@@ -491,7 +495,27 @@ class Resolver:
                     f"{'was' if n == 1 else 'were'} given",
                     call.span,
                 )
+            elif callee.id == "format":
+                self._check_template(call)
             return
+        self._check_user_arity(call, scope, callee, n)
+
+    def _check_template(self, call: ast.Call) -> None:
+        """`format("literal", ...)`: the template is read now, so a call that does not fit it is found before
+        anything runs (the builtin reads it again, the same way, when the template is built at run time)."""
+        template = call.args[0]
+        if not (isinstance(template, ast.Literal) and type(template.value) is str):
+            return
+        try:
+            _, count = parse_template(template.value)
+        except TemplateError as e:
+            self._err(DalTypeError, e.message, template.span, help=e.help)
+            return
+        if count != len(call.args) - 1:
+            self._err(DalTypeError, count_mismatch(count, len(call.args) - 1), call.span,
+                      help="give format one value per placeholder")
+
+    def _check_user_arity(self, call: ast.Call, scope: Scope, callee: ast.Name, n: int) -> None:
         b = self._lookup(scope, callee.id)
         if b is not None and b.kind == "fn" and b.fn_node is not None and not b.assigned:
             want_n = len(b.fn_node.params)

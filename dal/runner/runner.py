@@ -862,6 +862,7 @@ def _finish(
         "attempted_at": run.started_at,
         "finished_at": finished,
         "duration_ms": round((time.monotonic() - run.t0) * 1000, 3),
+        "slept_ms": round(rt.slept * 1000, 3) if rt else 0.0,  # time, not effects: sleep() waited this long
         "steps": {"used": rt.steps if rt else 0, "budget": spec.max_steps},
         "effects": {
             "count": handler.count if handler else 0,

@@ -138,6 +138,16 @@ class Index(_Node):
 
 
 @_node
+class Slice(_Node):
+    """`obj[start:stop]`; a bound left out is None."""
+
+    obj: Expr
+    start: Expr | None
+    stop: Expr | None
+    span: Span = _span()
+
+
+@_node
 class FnExpr(_Node):
     """An anonymous function: `fn(a, b) { ... }`."""
 
@@ -146,7 +156,7 @@ class FnExpr(_Node):
     span: Span = _span()
 
 
-Expr = Literal | Name | ListLit | MapLit | Unary | Binary | Logical | Call | Field | Index | FnExpr
+Expr = Literal | Name | ListLit | MapLit | Unary | Binary | Logical | Call | Field | Index | Slice | FnExpr
 
 
 # --- statements ------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ def _prec(e: ast.Expr) -> int:
         return P_NOT if e.op == "not" else P_UNARY
     if t is ast.Binary:
         return _BIN_PREC[e.op]
-    if t in (ast.Call, ast.Field, ast.Index):
+    if t in (ast.Call, ast.Field, ast.Index, ast.Slice):
         return P_POSTFIX
     return P_ATOM
 
@@ -109,6 +109,10 @@ class _Unparser:
                 return f"{self.expr(o, P_POSTFIX, depth)}.{name}"
             case ast.Index(obj=o, index=i):
                 return f"{self.expr(o, P_POSTFIX, depth)}[{self.expr(i, 0, depth)}]"
+            case ast.Slice(obj=o, start=a, stop=b):
+                lo = "" if a is None else self.expr(a, 0, depth)
+                hi = "" if b is None else self.expr(b, 0, depth)
+                return f"{self.expr(o, P_POSTFIX, depth)}[{lo}:{hi}]"
             case ast.FnExpr(params=params, body=body):
                 sub = _Unparser()
                 sub.block_lines(body.body, depth + 1)

@@ -54,6 +54,15 @@ def _is_tok(item: Any, text: str | None = None) -> bool:
     return isinstance(item, Token) and (text is None or str(item) == text)
 
 
+class _Bounds:
+    """The `a:b` of a slice, on its way to the `index` rule that holds it."""
+
+    __slots__ = ("start", "stop")
+
+    def __init__(self, start: Any, stop: Any) -> None:
+        self.start, self.stop = start, stop
+
+
 class _Builder:
     """Builds AST nodes from all-token children lists. Punctuation is filtered where it is noise."""
 
@@ -78,6 +87,12 @@ class _Builder:
 
     def assign_stmt(self, ch: list[Any]) -> ast.Assign:
         target, value = ch[0], ch[2]
+        if isinstance(target, ast.Slice):
+            raise self._error(
+                "cannot assign to a slice",
+                target.span,
+                help="a slice is a new list or string; assign its items one by one (`xs[i] = e`)",
+            )
         if not isinstance(target, ast.Name | ast.Field | ast.Index):
             raise self._error(
                 "cannot assign to a call",
@@ -166,8 +181,15 @@ class _Builder:
     def field(self, ch: list[Any]) -> ast.Field:
         return ast.Field(ch[0], str(ch[2]), span=_join(ch[0], ch[2]))
 
-    def index(self, ch: list[Any]) -> ast.Index:
-        return ast.Index(ch[0], ch[2], span=_join(ch[0], ch[3]))
+    def index(self, ch: list[Any]) -> ast.Index | ast.Slice:
+        sub = ch[2]
+        if type(sub) is _Bounds:
+            return ast.Slice(ch[0], sub.start, sub.stop, span=_join(ch[0], ch[3]))
+        return ast.Index(ch[0], sub, span=_join(ch[0], ch[3]))
+
+    def slice_bounds(self, ch: list[Any]) -> _Bounds:
+        colon = next(i for i, c in enumerate(ch) if _is_tok(c, ":"))
+        return _Bounds(ch[colon - 1] if colon > 0 else None, ch[colon + 1] if colon + 1 < len(ch) else None)
 
     def or_op(self, ch: list[Any]) -> ast.Logical:
         return ast.Logical("or", ch[0], ch[2], span=_join(ch[0], ch[2]))
@@ -205,7 +227,8 @@ class _Builder:
         return ast.Literal(value, span=_tok_span(tok))
 
     def string_lit(self, ch: list[Any]) -> ast.Literal:
-        return ast.Literal(json.loads(str(ch[0])), span=_tok_span(ch[0]))
+        # strict=False: the lexer let a raw tab through (and no other control character)
+        return ast.Literal(json.loads(str(ch[0]), strict=False), span=_tok_span(ch[0]))
 
     def true_lit(self, ch: list[Any]) -> ast.Literal:
         return ast.Literal(True, span=_tok_span(ch[0]))
@@ -230,7 +253,7 @@ class _Builder:
         return ast.MapLit(tuple((k, v) for k, v, _ in entries), span=_join(ch[0], ch[-1]))
 
     def entry(self, ch: list[Any]) -> tuple[str, Any, Span]:
-        return (json.loads(str(ch[0])), ch[2], _tok_span(ch[0]))
+        return (json.loads(str(ch[0]), strict=False), ch[2], _tok_span(ch[0]))
 
     def fn_expr(self, ch: list[Any]) -> ast.FnExpr:
         params = self._params(ch[2]) if len(ch) == 5 else ()
@@ -369,6 +392,40 @@ def _end_span(source: str) -> Span:
     return Span(line, col, line, col + 1, len(text), len(text))
 
 
+_JSON_ESCAPES = {"b": "\b", "f": "\f", "r": "\r"}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _bad_string(source: str, off: int, err: Any) -> DalSyntaxError:
+    """A string literal (opening at `off`, closed on its line) that the lexer refused: point at the escape
+    or the control character that is wrong."""
+    line = source.count("\n", 0, off) + 1
+    col = off - source.rfind("\n", 0, off)
+    i = off + 1
+    while i < len(source) and source[i] not in '"\n':
+        ch = source[i]
+        at = Span(line, col + i - off, line, col + i - off + 1, i, i + 1)
+        if ch == "\\":
+            nxt = source[i + 1 : i + 2]
+            if nxt == "u" and len(source) >= i + 6 and set(source[i + 2 : i + 6]) <= _HEX:
+                i += 6
+                continue
+            if nxt and nxt in '"\\/bfnrt':
+                i += 2
+                continue
+            shown = "\\" + nxt if nxt and nxt.isprintable() else "\\"
+            return err(f"invalid string escape `{shown}`", at,
+                       help=r'strings use JSON escapes: \n \t \" \\ \/ \b \f \r \uXXXX')
+        if ord(ch) < 0x20 and ch != "\t":
+            names = {v: k for k, v in _JSON_ESCAPES.items()}
+            escape = "\\" + names[ch] if ch in names else f"\\u{ord(ch):04x}"
+            return err(f"a raw control character (U+{ord(ch):04X}) in a string", at,
+                       help=f"write it as an escape: {escape}")
+        i += 1
+    return err("invalid string literal", Span(line, col, line, col + 1, off, off + 1),  # pragma: no cover
+               help=r'strings use JSON escapes: \n \t \" \\ \/ \b \f \r \uXXXX')
+
+
 def _friendly(e: UnexpectedInput, source: str, filename: str) -> DalSyntaxError:
     """Turn a parser exception into a located DAL syntax error that says what to do."""
 
@@ -390,11 +447,7 @@ def _friendly(e: UnexpectedInput, source: str, filename: str) -> DalSyntaxError:
             rest = source[off + 1:].split("\n", 1)[0]
             if '"' not in rest:
                 return err("unterminated string", span, help='close the string with `"` on the same line')
-            return err(
-                "invalid string escape",
-                span,
-                help=r'strings use JSON escapes: \n \t \" \\ \/ \b \f \r \uXXXX',
-            )
+            return _bad_string(source, off, err)
         if ch == "'":
             return err("strings use double quotes", span, help="write \"text\" instead of 'text'")
         if ch == "&" or ch == "|":
@@ -423,7 +476,6 @@ def _friendly(e: UnexpectedInput, source: str, filename: str) -> DalSyntaxError:
     tok = e.token
     span = _tok_span(tok)
     text = str(tok)
-    prev = getattr(e, "state", None)
     if text == "=" and "COMP_OP" in expected:
         return err("`=` assigns a value; to compare, use `==`", span, help="write `a == b` in a condition")
     if tok.type in {"PLUS", "MINUS", "MUL_OP"} and source[tok.end_pos : tok.end_pos + 1] == "=":
@@ -466,5 +518,4 @@ def _friendly(e: UnexpectedInput, source: str, filename: str) -> DalSyntaxError:
             span,
             help="an expression on its own is not a statement; did the previous line end too early?",
         )
-    del prev
     return err(f"unexpected `{text}`; expected {_describe_expected(expected)}", span)

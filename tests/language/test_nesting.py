@@ -61,6 +61,8 @@ KINDS = {
                     lambda d: "0\n", lambda n: (2, 10 + 2 * n)),
     "index chains": Kind(lambda d: f"let m = 0\nfor i in range({d}) {{ m = [m] }}\nlet y = m" + "[0]" * d
                          + "\nprint(y)\n", lambda d: "0\n", lambda n: (3, 10 + 3 * n)),
+    "slice chains": Kind(lambda d: "let x = [0]\nlet y = x" + "[0:]" * d + "\nprint(y)\n",
+                         lambda d: "[0]\n", lambda n: (2, 10 + 4 * n)),
     "field chains": Kind(lambda d: f'let m = 0\nfor i in range({d}) {{ m = {{"a": m}} }}\nlet y = m' + ".a" * d
                          + "\nprint(y)\n", lambda d: "0\n", lambda n: (3, 10 + 2 * n)),
     "+ chains": Kind(lambda d: "let x = 1" + " + 1" * d + "\nprint(x)\n",

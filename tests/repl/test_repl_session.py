@@ -157,6 +157,10 @@ def test_completion_candidates(session) -> None:
     assert found["continue"] == "keyword"
 
     assert _complete(completer, "let x = spl")["split"].startswith("split(")
+    # the builtins of issue 16, with their signatures
+    assert _complete(completer, "let s = fo")["format"] == "format(template, value, ...)"
+    assert _complete(completer, "sor")["sort"] == "sort(list) or sort(list, key)"
+    assert {"sleep", "slice"} & set(_complete(completer, "sl")) == {"sleep"}
     assert _complete(completer, 'print("co') == {}  # inside a string
     assert _complete(completer, "# co") == {}  # inside a comment
     assert _complete(completer, "counter.co") == {}  # a field: unknown statically

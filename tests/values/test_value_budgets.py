@@ -65,6 +65,20 @@ def test_each_operation_is_refused_before_it_builds_the_value(tmp_path: Path, li
         assert ok.status == "completed", ok.error  # one character less: at the limit, not over it
 
 
+@pytest.mark.parametrize("line4, what", [
+    ('let t = format("{0}{0}", s)', "`format` would make a string of 8,388,610 characters"),
+    ('let t = upper(s + "\u00e9")', "`upper` would make a string of 12,582,918 characters"),
+    ('let t = lines(replace(s, "x", "\\n"))', "`lines` would make 4,194,305 new values at once"),
+    ("let xs = [1]\nwhile len(xs) < 600000 { xs = xs + xs }\nlet t = sort(xs)",
+     "`sort` would make 1,048,576 new values at once"),
+])
+def test_the_builtins_of_issue_16_are_refused_before_they_build(tmp_path: Path, line4: str, what: str) -> None:
+    t0 = time.monotonic()
+    r = run64(BIG + line4 + "\n", tmp_path, max_steps=10_000_000)
+    assert time.monotonic() - t0 < 10
+    assert_memory_budget(r, 4 + line4.count("\n"), what)
+
+
 def test_lists_double_only_to_their_limit(tmp_path: Path) -> None:
     r = run64("let xs = [1]\nwhile true { xs = xs + xs }\n", tmp_path)
     assert_memory_budget(r, 2, "`+` would make a list of 8,388,608 items; one list may hold 4,194,304")
