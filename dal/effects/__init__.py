@@ -14,7 +14,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dal.effects.check import Decision, check_command
+    from dal.effects.check import Decision, check_argv, check_command
     from dal.effects.context import EffectContext
     from dal.effects.executor import EffectCancelled
     from dal.effects.policy import EFFECT_CLASSES, TRUSTED_PATH, Policy, PolicyError
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 # the executor or the sandbox probe, which keeps `dal run` quick to start.
 _WHERE = {
     "Decision": "check",
+    "check_argv": "check",
     "check_command": "check",
     "EffectContext": "context",
     "EffectCancelled": "executor",
@@ -48,6 +49,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "TRUSTED_PATH",
+    "check_argv",
     "check_command",
     "execute_checked",
     "run_effect",

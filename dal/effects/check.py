@@ -10,7 +10,7 @@ import functools
 import os
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import attrs
 
@@ -18,9 +18,9 @@ from dal.effects import paths as P
 from dal.effects import trees as t
 from dal.effects.policy import TRUSTED_PATH, Policy
 from dal.effects.programs import INTERPRETERS, ArgUse, analyze_argv, model_class
-from dal.effects.shell import CommandList, ShellDenied, SimpleCommand, parse_command
+from dal.effects.shell import CommandList, Pipeline, ShellDenied, SimpleCommand, parse_command
 
-__all__ = ["Decision", "check_command", "find_program", "check_redirect_target", "recheck"]
+__all__ = ["Decision", "check_argv", "check_command", "find_program", "check_redirect_target", "recheck"]
 
 _SEVERITY = {"read": 0, "local": 1, "external": 2}
 _BUILTINS = frozenset(
@@ -357,10 +357,11 @@ def _program(name: str, policy: Policy) -> str:
     return exe
 
 
-def check_command(command: str, policy: Policy) -> Decision:
-    """Decide whether `command` may run under `policy`. Never raises: a problem is a denial."""
+def check_command(command: str, policy: Policy, *, plan: CommandList | None = None) -> Decision:
+    """Decide whether `command` may run under `policy`. Never raises: a problem is a denial. `plan`: the
+    plan to check in place of parsing `command` (check_argv's, with `command` only its display)."""
     try:
-        return _check(command, policy)
+        return _check(command, policy, plan)
     except _Denied as e:
         return Decision(False, str(e))
     except ShellDenied as e:
@@ -369,10 +370,37 @@ def check_command(command: str, policy: Policy) -> Decision:
         return Decision(False, f"cannot analyse command: {type(e).__name__}: {e}")
 
 
-def _check(command: str, policy: Policy) -> Decision:
+def check_argv(words: Sequence[str], policy: Policy) -> Decision:
+    """Decide whether the program `words[0]` may run with the arguments `words[1:]`, one word each, as
+    they are (no quoting, no globs, no expansion: `run(["cat", path])`). The words are the plan the
+    executor runs and the checker analyses, never re-parsed from text; the command a receipt shows is
+    their shell quoting (shlex.join). Never raises: a problem is a denial."""
+    import shlex
+
+    shown = shlex.join(words) if all(isinstance(w, str) for w in words) else repr(words)
+    for i, w in enumerate(words):
+        why = None if isinstance(w, str) else "is not a string"
+        if why is None and "\x00" in w:
+            why = "holds a NUL byte, which no program can receive"
+        if why is None:
+            try:
+                w.encode("utf-8", errors="surrogateescape")
+            except UnicodeEncodeError:
+                why = "is not valid Unicode text"
+        if why is not None:
+            return Decision(False, f"word {i + 1} of the command {why}")
+    if not words:
+        return Decision(False, "an empty command: the list needs at least the program")
+    if not words[0]:
+        return Decision(False, "the program name is empty")
+    plan = CommandList((Pipeline((SimpleCommand(tuple(words)),)),))
+    return check_command(shown, policy, plan=plan)
+
+
+def _check(command: str, policy: Policy, given: CommandList | None = None) -> Decision:
     if not isinstance(command, str):
         raise _Denied("command is not a string")
-    plan = parse_command(command)
+    plan = parse_command(command) if given is None else given
     if len(plan.simple_commands()) > policy.limit("max_commands"):  # bounds the processes one run() starts
         raise _Denied(f"{len(plan.simple_commands())} simple commands in one run(); [limits] max_commands allows "
                       f"{policy.limit('max_commands')}")

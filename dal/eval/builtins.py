@@ -909,17 +909,39 @@ def _record(rt: Runtime, args: list[Any], span: Any) -> Any:
 
 @builtin("run(command)", 1)
 def _run(rt: Runtime, args: list[Any], span: Any) -> Any:
-    """Run a shell command after the policy checks it, and return its result. The result prints
-    as its summary; `.ok`, `.code`, `.stdout`, `.stderr` and `.status` give the details, and
-    `contains(result, text)` searches its stdout.
+    """Run a command after the policy checks it, and return its result: a shell command string, or a
+    list of words (the program, then one element per argument, used as they are: no quoting, no globs,
+    no `$`). The result prints as its summary; `.ok`, `.code`, `.stdout`, `.stderr` and `.status` give
+    the details, and `contains(result, text)` searches its stdout.
 
     Example:
         let r = run("echo hello")
         print(r, r.ok, r.code)
+        let name = "it's $HOME; *"
+        print(run(["echo", name]))
         # hello true 0
+        # it's $HOME; *
     """
     cmd = args[0]
-    _want(cmd, str, "string", "run", "(the shell command)")
+    if type(cmd) is list:
+        for i, w in enumerate(cmd):
+            if type(w) is not str:
+                raise DalTypeError(
+                    f"`run` needs a list of strings (one per word); element {i} is {a_type_name(w)}",
+                    help=f"convert it first: str({describe(w, 40)})" if type(w) in (int, float, bool) else None,
+                )
+            _want_unicode(w, f"element {i} of the command")
+        if not cmd:
+            raise DalRuntimeError("`run` got an empty list: the first element is the program to run")
+        if rt.effects is None:
+            raise DalRuntimeError("run() is not available here: no effect runner is configured")
+        import shlex
+
+        return rt.effects(shlex.join(cmd), span, tuple(cmd))
+    if type(cmd) is not str:
+        raise DalTypeError(
+            f"`run` needs a string (the shell command) or a list of strings (one per word), got {a_type_name(cmd)}"
+        )
     _want_unicode(cmd, "the command")
     if rt.effects is None:
         raise DalRuntimeError("run() is not available here: no effect runner is configured")

@@ -332,7 +332,9 @@ class EffectHandler:
                             p.command, p.effect_class, detail=detail)
         return True
 
-    def __call__(self, command: str, span: Span) -> EffectResult:
+    def __call__(self, command: str, span: Span, argv: tuple[str, ...] | None = None) -> EffectResult:
+        # `argv`: run([...])'s words, checked as they are; `command` is then their shell quoting, the text
+        # the journal and the receipt hold (and a resume compares).
         rt = self.rt
         seq = self.seq + 1
         if self.max_effects is not None and seq > self.max_effects:
@@ -342,7 +344,7 @@ class EffectHandler:
             )
         self.seq = seq
         rt.state["effects_started"] = True
-        decision = fx.check_command(command, self.ctx.policy)
+        decision = fx.check_command(command, self.ctx.policy) if argv is None else fx.check_argv(argv, self.ctx.policy)
         prior = self.replay.get(seq)
         replayed = False
         result: EffectResult | None = None
