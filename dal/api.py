@@ -158,8 +158,14 @@ def run(
     new_attempt: bool = False,
     max_memory: int | str | None = None,
     unsandboxed_as_root: bool = False,
+    args: dict[str, Any] | None = None,
 ) -> Receipt:
     """Run a script (a path to a `.dal` file, or its source text) and return its receipt.
+
+    `args`: the script's arguments (its `param` declarations), name to value: a value of the declared type
+    (`str`, `int`, `float` — an int does —, `bool`), or text read as the command line's `name=value` is. A
+    bad, unknown or missing argument rejects the run before anything runs (`status` "rejected", `error`
+    located at the declaration); the values are recorded in `receipt.args`, and a resume uses them again.
 
     `policy`: a `dal.effects.Policy`, a dict of flags (`allow_run`, `allow_read`, `allow_write`,
     `allow_net`, `require_approval`, `allow_env`, and `file` for a TOML path), or a TOML path; None: the
@@ -201,7 +207,7 @@ def run(
             script, source=source, filename=filename, workspace=ws, store=store, receipts=receipts_dir,
             **_policy_options(policy), max_steps=max_steps, max_effects=max_effects, timeout=timeout,
             max_memory=max_memory, effect_timeout=effect_timeout, key=key, new_attempt=new_attempt,
-            unsandboxed_as_root=unsandboxed_as_root,
+            unsandboxed_as_root=unsandboxed_as_root, args=args,
         )
     except SpecError as e:
         raise DalUsageError(str(e)) from None

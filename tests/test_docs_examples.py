@@ -3,7 +3,8 @@
 The output block holds the script's standard output, then (when the run ends with an error) the error
 exactly as `dal run` renders it, the script being called `example.dal`. Blocks that call `run()` go
 through `dal run` in a scratch workspace with the default policy; they are skipped while no effect
-runner is wired. A first line `# run with: dal run FLAGS example.dal` runs the block with those flags
+runner is wired. A first line `# run with: dal run FLAGS example.dal NAME=VALUE...` runs the block with those flags and
+script arguments
 (through `dal run`, except for a lone `--max-steps N`, which runs in-process). A ```dal block with no
 ```output block after it is not run.
 """
@@ -73,12 +74,13 @@ def test_only_an_output_block_right_after_a_dal_block_counts() -> None:
 
 @pytest.mark.parametrize(("where", "code", "expected"), EXAMPLES, ids=[e[0] for e in EXAMPLES])
 def test_doc_example(where: str, code: str, expected: str, dal, tmp_path: Path) -> None:
-    how = re.match(r"# run with: dal run (.*?)\s*example\.dal\s*\n", code)
+    how = re.match(r"# run with: dal run (.*?)\s*example\.dal(.*)\n", code)
     flags = shlex.split(how.group(1)) if how else []
-    budget_only = len(flags) == 2 and flags[0] == "--max-steps"
-    if "run(" in code or (flags and not budget_only):
+    script_args = shlex.split(how.group(2)) if how else []  # the script's NAME=VALUE arguments
+    budget_only = len(flags) == 2 and flags[0] == "--max-steps" and not script_args
+    if "run(" in code or script_args or (flags and not budget_only):
         (tmp_path / "example.dal").write_text(code, encoding="utf-8")
-        p = dal.cli("run", *flags, "example.dal", cwd=tmp_path)
+        p = dal.cli("run", *flags, "example.dal", *script_args, cwd=tmp_path)
         if NO_EFFECTS in p.stderr:
             pytest.skip("run() has no effect runner yet")
         diagnostic = "\n".join(line for line in p.stderr.split("\n") if not line.startswith("dal: ")).strip()

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dal.runner.options import add_policy_flags, add_run_flags, spec_options
+from dal.runner.options import add_policy_flags, add_run_flags, add_script_args, spec_options
 
 
 def register(sub: Any) -> None:
@@ -22,6 +22,7 @@ def register(sub: Any) -> None:
         "130 interrupted (143 on SIGTERM)",
     )
     p.add_argument("script", type=Path, metavar="SCRIPT")
+    add_script_args(p)
     p.add_argument("--key", metavar="KEY",
                    help="operation key: a second run with the key of a completed run is skipped; one of an "
                    "interrupted or waiting run resumes it")

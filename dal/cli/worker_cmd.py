@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dal.core import defaults
-from dal.runner.options import add_policy_flags, memory_size, positive_int, seconds
+from dal.runner.options import add_policy_flags, add_script_args, memory_size, positive_int, seconds
 
 EXIT_NOT_FOUND, EXIT_USAGE = 1, 2
 DEFAULT_MAX_ATTEMPTS = 5
@@ -95,6 +95,7 @@ def register(sub: Any) -> None:
         "was submitted, saying why), 2 a usage error or a script that does not parse.",
     )
     s.add_argument("script", type=Path, metavar="SCRIPT")
+    add_script_args(s)
     s.add_argument("--key", metavar="KEY", help="the operation key (default: the script's own, else job:<id>)")
     when = s.add_mutually_exclusive_group()
     when.add_argument("--at", type=moment, default=None, metavar="TIME", help="run at this time (ISO 8601)")
@@ -266,9 +267,19 @@ def _prepare(args: argparse.Namespace, *, schedule: bool = False) -> tuple[dict[
             sys.stderr.write(render(e, want_color(sys.stderr)) + "\n")
         nothing = "nothing scheduled" if schedule else "nothing submitted"
         raise SystemExit(_die(f"{args.script} does not parse or resolve: {nothing}"))
+    from dal.eval.args import bind
+
+    bound, errors = bind(checked.program, run.args, filename=str(args.script), source=source)
+    if errors:  # the job would be rejected: say so now, as `dal run` would
+        for e in errors:
+            sys.stderr.write(render(e, want_color(sys.stderr)) + "\n")
+        nothing = "nothing scheduled" if schedule else "nothing submitted"
+        raise SystemExit(_die(f"{args.script}: bad script arguments: {nothing}"))
+    if bound:  # the job stores every argument's value, as a run's spec does
+        run = run.evolve(extensions={**run.extensions, "args": bound})
     key = getattr(args, "key", None)
     try:
-        own = literal_key(checked.program)
+        own = literal_key(checked.program, bound)
     except KeyProblem as e:
         if key is None and not schedule:
             raise SystemExit(_die(f"{args.script}: {e}")) from None
@@ -295,6 +306,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
             q = JobQueue.of(store)
             if key is not None:
                 have = q.open_job(key)
+                theirs = _job_args(have) if have is not None else None
+                if theirs is not None and theirs != (spec.get("extensions") or {}).get("args", {}):
+                    return _die(f"key {key!r} already has job {have['job_id']} ({have['state']}) with other "
+                                f"script arguments ({_shown(theirs)}): nothing submitted; arguments are part of "
+                                "an operation, give other values their own key")
                 if have is not None:
                     return _said(args, have, f"key {key!r} already has job {have['job_id']} ({have['state']}): "
                                  "nothing submitted")
@@ -317,6 +333,19 @@ def cmd_submit(args: argparse.Namespace) -> int:
                      "nothing submitted")
     when = "ready" if job["state"] == "ready" else f"scheduled for {_when(job['run_at'])}"
     return _said(args, job, f"submitted job {job['job_id']} (key {job['key']}, queue {job['queue']}, {when})")
+
+
+def _job_args(job: dict[str, Any]) -> dict[str, Any] | None:
+    """The script arguments a job stores (None: its spec cannot be read)."""
+    try:
+        data = json.loads(job["spec"]) if isinstance(job.get("spec"), str) else job.get("spec")
+        return dict((data.get("extensions") or {}).get("args") or {})
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+def _shown(args: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items()) or "none"
 
 
 def _said(args: argparse.Namespace, job: dict[str, Any] | None, line: str) -> int:

@@ -536,6 +536,22 @@ class Compiler:
         kind = "cell" if b.captured else "slot"
         return self._assign(st, st.value, (kind, b.slot, None), 1 + node_cost(st.value))
 
+    def s_Param(self, st: ast.Param) -> _Stmt:
+        """A script argument: a `let` of the value the run was bound to (dal/eval/args.py), costing what
+        `let name = <literal>` costs; a run that bound none (the REPL, a bare Engine) gets the default."""
+        given = self.rt.state.get("args") or {}
+        b = self.res.decls[id(st)]
+        if st.name in given or st.has_default:
+            value = ast.Literal(given[st.name] if st.name in given else st.default, span=st.span)
+            return self._assign(st, value, ("let_glob", b.name, None), 1 + node_cost(value))
+
+        def missing() -> DalError:
+            from dal.eval.args import missing
+
+            return missing(st, self.filename, self.source)
+
+        return self._fused("param_missing", ["raise missing()"], 2, st.span, missing=missing)
+
     _STORE = {
         "slot": ["f[t] = v"],
         "cell": ["f[t].value = v"],

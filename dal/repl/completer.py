@@ -12,8 +12,10 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion, Path
 from prompt_toolkit.document import Document
 
 from dal.repl.lexer import BUILTIN_NAMES, KEYWORDS
+from dal.syntax.ast import PARAM_TYPES
 
 _IDENT_AT_END = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+_PARAM_TYPE_AT = re.compile(r"(?:^|[\s;])param\s+[A-Za-z_][A-Za-z0-9_]*\s*:\s*$")
 
 
 def builtins_table() -> dict[str, Any] | None:
@@ -80,6 +82,11 @@ class DalCompleter(Completer):
         before = text[: len(text) - len(prefix)]
         if before.endswith(".") or before[-1:].isdigit():
             return  # a field name or a number: nothing we know statically
+        if _PARAM_TYPE_AT.search(before):  # `param name: ` takes one of the argument types
+            for kind in PARAM_TYPES:
+                if kind.startswith(prefix) and (complete_event.completion_requested or kind != prefix):
+                    yield Completion(kind, -len(prefix), display_meta="argument type")
+            return
         if not prefix and not complete_event.completion_requested:
             return
         yield from self._complete_word(prefix, complete_event.completion_requested)

@@ -30,7 +30,7 @@ __all__ = ["BUILTIN_NAMES", "KEYWORDS", "DalLexer"]
 # Kept in step with dal.syntax.keywords and dal.builtins by tests/repl/test_lexer.py.
 KEYWORDS: tuple[str, ...] = (
     "let", "fn", "if", "else", "while", "for", "in", "break", "continue", "return",
-    "and", "or", "not", "true", "false", "null",
+    "and", "or", "not", "true", "false", "null", "param",
 )  # fmt: skip
 
 BUILTIN_NAMES: tuple[str, ...] = (

@@ -36,7 +36,7 @@ class Binding(Record):
         func: FuncInfo,
         slot: int | None,  # None for globals
         span: ast.Span,
-        kind: str = "let",  # let | fn | param | for
+        kind: str = "let",  # let | fn | param | for | arg (a script argument)
         captured: bool = False,
         assigned: bool = False,
         fn_node: ast.FnDef | None = None,
@@ -240,7 +240,8 @@ class Resolver:
     def _declare(self, scope: Scope, name: str, span: ast.Span, kind: str) -> Binding:
         existing = scope.names.get(name)
         if existing is not None and not (self.repl and scope.is_module_top):
-            what = {"param": "parameter", "fn": "function", "for": "loop variable"}.get(existing.kind, "variable")
+            what = {"param": "parameter", "fn": "function", "for": "loop variable",
+                    "arg": "script argument"}.get(existing.kind, "variable")
             self._err(
                 DalNameError,
                 f"`{name}` is already declared in this block (as a {what} at line {existing.span.line})",
@@ -326,6 +327,8 @@ class Resolver:
             case ast.Let(name=name, value=value):
                 self._expr(value, scope)
                 self.res.decls[id(st)] = self._declare(scope, name, st.span, "let")
+            case ast.Param(name=name):
+                self.res.decls[id(st)] = self._declare(scope, name, st.span, "arg")
             case ast.Assign(target=target, value=value):
                 self._expr(value, scope)
                 if isinstance(target, ast.Name):
@@ -337,8 +340,15 @@ class Resolver:
                             target.span,
                             help=f"declare it first with `let {target.id} = ...`",
                         )
+                    elif (b := self._lookup(scope, target.id)) is not None and b.kind == "arg":
+                        self._err(
+                            DalNameError,
+                            f"cannot assign to `{target.id}`: it is the script's argument (param at line "
+                            f"{b.span.line}), the value the run was given",
+                            target.span,
+                            help=f"keep a changed value in a new name: `let my_{target.id} = ...`",
+                        )
                     else:
-                        b = self._lookup(scope, target.id)
                         assert b is not None
                         b.assigned = True
                         self.res.refs[id(target)] = ref

@@ -15,11 +15,13 @@ the run's, the operator says it again.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from dal.core import defaults
+from dal.core.jsontext import surrogate_at
 from dal.effects.policy import Policy, PolicyError
 from dal.receipts.location import StoreLocation, StoreLocationError
 from dal.runner.spec import POLICY_FLAGS, RunSpec, SpecError
@@ -134,6 +136,7 @@ def build_spec(
     cwd: str | os.PathLike[str] | None = None,
     notes: list[str] | None = None,
     env: Mapping[str, str] | None = None,
+    args: Mapping[str, Any] | None = None,
 ) -> RunSpec:
     """The spec of a new run. `script`: the script's path (None: an interactive session), or with `source`
     the name its text is kept under in `.dal/scripts/` (default: the text's digest). `workspace` None: the
@@ -174,6 +177,7 @@ def build_spec(
         raise SpecError(str(e)) from None
     if key is not None and not isinstance(key, str):
         raise SpecError(f"key must be a string, got {key!r}")
+    given = _script_args(args)
     return RunSpec(
         path, ws, location, policy,
         filename=shown,
@@ -196,7 +200,31 @@ def build_spec(
         key=key,
         new_attempt=bool(new_attempt),
         wait=_seconds("wait", wait),
+        extensions={"args": given} if given else None,
     )
+
+
+_ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _script_args(args: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The script's arguments as given: names as `param` spells them, each value text (read as the declared
+    type reads it) or a string, number or boolean. Whether the script takes them is checked when it runs
+    (dal/eval/args.py), with the script's own diagnostics."""
+    if args is None:
+        return {}
+    if not isinstance(args, Mapping):
+        raise SpecError(f"args must be a map of argument names to values, got {type(args).__name__}")
+    out: dict[str, Any] = {}
+    for name, value in args.items():
+        if not isinstance(name, str) or not _ARG_NAME.fullmatch(name):
+            raise SpecError(f"script argument {name!r}: a name is letters, digits and _, not starting with a digit")
+        if not isinstance(value, str | int | float) or (isinstance(value, float) and value != value):
+            raise SpecError(f"script argument {name}: {value!r} is not a string, a number or a boolean")
+        if isinstance(value, str) and ("\x00" in value or surrogate_at(value) is not None):
+            raise SpecError(f"script argument {name}: the value holds a NUL byte or is not valid Unicode text")
+        out[name] = value
+    return out
 
 
 def _merged(base: Mapping[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:

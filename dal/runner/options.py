@@ -177,4 +177,30 @@ def spec_options(args: argparse.Namespace) -> dict[str, Any]:
     for name in ("require_sandbox", "unsandboxed_as_root", "new_attempt"):
         if get(name):
             out[name] = True
+    if get("script_args"):
+        out["args"] = script_args(get("script_args"))
+    return out
+
+
+def add_script_args(p: argparse.ArgumentParser) -> None:
+    """The script's arguments, `NAME=VALUE` words right after the script (a word that starts with `-` is
+    one of dal's flags, so no argument can be taken for one)."""
+    p.add_argument("script_args", nargs="*", metavar="NAME=VALUE",
+                   help="the script's arguments (its `param` declarations), as name=value words after the script")
+
+
+def script_args(words: list[str]) -> dict[str, str]:
+    """`NAME=VALUE` words as a map of text values; SpecError naming a word that is not one, or a name given
+    twice. The values are read as their declared types when the run starts (dal/eval/args.py)."""
+    from dal.runner.spec import SpecError
+
+    out: dict[str, str] = {}
+    for word in words:
+        name, eq, value = word.partition("=")
+        if not eq or not name.isidentifier() or not name.isascii():
+            raise SpecError(f"{word!r} is not a script argument: after the script, give its arguments as NAME=VALUE "
+                            "(one script per run)")
+        if name in out:
+            raise SpecError(f"script argument {name} is given twice")
+        out[name] = value
     return out

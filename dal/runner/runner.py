@@ -341,6 +341,8 @@ class _Run:
             # We hold the key's lock, so the process that began this run is gone (kill -9, power
             # loss, a store that refused its receipt): give it its receipt, then continue its journal.
             self._bury(prev)
+        if not self.spec.new_attempt:
+            self._same_args(prev, key)
         if self.spec.new_attempt:
             # The operator closes the operation's journal: a fresh one, linked to the run it follows.
             self.previous = {"run_id": prev["skipped_of"]} if prev["status"] == "skipped" else prev
@@ -361,6 +363,29 @@ class _Run:
             self.load_replay(prev["run_id"], handler)
         # Recorded at once, so that `dal approve` sees which run continues the operation.
         self.begin(key)
+
+    def _same_args(self, prev: dict[str, Any], key: str) -> None:
+        """An operation runs with the arguments it started with: a later invocation of its key that gives
+        other values would skip, replay or resume work done for those (a message sent to another person).
+        Refused before anything runs; --new-attempt starts the operation over with the new values."""
+        try:
+            stored = StoredRun.of(self.open_store().run_row(prev["run_id"]) or {})
+        except (PolicyError, SpecError, StoreError):
+            return  # a row that cannot be read is reported where the policy in force is adopted
+        theirs = stored.spec.args if stored.spec is not None else {}
+        mine = self.spec.args
+        if theirs == mine:
+            return
+
+        def shown(args: dict[str, Any]) -> str:
+            return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items()) or "no arguments"
+
+        raise RunnerError(
+            f"operation {key!r} was started with {shown(theirs)} (run {prev['run_id']}); this run gives "
+            f"{shown(mine)}. Nothing ran. Arguments are part of an operation: give other values their own key "
+            f"(e.g. operation(\"send-\" + to)), run with the same values, or start the operation over with "
+            "--new-attempt"
+        )
 
     def _attempts_so_far(self, prev: dict[str, Any] | None) -> dict[str, int]:
         """The counts of the key's invocations before this one, from the newest receipt of the key; a
@@ -675,6 +700,15 @@ def _execute(run: _Run) -> RunReport:
                           "or choose another with --receipts DIR.")
     filename = spec.filename
     checked, errors = check_source(source, filename)
+    bound: dict[str, Any] = {}
+    if checked is not None:
+        # The script's arguments, checked before anything runs; from here on the spec (stored with the
+        # run, restored by a resume, repeated by `rerun`) holds every argument's value, defaults included.
+        from dal.eval.args import bind
+
+        bound, errors = bind(checked.program, spec.args, filename=filename, source=source)
+        if not errors and (bound or spec.args):
+            run.spec = spec = spec.evolve(extensions={**spec.extensions, "args": bound})
     operation = spec.key or f"script:{Path(filename).stem}"
     run.policy = run.protect(spec.policy)
 
@@ -687,6 +721,7 @@ def _execute(run: _Run) -> RunReport:
 
     rt = Runtime(max_steps=spec.max_steps, timeout=spec.timeout, write=hooks.write or sys.stdout.write,
                  max_memory=spec.max_memory)
+    rt.state["args"] = bound
     ctx = effect_context(spec, run.policy)
     store = run.open_store()
     state = {"operation": operation}
@@ -884,6 +919,8 @@ def _finish(
         "policy": run.receipt_policy(),
         "sandbox": _sandbox_json(handler),
     }
+    if spec.args:
+        receipt["args"] = spec.args
     rerun = spec.evolve(key=run.key).command_line(keep_new_attempt=status == "rejected")
     if rerun is not None:
         receipt["rerun"] = rerun

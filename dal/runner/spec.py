@@ -32,6 +32,14 @@ SPEC_VERSION = 1
 POLICY_FLAGS = ("allow_run", "allow_read", "allow_write", "allow_net", "require_approval", "allow_env")
 
 
+def arg_text(value: Any) -> str:
+    """A script argument's value as the command line gives it (`name=TEXT`): the text reads back as the
+    same value for the argument's declared type (dal/eval/args.py)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else repr(value)
+
+
 class SpecError(ValueError):
     """A run cannot be specified as asked (a bad budget, a missing script, a policy that does not load);
     the message names the option at fault. Front ends report it as a usage error."""
@@ -85,7 +93,7 @@ class RunSpec(FrozenRecord):
         new_attempt: bool = False,
         resume: str | None = None,  # the run id `dal resume` continues
         wait: float | None = None,  # seconds to wait for a busy key
-        extensions: dict[str, Any] | None = None,  # room for later fields (script arguments, jobs)
+        extensions: dict[str, Any] | None = None,  # room for later fields: "args" (the script's arguments), jobs
     ) -> None:
         init = object.__setattr__
         init(self, "script", script)
@@ -113,6 +121,13 @@ class RunSpec(FrozenRecord):
         init(self, "resume", resume)
         init(self, "wait", wait)
         init(self, "extensions", dict(extensions or {}))
+
+    @property
+    def args(self) -> dict[str, Any]:
+        """The script's arguments (`extensions["args"]`): as given (text or typed values) until the runner
+        binds them to the script's `param`s, then every argument's value, defaults included (what the
+        store keeps, a resume restores and `command_line` repeats)."""
+        return dict(self.extensions.get("args") or {})
 
     def __hash__(self) -> int:  # dicts inside: hashed by what identifies the run
         return hash((type(self).__qualname__, self.script, self.workspace, self.key, self.resume))
@@ -261,6 +276,7 @@ class RunSpec(FrozenRecord):
             argv += ["--wait", f"{self.wait:g}"]
         script = self.filename if not os.path.isabs(self.filename) else self._here(self.script)
         argv.append(script if not script.startswith("-") else "./" + script)
+        argv += [f"{name}={arg_text(value)}" for name, value in self.args.items()]
         return argv
 
     def _here(self, path: str) -> str:

@@ -242,7 +242,21 @@ class Return(_Node):
     span: Span = _span()
 
 
-Stmt = Let | Assign | ExprStmt | If | While | For | FnDef | Break | Continue | Return
+@_node
+class Param(_Node):
+    """`param name: type = default`, a script argument (before the first statement): `type` is one of
+    PARAM_TYPES, `default` the value when the run does not give it (None: the run must)."""
+
+    name: str
+    type: str
+    default: None | bool | int | float | str
+    span: Span = _span()
+    has_default: bool = attrs.field(default=False, kw_only=True)
+
+
+PARAM_TYPES = ("str", "int", "float", "bool")
+
+Stmt = Let | Assign | ExprStmt | If | While | For | FnDef | Break | Continue | Return | Param
 
 
 @_node

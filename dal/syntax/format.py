@@ -204,6 +204,9 @@ class _Unparser:
         match st:
             case ast.Let(name=name, value=v):
                 self._emit(depth, self._fit(depth, lambda: f"let {name} = {self.expr(v, 0, depth)}"))
+            case ast.Param(name=name, type=kind, default=default):
+                value = f" = {self.expr(ast.Literal(default), 0, depth)}" if st.has_default else ""
+                self._emit(depth, f"param {name}: {kind}{value}")
             case ast.Assign(target=t, value=v):
                 self._emit(depth, self._fit(depth, lambda: f"{self.expr(t, 0, depth)} = {self.expr(v, 0, depth)}"))
             case ast.ExprStmt(expr=e):

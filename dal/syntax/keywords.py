@@ -2,5 +2,5 @@
 
 KEYWORDS: tuple[str, ...] = (
     "let", "fn", "if", "else", "while", "for", "in", "break", "continue", "return",
-    "and", "or", "not", "true", "false", "null",
+    "and", "or", "not", "true", "false", "null", "param",
 )

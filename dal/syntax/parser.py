@@ -63,6 +63,11 @@ class _Bounds:
         self.start, self.stop = start, stop
 
 
+_TYPE_WORD: dict[Any, str] = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
+                              str: "a string", int: "an integer", float: "a float", bool: "a boolean"}
+_DEFAULT_TYPES = {"str": (str,), "int": (int,), "float": (float, int), "bool": (bool,)}
+
+
 class _Builder:
     """Builds AST nodes from all-token children lists. Punctuation is filtered where it is noise."""
 
@@ -81,6 +86,29 @@ class _Builder:
 
     def block(self, ch: list[Any]) -> ast.Block:
         return ast.Block(tuple(c for c in ch[1:-1] if c is not None), span=_join(ch[0], ch[-1]))
+
+    def param_decl(self, ch: list[Any]) -> ast.Param:
+        name, kind = str(ch[1]), str(ch[3])
+        if kind not in ast.PARAM_TYPES:
+            raise self._error(f"unknown argument type `{kind}`", _tok_span(ch[3]),
+                              help="an argument is a str, an int, a float or a bool")
+        if len(ch) < 6:
+            return ast.Param(name, kind, None, span=_join(ch[0], ch[3]))
+        value = ch[5]
+        if (isinstance(value, ast.Unary) and value.op == "-" and isinstance(value.operand, ast.Literal)
+                and type(value.operand.value) in (int, float)):
+            default = -value.operand.value
+        elif isinstance(value, ast.Literal) and value.value is not None:
+            default = value.value
+        else:
+            raise self._error("an argument's default must be a literal: a string, a number, true or false",
+                              value.span, help="compute other values from the argument after the `param` lines")
+        if type(default) not in _DEFAULT_TYPES[kind]:
+            raise self._error(f"the default of `{name}` must be {_TYPE_WORD[kind]}, got {_TYPE_WORD[type(default)]}",
+                              value.span)
+        if kind == "float":
+            default = float(default)
+        return ast.Param(name, kind, default, span=_join(ch[0], value), has_default=True)
 
     def let_stmt(self, ch: list[Any]) -> ast.Let:
         return ast.Let(str(ch[1]), ch[3], span=_join(ch[0], ch[3]))
@@ -478,6 +506,9 @@ def _friendly(e: UnexpectedInput, source: str, filename: str) -> DalSyntaxError:
     text = str(tok)
     if text == "=" and "COMP_OP" in expected:
         return err("`=` assigns a value; to compare, use `==`", span, help="write `a == b` in a condition")
+    if text == "param" and "LET" in expected:  # where a statement could start
+        return err("`param` declarations come before the script's first statement", span,
+                   help="move every `param` line to the top of the script")
     if tok.type in {"PLUS", "MINUS", "MUL_OP"} and source[tok.end_pos : tok.end_pos + 1] == "=":
         return err(f"DAL has no `{text}=`", Span(tok.line, tok.column, tok.line, tok.column + 2, tok.start_pos,
                                                    tok.end_pos + 1), help=f"write `x = x {text} ...`")

@@ -1,0 +1,176 @@
+"""Script arguments (issue 16): `param` declarations, given on the command line (`dal run s.dal name=value`),
+through the API (`dal.run(path, args={...})`) and the queue (`dal submit s.dal name=value`); checked before
+anything runs, stored with the run's spec, restored on resume, recorded in the receipt, and part of the
+operation: a later invocation of the same key with other values is refused with nothing run.
+
+Every test runs real scripts through the real runner and counts what their commands did (marker files).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dal
+from dal.syntax.parser import parse
+from dal.worker.keys import KeyProblem, literal_key
+
+SEND = """\
+param to: str
+param times: int = 1
+param loud: bool = false
+param ratio: float = 0.5
+operation("send-" + to)
+let text = format("to {} x{} ({})", to, times, ratio)
+if loud {
+    text = upper(text)
+}
+print(text)
+run(["touch", "sent-" + to])
+"""
+
+
+def _dal(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DAL_")}
+    return subprocess.run([sys.executable, "-m", "dal", *argv], cwd=cwd, capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+@pytest.fixture()
+def ws(tmp_path: Path) -> Path:
+    w = tmp_path / "ws"
+    w.mkdir()
+    (w / "dal.toml").write_text('[run]\nallow = ["touch"]\n')
+    (w / "send.dal").write_text(SEND)
+    return w
+
+
+def test_the_command_line_gives_typed_arguments_and_the_receipt_records_them(ws: Path) -> None:
+    p = _dal(ws, "run", "--unsandboxed-as-root", "send.dal", "to=ann", "times=3", "loud=true", "--json")
+    assert p.returncode == 0, p.stderr
+    assert "TO ANN X3 (0.5)" in p.stderr  # the script's output goes to stderr with --json
+    receipt = json.loads(p.stdout)
+    assert receipt["args"] == {"to": "ann", "times": 3, "loud": True, "ratio": 0.5}
+    assert receipt["operation"] == "send-ann"
+    assert receipt["rerun"][-4:] == ["to=ann", "times=3", "loud=true", "ratio=0.5"]
+    assert (ws / "sent-ann").exists()
+
+
+@pytest.mark.parametrize(("words", "message", "line"), [
+    (["to=ann", "times=x"], "argument `times` is int: expected an integer, got \"x\"", 2),
+    (["to=ann", "loud=yes"], "argument `loud` is bool: expected true or false, got \"yes\"", 3),
+    (["to=ann", "ratio=nan"], "argument `ratio` is float: expected a finite number", 4),
+    (["to=ann", "tims=2"], "this script takes no argument `tims`", 1),
+    ([], "argument `to` was not given, and it has no default", 1),
+])
+def test_a_bad_argument_rejects_the_run_with_a_located_error_and_nothing_runs(
+        ws: Path, words: list[str], message: str, line: int) -> None:
+    p = _dal(ws, "run", "--unsandboxed-as-root", "send.dal", *words)
+    assert p.returncode == 2, p.stderr
+    assert message in p.stderr
+    assert f"--> send.dal:{line}:1" in p.stderr and "^" in p.stderr
+    assert "dal: rejected" in p.stderr
+    assert not list(ws.glob("sent-*"))
+
+
+def test_a_word_that_is_not_name_value_is_a_usage_error(ws: Path) -> None:
+    p = _dal(ws, "run", "send.dal", "ann")
+    assert p.returncode == 2 and "'ann' is not a script argument" in p.stderr
+    p = _dal(ws, "run", "send.dal", "to=a", "to=b")
+    assert p.returncode == 2 and "given twice" in p.stderr
+    assert not list(ws.glob("sent-*")) and not (ws / ".dal" / "dal.db").exists()
+
+
+def test_the_api_takes_typed_values_or_text(ws: Path) -> None:
+    r = dal.run(ws / "send.dal", workspace=ws, args={"to": "bo", "times": 2, "ratio": 1}, unsandboxed_as_root=True)
+    assert r.status == "completed", r.error
+    assert r.args == {"to": "bo", "times": 2, "loud": False, "ratio": 1.0}
+    assert r.output == "to bo x2 (1.0)\n"
+    bad = dal.run(ws / "send.dal", workspace=ws, args={"to": "cy", "times": True}, unsandboxed_as_root=True)
+    assert bad.status == "rejected" and "expected an integer, got True" in bad.error["message"]
+    with pytest.raises(dal.DalUsageError, match="not a string, a number or a boolean"):
+        dal.run(ws / "send.dal", workspace=ws, args={"to": ["x"]})
+    assert sorted(p.name for p in ws.glob("sent-*")) == ["sent-bo"]
+
+
+def test_the_same_key_with_other_values_is_refused_and_runs_nothing(ws: Path) -> None:
+    (ws / "k.dal").write_text('param n: int = 1\nrun(["touch", "done-" + str(n)])\n')
+    first = dal.run(ws / "k.dal", workspace=ws, key="job-1", args={"n": 1}, unsandboxed_as_root=True)
+    assert first.status == "completed"
+    assert dal.run(ws / "k.dal", workspace=ws, key="job-1", unsandboxed_as_root=True).status == "skipped"  # default 1
+    with pytest.raises(dal.DalUsageError, match=r"operation 'job-1' was started with n=1 .* this run gives n=2"):
+        dal.run(ws / "k.dal", workspace=ws, key="job-1", args={"n": 2}, unsandboxed_as_root=True)
+    assert sorted(p.name for p in ws.glob("done-*")) == ["done-1"]
+    again = dal.run(ws / "k.dal", workspace=ws, key="job-1", args={"n": 2}, new_attempt=True,
+                    unsandboxed_as_root=True)
+    assert again.status == "completed" and again.args == {"n": 2}
+    assert sorted(p.name for p in ws.glob("done-*")) == ["done-1", "done-2"]
+
+
+def test_a_key_built_from_an_argument_keeps_values_apart(ws: Path) -> None:
+    for to in ("ann", "bob", "ann"):
+        r = dal.run(ws / "send.dal", workspace=ws, args={"to": to}, unsandboxed_as_root=True)
+        assert r.operation == f"send-{to}"
+    assert r.status == "skipped"
+    with pytest.raises(dal.DalUsageError, match="this run gives to=\"ann\", times=5"):
+        dal.run(ws / "send.dal", workspace=ws, args={"to": "ann", "times": 5}, unsandboxed_as_root=True)
+
+
+def test_a_resume_runs_with_the_stored_arguments(ws: Path) -> None:
+    (ws / "dal.toml").write_text('[run]\nallow = ["touch"]\nrequire_approval = ["touch"]\n')
+    r = dal.run(ws / "send.dal", workspace=ws, args={"to": "dee", "times": "4"}, unsandboxed_as_root=True)
+    assert r.status == "waiting" and r.args["times"] == 4
+    dal.approve(r.run_id, workspace=ws)
+    done = dal.resume(r.run_id, workspace=ws, unsandboxed_as_root=True)
+    assert done.status == "completed", done.error
+    assert done.args == r.args and done.output == "to dee x4 (0.5)\n"
+    assert sorted(p.name for p in ws.glob("sent-*")) == ["sent-dee"]
+
+
+def test_submit_stores_the_arguments_in_the_job_and_the_worker_runs_with_them(ws: Path) -> None:
+    p = _dal(ws, "submit", "send.dal", "to=eve", "times=2")
+    assert p.returncode == 0, p.stderr
+    assert "key send-eve" in p.stdout  # the key built from the argument is known before the job runs
+    p = _dal(ws, "submit", "send.dal", "to=eve", "times=3")
+    assert p.returncode == 2 and "other script arguments" in p.stderr
+    p = _dal(ws, "submit", "send.dal", "to=eve", "times=zz")
+    assert p.returncode == 2 and "expected an integer" in p.stderr
+    p = _dal(ws, "worker", "--until-idle")
+    assert p.returncode == 0, p.stderr
+    assert "to eve x2 (0.5)" in p.stdout + p.stderr
+    receipt = dal.receipt("send-eve", workspace=ws)
+    assert receipt.args == {"to": "eve", "times": 2, "loud": False, "ratio": 0.5}
+
+
+def test_check_knows_arguments_and_refuses_misuse(tmp_path: Path) -> None:
+    cases = {
+        'print(1)\nparam x: int\n': "`param` declarations come before the script's first statement",
+        'param x: list\n': "unknown argument type `list`",
+        'param x: int = "3"\n': "the default of `x` must be an integer, got a string",
+        'param x: str = "a" + "b"\n': "an argument's default must be a literal",
+        'param x: int = 1\nx = 2\n': "cannot assign to `x`: it is the script's argument",
+        'param x: int\nparam x: str\n': "`x` is already declared",
+    }
+    for source, message in cases.items():
+        (tmp_path / "c.dal").write_text(source)
+        p = _dal(tmp_path, "check", "c.dal")
+        assert p.returncode == 2 and message in p.stderr, (source, p.stderr)
+    (tmp_path / "c.dal").write_text(SEND)
+    p = _dal(tmp_path, "check", "c.dal")
+    assert p.returncode == 0 and "c.dal: ok" in p.stderr
+
+
+def test_the_key_a_job_gets_is_the_one_the_run_builds() -> None:
+    prog = parse(SEND)
+    assert literal_key(prog, {"to": "ann"}) == "send-ann"
+    with pytest.raises(KeyProblem):
+        literal_key(prog)  # not bound: the key cannot be known
+    shadowed = parse('param to: str\nif true {\n    let to = "x"\n    operation("k-" + to)\n}\n')
+    with pytest.raises(KeyProblem):
+        literal_key(shadowed, {"to": "ann"})
+    assert literal_key(parse('param n: int\noperation("poll-" + str(n))\n'), {"n": 7}) == "poll-7"
