@@ -373,6 +373,20 @@ let shown = format("{} {} {} {}", names, total, got, round(2.5))
 print(shown, min(3, 1), max([1, 4]), sum([1, 2]), find("abc", "c"), names[1:], upper(lower("Ab")))
 let bad = sort([1, "x"], fn(v) { return v })
 """,
+    "script_args": """
+param name: str = "notes.txt"
+param times: int = -2
+param ratio: float = 1
+param loud: bool = true
+let words = ["cat", name]
+let i = 0
+while i < 2 and loud {
+    append(words, format("{}:{}", i, ratio))
+    i = i + 1
+}
+print(len(words), times)
+let r = run(["head", "-n", str(times), name])
+""",
 }
 
 

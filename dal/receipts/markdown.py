@@ -23,6 +23,7 @@ from typing import Any
 from dal.core.jsontext import escape_surrogates
 from dal.receipts.render import (
     MAX_ARTIFACT_LINES,
+    args_text,
     attempts_of,
     describe_decision,
     describe_loop,
@@ -42,6 +43,8 @@ def render_markdown(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str,
     """The markdown receipt of a run, ending with a newline. `decisions` (Store.approvals() rows) are
     listed when given: the file written at the end of a run has none yet."""
     lines = ["# Tool-loop receipt", "", f"- operation: {receipt['operation']}"]
+    if receipt.get("args"):  # the script's arguments: what this run was asked to do
+        lines.append(f"- args: {one_line(args_text(receipt['args']))}")
     paths = paths_of(receipt)
     if len(paths) == 1:
         lines.append(f"- path: {paths[0]}")

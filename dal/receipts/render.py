@@ -63,6 +63,20 @@ def wall_text(receipt: Mapping[str, Any]) -> str | None:
     return f"commands ran without the bubblewrap wall: {box.get('reason')}"
 
 
+def args_text(args: Any) -> str:
+    """A receipt's script arguments as the command line gives them: `to=ann times=2` (quoted as a shell
+    would when a value has blanks or shell characters)."""
+    import shlex
+
+    if not isinstance(args, Mapping):
+        return str(args)
+    words = []
+    for k, v in args.items():
+        text = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        words.append(shlex.quote(f"{k}={text}"))
+    return " ".join(words)
+
+
 def one_line(value: Any, limit: int = MAX_OUTCOME_CHARS) -> str:
     """An outcome as one short line: strings raw, other values as compact JSON."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
@@ -389,6 +403,8 @@ def render(
     out.append(head)
 
     facts: list[tuple[str, str]] = [("operation", receipt.get("operation", ""))]
+    if receipt.get("args"):
+        facts.append(("args", one_line(args_text(receipt["args"]))))
     if receipt.get("key") and receipt.get("key") != receipt.get("operation"):
         facts.append(("key", receipt["key"]))
     own = script_status(receipt)

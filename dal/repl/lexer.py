@@ -61,7 +61,7 @@ class DalLexer(RegexLexer):
             (r"#[^\n]*", Comment.Single),
             # `fn name(` declares a function; an anonymous `fn(` is just the keyword.
             (r"(fn)([ \t\f\r\n]+)(" + _NAME + r")", bygroups(Keyword.Declaration, Whitespace, Name.Function)),
-            (words(("let", "fn"), suffix=_END), Keyword.Declaration),
+            (words(("let", "fn", "param"), suffix=_END), Keyword.Declaration),
             (words(("true", "false", "null"), suffix=_END), Keyword.Constant),
             (words(("and", "or", "not"), suffix=_END), Operator.Word),
             (

@@ -44,6 +44,7 @@ def grammar_terminals() -> list[TerminalDef]:
 EXPECTED_LITERAL = {
     "let": Keyword.Declaration,
     "fn": Keyword.Declaration,
+    "param": Keyword.Declaration,
     "true": Keyword.Constant,
     "false": Keyword.Constant,
     "null": Keyword.Constant,

@@ -168,6 +168,17 @@ def test_completion_candidates(session) -> None:
     assert "keys" in _complete(completer, ":help ke")
 
 
+def test_completion_knows_script_arguments(session) -> None:
+    completer = DalCompleter(session.names, {})
+    assert _complete(completer, "par")["param"] == "keyword"
+    assert _complete(completer, "param count: ") == {t: "argument type" for t in ("str", "int", "float", "bool")}
+    assert _complete(completer, "param ratio: fl") == {"float": "argument type"}
+    assert _complete(completer, "let x = {\"a\": ") != {"str": "argument type"}  # a map entry is no param
+    session.execute('param greeting: str = "hi"')  # the REPL binds a declared argument to its default
+    assert _complete(completer, "gree")["greeting"] == "defined"
+    assert session.execute("greeting").value == "hi"
+
+
 def test_a_user_definition_shadows_the_builtin_in_completion(session) -> None:
     session.execute("fn record(state, operation, outcome) { return state }")
     completer = DalCompleter(session.names, {})
