@@ -174,10 +174,17 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 sys.stderr.write(render(w, color, severity="warning") + "\n\n")
         if errors:
             worst = EXIT_USAGE
+        params = []
+        if checked is not None:
+            from dal.eval.args import declared, describe_params
+
+            params = declared(checked.program)
         if not args.json:
             counted = [f"{len(errors)} error{'s' if len(errors) != 1 else ''}"] if errors else ["ok"]
             if warnings:
                 counted.append(f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''}")
+            if params:
+                counted.append(f"arguments: {describe_params(params)}")
             status = ", ".join(counted)
             sys.stderr.write(f"{path}: {status}\n")
     if args.json:

@@ -10,6 +10,7 @@ with a bad argument is rejected with nothing done.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -39,7 +40,10 @@ def declared(program: ast.Program) -> list[ast.Param]:
 
 def describe_params(params: list[ast.Param]) -> str:
     """`name (str), count (int, default 3)`: what a script takes, for messages and `dal check`."""
-    return ", ".join(f"{p.name} ({p.type}" + (f", default {to_text(p.default)}" if p.has_default else "") + ")"
+    def shown(v: Any) -> str:
+        return json.dumps(v, ensure_ascii=False) if type(v) is str else to_text(v)
+
+    return ", ".join(f"{p.name} ({p.type}" + (f", default {shown(p.default)}" if p.has_default else "") + ")"
                      for p in params) or "none"
 
 

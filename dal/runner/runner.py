@@ -198,6 +198,8 @@ def crashed_receipt(
         "previous_run": prev.get("previous_run"),
         "skipped_of": None,
     }
+    if started is not None and started.spec is not None and started.spec.args:
+        receipt["args"] = started.spec.args  # what the dead run was asked to do
     if in_force is not None:
         receipt["policy"] = receipt_policy(in_force, None, [])
     receipt["retry"] = derive_retry("interrupted", external_effect=receipt["external_effect"])

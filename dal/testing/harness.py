@@ -128,14 +128,15 @@ class Session:
         raise DalTypeError(f"the `policy` option needs a map of flags or a TOML path, got {type_name(option)}")
 
     def invoke(self, script: Path, *, key: str | None, policy: Any, max_steps: int | None,
-               max_effects: int | None, crash: tuple[str, int] | None) -> dict[str, Any]:
+               max_effects: int | None, crash: tuple[str, int] | None,
+               args: dict[str, Any] | None = None) -> dict[str, Any]:
         """Run a workflow as `dal run` would: specified by the same builder, in the test's workspace."""
         from dal.runner.build import SpecError, build_spec
 
         try:
             spec = build_spec(script, workspace=self.workspace, store=self.store, key=key, max_steps=max_steps,
                               max_effects=max_effects, unsandboxed_as_root=self.unsandboxed_as_root,
-                              **self.policy_options(policy))
+                              args=args, **self.policy_options(policy))
         except SpecError as e:
             raise DalRuntimeError(str(e)) from None
         return self.start(spec, key, crash)
@@ -318,7 +319,7 @@ def _fake(rt: Runtime, args: list[Any], span: Any) -> None:
     _session(rt).fakes.append(Fake(pattern, [dict(r) for r in results]))
 
 
-_INVOKE_OPTIONS = ("key", "crash_after", "crash_before", "policy", "max_steps", "max_effects")
+_INVOKE_OPTIONS = ("key", "crash_after", "crash_before", "policy", "max_steps", "max_effects", "args")
 
 
 @_test_builtin("invoke(script, options)", 1, 2)
@@ -326,8 +327,9 @@ def _invoke(rt: Runtime, args: list[Any], span: Any) -> dict[str, Any]:
     """Run a workflow script (path relative to the test file) in the test's workspace, as `dal run`
     would, and return its run receipt as a map (plus `output`: what it printed). Options: `key`,
     `policy` (a map of flags such as `{"require_approval": ["tee"]}`, or a TOML path), `max_steps`,
-    `max_effects`, `crash_after` N (killed right after effect N's result was journaled) or `crash_before`
-    N (killed after effect N's intent, before it ran). A crashed run has no receipt: `invoke` returns
+    `max_effects`, `args` (the script's arguments, a map such as `{"to": "ann", "times": 2}`), `crash_after`
+    N (killed right after effect N's result was journaled) or `crash_before` N (killed after effect N's
+    intent, before it ran). A crashed run has no receipt: `invoke` returns
     `{"run_id": ..., "status": "crashed", "crash": {"effect": N, ...}}`.
 
     Example:
@@ -347,8 +349,12 @@ def _invoke(rt: Runtime, args: list[Any], span: Any) -> dict[str, Any]:
     path = s.test_dir / script
     if not path.is_file():
         raise DalRuntimeError(f"no such workflow script: {path} (paths are relative to the test file)")
+    script_args = opts.get("args")
+    if script_args is not None and type(script_args) is not dict:
+        raise DalTypeError(f"`invoke` option `args` needs a map of argument names to values, got "
+                           f"{type_name(script_args)}")
     return s.invoke(path, key=key, policy=opts.get("policy"), max_steps=max_steps, max_effects=max_effects,
-                    crash=crash)
+                    crash=crash, args=script_args)
 
 
 @_test_builtin("resume(run_id, options)", 1, 2)

@@ -64,7 +64,7 @@ def literal_key(program: ast.Program, args: Mapping[str, Any] | None = None) -> 
     stack = [program]
     while stack:  # no recursion: a script may nest 1,000 levels deep
         node = stack.pop()
-        if isinstance(node, ast.FnDef | ast.Let) and node.name == "operation":
+        if isinstance(node, ast.FnDef | ast.Let | ast.Param) and node.name == "operation":
             return None  # its own function or variable: not the builtin
         if isinstance(node, ast.Call) and isinstance(node.callee, ast.Name) and node.callee.id == "operation":
             arg = node.args[0] if len(node.args) == 1 else None

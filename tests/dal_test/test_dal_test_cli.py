@@ -107,7 +107,7 @@ def test_misused_test_builtins_fail_at_the_call_with_a_clear_message(dal_test) -
     })
     assert got.code == 1
     assert ('`invoke` has no option "kye"; its options are: key, crash_after, crash_before, policy, max_steps, '
-            "max_effects\n --> tests/opt.test.dal:1:1") in got.out
+            "max_effects, args\n --> tests/opt.test.dal:1:1") in got.out
     assert "no such workflow script:" in got.out and "(paths are relative to the test file)" in got.out
     assert "`assert` needs a boolean condition, got string" in got.out
     assert 'a fake result has no field "exit"; its fields are: stdout, stderr, code, timeout' in got.out
@@ -189,4 +189,4 @@ def test_the_shipped_example_tests_pass() -> None:
     proc = subprocess.run([sys.executable, "-m", "dal", "test", "examples/tests"], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.splitlines()[-1] == "6 passed, 0 failed"
+    assert proc.stdout.splitlines()[-1] == "7 passed, 0 failed"

@@ -64,14 +64,17 @@ HOSTILE = ["; touch ../pwned1", "$(touch ../pwned2)", "`touch pwned3`", "*", "a\
 
 
 @pytest.mark.parametrize("walled", MODES)
-def test_shell_syntax_in_a_word_is_data(root: Path, walled: bool) -> None:
-    receipt, out = _run(root, f"print(run({json.dumps(['printf', '%s|', *HOSTILE])}).stdout)\n", walled,
+def test_shell_syntax_in_a_word_is_data(root: Path, walled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DAL_ARGV_SECRET", "s3cr3t-value")  # in the DAL process's environment
+    words = ["printf", "%s|", *HOSTILE, "$DAL_ARGV_SECRET", "${DAL_ARGV_SECRET}"]
+    receipt, out = _run(root, f"print(run({json.dumps(words)}).stdout)\n", walled,
                         policy_flags={"allow_run": ["printf"]})
     assert receipt["status"] == "completed", receipt["error"]
-    assert out == "|".join(HOSTILE) + "|\n"  # each word arrived whole, as written
+    assert out == "|".join(words[2:]) + "|\n"  # each word arrived whole, as written
+    assert "s3cr3t-value" not in out and "s3cr3t-value" not in json.dumps(receipt)
     item = receipt["effects"]["items"][0]
-    assert item["command"] == shlex.join(["printf", "%s|", *HOSTILE])
-    assert shlex.split(item["command"]) == ["printf", "%s|", *HOSTILE]  # the receipt quotes as a shell would
+    assert item["command"] == shlex.join(words)
+    assert shlex.split(item["command"]) == words  # the receipt quotes as a shell would
     _untouched(root)
 
 
@@ -150,4 +153,15 @@ def test_an_approved_word_list_runs_once_as_the_words(root: Path) -> None:
     assert (ws / "it's; done").is_file() and not (ws / "done").exists() and not (ws / "it's").exists()
     third = dal.run(ws / "s.dal", workspace=ws, unsandboxed_as_root=True)
     assert third.status == "skipped"
+    _untouched(root)
+
+
+@pytest.mark.parametrize("walled", MODES)
+def test_a_word_list_cannot_reach_a_shell_or_a_program_by_path(root: Path, walled: bool) -> None:
+    receipt, out = _run(root, 'print(run(["sh", "-c", "touch pwned1"]).status)\n'
+                              'print(run(["/bin/sh", "-c", "touch pwned2"]).status)\n'
+                              'print(run(["env", "touch", "pwned3"]).status)\n'
+                              'print(run(["touch pwned4"]).status)\n'
+                              'print(run(["find", ".", "-exec", "touch", "pwned5", ";"]).status)\n', walled)
+    assert out == "denied\n" * 5, out
     _untouched(root)

@@ -162,7 +162,7 @@ def test_check_knows_arguments_and_refuses_misuse(tmp_path: Path) -> None:
         assert p.returncode == 2 and message in p.stderr, (source, p.stderr)
     (tmp_path / "c.dal").write_text(SEND)
     p = _dal(tmp_path, "check", "c.dal")
-    assert p.returncode == 0 and "c.dal: ok" in p.stderr
+    assert p.returncode == 0 and "c.dal: ok, arguments: to (str), times (int, default 1), loud (bool" in p.stderr
 
 
 def test_the_key_a_job_gets_is_the_one_the_run_builds() -> None:
