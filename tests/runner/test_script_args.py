@@ -174,3 +174,44 @@ def test_the_key_a_job_gets_is_the_one_the_run_builds() -> None:
     with pytest.raises(KeyProblem):
         literal_key(shadowed, {"to": "ann"})
     assert literal_key(parse('param n: int\noperation("poll-" + str(n))\n'), {"n": 7}) == "poll-7"
+
+
+KILLED = """\
+param to: str
+param times: int = 1
+operation("mk-" + to)
+let made = run(["mkdir", "made-" + to])
+print("made", made.status)
+sleep(60)
+print(format("{} x{}", to, times))
+"""
+
+
+def test_a_killed_run_continues_with_its_own_arguments(ws: Path) -> None:
+    # kill -9 while the script sleeps after its first effect: the next invocation of the same key must
+    # resume with the stored values (the mkdir replayed, not run again), and other values are refused.
+    import signal
+    import time
+
+    (ws / "dal.toml").write_text('[run]\nallow = ["mkdir"]\n')
+    (ws / "k.dal").write_text(KILLED)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DAL_")}
+    proc = subprocess.Popen([sys.executable, "-m", "dal", "run", "--unsandboxed-as-root", "k.dal", "to=zed",
+                             "times=3"], cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 60
+    while not (ws / "made-zed").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (ws / "made-zed").is_dir()
+    time.sleep(0.5)  # the effect's result is journaled before the script goes on to sleep
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    p = _dal(ws, "run", "--unsandboxed-as-root", "k.dal", "to=zed", "times=4")
+    assert p.returncode == 2 and "was started with to=\"zed\", times=3" in p.stderr and "Nothing ran" in p.stderr
+    (ws / "k.dal").write_text(KILLED.replace("sleep(60)", "sleep(0)"))  # the same effects, no long wait
+    dead = dal.receipt("mk-zed", workspace=ws)  # rebuilt from the journal: it died before its receipt
+    assert dead.args == {"to": "zed", "times": 3}
+    done = dal.resume(dead.run_id, workspace=ws, unsandboxed_as_root=True)
+    assert done.status == "completed", done.error
+    assert done.args == {"to": "zed", "times": 3} and done.output.endswith("zed x3\n")
+    item = done.effects["items"][0]
+    assert item["replayed"] and item["status"] == "completed"  # not a second mkdir (which would fail)
