@@ -317,6 +317,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
                 newest = newest_run_of_key(store, key)
                 done = newest is not None and (newest["status"] == "completed" or (
                     newest["status"] == "skipped" and newest.get("skipped_of")))
+                mine = (spec.get("extensions") or {}).get("args", {})
+                if newest is not None and not args.new_attempt and (ran := _run_args(store, newest)) != mine \
+                        and ran is not None:
+                    return _die(f"operation {key!r} was started with other script arguments ({_shown(ran)}, run "
+                                f"{newest['run_id']}): nothing submitted; arguments are part of an operation, "
+                                "give other values their own key (or --new-attempt)")
                 if done and not args.new_attempt:
                     done_in = newest.get("skipped_of") or newest["run_id"]
                     return _said(args, None, f"operation {key!r} already completed in run {done_in}: nothing "
@@ -342,6 +348,20 @@ def _job_args(job: dict[str, Any]) -> dict[str, Any] | None:
         return dict((data.get("extensions") or {}).get("args") or {})
     except (ValueError, TypeError, AttributeError):
         return None
+
+
+def _run_args(store: Any, row: dict[str, Any]) -> dict[str, Any] | None:
+    """The script arguments a run was started with (None: its row cannot be read; the run says why)."""
+    from dal.effects.policy import PolicyError
+    from dal.receipts.store import StoreError
+    from dal.runner.spec import SpecError
+    from dal.runner.stored import StoredRun
+
+    try:
+        stored = StoredRun.of(store.run_row(row["run_id"]) or {})
+    except (PolicyError, SpecError, StoreError):  # a damaged row: the job's run reports it, in its own words
+        return None
+    return stored.spec.args if stored.spec is not None else {}
 
 
 def _shown(args: dict[str, Any]) -> str:

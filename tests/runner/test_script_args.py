@@ -215,3 +215,40 @@ def test_a_killed_run_continues_with_its_own_arguments(ws: Path) -> None:
     assert done.args == {"to": "zed", "times": 3} and done.output.endswith("zed x3\n")
     item = done.effects["items"][0]
     assert item["replayed"] and item["status"] == "completed"  # not a second mkdir (which would fail)
+
+
+def test_submit_refuses_a_key_that_ran_with_other_values(ws: Path) -> None:
+    assert dal.run(ws / "send.dal", workspace=ws, args={"to": "fay"}, unsandboxed_as_root=True).status == "completed"
+    p = _dal(ws, "submit", "send.dal", "to=fay", "times=9")
+    assert p.returncode == 2 and "was started with other script arguments (to=\"fay\", times=1" in p.stderr
+    p = _dal(ws, "submit", "send.dal", "to=fay")
+    assert p.returncode == 0 and "already completed" in p.stdout
+
+
+@pytest.mark.parametrize("source", [
+    'param a: str = "x y"\nparam b: int = -3\nparam c: float = 2.0\nparam d: bool\nprint(a)\n',
+    "param n: int\n",
+])
+def test_fmt_keeps_param_declarations(source: str) -> None:
+    from dal.syntax.format import format_source
+
+    assert format_source(source, "f.dal") == source
+    assert parse(format_source(source, "f.dal")) == parse(source)
+
+
+def test_argument_values_read_back_from_their_command_line_text() -> None:
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from dal.eval.args import from_text
+    from dal.runner.spec import arg_text
+
+    @given(st.one_of(st.tuples(st.just("int"), st.integers()),
+                     st.tuples(st.just("float"), st.floats(allow_nan=False, allow_infinity=False)),
+                     st.tuples(st.just("bool"), st.booleans()),
+                     st.tuples(st.just("str"), st.text().filter(lambda t: "\x00" not in t))))
+    def round_trip(case: tuple[str, object]) -> None:
+        kind, value = case
+        assert from_text(kind, arg_text(value)) == value
+
+    round_trip()
