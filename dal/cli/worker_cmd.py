@@ -168,6 +168,7 @@ def register(sub: Any) -> None:
     add.add_argument("--cron", required=True, metavar="EXPR", help='e.g. "*/15 * * * *"')
     add.add_argument("--tz", default="UTC", metavar="ZONE", help="an IANA time zone (default UTC)")
     add.add_argument("script", type=Path, metavar="SCRIPT")
+    add_script_args(add)
     _job_flags(add)
     add.set_defaults(func=cmd_schedule_add)
     lst = ssub.add_parser("list", help="list schedules")

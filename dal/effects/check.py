@@ -377,6 +377,8 @@ def check_argv(words: Sequence[str], policy: Policy) -> Decision:
     their shell quoting (shlex.join). Never raises: a problem is a denial."""
     import shlex
 
+    if isinstance(words, str):
+        return Decision(False, "a command as words is a list of strings, not one string")
     shown = shlex.join(words) if all(isinstance(w, str) for w in words) else repr(words)
     for i, w in enumerate(words):
         why = None if isinstance(w, str) else "is not a string"
@@ -388,7 +390,7 @@ def check_argv(words: Sequence[str], policy: Policy) -> Decision:
             except UnicodeEncodeError:
                 why = "is not valid Unicode text"
         if why is not None:
-            return Decision(False, f"word {i + 1} of the command {why}")
+            return Decision(False, f"element {i} of the command {why}")  # numbered as the script's list
     if not words:
         return Decision(False, "an empty command: the list needs at least the program")
     if not words[0]:

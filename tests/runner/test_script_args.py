@@ -252,3 +252,17 @@ def test_argument_values_read_back_from_their_command_line_text() -> None:
         assert from_text(kind, arg_text(value)) == value
 
     round_trip()
+
+
+def test_a_schedule_checks_and_keeps_its_arguments(ws: Path) -> None:
+    pytest.importorskip("cronsim")
+    (ws / "poll.dal").write_text('param target: str\nprint("poll " + target)\n')
+    p = _dal(ws, "schedule", "add", "p", "--cron", "*/5 * * * *", "poll.dal")
+    assert p.returncode == 2 and "argument `target` was not given" in p.stderr
+    p = _dal(ws, "schedule", "add", "p", "--cron", "*/5 * * * *", "poll.dal", "target=db")
+    assert p.returncode == 0, p.stderr
+    import sqlite3
+
+    with sqlite3.connect(ws / ".dal" / "dal.db") as db:
+        spec = json.loads(db.execute("SELECT spec FROM schedules").fetchone()[0])
+    assert spec["extensions"]["args"] == {"target": "db"}
