@@ -241,7 +241,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return EXIT_USAGE
     else:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        # A script's NAME=VALUE arguments after one of dal's flags (`dal run s.dal --quiet to=ann`): argparse
+        # takes positionals only before the first flag, so gather the rest here; anything else is unknown.
+        given = [w for w in extra if "=" in w and not w.startswith("-")] if hasattr(args, "script_args") else []
+        if len(given) != len(extra):
+            parser.error(f"unrecognized arguments: {' '.join(w for w in extra if w not in given)}")
+        if given:
+            args.script_args = [*(args.script_args or []), *given]
         command = getattr(args, "func", None)
         if not command:
             parser.print_help()

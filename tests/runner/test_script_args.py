@@ -266,3 +266,13 @@ def test_a_schedule_checks_and_keeps_its_arguments(ws: Path) -> None:
     with sqlite3.connect(ws / ".dal" / "dal.db") as db:
         spec = json.loads(db.execute("SELECT spec FROM schedules").fetchone()[0])
     assert spec["extensions"]["args"] == {"target": "db"}
+
+
+def test_arguments_and_flags_mix_after_the_script(ws: Path) -> None:
+    p = _dal(ws, "run", "send.dal", "to=gus", "--unsandboxed-as-root", "times=2", "--quiet", "loud=true")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "TO GUS X2 (0.5)\n" and p.stderr == ""
+    p = _dal(ws, "run", "send.dal", "to=gus", "--quiet", "--bogus", "stray")
+    assert p.returncode == 2 and "unrecognized arguments: --bogus stray" in p.stderr
+    p = _dal(ws, "receipts", "to=gus")  # a command that takes no script arguments
+    assert p.returncode == 2 and "unrecognized arguments: to=gus" in p.stderr
