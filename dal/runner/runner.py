@@ -384,7 +384,7 @@ class _Run:
 
         raise RunnerError(
             f"operation {key!r} was started with {shown(theirs)} (run {prev['run_id']}); this run gives "
-            f"{shown(mine)}. Nothing ran. Arguments are part of an operation: give other values their own key "
+            f"{shown(mine)}. No effect ran. Arguments are part of an operation: give other values their own key "
             f"(e.g. operation(\"send-\" + to)), run with the same values, or start the operation over with "
             "--new-attempt"
         )

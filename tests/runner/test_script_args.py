@@ -206,7 +206,7 @@ def test_a_killed_run_continues_with_its_own_arguments(ws: Path) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     p = _dal(ws, "run", "--unsandboxed-as-root", "k.dal", "to=zed", "times=4")
-    assert p.returncode == 2 and "was started with to=\"zed\", times=3" in p.stderr and "Nothing ran" in p.stderr
+    assert p.returncode == 2 and "was started with to=\"zed\", times=3" in p.stderr and "No effect ran" in p.stderr
     (ws / "k.dal").write_text(KILLED.replace("sleep(60)", "sleep(0)"))  # the same effects, no long wait
     dead = dal.receipt("mk-zed", workspace=ws)  # rebuilt from the journal: it died before its receipt
     assert dead.args == {"to": "zed", "times": 3}
