@@ -199,6 +199,10 @@ class RunSpec(FrozenRecord):
             raise SpecError(f"the stored run spec: {name}: {v!r} is not a {' or '.join(k.__name__ for k in kinds)}")
 
         num = (int, float)
+        args = (data.get("extensions") or {}).get("args") if isinstance(data.get("extensions"), dict) else None
+        if args is not None and not (isinstance(args, dict) and all(
+                isinstance(k, str) and isinstance(v, str | int | float) for k, v in args.items())):
+            raise SpecError(f"the stored run spec: extensions.args: {args!r} is not a map of names to values")
         try:
             store = StoreLocation.from_json(data.get("store"))
         except ValueError as e:

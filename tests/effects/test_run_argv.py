@@ -49,6 +49,8 @@ def _run(root: Path, source: str, walled: bool, **kw: object) -> tuple[dict, str
     buf = io.StringIO()
     spec = build_spec(script, workspace=root / "ws", use_sandbox=walled, unsandboxed_as_root=True, **kw)
     report = execute(spec, RunHooks(write=buf.write, handle_signals=False))
+    if report.receipt["effects"]["count"] and report.receipt["sandbox"] is not None:
+        assert report.receipt["sandbox"]["wall"] == ("bubblewrap" if walled else "none")  # the mode it claims
     return report.receipt, buf.getvalue()
 
 

@@ -276,3 +276,10 @@ def test_arguments_and_flags_mix_after_the_script(ws: Path) -> None:
     assert p.returncode == 2 and "unrecognized arguments: --bogus stray" in p.stderr
     p = _dal(ws, "receipts", "to=gus")  # a command that takes no script arguments
     assert p.returncode == 2 and "unrecognized arguments: to=gus" in p.stderr
+
+
+def test_a_damaged_stored_argument_map_is_a_clear_error() -> None:
+    from dal.runner.spec import RunSpec, SpecError
+
+    with pytest.raises(SpecError, match="extensions.args"):
+        RunSpec.from_json({"version": 1, "extensions": {"args": ["to", "ann"]}})
