@@ -49,6 +49,24 @@ _NEVER = ("/proc", "/sys", "/dev")
 # check sees every file the default toolset writes (and denies these names), while an allowed interpreter,
 # or git checking out a tree, may create any file; a placeholder shows in `ls`.
 PLACEHOLDERS = ("dal.toml", ".dal")
+# Entries of the workspace's `.git` folder (policy.WORKSPACE_PROTECTED) held the same way while they do not
+# exist, so that no program in the wall creates what a person's git outside DAL would act on later: hook
+# folders, info/attributes, submodule git directories, legacy remote files, object alternates. An empty
+# folder there means nothing to git.
+GIT_PLACEHOLDERS = (".git/hooks", ".git/info", ".git/modules", ".git/remotes", ".git/branches",
+                    ".git/objects/info/alternates", ".git/objects/info/http-alternates")
+# Entries whose mere existence changes what git does, so that no placeholder can stand in for them
+# (commondir moves the whole repository; rebase-merge/, rebase-apply/ and sequencer/ mean "an operation is
+# in progress" to every git command, and hold the todo lists whose `exec` lines `git rebase --continue`
+# runs; config.worktree is configuration): when one that did not exist when the pipeline started exists
+# after it, with every process of the wall gone, it is removed, and the command fails saying so. A git
+# operation that finishes within one command removes its own state first; one that stops half-way (a
+# rebase with a conflict) loses it, as it could not go on in a later wall anyway.
+GIT_SWEPT = ("commondir", "rebase-merge", "rebase-apply", "sequencer", "config.worktree")
+# HOME inside the wall (executor.scrubbed_env): a folder of the private /tmp, so empty for every pipeline,
+# and /dev/shm's (private too) when a root covers it.
+WALL_HOME = "/tmp/.dal-home"
+_WALL_HOME_ELSE = "/dev/shm/.dal-home"
 
 _DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -170,6 +188,10 @@ class Wall:
         self.make_placeholders = placeholders
         self.own_identity = True  # the synthetic passwd and group (not when a read root shows the real ones)
         self.placeholders: list[tuple[str, int, int]] = []  # (path, st_dev, st_ino) of the folders it made
+        self.home = WALL_HOME  # HOME for the programs inside
+        self.swept: list[str] = []  # what close() removed (GIT_SWEPT), as paths relative to the workspace
+        self._sweep_at: tuple[str, str, tuple[str, ...], bool] | None = None  # (ws, real .git, absent, had .git)
+        self._write_roots: list[str] = []
         self._argv_head: list[str] = []
         self._argv_tail: list[str] = []
         try:
@@ -206,6 +228,7 @@ class Wall:
         ws, allow_net = p.workspace, p.allow_net
         write_roots = _outermost(r for r in p.write_roots if not _within(r, _NEVER))
         read_roots = _outermost(r for r in p.read_roots if not _within(r, _NEVER) and not _within(r, write_roots))
+        self._write_roots = write_roots
         self.own_identity = not any(_within(f, [*read_roots, *write_roots]) for f in ("/etc/passwd", "/etc/group"))
         head: list[str] = []
         if "/" in read_roots:  # the policy lets programs read everything
@@ -214,6 +237,9 @@ class Wall:
             for op in _system_view(allow_net):
                 head += op
         tail = _private(tmp_size)
+        if any(r != "/" and (_within(WALL_HOME, [r]) or _within(r, [WALL_HOME])) for r in [*read_roots, *write_roots]):
+            self.home = _WALL_HOME_ELSE  # a root shows the host's /tmp there
+        tail += ["--perms", "0700", "--dir", self.home]
         for root in sorted(read_roots, key=_depth):
             if root == "/":
                 continue
@@ -224,6 +250,10 @@ class Wall:
         for root in sorted(write_roots, key=_depth):
             tail += self._writable_root(root, ws)
         tail += self._protected(p, ws, write_roots)
+        git = os.path.join(ws, ".git")
+        if self.make_placeholders and _within(os.path.realpath(git), write_roots):
+            absent = tuple(n for n in GIT_SWEPT if not os.path.lexists(os.path.join(git, n)))
+            self._sweep_at = (ws, os.path.realpath(git), absent, os.path.lexists(git))
         system = _system_dirs()
         for exe in dict.fromkeys(executables):
             real = os.path.realpath(exe)
@@ -256,8 +286,9 @@ class Wall:
             try:
                 st = os.lstat(path)
             except FileNotFoundError:
-                if self._placeholder(path, ws) is not None:
-                    found[path] = None
+                made = self._placeholder(path, ws)  # where it really is, when `.git` is a symlink
+                if made is not None:
+                    found[made] = None
                 continue
             except OSError:
                 continue  # e.g. `.git` is a file (a linked worktree): none of its entries are here
@@ -290,9 +321,17 @@ class Wall:
     def _placeholder(self, path: str, ws: str) -> str | None:
         """Create the read-only stand-in for a protected entry that does not exist (PLACEHOLDERS)."""
         name = os.path.basename(path)
-        if not self.make_placeholders or os.path.dirname(path) != ws or name not in PLACEHOLDERS:
+        at_top = os.path.dirname(path) == ws and name in PLACEHOLDERS
+        if not self.make_placeholders or not (at_top or os.path.relpath(path, ws) in GIT_PLACEHOLDERS):
             return None
-        dirfd = _open_nofollow(ws, want_dir=True)
+        parent = os.path.realpath(os.path.dirname(path))  # where `.git` really is, when it is a symlink
+        if not _within(parent, self._write_roots):
+            return None  # read-only in the wall, or not there at all
+        try:
+            dirfd = _open_nofollow(parent, want_dir=True)
+        except FileNotFoundError:
+            return None  # no .git (or no .git/objects/info): nothing there for git to read either
+        path = os.path.join(parent, name)
         try:
             os.mkdir(name, 0o755, dir_fd=dirfd)  # read-only by its bind, not by its mode
             st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
@@ -314,6 +353,54 @@ class Wall:
             except OSError:
                 pass  # left behind (kill -9): an empty folder, which is no policy file and no store
         self.placeholders = []
+        if self._sweep_at is not None:
+            self.swept = _sweep(*self._sweep_at)
+            self._sweep_at = None
+
+
+def _sweep(ws: str, git_dir: str, absent: tuple[str, ...], had_git: bool) -> list[str]:
+    """Remove what a pipeline made of GIT_SWEPT in WS/.git (the names in `absent` did not exist before it),
+    and a `.git` that was not there before and is now a file or a symlink (git init and git clone make a
+    folder; a `gitdir:` file or a link points git at a repository the script made). Never follows a
+    symlink; returns what it removed, relative to the workspace."""
+    import shutil
+
+    removed: list[str] = []
+    try:
+        wsfd = _open_nofollow(ws, want_dir=True)
+    except (OSError, WallRefused):
+        return removed
+    try:
+        try:
+            st = os.stat(".git", dir_fd=wsfd, follow_symlinks=False)
+        except FileNotFoundError:
+            return removed
+        if not stat.S_ISDIR(st.st_mode) and not had_git:
+            os.unlink(".git", dir_fd=wsfd)
+            removed.append(".git")
+            return removed
+        try:
+            gitfd = _open_nofollow(git_dir, want_dir=True)
+        except (OSError, WallRefused):
+            return removed
+        try:
+            for name in absent:
+                try:
+                    st = os.stat(name, dir_fd=gitfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    shutil.rmtree(name, dir_fd=gitfd, ignore_errors=True)
+                else:
+                    os.unlink(name, dir_fd=gitfd)
+                removed.append(".git/" + name)
+        finally:
+            os.close(gitfd)
+    except OSError:
+        pass
+    finally:
+        os.close(wsfd)
+    return removed
 
 
 def _outermost(paths: Iterable[str]) -> list[str]:

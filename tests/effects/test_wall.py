@@ -129,9 +129,9 @@ def test_private_tmp_and_shm_are_capped_and_the_root_is_read_only(tmp_path: Path
     assert r.stderr.count("No space left on device") == 2 and r.stderr.count("Read-only file system") == 3
     assert int(r.stdout.splitlines()[-1]) <= 1 << 20
     again = sh(tmp_path, "ls -A /tmp /dev/shm", policy=policy)  # a fresh /tmp for every command
-    # (/tmp holds only the folders down to the workspace, which is under /tmp here)
+    # (/tmp holds the programs' HOME, and only the folders down to the workspace, which is under /tmp here)
     top = [tmp_path.parts[2]] if tmp_path.parts[1] == "tmp" else []
-    assert again.stdout.split() == ["/dev/shm:", "/tmp:", *top]
+    assert again.stdout.split() == ["/dev/shm:", "/tmp:", *sorted([".dal-home", *top])]
 
 
 def _git_repo(ws: Path) -> None:
@@ -290,15 +290,16 @@ def test_the_wall_binds_by_path_where_bubblewrap_cannot_bind_a_descriptor(
 @pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
 def test_git_running_a_hook_from_its_config_runs_it_inside_the_wall(canaries: tuple[Path, Path]) -> None:
     """The issue's git vector: a `core.fsmonitor` line makes `git status` run a command. Wherever that line
-    comes from (here `~/.gitconfig`, which is the workspace's `.gitconfig`), the command runs inside the
-    wall, with no capabilities and nothing of the host to write."""
+    comes from (here the repository's own config, which a script cannot write but an operator may), the
+    command runs inside the wall, with no capabilities and nothing of the host to write."""
     ws, outside = canaries
     marker = Path("/var/tmp") / f"dal-git-marker-{os.getpid()}"
     hook = (f"id -u > hook-ran.txt; mount -o remount,rw / 2>> hook-ran.txt; echo x > {marker}; "
             f"echo x > {outside}/canary.txt; grep CapEff /proc/self/status >> hook-ran.txt")
     shutil.rmtree(ws / ".git")  # the canary workspace's stand-in: a real repository here
     subprocess.run(["git", "init", "-q", str(ws)], check=True, env={"PATH": "/usr/bin:/bin", "HOME": str(outside)})
-    (ws / ".gitconfig").write_text(f"[core]\n\tfsmonitor = \"{hook}\"\n")
+    with open(ws / ".git" / "config", "a") as f:
+        f.write(f"[core]\n\tfsmonitor = \"{hook}\"\n")
     policy = Policy.load(ws, allow_run=["git"])
     run_effect("git status --short", EffectContext(policy=policy))
     ran = (ws / "hook-ran.txt").read_text()
