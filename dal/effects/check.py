@@ -319,17 +319,23 @@ def _check_git(g: object, policy: Policy) -> None:
             raise _Denied(f"git {g.subcommand} writes the repository at {common}, outside the allowed roots")
         if getattr(g, "writes_worktree", False) and not P.within(top, policy.write_roots):
             raise _Denied(f"git {g.subcommand} rewrites files of the work tree at {top}, outside the allowed roots")
-    entries = gitrepo.configured(git_dir, ws)
+    entries = gitrepo.configured(git_dir)  # no global configuration: the program's HOME is its own, empty
     for key, value in entries:
-        if key == "core.hookspath":
-            hooks = P.resolve(value.replace("~/", ws + "/", 1) if value.startswith("~/") else value, top or ws)
+        if key == "core.hookspath" and not value.startswith("~/"):
+            hooks = P.resolve(value, top or ws)
             if P.within(hooks, policy.write_roots) and policy.protection(hooks) is None:
                 raise _Denied(f"git runs hooks from {P.display(hooks, ws)} (core.hooksPath), which a script may write")
+    if git_dir is not None:
+        # objects/info/alternates: every object of the folders it names reads as the repository's own
+        for alt in gitrepo.alternates(os.path.join(gitrepo.common_dir(git_dir) or git_dir, "objects")):
+            if not P.within(alt, policy.read_roots):
+                raise _Denied(f"git reads objects from {alt} (objects/info/alternates), outside the allowed roots")
+    legacy = gitrepo.legacy_remotes(git_dir)
     names = list(g.remotes)
     if g.all_remotes:
-        names += sorted(gitrepo.configured_remotes(entries))
+        names += sorted(gitrepo.configured_remotes(entries) | set(legacy))
     for name in names:
-        for url in gitrepo.remote_urls(name, entries):
+        for url in gitrepo.remote_urls(name, entries, legacy):
             kind, detail = gitrepo.url_kind(url)
             if kind == "helper":
                 raise _Denied(f"git {g.subcommand}: the remote {url} runs the program git-remote-{detail}")
@@ -345,7 +351,7 @@ def _check_git(g: object, policy: Policy) -> None:
                 if repo is not None:
                     _check_repository(repo, policy, "run the hooks of")
     for patch, prefix, strip in g.patches:
-        named = gitrepo.patch_paths(P.resolve(patch, ws))
+        named = gitrepo.patch_paths(P.resolve(patch, ws), mail=g.subcommand == "am")
         if named is None:
             raise _Denied(f"git {g.subcommand}: cannot read the patch {patch} to see which files it writes")
         for path in named:

@@ -55,6 +55,7 @@ PLACEHOLDERS = ("dal.toml", ".dal")
 # folder there means nothing to git.
 GIT_PLACEHOLDERS = (".git/hooks", ".git/info", ".git/modules", ".git/remotes", ".git/branches",
                     ".git/objects/info/alternates", ".git/objects/info/http-alternates")
+_FILE_PLACEHOLDERS = frozenset({"alternates", "http-alternates"})  # an empty file: no alternates (a folder warns)
 # Entries whose mere existence changes what git does, so that no placeholder can stand in for them
 # (commondir moves the whole repository; rebase-merge/, rebase-apply/ and sequencer/ mean "an operation is
 # in progress" to every git command, and hold the todo lists whose `exec` lines `git rebase --continue`
@@ -333,7 +334,11 @@ class Wall:
             return None  # no .git (or no .git/objects/info): nothing there for git to read either
         path = os.path.join(parent, name)
         try:
-            os.mkdir(name, 0o755, dir_fd=dirfd)  # read-only by its bind, not by its mode
+            if name in _FILE_PLACEHOLDERS and not at_top:
+                os.close(os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                                 dir_fd=dirfd))
+            else:
+                os.mkdir(name, 0o755, dir_fd=dirfd)  # read-only by its bind, not by its mode
             st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
         except FileExistsError:
             return path
@@ -348,8 +353,12 @@ class Wall:
         self.fds = []
         for path, dev, ino in self.placeholders:
             try:
-                if (os.lstat(path).st_dev, os.lstat(path).st_ino) == (dev, ino):
-                    os.rmdir(path)  # only ours, and only while empty
+                st = os.lstat(path)
+                if (st.st_dev, st.st_ino) == (dev, ino):
+                    if stat.S_ISDIR(st.st_mode):
+                        os.rmdir(path)  # only ours, and only while empty
+                    elif st.st_size == 0:
+                        os.unlink(path)
             except OSError:
                 pass  # left behind (kill -9): an empty folder, which is no policy file and no store
         self.placeholders = []
