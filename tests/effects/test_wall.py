@@ -332,3 +332,65 @@ def test_a_symlinked_git_folder_inside_the_workspace_is_protected_where_it_reall
                "echo end")
     assert r.stdout == "end\n" and r.stderr.count("Read-only file system") == 3
     assert (ws / "repo.git" / "config").read_text() == "[core]\n" and (ws / "notes.txt").read_text() == "ok\n"
+
+
+def _repo_with_branch(ws: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(ws.parent), "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@e",
+           "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@e"}
+    for cmd in ("git init -q -b main .", "git commit -q --allow-empty -m one", "git checkout -q -b side",
+                "git commit -q --allow-empty -m two", "git checkout -q main", "git commit -q --allow-empty -m three",
+                "git checkout -q side", "git config user.name a", "git config user.email a@e"):
+        subprocess.run(cmd.split(), cwd=ws, check=True, env=env, capture_output=True)
+
+
+@walled
+@pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
+def test_git_state_a_program_makes_inside_the_wall_does_not_outlive_it(tmp_path: Path) -> None:
+    """Finding 01: a rebase todo list or a commondir made inside the wall would make the person's own git
+    run the script's commands later. Placeholders hold the entries an empty folder stands in for; those whose
+    mere existence changes git are removed when the pipeline ends, and the command fails saying so."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    _repo_with_branch(ws)
+    r = sh(ws, "mkdir -p .git/rebase-merge && echo 'exec touch pwned' > .git/rebase-merge/git-rebase-todo && "
+               "git rev-parse HEAD > .git/rebase-merge/onto && echo ../x > .git/commondir && echo made",
+           policy=Policy.load(ws, allow_run=["sh", "git"]))
+    assert r.status == "failed" and r.code == 126 and "made" in r.stdout
+    assert "dal: removed .git/commondir, .git/rebase-merge" in r.stderr
+    assert not (ws / ".git" / "rebase-merge").exists() and not (ws / ".git" / "commondir").exists()
+    r = sh(ws, "mkdir .git/modules/m; echo /x > .git/objects/info/alternates; echo URL: /x > .git/remotes/y; "
+               "echo x > .git/branches/y; echo end")
+    assert r.stdout == "end\n" and r.stderr.count("Read-only file system") == 4, r.stderr
+    for rel in (".git/modules", ".git/objects/info/alternates", ".git/remotes"):
+        assert not (ws / rel).exists(), rel  # the placeholders are gone again
+    assert sorted(os.listdir(ws / ".git" / "branches")) == []
+    # git's own multi-step operation, finished within the command, is untouched
+    r = run_effect("git rebase main", EffectContext(policy=Policy.load(ws, allow_run=["git"])))
+    assert r.ok and "removed" not in r.stderr, r.stderr
+    log = subprocess.run(["git", "log", "--format=%s"], cwd=ws, capture_output=True, text=True).stdout
+    assert log.split() == ["two", "three", "one"]
+    assert subprocess.run(["git", "status"], cwd=ws, capture_output=True).returncode == 0 and not (ws / "pwned").exists()
+
+
+@pytest.mark.parametrize("wall", [pytest.param(True, marks=walled), False], ids=["wall", "nowall"])
+def test_programs_get_a_home_of_their_own_not_the_workspace(tmp_path: Path, wall: bool) -> None:
+    """Finding 11: with HOME the workspace, a `.curlrc` (`.wgetrc`, `.netrc`, `.npmrc`, `.gitconfig`,
+    `.local/` ...) the script wrote would configure the programs the policy allows. HOME is a folder of the
+    command's own, empty when it starts, and gone afterwards."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".curlrc").write_text('output = "pwned"\n')
+    ctx = {"use_sandbox": wall, "unsandboxed_as_root": True}
+    r = sh(ws, 'echo "$HOME" "$XDG_CONFIG_HOME"; ls -A "$HOME" | wc -l; echo x > "$HOME/.curlrc"; echo ok', **ctx)
+    home, xdg, count, ok = r.stdout.split()
+    assert r.ok and ok == "ok" and count == "0" and xdg == home + "/.config"
+    assert not home.startswith(str(ws)) and home != str(ws)
+    if wall:
+        assert home == "/tmp/.dal-home"
+    else:
+        assert not os.path.exists(home)  # removed with the command
+    again = sh(ws, 'ls -A "$HOME" | wc -l', **ctx)
+    assert again.stdout.strip() == "0"  # what one command leaves in its HOME, the next does not see
+    if shutil.which("curl"):
+        r = run_effect("curl -s file:///dev/null", EffectContext(policy=Policy.load(ws, allow_run=["curl"]), **ctx))
+        assert r.ok and not (ws / "pwned").exists()
