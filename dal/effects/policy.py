@@ -26,7 +26,7 @@ POLICY_JSON_VERSION = 1
 # The variables `env()` reads whatever the policy says (docs/policy.md, "env()"): locale, time zone and
 # terminal settings, which a script may need to format text and which by convention never hold a secret.
 # Not HOME, USER, PATH, PWD, SHELL or HOSTNAME: they name the operator's account and the host's layout,
-# and the programs a script runs get their own (HOME is the workspace). A policy names any other.
+# and the programs a script runs get their own (HOME a fresh folder of the command's). A policy names any other.
 HARMLESS_ENV: frozenset[str] = frozenset({
     "LANG", "LANGUAGE", "LC_ALL", "LC_COLLATE", "LC_CTYPE", "LC_MESSAGES", "LC_MONETARY", "LC_NUMERIC",
     "LC_TIME", "TZ", "TERM", "NO_COLOR",

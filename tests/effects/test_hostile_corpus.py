@@ -403,15 +403,15 @@ CASES = [
          control=True),  # fmt: skip
     Case("git-legacy-remote-written", ("mkdir -p .git/remotes", "printf 'URL: ../outside/srepo\\n' > .git/remotes/y"),
          allow=GIT),  # fmt: skip
-    Case("git-alternates", ("git cat-file --batch-all-objects --batch | grep -a TOPSECRET",), allow=GIT, setup=_alternates,
-         control=True),  # fmt: skip
+    Case("git-alternates", ("git cat-file --batch-all-objects --batch | grep -a TOPSECRET",), allow=GIT,
+         setup=_alternates, control=True),  # fmt: skip
     Case("git-am-base64-mail", ("git am evil.mbox",), allow=GIT, setup=_base64_mail, control=True),
     Case("sh-forges-rebase-todo", ("sh -c 'mkdir -p .git/rebase-merge && echo \"exec touch pwned\" > "
                                    ".git/rebase-merge/git-rebase-todo && git rev-parse HEAD > .git/rebase-merge/onto "
                                    "&& cp .git/rebase-merge/onto .git/rebase-merge/orig-head && echo refs/heads/main "
                                    "> .git/rebase-merge/head-name && touch .git/rebase-merge/interactive'",),
          allow=(*SH, *GIT), needs=NO_WALL),  # fmt: skip
-    Case("sh-writes-commondir", (f"sh -c 'mkdir -p x/objects x/refs && echo ref: refs/heads/main > x/HEAD && "
+    Case("sh-writes-commondir", ("sh -c 'mkdir -p x/objects x/refs && echo ref: refs/heads/main > x/HEAD && "
                                  "printf \"[core]\\n\\tfsmonitor = touch pwned\\n\" > x/config && "
                                  "echo ../x > .git/commondir'",), allow=SH, needs=NO_WALL),  # fmt: skip
     Case("sh-writes-legacy-remote", ("sh -c 'mkdir -p .git/remotes && echo URL: ../outside/srepo > .git/remotes/y'",
