@@ -190,9 +190,10 @@ def _run_pipeline(pipeline: Pipeline, run: _Run) -> Any:
         if wall is not None:
             wall.close()
     if wall is not None and wall.swept:
-        # sandbox.GIT_SWEPT: git state a program made inside the wall, which a person's git would act on.
-        run.err.add(f"dal: removed {', '.join(wall.swept)}, made inside the wall: git would run or read it later "
-                    "(a rebase, am or cherry-pick must finish within one command)\n".encode())
+        # sandbox.GIT_SWEPT and _neutralise: what a program made inside the wall that a person's git would act
+        # on later (a todo list, a commondir, a `.git` file, a folder passing for a git directory).
+        run.err.add(f"dal: removed {', '.join(wall.swept)}, made inside the wall: a person's git would act on it "
+                    "later (a rebase, am or cherry-pick must finish within one command)\n".encode())
         return 126 if isinstance(code, int) else code
     return code
 

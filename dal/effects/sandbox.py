@@ -64,6 +64,14 @@ _FILE_PLACEHOLDERS = frozenset({"alternates", "http-alternates"})  # an empty fi
 # operation that finishes within one command removes its own state first; one that stops half-way (a
 # rebase with a conflict) loses it, as it could not go on in a later wall anyway.
 GIT_SWEPT = ("commondir", "rebase-merge", "rebase-apply", "sequencer", "config.worktree")
+# And anywhere in the write roots (the check denies all of these by name or by what is on disk; a program
+# without a model, or git checking out a tree, can make them): a `.git` file or symlink that was not there
+# before the pipeline (git makes a `.git` file only for `git worktree add`, pointing into .git/worktrees/,
+# which is kept) is removed, and so is the HEAD of a folder that passes for a git directory now and did not
+# before, so that a person's git run there later does not read its config. A new `.git` folder is kept: it
+# is what `git init` and `git clone` make. The write roots are walked before and after such a pipeline, not
+# following symlinks, up to _GIT_SCAN_LIMIT entries; past that the scan is skipped (docs/policy.md).
+_GIT_SCAN_LIMIT = 50_000
 # HOME inside the wall (executor.scrubbed_env): a folder of the private /tmp, so empty for every pipeline,
 # and /dev/shm's (private too) when a root covers it.
 WALL_HOME = "/tmp/.dal-home"
@@ -193,6 +201,8 @@ class Wall:
         self.swept: list[str] = []  # what close() removed (GIT_SWEPT), as paths relative to the workspace
         self._sweep_at: tuple[str, str, tuple[str, ...], bool] | None = None  # (ws, real .git, absent, had .git)
         self._write_roots: list[str] = []
+        self._git_marks: set[str] | None = None  # `.git` entries and git-directory folders before the pipeline
+        self._sweep_ws = ""
         self._argv_head: list[str] = []
         self._argv_tail: list[str] = []
         try:
@@ -230,6 +240,7 @@ class Wall:
         write_roots = _outermost(r for r in p.write_roots if not _within(r, _NEVER))
         read_roots = _outermost(r for r in p.read_roots if not _within(r, _NEVER) and not _within(r, write_roots))
         self._write_roots = write_roots
+        self._sweep_ws = ws
         self.own_identity = not any(_within(f, [*read_roots, *write_roots]) for f in ("/etc/passwd", "/etc/group"))
         head: list[str] = []
         if "/" in read_roots:  # the policy lets programs read everything
@@ -255,6 +266,8 @@ class Wall:
         if self.make_placeholders and _within(os.path.realpath(git), write_roots):
             absent = tuple(n for n in GIT_SWEPT if not os.path.lexists(os.path.join(git, n)))
             self._sweep_at = (ws, os.path.realpath(git), absent, os.path.lexists(git))
+        if self.make_placeholders:
+            self._git_marks = _git_marks(write_roots)
         system = _system_dirs()
         for exe in dict.fromkeys(executables):
             real = os.path.realpath(exe)
@@ -365,6 +378,83 @@ class Wall:
         if self._sweep_at is not None:
             self.swept = _sweep(*self._sweep_at)
             self._sweep_at = None
+        if self._git_marks is not None:
+            after = _git_marks(self._write_roots)
+            if after is not None:
+                ws = self._sweep_ws
+                self.swept += [os.path.relpath(p, ws) if _within(p, [ws]) else p
+                               for p in _neutralise(sorted(after - self._git_marks))]
+            self._git_marks = None
+
+
+def _git_marks(roots: Iterable[str]) -> set[str] | None:
+    """Every entry named `.git` and every folder that passes for a git directory (HEAD, objects/ and refs/,
+    or HEAD and commondir) below `roots`, walked without following symlinks and not into either; None past
+    _GIT_SCAN_LIMIT entries."""
+    found: set[str] = set()
+    count = 0
+    stack = list(roots)
+    while stack:
+        top = stack.pop()
+        try:
+            with os.scandir(top) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        count += len(entries)
+        if count > _GIT_SCAN_LIMIT:
+            return None
+        names = {e.name for e in entries}
+        if "HEAD" in names and ({"objects", "refs"} <= names or "commondir" in names):
+            found.add(top)
+            continue
+        for e in entries:
+            if e.name == ".git":
+                found.add(e.path)
+            elif e.is_dir(follow_symlinks=False):
+                stack.append(e.path)
+    return found
+
+
+def _worktree_link(path: str) -> bool:
+    """Whether the `.git` file at `path` is what `git worktree add` writes: `gitdir: .../.git/worktrees/NAME`,
+    an existing folder."""
+    try:
+        with open(path, "rb") as f:
+            line = f.readline(4096).decode("utf-8", errors="replace").rstrip("\r\n")
+    except OSError:
+        return False
+    if not line.startswith("gitdir: "):
+        return False
+    target = os.path.realpath(os.path.join(os.path.dirname(path), line[len("gitdir: "):]))
+    parent = os.path.dirname(target)
+    return (os.path.basename(parent) == "worktrees" and os.path.basename(os.path.dirname(parent)) == ".git"
+            and os.path.isdir(target))
+
+
+def _neutralise(new: list[str]) -> list[str]:
+    """Remove what of `new` (paths _git_marks found after a pipeline, not before) would make a person's git
+    use a repository the script made: a `.git` file or symlink (but a worktree's), a git-directory folder's
+    HEAD. Each removed with unlinkat from a folder opened without following symlinks; returns what went."""
+    removed: list[str] = []
+    for path in new:
+        name = os.path.basename(path)
+        folder, victim = (os.path.dirname(path), ".git") if name == ".git" else (path, "HEAD")
+        try:
+            fd = _open_nofollow(folder, want_dir=True)
+        except (OSError, WallRefused):
+            continue
+        try:
+            st = os.stat(victim, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode) or (victim == ".git" and stat.S_ISREG(st.st_mode) and _worktree_link(path)):
+                continue  # `git init` / `git clone` made it, or `git worktree add`
+            os.unlink(victim, dir_fd=fd)
+            removed.append(os.path.join(folder, victim))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
 
 
 def _sweep(ws: str, git_dir: str, absent: tuple[str, ...], had_git: bool) -> list[str]:

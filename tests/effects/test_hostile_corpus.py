@@ -414,6 +414,10 @@ CASES = [
     Case("sh-writes-commondir", ("sh -c 'mkdir -p x/objects x/refs && echo ref: refs/heads/main > x/HEAD && "
                                  "printf \"[core]\\n\\tfsmonitor = touch pwned\\n\" > x/config && "
                                  "echo ../x > .git/commondir'",), allow=SH, needs=NO_WALL),  # fmt: skip
+    Case("sh-makes-gitfile-in-subfolder", ("sh -c 'mkdir -p x/objects x/refs && echo ref: refs/heads/main > x/HEAD "
+                                           "&& printf \"[core]\\n\\tfsmonitor = \\\"touch pwned; false\\\"\\n\" "
+                                           "> x/config && echo gitdir: ../x > sub/.git'",), allow=SH,
+         needs=NO_WALL),  # fmt: skip
     Case("sh-writes-legacy-remote", ("sh -c 'mkdir -p .git/remotes && echo URL: ../outside/srepo > .git/remotes/y'",
                                      "git fetch y"), allow=(*SH, *GIT), needs=NO_WALL),  # fmt: skip
     # programs get a HOME of their own (finding 11): a dotfile the script writes configures nothing

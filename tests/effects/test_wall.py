@@ -395,3 +395,27 @@ def test_programs_get_a_home_of_their_own_not_the_workspace(tmp_path: Path, wall
     if shutil.which("curl"):
         r = run_effect("curl -s file:///dev/null", EffectContext(policy=Policy.load(ws, allow_run=["curl"]), **ctx))
         assert r.ok and not (ws / "pwned").exists()
+
+
+@walled
+@pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
+def test_a_gitfile_or_git_directory_made_anywhere_inside_the_wall_is_undone(tmp_path: Path) -> None:
+    """Finding 15: a `.git` file (`gitdir: ../x`) or a folder passing for a git directory, made by a program
+    inside the wall anywhere in the write roots, would make a person's git there run its config later. What
+    git makes itself (`git init`, `git clone`'s `.git` folder, `git worktree add`'s `.git` file) stays."""
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    _repo_with_branch(ws)
+    policy = Policy.load(ws, allow_run=["sh", "git"])
+    r = sh(ws, "mkdir -p x/objects x/refs deep/y/objects deep/y/refs && echo ref: refs/heads/main > x/HEAD && "
+               "echo ref: refs/heads/main > deep/y/HEAD && echo 'gitdir: ../x' > sub/.git && ln -s ../x deep/.git && "
+               "echo made", policy=policy)
+    assert r.code == 126 and "made" in r.stdout, r.stderr
+    assert "dal: removed" in r.stderr and "sub/.git" in r.stderr and "x/HEAD" in r.stderr
+    for rel in ("sub/.git", "deep/.git", "x/HEAD", "deep/y/HEAD"):
+        assert not os.path.lexists(ws / rel), rel
+    assert (ws / "x" / "objects").is_dir()  # only what makes git take it for a repository is gone
+    for cmd in ("git init -q fresh", "git clone -q . copy", "git worktree add -q wt"):
+        r = run_effect(cmd, EffectContext(policy=policy))
+        assert r.ok and "removed" not in r.stderr, (cmd, r.stderr)
+    assert (ws / "fresh" / ".git").is_dir() and (ws / "copy" / ".git").is_dir() and (ws / "wt" / ".git").is_file()
