@@ -416,20 +416,28 @@ def _git_marks(roots: Iterable[str]) -> set[str] | None:
     return found
 
 
-def _worktree_link(path: str) -> bool:
-    """Whether the `.git` file at `path` is what `git worktree add` writes: `gitdir: .../.git/worktrees/NAME`,
-    an existing folder."""
+def _first_line(path: str) -> str | None:
     try:
         with open(path, "rb") as f:
-            line = f.readline(4096).decode("utf-8", errors="replace").rstrip("\r\n")
+            return f.readline(4096).decode("utf-8", errors="replace").rstrip("\r\n")
     except OSError:
-        return False
-    if not line.startswith("gitdir: "):
+        return None
+
+
+def _worktree_link(path: str) -> bool:
+    """Whether the `.git` file at `path` is what `git worktree add` writes: `gitdir: X/.git/worktrees/NAME`,
+    whose own `commondir` leads back to X/.git, so that git reads its config and hooks there (protected, and
+    read-only in the wall) and not from a folder the script chose."""
+    line = _first_line(path)
+    if line is None or not line.startswith("gitdir: "):
         return False
     target = os.path.realpath(os.path.join(os.path.dirname(path), line[len("gitdir: "):]))
-    parent = os.path.dirname(target)
-    return (os.path.basename(parent) == "worktrees" and os.path.basename(os.path.dirname(parent)) == ".git"
-            and os.path.isdir(target))
+    worktrees = os.path.dirname(target)
+    main = os.path.dirname(worktrees)
+    if os.path.basename(worktrees) != "worktrees" or os.path.basename(main) != ".git":
+        return False
+    common = _first_line(os.path.join(target, "commondir"))
+    return common is not None and os.path.realpath(os.path.join(target, common)) == main
 
 
 def _neutralise(new: list[str]) -> list[str]:

@@ -419,3 +419,17 @@ def test_a_gitfile_or_git_directory_made_anywhere_inside_the_wall_is_undone(tmp_
         r = run_effect(cmd, EffectContext(policy=policy))
         assert r.ok and "removed" not in r.stderr, (cmd, r.stderr)
     assert (ws / "fresh" / ".git").is_dir() and (ws / "copy" / ".git").is_dir() and (ws / "wt" / ".git").is_file()
+
+
+@walled
+@pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
+def test_a_gitfile_dressed_as_a_worktree_is_undone_unless_it_leads_back(tmp_path: Path) -> None:
+    """A `.git` file into .git/worktrees/NAME stays only when that worktree's commondir leads back to the
+    repository (what `git worktree add` writes); one whose commondir names the script's folder goes."""
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    _repo_with_branch(ws)
+    r = sh(ws, "mkdir -p evil/objects evil/refs .git/worktrees/w && echo ../../../evil > .git/worktrees/w/commondir "
+               "&& echo ref: refs/heads/main > .git/worktrees/w/HEAD && echo 'gitdir: ../.git/worktrees/w' > sub/.git")
+    assert r.code == 126 and "sub/.git" in r.stderr, r.stderr
+    assert not os.path.lexists(ws / "sub" / ".git")
