@@ -264,7 +264,9 @@ class Wall:
         tail += self._protected(p, ws, write_roots)
         git = os.path.join(ws, ".git")
         if self.make_placeholders and _within(os.path.realpath(git), write_roots):
-            absent = tuple(n for n in GIT_SWEPT if not os.path.lexists(os.path.join(git, n)))
+            # and a config missing from an existing .git (not from a new one: `git init` writes it)
+            names = (*GIT_SWEPT, "config") if os.path.isdir(git) else GIT_SWEPT
+            absent = tuple(n for n in names if not os.path.lexists(os.path.join(git, n)))
             self._sweep_at = (ws, os.path.realpath(git), absent, os.path.lexists(git))
         if self.make_placeholders:
             self._git_marks = _git_marks(write_roots)

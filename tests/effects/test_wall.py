@@ -433,3 +433,13 @@ def test_a_gitfile_dressed_as_a_worktree_is_undone_unless_it_leads_back(tmp_path
                "&& echo ref: refs/heads/main > .git/worktrees/w/HEAD && echo 'gitdir: ../.git/worktrees/w' > sub/.git")
     assert r.code == 126 and "sub/.git" in r.stderr, r.stderr
     assert not os.path.lexists(ws / "sub" / ".git")
+
+
+@walled
+def test_a_config_missing_from_an_existing_git_folder_cannot_be_added_inside_the_wall(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / ".git" / "objects").mkdir(parents=True)
+    (ws / ".git" / "refs").mkdir()
+    (ws / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    r = sh(ws, "printf '[core]\\n\\tfsmonitor = \"touch pwned\"\\n' > .git/config; echo end")
+    assert r.code == 126 and "removed .git/config" in r.stderr and not (ws / ".git" / "config").exists()
