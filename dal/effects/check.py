@@ -356,7 +356,8 @@ def _check_git(g: object, policy: Policy) -> None:
             raise _Denied(f"git {g.subcommand}: cannot read the patch {patch} to see which files it writes")
         for path in named:
             parts = [x for x in path.split("/") if x]
-            for k in range(len(parts)):
+            # the path git writes (-p strip) first, so that a denial names it; then every other strip
+            for k in sorted(range(len(parts)), key=lambda k: k != strip):
                 target = os.path.join(prefix, *parts[k:])
                 if k == strip:
                     _check_path(target, "write", policy)
