@@ -10,13 +10,13 @@ import functools
 import os
 import shutil
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
 
 from dal.effects import paths as P
 from dal.effects import trees as t
-from dal.effects.policy import TRUSTED_PATH, Policy
+from dal.effects.policy import GIT_DIR_MARKS, GIT_PROTECTED, TRUSTED_PATH, Policy
 from dal.effects.programs import INTERPRETERS, ArgUse, analyze_argv, model_class
 from dal.effects.shell import CommandList, Pipeline, ShellDenied, SimpleCommand, parse_command
 
@@ -201,13 +201,57 @@ def _check_place(src_raw: str, dest_raw: str, how: str, policy: Policy) -> None:
         return
     if not stat.S_ISDIR(st.st_mode):
         return
+    _deny_git_dir_copy(src, dest, policy)
     for path, rel, st in _walk(src, policy):
         there = os.path.join(dest, rel)
         _check_protection(there, policy)
+        if stat.S_ISDIR(st.st_mode):
+            _deny_git_dir_copy(path, there, policy)
         if stat.S_ISLNK(st.st_mode):
             _check_link(there, os.readlink(path), policy)
         elif how != "move" and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
             _deny_linked(P.display(path, ws), st)
+
+
+def _looks_like_git_dir(d: str, adding: Iterable[str] = ()) -> bool:
+    """Whether git would take the folder `d` for a git directory (setup.c's is_git_directory, leaning to
+    yes: any HEAD counts) once the names in `adding` exist in it too."""
+    names = set(adding)
+    for mark in GIT_DIR_MARKS - names:
+        if os.path.lexists(os.path.join(d, mark)):
+            names.add(mark)
+    return "HEAD" in names and ({"objects", "refs"} <= names or "commondir" in names)
+
+
+def _deny_git_dir_copy(src: str, dest: str, policy: Policy) -> None:
+    if _looks_like_git_dir(src) and P.within(dest, policy.write_roots):
+        raise _Denied(f"would copy or move the git directory {P.display(src, policy.workspace)} to "
+                      f"{P.display(dest, policy.workspace)}: git run there would use its configuration and hooks")
+
+
+def _check_git_dirs(writes: Iterable[str], policy: Policy) -> None:
+    """Deny writes that make a folder pass for a git directory, or that change one's entries (GIT_PROTECTED).
+
+    Git takes any folder holding HEAD, objects/ and refs/ (or HEAD and commondir) for a repository, a bare
+    one, and a person's git run in it or below it reads its config (core.fsmonitor, core.pager). A `.git`
+    folder is protected by name; this is every other folder. `writes` are the resolved paths one command
+    (or one run()) writes: what they create is counted together with what is on disk, so that
+    `mkdir -p x/objects x/refs && echo ref: refs/heads/main > x/HEAD` is denied as a whole, and every folder
+    a write would create on the way counts too (`mkdir -p x/refs/heads` makes x/refs)."""
+    touched: dict[str, set[str]] = {}
+    for w in writes:
+        if w == P.NULL_DEVICE:
+            continue
+        path, parent = w, os.path.dirname(w)
+        while parent != path and P.within(parent, policy.write_roots):
+            touched.setdefault(parent, set()).add(os.path.basename(path))
+            path, parent = parent, os.path.dirname(parent)
+    for d, names in touched.items():
+        git_names = names & GIT_PROTECTED
+        if git_names and _looks_like_git_dir(d, names):
+            shown = P.display(d, policy.workspace)
+            raise _Denied(f"writes {', '.join(sorted(git_names))} in {shown}, which then passes for a git repository "
+                          f"(HEAD, objects/, refs/): git run there would read its config and run its hooks")
 
 
 def _write_counts(target: str, ws: str) -> bool:
@@ -275,17 +319,23 @@ def _check_git(g: object, policy: Policy) -> None:
             raise _Denied(f"git {g.subcommand} writes the repository at {common}, outside the allowed roots")
         if getattr(g, "writes_worktree", False) and not P.within(top, policy.write_roots):
             raise _Denied(f"git {g.subcommand} rewrites files of the work tree at {top}, outside the allowed roots")
-    entries = gitrepo.configured(git_dir, ws)
+    entries = gitrepo.configured(git_dir)  # no global configuration: the program's HOME is its own, empty
     for key, value in entries:
-        if key == "core.hookspath":
-            hooks = P.resolve(value.replace("~/", ws + "/", 1) if value.startswith("~/") else value, top or ws)
+        if key == "core.hookspath" and not value.startswith("~/"):
+            hooks = P.resolve(value, top or ws)
             if P.within(hooks, policy.write_roots) and policy.protection(hooks) is None:
                 raise _Denied(f"git runs hooks from {P.display(hooks, ws)} (core.hooksPath), which a script may write")
+    if git_dir is not None:
+        # objects/info/alternates: every object of the folders it names reads as the repository's own
+        for alt in gitrepo.alternates(os.path.join(gitrepo.common_dir(git_dir) or git_dir, "objects")):
+            if not P.within(alt, policy.read_roots):
+                raise _Denied(f"git reads objects from {alt} (objects/info/alternates), outside the allowed roots")
+    legacy = gitrepo.legacy_remotes(git_dir)
     names = list(g.remotes)
     if g.all_remotes:
-        names += sorted(gitrepo.configured_remotes(entries))
+        names += sorted(gitrepo.configured_remotes(entries) | set(legacy))
     for name in names:
-        for url in gitrepo.remote_urls(name, entries):
+        for url in gitrepo.remote_urls(name, entries, legacy):
             kind, detail = gitrepo.url_kind(url)
             if kind == "helper":
                 raise _Denied(f"git {g.subcommand}: the remote {url} runs the program git-remote-{detail}")
@@ -301,12 +351,13 @@ def _check_git(g: object, policy: Policy) -> None:
                 if repo is not None:
                     _check_repository(repo, policy, "run the hooks of")
     for patch, prefix, strip in g.patches:
-        named = gitrepo.patch_paths(P.resolve(patch, ws))
+        named = gitrepo.patch_paths(P.resolve(patch, ws), mail=g.subcommand == "am")
         if named is None:
             raise _Denied(f"git {g.subcommand}: cannot read the patch {patch} to see which files it writes")
         for path in named:
             parts = [x for x in path.split("/") if x]
-            for k in range(len(parts)):
+            # the path git writes (-p strip) first, so that a denial names it; then every other strip
+            for k in sorted(range(len(parts)), key=lambda k: k != strip):
                 target = os.path.join(prefix, *parts[k:])
                 if k == strip:
                     _check_path(target, "write", policy)
@@ -326,7 +377,8 @@ def recheck(cmd: SimpleCommand, policy: Policy) -> str | None:
         use = analyze_argv(cmd.argv, lambda p: os.path.isdir(os.path.join(ws, p)))
         if use is not None and use.unsafe:
             return use.unsafe
-        _check_paths(cmd, use, policy)
+        _, writes = _check_paths(cmd, use, policy)
+        _check_git_dirs(writes, policy)
     except _Denied as e:
         return str(e)
     return None
@@ -409,6 +461,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
     ws = policy.workspace
     reads: list[str] = []
     writes: list[str] = []
+    resolved_writes: list[str] = []
     programs: list[str] = []
     executables: dict[str, str] = {}
     klass = "read"
@@ -437,6 +490,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
             if getattr(use.git, "network", False):
                 part_class = "external"
         part_reads, part_writes = _check_paths(cmd, use, policy)
+        resolved_writes += part_writes
         reads += (P.display(r, ws) for r in part_reads)
         writes += (P.display(w, ws) for w in part_writes if w != P.NULL_DEVICE)
         if any(r.target is not None and r.op != "<" and _write_counts(r.target, ws) for r in cmd.redirects):
@@ -456,6 +510,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
             if name not in approvals:
                 approvals.append(name)
 
+    _check_git_dirs(resolved_writes, policy)  # the whole run(): one stage may make objects/, another HEAD
     common = dict(
         effect_class=klass,
         idempotent=idempotent,

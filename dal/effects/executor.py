@@ -30,11 +30,22 @@ from dal.effects.shell import Pipeline, SimpleCommand
 __all__ = ["ExecOutcome", "execute_plan", "scrubbed_env", "EffectCancelled"]
 
 
-def scrubbed_env(workspace: str) -> dict[str, str]:
-    """The whole environment a program sees: nothing inherited, so no LD_*/DYLD_*, tokens or PATH tricks."""
+def scrubbed_env(home: str) -> dict[str, str]:
+    """The whole environment a program sees: nothing inherited, so no LD_*/DYLD_*, tokens or PATH tricks.
+
+    HOME (and the XDG folders below it) is a folder of the command's own, empty when it starts and never in
+    the write roots: inside the wall a folder of the wall's private /tmp (Wall.home), without it a fresh
+    private folder DAL makes and removes (_Run.bare_home). Were it the workspace, every dotfile a script
+    wrote there (.curlrc, .wgetrc, .netrc, .npmrc, .gitconfig, .ssh/, .local/ for Python's user site) would
+    configure the programs the policy allows: curl would upload what the `.curlrc` said, past an approval
+    that showed only the command line."""
     return {
         "PATH": TRUSTED_PATH,
-        "HOME": workspace,
+        "HOME": home,
+        "XDG_CONFIG_HOME": home + "/.config",
+        "XDG_DATA_HOME": home + "/.local/share",
+        "XDG_STATE_HOME": home + "/.local/state",
+        "XDG_CACHE_HOME": home + "/.cache",
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "TERM": "dumb",
@@ -90,13 +101,29 @@ class _Run:
         self.exes = dict(decision.executables)
         self.out, self.err = _Capture(max_output), _Capture(max_output)
         self.deadline = time.monotonic() + timeout
-        self.env = scrubbed_env(policy.workspace)
+        self.home: str | None = None  # the bare programs' HOME, made when the first one starts
         self.sandbox = sandbox
         self.cancel = cancel
         self.limits = CommandLimits.of(policy, timeout)
         self.cgroup: Cgroup | None = None
         self.hit: list[str] = []
         self.held: list[_Held] = []  # walled stages of the pipeline being started, not yet released
+
+    def bare_env(self) -> dict[str, str]:
+        """The environment of a program run without the wall, with the command's own HOME: a fresh folder,
+        mode 0700, in the system's temporary folder, removed when the command ends (close_home)."""
+        if self.home is None:
+            import tempfile
+
+            self.home = tempfile.mkdtemp(prefix="dal-home-")
+        return scrubbed_env(self.home)
+
+    def close_home(self) -> None:
+        if self.home is not None:
+            import shutil
+
+            shutil.rmtree(self.home, ignore_errors=True)
+            self.home = None
 
     def outcome(self, status: str, code: int | None) -> ExecOutcome:
         if self.cgroup is not None:
@@ -138,6 +165,7 @@ def execute_plan(
             status = code
         return run.outcome("completed" if status == 0 else "failed", status)
     finally:
+        run.close_home()
         if run.cgroup is not None:
             run.cgroup.close()
 
@@ -157,10 +185,17 @@ def _run_pipeline(pipeline: Pipeline, run: _Run) -> Any:
         run.err.add(f"dal: {pipeline.commands[0].argv[0]}: denied at start: the wall cannot be set up: {e}\n".encode())
         return 126
     try:
-        return _run_stages(pipeline, run, wall)
+        code = _run_stages(pipeline, run, wall)
     finally:
         if wall is not None:
             wall.close()
+    if wall is not None and wall.swept:
+        # sandbox.GIT_SWEPT and _neutralise: what a program made inside the wall that a person's git would act
+        # on later (a todo list, a commondir, a `.git` file, a folder passing for a git directory).
+        run.err.add(f"dal: removed {', '.join(wall.swept)}, made inside the wall: a person's git would act on it "
+                    "later (a rebase, am or cherry-pick must finish within one command)\n".encode())
+        return 126 if isinstance(code, int) else code
+    return code
 
 
 def _run_stages(pipeline: Pipeline, run: _Run, wall: Wall | None) -> Any:
@@ -297,7 +332,7 @@ def _spawn_bare(cmd: SimpleCommand, run: _Run, fds: dict[int, int], pgid: int) -
             stdout=fds[1],
             stderr=fds[2],
             cwd=run.policy.workspace,
-            env=run.env,
+            env=run.bare_env(),
             close_fds=True,
             process_group=pgid,
             preexec_fn=run.limits.preexec(run.cgroup),
@@ -346,7 +381,7 @@ def _spawn_walled(
             stdout=fds[1],
             stderr=fds[2],
             cwd=run.policy.workspace,
-            env=run.env,
+            env=scrubbed_env(wall.home),
             close_fds=True,
             pass_fds=(*child, *wall.fds),
             process_group=pgid,

@@ -13,7 +13,7 @@ import re
 
 __all__ = [
     "find_git_dir", "repository_at", "common_dir", "config_entries", "remote_urls", "configured_remotes",
-    "url_kind", "patch_paths",
+    "url_kind", "patch_paths", "legacy_remotes", "alternates",
 ]
 
 
@@ -104,7 +104,7 @@ def _value(raw: str) -> str:
     return "".join(out).strip()
 
 
-def config_entries(path: str, home: str, _depth: int = 0) -> list[tuple[str, str]]:
+def config_entries(path: str, home: str | None, _depth: int = 0) -> list[tuple[str, str]]:
     """(`section.subsection.key` lower-cased but the subsection, value) of one config file, its includes
     followed (`include.path`, and `includeIf` whatever its condition: reading more only denies more)."""
     if _depth > 10:
@@ -138,17 +138,22 @@ def config_entries(path: str, home: str, _depth: int = 0) -> list[tuple[str, str
                 value = _value(m.group(2)) if m.group(2) is not None else "true"
                 entries.append((key, value))
                 if key == "include.path" or (key.startswith("includeif.") and key.endswith(".path")):
-                    inc = os.path.join(home, value[2:]) if value.startswith("~/") else value
+                    if value.startswith("~/") and home is None:
+                        break  # in a HOME that is empty when the program starts
+                    inc = os.path.join(home, value[2:]) if value.startswith("~/") and home else value
                     inc = os.path.join(os.path.dirname(path), inc)
                     entries += config_entries(inc, home, _depth + 1)
             break
     return entries
 
 
-def configured(git_dir: str | None, home: str) -> list[tuple[str, str]]:
-    """Every config entry git reads in a repository: system, global ($HOME is the workspace for programs
-    DAL runs), the repository's own and its worktree's."""
-    files = ["/etc/gitconfig", os.path.join(home, ".config", "git", "config"), os.path.join(home, ".gitconfig")]
+def configured(git_dir: str | None, home: str | None = None) -> list[tuple[str, str]]:
+    """Every config entry git reads in a repository: system, global (only with a `home`: programs DAL runs
+    have a HOME of their own, empty when they start, so they read none), the repository's own and its
+    worktree's."""
+    files = ["/etc/gitconfig"]
+    if home is not None:
+        files += [os.path.join(home, ".config", "git", "config"), os.path.join(home, ".gitconfig")]
     if git_dir is not None:
         common = common_dir(git_dir) or git_dir
         files += [os.path.join(common, "config"), os.path.join(git_dir, "config.worktree")]
@@ -172,13 +177,75 @@ def _rewrite(url: str, entries: list[tuple[str, str]], push: bool) -> str:
     return best[0] + url[len(best[1]) :] if best[1] else url
 
 
-def remote_urls(name_or_url: str, entries: list[tuple[str, str]]) -> list[str]:
-    """The URLs git may use for a remote operand: a configured remote's url and pushurl, or the operand
-    itself, each rewritten by insteadOf."""
+def _valid_nick(name: str) -> bool:
+    """remote.c's valid_remote_nick: a name git may look up as a remote rather than take for a URL."""
+    return bool(name) and name not in (".", "..") and "/" not in name
+
+
+def legacy_remotes(git_dir: str | None) -> dict[str, list[str]]:
+    """The remotes of the files git still reads when the configuration names no such remote (remote.c,
+    read_remotes_file and read_branches_file): `remotes/NAME` (`URL: ...` lines) and `branches/NAME`
+    (`URL#branch`), in the repository's common directory. {name: [urls]}."""
+    out: dict[str, list[str]] = {}
+    if git_dir is None:
+        return out
+    common = common_dir(git_dir) or git_dir
+    for folder in ("remotes", "branches"):
+        top = os.path.join(common, folder)
+        try:
+            names = sorted(os.listdir(top))
+        except OSError:
+            continue
+        for name in names[:1000]:
+            try:
+                with open(os.path.join(top, name), encoding="utf-8", errors="surrogateescape") as f:
+                    text = f.read(1 << 16)
+            except OSError:
+                continue
+            urls = out.setdefault(name, [])
+            for line in text.splitlines():
+                line = line.strip()
+                if folder == "remotes" and line.startswith("URL:"):
+                    urls.append(line[4:].strip())
+                elif folder == "branches" and line:
+                    urls.append(line.split("#", 1)[0])
+                    break
+    return out
+
+
+def remote_urls(name_or_url: str, entries: list[tuple[str, str]],
+                legacy: dict[str, list[str]] | None = None) -> list[str]:
+    """The URLs git may use for a remote operand: a configured remote's url and pushurl, those of a legacy
+    remote file of that name (`legacy_remotes`), else the operand itself; each rewritten by insteadOf. Where
+    git would take one and not another, all are returned: the checker checks each."""
     urls = [v for k, v in entries if k in (f"remote.{name_or_url}.url", f"remote.{name_or_url}.pushurl")]
+    if _valid_nick(name_or_url):
+        urls += (legacy or {}).get(name_or_url, [])
     if not urls:
         urls = [name_or_url]
     return [u for url in urls for u in {_rewrite(url, entries, False), _rewrite(url, entries, True)}]
+
+
+def alternates(objects_dir: str, _depth: int = 0) -> list[str]:
+    """The object folders `objects_dir/info/alternates` adds (one path a line, relative to `objects_dir`,
+    C-quoted or not, `#` comments), and theirs in turn, as far as git follows them (5 levels): git reads
+    every object there as if it were the repository's own."""
+    if _depth > 5:
+        return []
+    try:
+        with open(os.path.join(objects_dir, "info", "alternates"), encoding="utf-8", errors="surrogateescape") as f:
+            text = f.read(1 << 20)
+    except OSError:
+        return []
+    out: list[str] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        path = os.path.realpath(os.path.join(objects_dir, _unquote(line)))
+        out.append(path)
+        out += alternates(path, _depth + 1)
+    return out
 
 
 def url_kind(url: str) -> tuple[str, str]:
@@ -218,8 +285,13 @@ def _unquote(p: str) -> str:
     return p
 
 
-def patch_paths(path: str) -> list[str] | None:
-    """Every path a patch file names in its headers, or None when it cannot be read (or is too big)."""
+def patch_paths(path: str, mail: bool = False) -> list[str] | None:
+    """Every path a patch file names in its headers, or None when it cannot be read (or is too big).
+
+    With `mail` (`git am`), the file is a mailbox, and git decodes each message before it looks for the
+    patch (mailsplit, mailinfo: MIME parts, base64 and quoted-printable bodies, format=flowed lines): the
+    headers are looked for in what every decoding gives as well as in the raw text. A StGit series file,
+    which names other patch files for git to read, gives None."""
     try:
         with open(path, "rb") as f:
             data = f.read(_MAX_PATCH + 1)
@@ -227,8 +299,20 @@ def patch_paths(path: str) -> list[str] | None:
         return None
     if len(data) > _MAX_PATCH:
         return None
+    texts = [data]
+    if mail:
+        if data.lstrip(b"\n").startswith(b"# This series applies on GIT commit"):
+            return None  # am.c's detect_patch_format: PATCH_FORMAT_STGIT_SERIES
+        texts += _mail_texts(data)
     out: list[str] = []
-    for line in data.decode("utf-8", errors="surrogateescape").splitlines():
+    for text in texts:
+        out += _header_paths(text.decode("utf-8", errors="surrogateescape"))
+    return list(dict.fromkeys(p for p in out if p != "/dev/null"))
+
+
+def _header_paths(text: str) -> list[str]:
+    out: list[str] = []
+    for line in text.splitlines():
         m = _HEADER.match(line)
         if not m:
             continue
@@ -237,4 +321,67 @@ def patch_paths(path: str) -> list[str] | None:
         else:
             text = (m.group(2) or m.group(3)).split("\t", 1)[0]
             out.append(_unquote(text))
-    return [p for p in out if p != "/dev/null"]
+    return out
+
+
+_BASE64_LINE = re.compile(rb"^[A-Za-z0-9+/]+={0,2}\r?$")
+
+
+def _mail_texts(data: bytes) -> list[bytes]:
+    """What git may see as the body of the messages in a mailbox, decoded every way it might decode them:
+    each MIME part's payload as Python's email package decodes it (split at every `From ` line, as
+    mailsplit does), with format=flowed lines joined both ways; and, in case a part boundary is read
+    differently, the whole file quoted-printable-decoded and every run of base64-looking lines decoded.
+    Reading more only finds more paths, and every path found is checked."""
+    import binascii
+    import email
+    import email.policy
+    import quopri
+
+    out: list[bytes] = []
+    messages = re.split(rb"(?m)^From .*\n", data)
+    for raw in messages[:10_000]:
+        if not raw.strip():
+            continue
+        msg = email.message_from_bytes(raw, policy=email.policy.compat32)
+        for part in msg.walk():
+            if part.is_multipart():
+                continue
+            payload = part.get_payload(decode=True)
+            if not isinstance(payload, bytes):
+                continue
+            out.append(payload)
+            if (part.get_param("format") or "").lower() == "flowed":
+                out += [_unflow(payload, delsp) for delsp in (False, True)]
+    out.append(quopri.decodestring(data))
+    run: list[bytes] = []
+    for line in [*data.splitlines(), b""]:
+        if _BASE64_LINE.match(line) and len(line) >= 4:
+            run.append(line.strip())
+            continue
+        if run:
+            try:
+                out.append(binascii.a2b_base64(b"".join(run)))
+            except binascii.Error:
+                pass
+            run = []
+    return out
+
+
+def _unflow(body: bytes, delsp: bool) -> bytes:
+    """RFC 3676 format=flowed: a line ending in a space goes on in the next (without that space, with
+    delsp=yes); space-stuffing removed; the signature separator is not flowed."""
+    lines: list[bytes] = []
+    carry = b""
+    for line in body.split(b"\n"):
+        line = line.rstrip(b"\r")
+        if line.startswith(b" "):
+            line = line[1:]
+        if line.endswith(b" ") and line != b"-- ":
+            carry += line[:-1] if delsp else line
+            continue
+        lines.append(carry + line)
+        carry = b""
+    if carry:
+        lines.append(carry)
+    return b"\n".join(lines)

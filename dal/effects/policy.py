@@ -15,8 +15,8 @@ from dal.core.digest import sha256
 from dal.core.records import FrozenRecord
 
 __all__ = [
-    "Policy", "PolicyError", "ProgramRule", "EFFECT_CLASSES", "TRUSTED_PATH", "PROTECTED_NAMES", "HARMLESS_ENV",
-    "LIMIT_DEFAULTS",
+    "Policy", "PolicyError", "ProgramRule", "EFFECT_CLASSES", "TRUSTED_PATH", "PROTECTED_NAMES", "GIT_PROTECTED",
+    "HARMLESS_ENV", "LIMIT_DEFAULTS",
 ]
 
 EFFECT_CLASSES = ("read", "local", "external")
@@ -26,7 +26,7 @@ POLICY_JSON_VERSION = 1
 # The variables `env()` reads whatever the policy says (docs/policy.md, "env()"): locale, time zone and
 # terminal settings, which a script may need to format text and which by convention never hold a secret.
 # Not HOME, USER, PATH, PWD, SHELL or HOSTNAME: they name the operator's account and the host's layout,
-# and the programs a script runs get their own (HOME is the workspace). A policy names any other.
+# and the programs a script runs get their own (HOME a fresh folder of the command's). A policy names any other.
 HARMLESS_ENV: frozenset[str] = frozenset({
     "LANG", "LANGUAGE", "LC_ALL", "LC_COLLATE", "LC_CTYPE", "LC_MESSAGES", "LC_MONETARY", "LC_NUMERIC",
     "LC_TIME", "TZ", "TERM", "NO_COLOR",
@@ -46,22 +46,38 @@ DEFAULT_TOOLSET_NAMES: frozenset[str] = frozenset(
 # decide or record what a script may do, and the parts of a git repository that make git run code later.
 # Relative to the workspace; `[paths] protect` adds more, and the runner adds the policy file in force,
 # the store and the receipts folder wherever they are.
-# (The wall makes each of these that exists read-only; the check also protects them by name, anywhere.)
+# (The wall makes each of these that exists read-only, and holds most absent ones, see sandbox.py; the check
+# also protects them by name, anywhere.)
 WORKSPACE_PROTECTED: tuple[str, ...] = (
-    "dal.toml", ".dal", ".git/config", ".git/config.worktree", ".git/hooks", ".git/info", ".git/modules",
-    ".git/worktrees", ".git/commondir",
-    # Programs run with HOME set to the workspace, so these are git's global configuration (check issue 12).
+    "dal.toml", ".dal",
+    *(".git/" + entry for entry in (
+        "config", "config.worktree", "hooks", "info", "modules", "worktrees", "commondir", "rebase-merge",
+        "rebase-apply", "sequencer", "remotes", "branches", "objects/info/alternates",
+        "objects/info/http-alternates",
+    )),
+    # Git's global configuration if the workspace is someone's home folder (programs DAL runs get a HOME
+    # of their own, see executor.scrubbed_env, so DAL's git never reads these).
     ".gitconfig", ".config/git",
 )
 # Names protected wherever they appear: a `dal.toml` in any folder is the policy of the workspace a later
-# `dal run` may discover there, and a `.dal` folder is a store.
-PROTECTED_NAMES: frozenset[str] = frozenset({"dal.toml", ".dal"})
-# Entries of a `.git` folder, in any repository, through which git runs programs or reads configuration
-# (config's core.fsmonitor, core.pager, aliases, filters; hooks; info/attributes naming filter drivers;
-# the configuration of submodules and worktrees).
+# `dal run` may discover there, a `.dal` folder is a store, and a `.git` file or folder is where git finds
+# a repository (and the configuration, hooks, todo lists and remotes it acts on). Git's own commands
+# (`git init`, `git clone`, `git commit`...) make and change `.git`; a script's writes never do.
+PROTECTED_NAMES: frozenset[str] = frozenset({"dal.toml", ".dal", ".git"})
+# Entries of a git directory through which git runs programs, reads configuration, or is pointed at other
+# files: config (core.fsmonitor, core.pager, aliases, filters), hooks, info/attributes naming filter drivers,
+# the git directories of submodules and worktrees, commondir (where the rest is read from), the todo lists
+# `git rebase --continue`, `git am --continue` and `git cherry-pick --continue` carry out (`exec` lines run
+# a shell), legacy remote files (their URLs), and object alternates (objects read from other repositories).
+# Inside a folder named `.git` all of it is protected by name; in any other folder that passes git's
+# is-git-directory check (a bare repository, or one a script is assembling) these names are.
 GIT_PROTECTED: frozenset[str] = frozenset(
-    {"config", "config.worktree", "hooks", "info", "modules", "worktrees", "commondir"}
+    {"config", "config.worktree", "hooks", "info", "modules", "worktrees", "commondir", "rebase-merge",
+     "rebase-apply", "sequencer", "remotes", "branches", "objects", "refs", "HEAD", "packed-refs"}
 )
+# What makes a folder a git directory for git (setup.c, is_git_directory): HEAD, and objects/ and refs/ or
+# a commondir file standing for both.
+GIT_DIR_MARKS: frozenset[str] = frozenset({"HEAD", "objects", "refs", "commondir"})
 
 
 # `[limits]` beyond `timeout` and `max_output`, with their defaults (docs/policy.md, "Limits"); a Policy
@@ -164,20 +180,20 @@ class Policy(FrozenRecord):
     def protection(self, resolved: str) -> str | None:
         """Why a script may not write the absolute, resolved path `resolved`, or None when it may.
 
-        Protected: every path in `protected` and everything below it; any path with a component named in
-        PROTECTED_NAMES (a `dal.toml` or a `.dal` folder anywhere); and, in any git repository, the parts of
-        `.git/` that make git run code later (GIT_PROTECTED)."""
+        Protected: every path in `protected` and everything below it, and any path with a component named in
+        PROTECTED_NAMES (a `dal.toml`, a `.dal` folder or a `.git` file or folder anywhere). By name only:
+        the check adds what it sees on disk (check._check_git_dirs: folders that pass for git directories)."""
+        for part in resolved.split("/"):
+            if part in PROTECTED_NAMES:
+                what = {"dal.toml": "a policy file", ".dal": "a run store"}.get(part)
+                if what is None:
+                    return (f"{resolved} is protected: a .git file or folder tells git where a repository is and "
+                            "what to run, so scripts never make, change or remove one (git's own commands manage "
+                            "it)")
+                return f"{resolved} is protected: {part} is {what}, which scripts never change"
         for root in self.protected:
             if resolved == root or resolved.startswith(root.rstrip("/") + "/"):
                 return f"{root} is protected: scripts never change the files that decide or record what they may do"
-        parts = resolved.split("/")
-        for i, part in enumerate(parts):
-            if part in PROTECTED_NAMES:
-                what = "a policy file" if part == "dal.toml" else "a run store"
-                return f"{resolved} is protected: {part} is {what}, which scripts never change"
-            if part == ".git" and i + 1 < len(parts) and parts[i + 1] in GIT_PROTECTED:
-                return (f"{resolved} is protected: .git/{parts[i + 1]} can make git run programs later, so scripts "
-                        "never change it")
         return None
 
     # --- env() ---------------------------------------------------------------------------------

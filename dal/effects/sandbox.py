@@ -49,6 +49,33 @@ _NEVER = ("/proc", "/sys", "/dev")
 # check sees every file the default toolset writes (and denies these names), while an allowed interpreter,
 # or git checking out a tree, may create any file; a placeholder shows in `ls`.
 PLACEHOLDERS = ("dal.toml", ".dal")
+# Entries of the workspace's `.git` folder (policy.WORKSPACE_PROTECTED) held the same way while they do not
+# exist, so that no program in the wall creates what a person's git outside DAL would act on later: hook
+# folders, info/attributes, submodule git directories, legacy remote files, object alternates. An empty
+# folder there means nothing to git.
+GIT_PLACEHOLDERS = (".git/hooks", ".git/info", ".git/modules", ".git/remotes", ".git/branches",
+                    ".git/objects/info/alternates", ".git/objects/info/http-alternates")
+_FILE_PLACEHOLDERS = frozenset({"alternates", "http-alternates"})  # an empty file: no alternates (a folder warns)
+# Entries whose mere existence changes what git does, so that no placeholder can stand in for them
+# (commondir moves the whole repository; rebase-merge/, rebase-apply/ and sequencer/ mean "an operation is
+# in progress" to every git command, and hold the todo lists whose `exec` lines `git rebase --continue`
+# runs; config.worktree is configuration): when one that did not exist when the pipeline started exists
+# after it, with every process of the wall gone, it is removed, and the command fails saying so. A git
+# operation that finishes within one command removes its own state first; one that stops half-way (a
+# rebase with a conflict) loses it, as it could not go on in a later wall anyway.
+GIT_SWEPT = ("commondir", "rebase-merge", "rebase-apply", "sequencer", "config.worktree")
+# And anywhere in the write roots (the check denies all of these by name or by what is on disk; a program
+# without a model, or git checking out a tree, can make them): a `.git` file or symlink that was not there
+# before the pipeline (git makes a `.git` file only for `git worktree add`, pointing into .git/worktrees/,
+# which is kept) is removed, and so is the HEAD of a folder that passes for a git directory now and did not
+# before, so that a person's git run there later does not read its config. A new `.git` folder is kept: it
+# is what `git init` and `git clone` make. The write roots are walked before and after such a pipeline, not
+# following symlinks, up to _GIT_SCAN_LIMIT entries; past that the scan is skipped (docs/policy.md).
+_GIT_SCAN_LIMIT = 50_000
+# HOME inside the wall (executor.scrubbed_env): a folder of the private /tmp, so empty for every pipeline,
+# and /dev/shm's (private too) when a root covers it.
+WALL_HOME = "/tmp/.dal-home"
+_WALL_HOME_ELSE = "/dev/shm/.dal-home"
 
 _DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -170,6 +197,12 @@ class Wall:
         self.make_placeholders = placeholders
         self.own_identity = True  # the synthetic passwd and group (not when a read root shows the real ones)
         self.placeholders: list[tuple[str, int, int]] = []  # (path, st_dev, st_ino) of the folders it made
+        self.home = WALL_HOME  # HOME for the programs inside
+        self.swept: list[str] = []  # what close() removed (GIT_SWEPT), as paths relative to the workspace
+        self._sweep_at: tuple[str, str, tuple[str, ...], bool] | None = None  # (ws, real .git, absent, had .git)
+        self._write_roots: list[str] = []
+        self._git_marks: set[str] | None = None  # `.git` entries and git-directory folders before the pipeline
+        self._sweep_ws = ""
         self._argv_head: list[str] = []
         self._argv_tail: list[str] = []
         try:
@@ -206,6 +239,8 @@ class Wall:
         ws, allow_net = p.workspace, p.allow_net
         write_roots = _outermost(r for r in p.write_roots if not _within(r, _NEVER))
         read_roots = _outermost(r for r in p.read_roots if not _within(r, _NEVER) and not _within(r, write_roots))
+        self._write_roots = write_roots
+        self._sweep_ws = ws
         self.own_identity = not any(_within(f, [*read_roots, *write_roots]) for f in ("/etc/passwd", "/etc/group"))
         head: list[str] = []
         if "/" in read_roots:  # the policy lets programs read everything
@@ -214,6 +249,9 @@ class Wall:
             for op in _system_view(allow_net):
                 head += op
         tail = _private(tmp_size)
+        if any(r != "/" and (_within(WALL_HOME, [r]) or _within(r, [WALL_HOME])) for r in [*read_roots, *write_roots]):
+            self.home = _WALL_HOME_ELSE  # a root shows the host's /tmp there
+        tail += ["--perms", "0700", "--dir", self.home]
         for root in sorted(read_roots, key=_depth):
             if root == "/":
                 continue
@@ -224,6 +262,14 @@ class Wall:
         for root in sorted(write_roots, key=_depth):
             tail += self._writable_root(root, ws)
         tail += self._protected(p, ws, write_roots)
+        git = os.path.join(ws, ".git")
+        if self.make_placeholders and _within(os.path.realpath(git), write_roots):
+            # and a config missing from an existing .git (not from a new one: `git init` writes it)
+            names = (*GIT_SWEPT, "config") if os.path.isdir(git) else GIT_SWEPT
+            absent = tuple(n for n in names if not os.path.lexists(os.path.join(git, n)))
+            self._sweep_at = (ws, os.path.realpath(git), absent, os.path.lexists(git))
+        if self.make_placeholders:
+            self._git_marks = _git_marks(write_roots)
         system = _system_dirs()
         for exe in dict.fromkeys(executables):
             real = os.path.realpath(exe)
@@ -256,8 +302,9 @@ class Wall:
             try:
                 st = os.lstat(path)
             except FileNotFoundError:
-                if self._placeholder(path, ws) is not None:
-                    found[path] = None
+                made = self._placeholder(path, ws)  # where it really is, when `.git` is a symlink
+                if made is not None:
+                    found[made] = None
                 continue
             except OSError:
                 continue  # e.g. `.git` is a file (a linked worktree): none of its entries are here
@@ -290,11 +337,23 @@ class Wall:
     def _placeholder(self, path: str, ws: str) -> str | None:
         """Create the read-only stand-in for a protected entry that does not exist (PLACEHOLDERS)."""
         name = os.path.basename(path)
-        if not self.make_placeholders or os.path.dirname(path) != ws or name not in PLACEHOLDERS:
+        at_top = os.path.dirname(path) == ws and name in PLACEHOLDERS
+        if not self.make_placeholders or not (at_top or os.path.relpath(path, ws) in GIT_PLACEHOLDERS):
             return None
-        dirfd = _open_nofollow(ws, want_dir=True)
+        parent = os.path.realpath(os.path.dirname(path))  # where `.git` really is, when it is a symlink
+        if not _within(parent, self._write_roots):
+            return None  # read-only in the wall, or not there at all
         try:
-            os.mkdir(name, 0o755, dir_fd=dirfd)  # read-only by its bind, not by its mode
+            dirfd = _open_nofollow(parent, want_dir=True)
+        except FileNotFoundError:
+            return None  # no .git (or no .git/objects/info): nothing there for git to read either
+        path = os.path.join(parent, name)
+        try:
+            if name in _FILE_PLACEHOLDERS and not at_top:
+                os.close(os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                                 dir_fd=dirfd))
+            else:
+                os.mkdir(name, 0o755, dir_fd=dirfd)  # read-only by its bind, not by its mode
             st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
         except FileExistsError:
             return path
@@ -309,11 +368,148 @@ class Wall:
         self.fds = []
         for path, dev, ino in self.placeholders:
             try:
-                if (os.lstat(path).st_dev, os.lstat(path).st_ino) == (dev, ino):
-                    os.rmdir(path)  # only ours, and only while empty
+                st = os.lstat(path)
+                if (st.st_dev, st.st_ino) == (dev, ino):
+                    if stat.S_ISDIR(st.st_mode):
+                        os.rmdir(path)  # only ours, and only while empty
+                    elif st.st_size == 0:
+                        os.unlink(path)
             except OSError:
                 pass  # left behind (kill -9): an empty folder, which is no policy file and no store
         self.placeholders = []
+        if self._sweep_at is not None:
+            self.swept = _sweep(*self._sweep_at)
+            self._sweep_at = None
+        if self._git_marks is not None:
+            after = _git_marks(self._write_roots)
+            if after is not None:
+                ws = self._sweep_ws
+                self.swept += [os.path.relpath(p, ws) if _within(p, [ws]) else p
+                               for p in _neutralise(sorted(after - self._git_marks))]
+            self._git_marks = None
+
+
+def _git_marks(roots: Iterable[str]) -> set[str] | None:
+    """Every entry named `.git` and every folder that passes for a git directory (HEAD, objects/ and refs/,
+    or HEAD and commondir) below `roots`, walked without following symlinks and not into either; None past
+    _GIT_SCAN_LIMIT entries."""
+    found: set[str] = set()
+    count = 0
+    stack = list(roots)
+    while stack:
+        top = stack.pop()
+        try:
+            with os.scandir(top) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        count += len(entries)
+        if count > _GIT_SCAN_LIMIT:
+            return None
+        names = {e.name for e in entries}
+        if "HEAD" in names and ({"objects", "refs"} <= names or "commondir" in names):
+            found.add(top)
+            continue
+        for e in entries:
+            if e.name == ".git":
+                found.add(e.path)
+            elif e.is_dir(follow_symlinks=False):
+                stack.append(e.path)
+    return found
+
+
+def _first_line(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.readline(4096).decode("utf-8", errors="replace").rstrip("\r\n")
+    except OSError:
+        return None
+
+
+def _worktree_link(path: str) -> bool:
+    """Whether the `.git` file at `path` is what `git worktree add` writes: `gitdir: X/.git/worktrees/NAME`,
+    whose own `commondir` leads back to X/.git, so that git reads its config and hooks there (protected, and
+    read-only in the wall) and not from a folder the script chose."""
+    line = _first_line(path)
+    if line is None or not line.startswith("gitdir: "):
+        return False
+    target = os.path.realpath(os.path.join(os.path.dirname(path), line[len("gitdir: "):]))
+    worktrees = os.path.dirname(target)
+    main = os.path.dirname(worktrees)
+    if os.path.basename(worktrees) != "worktrees" or os.path.basename(main) != ".git":
+        return False
+    common = _first_line(os.path.join(target, "commondir"))
+    return common is not None and os.path.realpath(os.path.join(target, common)) == main
+
+
+def _neutralise(new: list[str]) -> list[str]:
+    """Remove what of `new` (paths _git_marks found after a pipeline, not before) would make a person's git
+    use a repository the script made: a `.git` file or symlink (but a worktree's), a git-directory folder's
+    HEAD. Each removed with unlinkat from a folder opened without following symlinks; returns what went."""
+    removed: list[str] = []
+    for path in new:
+        name = os.path.basename(path)
+        folder, victim = (os.path.dirname(path), ".git") if name == ".git" else (path, "HEAD")
+        try:
+            fd = _open_nofollow(folder, want_dir=True)
+        except (OSError, WallRefused):
+            continue
+        try:
+            st = os.stat(victim, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode) or (victim == ".git" and stat.S_ISREG(st.st_mode) and _worktree_link(path)):
+                continue  # `git init` / `git clone` made it, or `git worktree add`
+            os.unlink(victim, dir_fd=fd)
+            removed.append(os.path.join(folder, victim))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _sweep(ws: str, git_dir: str, absent: tuple[str, ...], had_git: bool) -> list[str]:
+    """Remove what a pipeline made of GIT_SWEPT in WS/.git (the names in `absent` did not exist before it),
+    and a `.git` that was not there before and is now a file or a symlink (git init and git clone make a
+    folder; a `gitdir:` file or a link points git at a repository the script made). Never follows a
+    symlink; returns what it removed, relative to the workspace."""
+    import shutil
+
+    removed: list[str] = []
+    try:
+        wsfd = _open_nofollow(ws, want_dir=True)
+    except (OSError, WallRefused):
+        return removed
+    try:
+        try:
+            st = os.stat(".git", dir_fd=wsfd, follow_symlinks=False)
+        except FileNotFoundError:
+            return removed
+        if not stat.S_ISDIR(st.st_mode) and not had_git:
+            os.unlink(".git", dir_fd=wsfd)
+            removed.append(".git")
+            return removed
+        try:
+            gitfd = _open_nofollow(git_dir, want_dir=True)
+        except (OSError, WallRefused):
+            return removed
+        try:
+            for name in absent:
+                try:
+                    st = os.stat(name, dir_fd=gitfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    shutil.rmtree(name, dir_fd=gitfd, ignore_errors=True)
+                else:
+                    os.unlink(name, dir_fd=gitfd)
+                removed.append(".git/" + name)
+        finally:
+            os.close(gitfd)
+    except OSError:
+        pass
+    finally:
+        os.close(wsfd)
+    return removed
 
 
 def _outermost(paths: Iterable[str]) -> list[str]:

@@ -354,7 +354,7 @@ DENY = [
     ("echo x > sub/up/.git/config", "protected"),
     ("rm -rf .git/hooks", "protected"),
     ("rm .git/config", "protected"),
-    ("rm -rf .git", "holds a protected path"),
+    ("rm -rf .git", ".git file or folder"),
     ("rm -rf nested", "holds a protected path"),
     ("rm -rf .dal", "protected"),
     ("mv .dal elsewhere", "protected"),

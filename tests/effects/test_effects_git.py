@@ -94,6 +94,10 @@ ALLOW = [
     ("git tag -a v1 -m 'release'", "local"),
     ("git merge --no-ff -m merge other", "local"),
     ("git rebase main", "local"),
+    ("git rebase --abort", "local"),
+    ("git am --abort", "local"),
+    ("git cherry-pick --quit", "local"),
+    ("git init sub", "local"),  # git makes sub/.git itself
     ("git cherry-pick -x HEAD", "local"),  # -x here appends a line; it is rebase's -x that runs a command
     ("git revert --no-edit HEAD", "local"),
     ("git mv notes.txt docs/", "local"),
@@ -202,6 +206,15 @@ DENY = [
     ("git apply", "standard input"),
     ("git am", "standard input"),
     ("git apply --unsafe-paths p.patch", "outside the work tree"),
+    # going on from state kept in .git: a todo list (exec lines run a shell), patches split from a mail
+    ("git rebase --continue", "goes on from the state git keeps in .git"),
+    ("git rebase --skip", "goes on from the state"),
+    ("git rebase --cont", "goes on from the state"),  # abbreviated
+    ("git cherry-pick --continue", "goes on from the state"),
+    ("git revert --skip", "goes on from the state"),
+    ("git am --continue", "goes on from the state"),
+    ("git am -r", "goes on from the state"),
+    ("git am --patch-format=stgit-series p.patch", "mailboxes only"),
     # remotes
     ("git push ./bare main", "hooks of the repository at bare"),
     ("git push local main", "hooks of the repository at bare"),  # a configured remote's URL
@@ -282,3 +295,108 @@ def test_git_home_configuration_is_protected(repo: Path) -> None:
         d = check_command(cmd, policy)
         assert not d.allowed and "protected" in d.reason, cmd
     assert os.path.exists(repo / ".git" / "config")
+
+
+def test_git_state_and_dot_git_anywhere_are_never_written_by_scripts(repo: Path) -> None:
+    """Finding 01/04/15: git's state files (todo lists, commondir, legacy remotes, alternates) and any file
+    or folder named .git, wherever it is, whether it exists or not."""
+    policy = Policy.load(repo, allow_run=["git"])
+    for cmd in ("echo 'exec sh' > .git/rebase-merge/git-rebase-todo", "mkdir -p .git/sequencer",
+                "echo ../x > .git/commondir", "cp notes.txt .git/rebase-apply/0001", "mkdir -p .git/remotes",
+                "echo 'URL: ../x' > .git/remotes/x", "echo x > .git/branches/x",
+                "echo /elsewhere > .git/objects/info/alternates", "touch .git/objects/info/http-alternates",
+                "printf 'gitdir: ../x\\n' > .git", "printf 'gitdir: ../x\\n' > docs/.git", "mkdir -p docs/.git",
+                "mv docs/a.md docs/.git", "cp -r docs sub/.git", "rm -rf .git"):
+        d = check_command(cmd, policy)
+        assert not d.allowed and "protected" in d.reason, cmd
+    for cmd in ("cat .git/HEAD", "ls .git/objects/info", "echo x > docs/.gitignore", "mkdir -p .github/x"):
+        assert check_command(cmd, policy).allowed, cmd
+
+
+def test_folders_that_would_pass_for_git_directories_are_not_made(tmp_path: Path) -> None:
+    """A folder with HEAD, objects/ and refs/ (or HEAD and commondir) is a repository to git, and git run in
+    or below it reads its config: a script may not assemble one, in one command or over several."""
+    ws = tmp_path
+    for d in ("tpl/objects", "tpl/refs", "bare/objects", "bare/refs", "parts/objects", "parts/refs"):
+        (ws / d).mkdir(parents=True)
+    (ws / "tpl" / "HEAD").write_text("ref: refs/heads/main\n")
+    (ws / "bare" / "HEAD").write_text("ref: refs/heads/main\n")
+    policy = Policy.load(ws)
+    for cmd in ("mkdir -p x/objects x/refs && printf 'ref: refs/heads/main\\n' > x/HEAD",
+                "mkdir -p x/refs/heads x/objects | tee x/HEAD", "printf 'ref: x\\n' > parts/HEAD",
+                "mkdir -p y/objects && echo ../bare > y/commondir && touch y/HEAD", "cp -r tpl copy",
+                "mv tpl moved", "cp -r tpl/objects tpl/refs tpl/HEAD z/", "echo '[core]' > bare/config",
+                "mkdir -p bare/hooks", "echo x > bare/HEAD"):
+        d = check_command(cmd, policy)
+        assert not d.allowed and ("passes for a git repository" in d.reason or "git directory" in d.reason), cmd
+    for cmd in ("mkdir -p src/objects src/refs", "echo x > HEAD.txt", "touch parts/notes", "echo x > bare/notes",
+                "cp -r parts parts2"):
+        assert check_command(cmd, policy).allowed, cmd
+
+
+def test_legacy_remote_files_and_alternates_are_read_like_the_config(tmp_path: Path) -> None:
+    """Finding 04: git takes a remote's URL from .git/remotes/NAME or .git/branches/NAME when the config
+    names no such remote, and reads every object of the folders objects/info/alternates names."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    _git(ws, "init", "-q", "-b", "main", ".")
+    policy = Policy.load(ws, allow_run=["git"])
+    assert check_command("git fetch x", policy).allowed  # no such remote: "x" is a path in the workspace
+    (ws / ".git" / "remotes").mkdir()
+    (ws / ".git" / "remotes" / "x").write_text(f"URL: {outside}\nPull: refs/heads/main:refs/heads/x\n")
+    (ws / ".git" / "remotes" / "y").write_text("URL: ssh://attacker.example/r\n")
+    (ws / ".git" / "branches" / "z").write_text(f"{outside}#main\n")
+    for cmd, why in (("git fetch x", "reads outside"), ("git fetch y", "ssh"), ("git pull z", "reads outside"),
+                     ("git fetch --all", "outside"), ("git push", "outside")):
+        d = check_command(cmd, policy)
+        assert not d.allowed and why in d.reason, cmd
+    for name in ("x", "y"):
+        (ws / ".git" / "remotes" / name).unlink()
+    (ws / ".git" / "branches" / "z").unlink()
+    alternates = ws / ".git" / "objects" / "info" / "alternates"
+    (ws / "shared-objects").mkdir()
+    alternates.write_text("../../shared-objects\n")  # relative to .git/objects: inside the workspace
+    assert check_command("git log", policy).allowed
+    alternates.write_text(f"# comment\n{outside}/.git/objects\n")
+    d = check_command("git log", policy)
+    assert not d.allowed and "alternates" in d.reason and "outside" in d.reason
+
+
+def _mail(body: str, headers: str = "Content-Type: text/plain; charset=UTF-8\n") -> str:
+    return ("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: a <a@e>\n"
+            f"Subject: [PATCH] x\nMIME-Version: 1.0\n{headers}\n{body}")
+
+
+def test_git_am_reads_the_paths_of_the_patch_as_git_decodes_the_mail(repo: Path) -> None:
+    """Finding 08: git am decodes MIME (base64, quoted-printable, multipart, format=flowed) before it looks
+    for the patch; the check reads the paths from what git will see."""
+    import base64
+    import quopri
+
+    policy = Policy.load(repo, allow_run=["git"])
+    evil = ("msg\n---\ndiff --git a/dal.toml b/dal.toml\n--- a/dal.toml\n+++ b/dal.toml\n@@ -1 +1 @@\n-[run]\n"
+            "+[run] \n")
+    good = evil.replace("dal.toml", "notes.txt")
+    b64 = "Content-Transfer-Encoding: base64\n"
+    mails = {
+        "b64.mbox": _mail(base64.encodebytes(evil.encode()).decode(), "Content-Type: text/plain\n" + b64),
+        "qp.mbox": _mail(quopri.encodestring(evil.replace("dal.toml", "dal=2Etoml").encode()).decode()
+                         .replace("dal=3D2Etoml", "dal=2Etoml"), "Content-Transfer-Encoding: quoted-printable\n"),
+        "multi.mbox": _mail("--B\nContent-Type: text/plain\n\nmsg\n--B\nContent-Type: text/x-patch\n" + b64 + "\n"
+                            + base64.encodebytes(evil.encode()).decode() + "--B--\n",
+                            'Content-Type: multipart/mixed; boundary="B"\n'),
+        "flowed.mbox": _mail(evil.replace("+++ b/dal.toml", "+++ b/dal \n.toml"),
+                             "Content-Type: text/plain; format=flowed; delsp=yes\n"),
+    }
+    for name, text in mails.items():
+        (repo / name).write_text(text)
+        assert "+++ b/dal.toml" not in text, name  # no header to see without decoding
+        d = check_command(f"git am {name}", policy)
+        assert not d.allowed and "dal.toml is protected" in d.reason, (name, d.reason)
+    (repo / "good.mbox").write_text(_mail(base64.encodebytes(good.encode()).decode(), b64))
+    assert check_command("git am good.mbox", policy).allowed
+    (repo / "series").write_text("# This series applies on GIT commit 0000\nb64.mbox\n")
+    d = check_command("git am series", policy)
+    assert not d.allowed and "cannot read the patch" in d.reason

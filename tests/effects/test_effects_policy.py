@@ -180,9 +180,10 @@ def test_protected_paths_cover_the_policy_the_store_and_git_internals(tmp_path: 
     (ws / "rules.toml").write_text('[paths]\nprotect = ["keep"]\n')
     p = Policy.load(ws, ws / "rules.toml")
     for rel in ("dal.toml", "sub/dal.toml", ".dal/dal.db", "sub/.dal", ".git/config", ".git/hooks/pre-commit",
-                "vendor/lib/.git/info/attributes", "rules.toml", "keep", "keep/x"):
+                "vendor/lib/.git/info/attributes", "rules.toml", "keep", "keep/x", ".git", "sub/.git",
+                ".git/objects/ab/cd", ".git/HEAD", ".git/rebase-merge/git-rebase-todo", ".git/commondir"):
         assert p.protection(str(ws / rel)) is not None, rel
-    for rel in ("notes.txt", "dal.toml.bak", ".git/objects/ab/cd", ".git/HEAD", "git/config", "keeper"):
+    for rel in ("notes.txt", "dal.toml.bak", "git/config", "keeper", ".gitignore", "sub/.github/x", "HEAD"):
         assert p.protection(str(ws / rel)) is None, rel
 
 

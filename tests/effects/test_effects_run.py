@@ -117,7 +117,10 @@ def test_environment_is_scrubbed(workspace: Path, monkeypatch: pytest.MonkeyPatc
     out = run_effect("env", ctx(workspace, policy=policy)).stdout
     env = dict(line.split("=", 1) for line in out.splitlines())
     assert env["PATH"] == "/usr/local/bin:/usr/bin:/bin"
-    assert env["HOME"] == str(workspace.resolve())
+    # HOME is a folder of the command's own, never the workspace (a script's dotfiles would configure
+    # the programs), gone once the command ends
+    assert env["HOME"] != str(workspace.resolve()) and not env["HOME"].startswith(str(workspace.resolve()))
+    assert env["XDG_CONFIG_HOME"] == env["HOME"] + "/.config" and not os.path.exists(env["HOME"])
     assert not any(k.startswith(("LD_", "DYLD_")) for k in env) and "SECRET_TOKEN" not in env
 
 

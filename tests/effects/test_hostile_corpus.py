@@ -71,6 +71,7 @@ class Case:
     dal: str | None = None  # extra DAL source run after the commands
     control: bool = False  # the same commands under bash, without DAL, must break a canary
     repo: bool = True  # the workspace is a git repository
+    denies: bool = True  # the check denies the attack (False: it is held otherwise, e.g. by the environment)
 
 
 def _sh(ws: Path, *argv: str) -> None:
@@ -261,6 +262,50 @@ def _patch_policy(ws: Path) -> None:
     )
 
 
+def _outside_repo(ws: Path) -> Path:
+    """A repository outside the roots, holding the outside secret."""
+    repo = ws.parent / "outside" / "srepo"
+    repo.mkdir()
+    os.link(ws.parent / "outside" / "secret.txt", repo / "s.txt")  # the secret file itself (the leak scan knows it)
+    _sh(repo, "git", "init", "-q", "-b", "main", ".")
+    _sh(repo, "git", "add", "s.txt")
+    _sh(repo, "git", "-c", "user.name=o", "-c", "user.email=o@e", "commit", "-q", "-m", "secret")
+    return repo
+
+
+def _legacy_remote(ws: Path) -> None:
+    """A legacy remote file naming the outside repository (git reads it when the config names no remote x)."""
+    repo = _outside_repo(ws)
+    (ws / ".git" / "remotes").mkdir(exist_ok=True)
+    (ws / ".git" / "remotes" / "x").write_text(f"URL: {repo}\nPull: refs/heads/main:refs/heads/stolen\n")
+
+
+def _alternates(ws: Path) -> None:
+    repo = _outside_repo(ws)
+    (ws / ".git" / "objects" / "info" / "alternates").write_text(f"{repo}/.git/objects\n")
+
+
+def _base64_mail(ws: Path) -> None:
+    """A mail whose patch (rewriting dal.toml) is base64-encoded: no patch header in the raw text."""
+    import base64
+
+    patch = ('diff --git a/dal.toml b/dal.toml\n--- a/dal.toml\n+++ b/dal.toml\n@@ -1,2 +1,2 @@\n [run]\n'
+             '-defaults = true\n+allow = ["sh"]\n-- \n2.39.5\n')
+    body = base64.encodebytes(("evil\n---\n" + patch).encode()).decode()
+    (ws / "evil.mbox").write_text(
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: a <a@e>\n"
+        "Date: Mon, 1 Jan 2024 00:00:00 +0000\nSubject: [PATCH] evil\nMIME-Version: 1.0\n"
+        "Content-Type: text/plain; charset=UTF-8\nContent-Transfer-Encoding: base64\n\n" + body)
+    _sh(ws, "git", "add", "dal.toml")
+    _sh(ws, "git", "commit", "-q", "-m", "policy")
+
+
+_REBASE_STATE = ("mkdir -p .git/rebase-merge", "printf 'exec touch pwned\\n' > .git/rebase-merge/git-rebase-todo",
+                 "printf 'refs/heads/main\\n' > .git/rebase-merge/head-name",
+                 "git rev-parse HEAD > .git/rebase-merge/onto", "git rev-parse HEAD > .git/rebase-merge/orig-head",
+                 "touch .git/rebase-merge/interactive")  # fmt: skip
+_FSMONITOR = "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch pwned; false\"\\n'"
+
 SH = ("sh",)
 GIT = ("git",)
 NO_WALL = frozenset({"wall"})
@@ -343,6 +388,44 @@ CASES = [
                                   "git push b HEAD:main"), allow=GIT),  # fmt: skip
     Case("git-config-subcommand", ("git config core.fsmonitor 'touch pwned; false'", "git status"), allow=GIT),
     Case("git-submodule", ("git submodule add ./tpl t",), allow=GIT),
+    # git's state files and `.git` anywhere (issue 12 findings 01, 04, 08, 15): the operator's git runs after
+    Case("git-rebase-todo-exec", (*_REBASE_STATE, "git rebase --continue"), allow=GIT, control=True),
+    Case("git-rebase-todo-for-the-operator", _REBASE_STATE, allow=GIT),  # the operator's `git rebase --continue`
+    Case("git-commondir", ("mkdir -p x/objects x/refs", "printf 'ref: refs/heads/main\\n' > x/HEAD",
+                           f"{_FSMONITOR} > x/config", "echo ../x > .git/commondir"), control=True),  # fmt: skip
+    Case("gitfile-in-subfolder", ("mkdir -p x/objects x/refs", "printf 'ref: refs/heads/main\\n' > x/HEAD",
+                                  f"{_FSMONITOR} > x/config", "printf 'gitdir: ../x\\n' > sub/.git"),
+         control=True),  # fmt: skip
+    Case("git-dir-lookalike-by-copy", ("mkdir -p sub/refs/heads", "cp -r .git/objects sub/",
+                                       "printf 'ref: refs/heads/main\\n' > sub/HEAD", f"{_FSMONITOR} > sub/config")),
+    Case("git-dir-lookalike-in-one-run", ("mkdir -p y/objects y/refs && printf 'ref: refs/heads/main\\n' > y/HEAD",)),
+    Case("git-legacy-remote-file", ("git fetch x", "git show stolen:s.txt"), allow=GIT, setup=_legacy_remote,
+         control=True),  # fmt: skip
+    Case("git-legacy-remote-written", ("mkdir -p .git/remotes", "printf 'URL: ../outside/srepo\\n' > .git/remotes/y"),
+         allow=GIT),  # fmt: skip
+    Case("git-alternates", ("git cat-file --batch-all-objects --batch | grep -a TOPSECRET",), allow=GIT,
+         setup=_alternates, control=True),  # fmt: skip
+    Case("git-am-base64-mail", ("git am evil.mbox",), allow=GIT, setup=_base64_mail, control=True),
+    Case("sh-forges-rebase-todo", ("sh -c 'mkdir -p .git/rebase-merge && echo \"exec touch pwned\" > "
+                                   ".git/rebase-merge/git-rebase-todo && git rev-parse HEAD > .git/rebase-merge/onto "
+                                   "&& cp .git/rebase-merge/onto .git/rebase-merge/orig-head && echo refs/heads/main "
+                                   "> .git/rebase-merge/head-name && touch .git/rebase-merge/interactive'",),
+         allow=(*SH, *GIT), needs=NO_WALL),  # fmt: skip
+    Case("sh-writes-commondir", ("sh -c 'mkdir -p x/objects x/refs && echo ref: refs/heads/main > x/HEAD && "
+                                 "printf \"[core]\\n\\tfsmonitor = touch pwned\\n\" > x/config && "
+                                 "echo ../x > .git/commondir'",), allow=SH, needs=NO_WALL),  # fmt: skip
+    Case("sh-makes-gitfile-in-subfolder", ("sh -c 'mkdir -p x/objects x/refs && echo ref: refs/heads/main > x/HEAD "
+                                           "&& printf \"[core]\\n\\tfsmonitor = \\\"touch pwned; false\\\"\\n\" "
+                                           "> x/config && echo gitdir: ../x > sub/.git'",), allow=SH,
+         needs=NO_WALL),  # fmt: skip
+    Case("sh-writes-legacy-remote", ("sh -c 'mkdir -p .git/remotes && echo URL: ../outside/srepo > .git/remotes/y'",
+                                     "git fetch y"), allow=(*SH, *GIT), needs=NO_WALL),  # fmt: skip
+    # programs get a HOME of their own (finding 11): a dotfile the script writes configures nothing
+    Case("home-curlrc", ("printf 'output = \"pwned\"\\n' > .curlrc", "curl -s file:///dev/null"),
+         allow=("curl",), control=True, denies=False),  # fmt: skip
+    Case("home-wgetrc", ("printf 'output_document = pwned\\n' > .wgetrc",
+                                   "wget -q http://127.0.0.1:9/ ; test -e pwned && echo read-wgetrc"),
+         allow=("wget",), control=True, denies=False),  # fmt: skip
     # 7. argument models: see the policy cases above (uniq +0, cp -S) and these
     Case("tail-obsolete-follow", ("tail +1f notes.txt",)),
     Case("sort-output-outside", ("sort -o ../outside/canary.txt notes.txt",)),
@@ -418,8 +501,31 @@ def _broken(root: Path, ws: Path, before_outside: dict, before_protected: dict, 
     problems += _leaks(root, ran, secret_value, f"TOPSECRET-{root.name}")
     if _protected(ws) != before_protected:
         problems.append("a protected file changed")
+    problems += _operator_git(root, ws)
     if ran is not None and not (ws / ".dal" / "dal.db").exists():
         problems.append("the run store is gone")
+    return problems
+
+
+def _operator_git(root: Path, ws: Path) -> list[str]:
+    """The person's own git, later, outside DAL and any wall, in the workspace and its `sub/` folder: what
+    a script left in git's state (a todo list, a commondir, a `.git` file, a legacy remote) must not make
+    it run anything (the markers) or take a repository elsewhere."""
+    if not HAVE_GIT:
+        return []
+    problems = []
+    home = root / "operator-home"
+    home.mkdir(exist_ok=True)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LC_ALL": "C.UTF-8", "GIT_EDITOR": "true"}
+    for where in (ws, ws / "sub"):
+        if not where.is_dir():
+            continue
+        for cmd in (["git", "status"], ["git", "rebase", "--continue"]):
+            subprocess.run(cmd, cwd=where, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
+    shutil.rmtree(home, ignore_errors=True)
+    problems += [f"marker {m} exists after the operator's git ran" for m in MARKERS if os.path.lexists(root / m)]
+    if os.path.lexists(ws / ".git" / "commondir"):
+        problems.append(".git/commondir exists: the operator's git reads the repository from elsewhere")
     return problems
 
 
@@ -427,8 +533,9 @@ def _params() -> list:
     out = []
     for case in CASES:
         marks = []
-        if case.allow == GIT and not HAVE_GIT:
-            marks.append(pytest.mark.skip(reason="git not installed"))
+        missing = [name for name in case.allow if find_program(name) is None]
+        if missing:
+            marks.append(pytest.mark.skip(reason=f"{', '.join(missing)} not installed"))
         for wall in (True, False):
             wall_marks = list(marks)
             if wall and not HAVE_BWRAP:
@@ -450,7 +557,7 @@ def test_hostile_case_holds(case: Case, wall: bool, root: Path, secret: str, fea
     ran = _run(root, ws, case, wall, secret)
     problems = _broken(root, ws, before_outside, before_protected, ran, secret)
     assert not problems, f"{case.id}: {problems}\n{ran.stdout}"
-    if "wall" not in case.needs and case.commands:
+    if "wall" not in case.needs and case.commands and case.denies:
         # The static check held it: the attack itself was denied, not merely failed.
         assert "denied" in ran.statuses, f"{case.id}: nothing was denied\n{ran.stdout}"
     runs = [item for item in ran.receipt["effects"]["items"]]
@@ -461,8 +568,8 @@ def test_hostile_case_holds(case: Case, wall: bool, root: Path, secret: str, fea
 def test_the_attack_works_without_dal(case: Case, root: Path, secret: str) -> None:
     """The control: bash runs the same commands in the same workspace (with the operator's environment, as
     a program would have it without DAL's scrubbing), and some canary breaks."""
-    if case.allow == GIT and not HAVE_GIT:
-        pytest.skip("git not installed")
+    if any(find_program(name) is None for name in case.allow):
+        pytest.skip(f"{', '.join(case.allow)} not installed")
     ws = _build(root, case)
     os.symlink("/proc/self/environ", ws / "trap_proc" / "environ")  # the reading program's own, unscrubbed
     if (ws / "p.patch").exists():

@@ -129,9 +129,9 @@ def test_private_tmp_and_shm_are_capped_and_the_root_is_read_only(tmp_path: Path
     assert r.stderr.count("No space left on device") == 2 and r.stderr.count("Read-only file system") == 3
     assert int(r.stdout.splitlines()[-1]) <= 1 << 20
     again = sh(tmp_path, "ls -A /tmp /dev/shm", policy=policy)  # a fresh /tmp for every command
-    # (/tmp holds only the folders down to the workspace, which is under /tmp here)
+    # (/tmp holds the programs' HOME, and only the folders down to the workspace, which is under /tmp here)
     top = [tmp_path.parts[2]] if tmp_path.parts[1] == "tmp" else []
-    assert again.stdout.split() == ["/dev/shm:", "/tmp:", *top]
+    assert again.stdout.split() == ["/dev/shm:", "/tmp:", *sorted([".dal-home", *top])]
 
 
 def _git_repo(ws: Path) -> None:
@@ -290,15 +290,16 @@ def test_the_wall_binds_by_path_where_bubblewrap_cannot_bind_a_descriptor(
 @pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
 def test_git_running_a_hook_from_its_config_runs_it_inside_the_wall(canaries: tuple[Path, Path]) -> None:
     """The issue's git vector: a `core.fsmonitor` line makes `git status` run a command. Wherever that line
-    comes from (here `~/.gitconfig`, which is the workspace's `.gitconfig`), the command runs inside the
-    wall, with no capabilities and nothing of the host to write."""
+    comes from (here the repository's own config, which a script cannot write but an operator may), the
+    command runs inside the wall, with no capabilities and nothing of the host to write."""
     ws, outside = canaries
     marker = Path("/var/tmp") / f"dal-git-marker-{os.getpid()}"
     hook = (f"id -u > hook-ran.txt; mount -o remount,rw / 2>> hook-ran.txt; echo x > {marker}; "
             f"echo x > {outside}/canary.txt; grep CapEff /proc/self/status >> hook-ran.txt")
     shutil.rmtree(ws / ".git")  # the canary workspace's stand-in: a real repository here
     subprocess.run(["git", "init", "-q", str(ws)], check=True, env={"PATH": "/usr/bin:/bin", "HOME": str(outside)})
-    (ws / ".gitconfig").write_text(f"[core]\n\tfsmonitor = \"{hook}\"\n")
+    with open(ws / ".git" / "config", "a") as f:
+        f.write(f"[core]\n\tfsmonitor = \"{hook}\"\n")
     policy = Policy.load(ws, allow_run=["git"])
     run_effect("git status --short", EffectContext(policy=policy))
     ran = (ws / "hook-ran.txt").read_text()
@@ -331,3 +332,114 @@ def test_a_symlinked_git_folder_inside_the_workspace_is_protected_where_it_reall
                "echo end")
     assert r.stdout == "end\n" and r.stderr.count("Read-only file system") == 3
     assert (ws / "repo.git" / "config").read_text() == "[core]\n" and (ws / "notes.txt").read_text() == "ok\n"
+
+
+def _repo_with_branch(ws: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(ws.parent), "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@e",
+           "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@e"}
+    for cmd in ("git init -q -b main .", "git commit -q --allow-empty -m one", "git checkout -q -b side",
+                "git commit -q --allow-empty -m two", "git checkout -q main", "git commit -q --allow-empty -m three",
+                "git checkout -q side", "git config user.name a", "git config user.email a@e"):
+        subprocess.run(cmd.split(), cwd=ws, check=True, env=env, capture_output=True)
+
+
+@walled
+@pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
+def test_git_state_a_program_makes_inside_the_wall_does_not_outlive_it(tmp_path: Path) -> None:
+    """Finding 01: a rebase todo list or a commondir made inside the wall would make the person's own git
+    run the script's commands later. Placeholders hold the entries an empty folder stands in for; those whose
+    mere existence changes git are removed when the pipeline ends, and the command fails saying so."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    _repo_with_branch(ws)
+    r = sh(ws, "mkdir -p .git/rebase-merge && echo 'exec touch pwned' > .git/rebase-merge/git-rebase-todo && "
+               "git rev-parse HEAD > .git/rebase-merge/onto && echo ../x > .git/commondir && echo made",
+           policy=Policy.load(ws, allow_run=["sh", "git"]))
+    assert r.status == "failed" and r.code == 126 and "made" in r.stdout
+    assert "dal: removed .git/commondir, .git/rebase-merge" in r.stderr
+    assert not (ws / ".git" / "rebase-merge").exists() and not (ws / ".git" / "commondir").exists()
+    r = sh(ws, "mkdir .git/modules/m; echo /x > .git/objects/info/alternates; echo URL: /x > .git/remotes/y; "
+               "echo x > .git/branches/y; echo end")
+    assert r.stdout == "end\n" and r.stderr.count("Read-only file system") == 4, r.stderr
+    for rel in (".git/modules", ".git/objects/info/alternates", ".git/remotes"):
+        assert not (ws / rel).exists(), rel  # the placeholders are gone again
+    assert sorted(os.listdir(ws / ".git" / "branches")) == []
+    # git's own multi-step operation, finished within the command, is untouched
+    r = run_effect("git rebase main", EffectContext(policy=Policy.load(ws, allow_run=["git"])))
+    assert r.ok and "removed" not in r.stderr, r.stderr
+    log = subprocess.run(["git", "log", "--format=%s"], cwd=ws, capture_output=True, text=True).stdout
+    assert log.split() == ["two", "three", "one"]
+    assert subprocess.run(["git", "status"], cwd=ws, capture_output=True).returncode == 0
+    assert not (ws / "pwned").exists()
+
+
+@pytest.mark.parametrize("wall", [pytest.param(True, marks=walled), False], ids=["wall", "nowall"])
+def test_programs_get_a_home_of_their_own_not_the_workspace(tmp_path: Path, wall: bool) -> None:
+    """Finding 11: with HOME the workspace, a `.curlrc` (`.wgetrc`, `.netrc`, `.npmrc`, `.gitconfig`,
+    `.local/` ...) the script wrote would configure the programs the policy allows. HOME is a folder of the
+    command's own, empty when it starts, and gone afterwards."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".curlrc").write_text('output = "pwned"\n')
+    ctx = {"use_sandbox": wall, "unsandboxed_as_root": True}
+    r = sh(ws, 'echo "$HOME" "$XDG_CONFIG_HOME"; ls -A "$HOME" | wc -l; echo x > "$HOME/.curlrc"; echo ok', **ctx)
+    home, xdg, count, ok = r.stdout.split()
+    assert r.ok and ok == "ok" and count == "0" and xdg == home + "/.config"
+    assert not home.startswith(str(ws)) and home != str(ws)
+    if wall:
+        assert home == "/tmp/.dal-home"
+    else:
+        assert not os.path.exists(home)  # removed with the command
+    again = sh(ws, 'ls -A "$HOME" | wc -l', **ctx)
+    assert again.stdout.strip() == "0"  # what one command leaves in its HOME, the next does not see
+    if shutil.which("curl"):
+        r = run_effect("curl -s file:///dev/null", EffectContext(policy=Policy.load(ws, allow_run=["curl"]), **ctx))
+        assert r.ok and not (ws / "pwned").exists()
+
+
+@walled
+@pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
+def test_a_gitfile_or_git_directory_made_anywhere_inside_the_wall_is_undone(tmp_path: Path) -> None:
+    """Finding 15: a `.git` file (`gitdir: ../x`) or a folder passing for a git directory, made by a program
+    inside the wall anywhere in the write roots, would make a person's git there run its config later. What
+    git makes itself (`git init`, `git clone`'s `.git` folder, `git worktree add`'s `.git` file) stays."""
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    _repo_with_branch(ws)
+    policy = Policy.load(ws, allow_run=["sh", "git"])
+    r = sh(ws, "mkdir -p x/objects x/refs deep/y/objects deep/y/refs && echo ref: refs/heads/main > x/HEAD && "
+               "echo ref: refs/heads/main > deep/y/HEAD && echo 'gitdir: ../x' > sub/.git && ln -s ../x deep/.git && "
+               "echo made", policy=policy)
+    assert r.code == 126 and "made" in r.stdout, r.stderr
+    assert "dal: removed" in r.stderr and "sub/.git" in r.stderr and "x/HEAD" in r.stderr
+    for rel in ("sub/.git", "deep/.git", "x/HEAD", "deep/y/HEAD"):
+        assert not os.path.lexists(ws / rel), rel
+    assert (ws / "x" / "objects").is_dir()  # only what makes git take it for a repository is gone
+    for cmd in ("git init -q fresh", "git clone -q . copy", "git worktree add -q wt"):
+        r = run_effect(cmd, EffectContext(policy=policy))
+        assert r.ok and "removed" not in r.stderr, (cmd, r.stderr)
+    assert (ws / "fresh" / ".git").is_dir() and (ws / "copy" / ".git").is_dir() and (ws / "wt" / ".git").is_file()
+
+
+@walled
+@pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
+def test_a_gitfile_dressed_as_a_worktree_is_undone_unless_it_leads_back(tmp_path: Path) -> None:
+    """A `.git` file into .git/worktrees/NAME stays only when that worktree's commondir leads back to the
+    repository (what `git worktree add` writes); one whose commondir names the script's folder goes."""
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    _repo_with_branch(ws)
+    r = sh(ws, "mkdir -p evil/objects evil/refs .git/worktrees/w && echo ../../../evil > .git/worktrees/w/commondir "
+               "&& echo ref: refs/heads/main > .git/worktrees/w/HEAD && echo 'gitdir: ../.git/worktrees/w' > sub/.git")
+    assert r.code == 126 and "sub/.git" in r.stderr, r.stderr
+    assert not os.path.lexists(ws / "sub" / ".git")
+
+
+@walled
+def test_a_config_missing_from_an_existing_git_folder_cannot_be_added_inside_the_wall(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / ".git" / "objects").mkdir(parents=True)
+    (ws / ".git" / "refs").mkdir()
+    (ws / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    r = sh(ws, "printf '[core]\\n\\tfsmonitor = \"touch pwned\"\\n' > .git/config; echo end")
+    assert r.code == 126 and "removed .git/config" in r.stderr and not (ws / ".git" / "config").exists()
