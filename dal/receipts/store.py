@@ -41,7 +41,7 @@ from dal.receipts.ids import RUN_ID_RE, utc_timestamp
 from dal.receipts.jobs_schema import MIGRATION as _JOBS_MIGRATION
 from dal.receipts.location import DEFAULT_STORE, STORE_ENV, StoreLocation  # noqa: F401 - names in use
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # save_receipt() checks this many entries (plus the last) of each long list against the schema.
 VALIDATE_SAMPLE = 8
 # How long a writer waits for the store's write lock (SQLite's busy timeout), unless DAL_STORE_TIMEOUT
@@ -136,6 +136,18 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     # The job queue: jobs, workers, schedules (dal/receipts/jobs_schema.py, docs/workers.md).
     3: _JOBS_MIGRATION,
+    # The order of runs is the order the store recorded them in (`ord`, assigned in begin_run's
+    # transaction, under the key lock), never a clock reading taken before the lock: a run that started
+    # first but got the lock last, or a clock stepped back, must not make an older run "the newest".
+    # Existing runs keep the order they were inserted in (rowid). A decision keeps the command the person
+    # decided about, so that it never applies to another one.
+    4: [
+        "ALTER TABLE runs ADD COLUMN ord INTEGER",
+        "UPDATE runs SET ord = rowid",
+        "CREATE INDEX runs_by_ord ON runs(ord)",
+        "CREATE INDEX runs_by_key_ord ON runs(key, ord)",
+        "ALTER TABLE approvals ADD COLUMN command TEXT",
+    ],
 }
 
 _RUN_COLUMNS = (
@@ -167,6 +179,15 @@ class StoreDamaged(StoreError):
 
 class StoreLocked(StoreError):
     """Another process held the store's write lock for longer than the busy timeout."""
+
+
+class RunContinued(StoreError):
+    """begin_run() of a run that continues `previous_run`, which another run already continues: two
+    runners of one operation at once (nothing was recorded). `by` is the run that continues it."""
+
+    def __init__(self, message: str, path: Path | str | None, by: str) -> None:
+        super().__init__(message, path)
+        self.by = by
 
 
 def store_path(store: str | os.PathLike[str] | None = None, workspace: str | os.PathLike[str] | None = None) -> Path:
@@ -292,6 +313,7 @@ SCHEMA_DIGESTS = {
     1: "aff8ee56dcd6b3694c990b204427b881120c47751e6cd9b9d63bb73d7f34cec7",
     2: "c6a43d30776b6647bba3b71ef39c65a0bebce4e746bbf76e18858be4a81923a8",
     3: "2dc9691ce37d9983394476c418688f9ea4e0baafe75de61a54edb7af7361a14c",
+    4: "d3b1e3fc7adc8983977b4cddc5cdd704ae90bca7b8168af776c026c511535dd4",
 }
 
 
@@ -746,6 +768,12 @@ class Store:
         rows = self._read("checking it", lambda c: c.execute("PRAGMA integrity_check").fetchall())
         return [] if rows == [("ok",)] else [r[0] for r in rows]
 
+    @property
+    def _newest_first(self) -> str:
+        """ORDER BY for the runs of one operation, newest first: in the order the store recorded them (a
+        reader of a store older than version 4, which has no `ord`, falls back to the ids' clock order)."""
+        return "ord DESC" if (self._schema or 0) >= 4 else "run_id DESC"
+
     def _has_tables(self, conn: sqlite3.Connection) -> bool:
         return bool(conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone())
 
@@ -772,10 +800,19 @@ class Store:
         pid = os.getpid() if pid is None else pid
         pid_start, boot = identity(pid)
         with self._write(f"starting run {run_id}") as c:
+            if previous_run is not None:
+                # Compare and set, in the transaction that records the run: a run has at most one
+                # successor, whatever locks the runners took (two paths to one store, a lock folder lost).
+                later = c.execute("SELECT run_id FROM runs WHERE previous_run = ? LIMIT 1", (previous_run,)).fetchone()
+                if later is not None:
+                    raise RunContinued(
+                        f"run {previous_run} was already continued by run {later[0]}, recorded while this one "
+                        "was starting: another invocation of the operation runs it (through another path to "
+                        f"the store {self.path}?). Nothing ran.", self.path, later[0])
             c.execute(
                 "INSERT INTO runs (run_id, operation, key, status, script_path, started_at, previous_run,"
-                " pid, pid_start, boot_id,"
-                " policy) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
+                " pid, pid_start, boot_id, policy, ord)"
+                " VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(ord), 0) + 1 FROM runs))",
                 (
                     run_id,
                     _utf8(operation),
@@ -830,8 +867,8 @@ class Store:
         c.execute(
             "INSERT INTO runs (run_id, operation, key, status, retry, external_effect, blocker,"
             " script_path,"
-            " started_at, finished_at, duration_ms, previous_run, skipped_of, pid, receipt)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " started_at, finished_at, duration_ms, previous_run, skipped_of, pid, receipt, ord)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(ord), 0) + 1 FROM runs))"
             " ON CONFLICT (run_id) DO UPDATE SET operation = excluded.operation, key = excluded.key,"
             " status = excluded.status, retry = excluded.retry,"
             " external_effect = excluded.external_effect,"
@@ -923,7 +960,7 @@ class Store:
             out = dict(zip([d[0] for d in cur.description], row, strict=True))
             out["policy"] = json.loads(out["policy"]) if out["policy"] else None
             later = c.execute(
-                "SELECT run_id FROM runs WHERE previous_run = ? ORDER BY run_id DESC LIMIT 1", (run_id,)
+                f"SELECT run_id FROM runs WHERE previous_run = ? ORDER BY {self._newest_first} LIMIT 1", (run_id,)
             ).fetchone()
             out["resumed_by"] = later[0] if later else None
             return out
@@ -1001,7 +1038,7 @@ class Store:
                 raise RunNotFound(f"no run {ref} in {self.path} (list runs with `dal receipts`)", self.path)
         row = c.execute(
             "SELECT run_id, receipt FROM runs WHERE (key = ? OR operation = ?) AND receipt IS NOT NULL"
-            " ORDER BY run_id DESC LIMIT 1",
+            f" ORDER BY {self._newest_first} LIMIT 1",
             (ref, ref),
         ).fetchone()
         if row is None:
@@ -1020,8 +1057,9 @@ class Store:
         waiting: bool = False,
         limit: int | None = 50,
     ) -> list[dict[str, Any]]:
-        """Runs newest first, as summary rows (run_id, operation, key, status, retry, external_effect,
-        blocker, script_path, started_at, finished_at, duration_ms, previous_run, skipped_of).
+        """Runs newest first by start time (their ids), as summary rows (run_id, operation, key, status, retry,
+        external_effect, blocker, script_path, started_at, finished_at, duration_ms, previous_run, skipped_of).
+        Which run of a key is the newest is runs_of_key()'s to say.
 
         `operation` matches the operation or the key, exactly or as a glob when it has `*`, `?` or `[`.
         `waiting` keeps only runs that wait for a person or a resume.
@@ -1040,6 +1078,25 @@ class Store:
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
         return self._read("listing runs", read)
+
+    def runs_of_key(self, key: str, *, limit: int | None = 20) -> list[dict[str, Any]]:
+        """The runs of `key`, newest first in the order the store recorded them (`ord`, assigned under the
+        key's lock), as list_runs() rows: what decides which run an operation continues. A run's id is a
+        clock reading taken before the lock, so it cannot say that."""
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE key = ? ORDER BY {self._newest_first}"
+        args: list[Any] = [key]
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(max(0, int(limit)))
+
+        def read(c: sqlite3.Connection) -> list[dict[str, Any]]:
+            if not self._has_tables(c):
+                return []
+            cur = c.execute(sql, args)
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+        return self._read(f"listing the runs of {key!r}", read)
 
     def count_runs(
         self,

@@ -32,7 +32,7 @@ from dal.receipts.files import write_receipt_files
 from dal.receipts.ids import new_run_id, utc_timestamp
 from dal.receipts.retry import derive_retry
 from dal.receipts.schema import ReceiptSchemaError
-from dal.receipts.store import Store, StoreError
+from dal.receipts.store import RunContinued, Store, StoreError
 from dal.runner.effects import EffectHandler, rerunnable
 from dal.runner.inforce import Adopted, adopt, protect_run, receipt_policy, stored_policy
 from dal.runner.locks import KeyBusy, KeyLock
@@ -346,9 +346,11 @@ class _Run:
         if not self.spec.new_attempt:
             self._same_args(prev, key)
         if self.spec.new_attempt:
-            # The operator closes the operation's journal: a fresh one, linked to the run it follows.
+            # The operator closes the operation's journal: a fresh one, linked to the run it follows
+            # (recorded at once, like every run that continues one: see Store.begin_run).
             self.previous = {"run_id": prev["skipped_of"]} if prev["status"] == "skipped" else prev
             self.kind = "new"
+            self.begin(key)
             return
         if status == "completed":
             self.kind = "duplicate"
@@ -455,9 +457,12 @@ class _Run:
             pass
 
     def begin(self, operation: str) -> None:
-        """Record the run before it executes anything; RunnerError when the store refuses."""
+        """Record the run before it executes anything; RunnerError when the store refuses (exit 3 when
+        another run already continues the run this one would continue: two runners of one operation)."""
         try:
             self.begin_or_fail(operation)
+        except RunContinued as e:
+            raise RunnerError(str(e), exit_code=3) from None
         except StoreError as e:
             raise RunnerError(f"{e} Nothing ran: run the same command again once the store can be written.") from None
 
@@ -562,12 +567,12 @@ def newest_run_of_key(store: Store, key: str) -> dict[str, Any] | None:
             return kind not in ("duplicate", "rejected")
         return True
 
-    rows = store.list_runs(key=key, limit=20)
+    rows = store.runs_of_key(key, limit=20)
     for row in rows:
         if counts(row):
             return row
     if len(rows) == 20:
-        for row in store.list_runs(key=key, limit=None):
+        for row in store.runs_of_key(key, limit=None):
             if counts(row):
                 return row
     return None
