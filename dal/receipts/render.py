@@ -277,6 +277,16 @@ def next_action(
         )
     if retry == "none" or (retry is None and status == "completed"):
         return "nothing to do"
+    # A failed or timed-out effect the journal replays (one that must not run twice, or a read that came
+    # before one) fails the next attempt the same way: a person says to run it again.
+    again = [e for e in items if e.get("replayed") and e.get("status") in ("failed", "timeout")]
+    if status == "failed" and again and not (error is not None and error.get("kind") == "divergence"):
+        e = again[-1]
+        return (
+            f"effect {e['seq']} (`{e['command']}`) {e['status'] if e['status'] == 'failed' else 'timed out'} in an "
+            f"earlier attempt, and the journal replays that result: once its cause is fixed, "
+            f"`dal resolve {rid} --effect {e['seq']} --as retry` runs it again on `dal resume {rid}`"
+        )
     if retry == "resume":
         return f"`dal resume {rid}`"
     if retry == "replay":

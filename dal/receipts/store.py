@@ -181,6 +181,15 @@ class StoreLocked(StoreError):
     """Another process held the store's write lock for longer than the busy timeout."""
 
 
+class DecisionTooLate(StoreError):
+    """record_approval() found that the run at the effect already acted on an earlier decision."""
+
+    def __init__(self, message: str, path: Path | str | None, run_id: str, finished: bool) -> None:
+        super().__init__(message, path)
+        self.run_id = run_id
+        self.finished = finished
+
+
 class RunContinued(StoreError):
     """begin_run() of a run that continues `previous_run`, which another run already continues: two
     runners of one operation at once (nothing was recorded). `by` is the run that continues it."""
@@ -1233,15 +1242,20 @@ class Store:
         kinds: Iterable[str] = (),
         after: int = 0,
         fence: Any = None,
+        act: Callable[[dict[str, Any]], tuple[dict[str, Any], Any] | None] | None = None,
+        result: Any = None,
     ) -> dict[str, Any] | None:
         """Effect `seq` needs a person's decision (an approval, or what happened to an effect of unknown
-        outcome). In one transaction: the newest decision of one of `kinds` about effect `seq` recorded for
-        any run in `decided_in` with an id above `after`, as approvals() gives it; when there is none, the
-        hold is journaled for `run_id` (as journal_intent() would) and None is returned.
+        outcome). In one transaction: the newest decision of one of `kinds` about effect `seq` of
+        `command` (or of no recorded command: decisions stored before they kept one) recorded for any run in
+        `decided_in` with an id above `after`, as approvals() gives it; when there is one, the journal entry
+        that acts on it, `act(row)` -> (detail, result or None), is journaled for `run_id` (nothing when
+        `act` is None or returns None); when there is none, the hold (`detail`, with `result` when that is
+        not None: a replayed result the person may still ask to run again) is journaled and None is returned.
 
-        A decision recorded at the same moment is therefore either returned here or recorded after the
-        hold is journaled, never lost in between: the runner's check at a gate and `dal approve` cannot
-        pass each other."""
+        A decision recorded at the same moment is therefore either acted on here or recorded after the
+        hold is journaled, never lost in between, and the decision acted on is the newest one at the gate,
+        not one read earlier: the runner's check at a gate and `dal approve` cannot pass each other."""
         runs, wanted = list(dict.fromkeys(decided_in)), list(dict.fromkeys(kinds))
         with self._write(f"journaling effect {seq} of {run_id}") as c:
             if fence is not None:
@@ -1250,25 +1264,38 @@ class Store:
                 cur = c.execute(
                     "SELECT id, run_id, seq, decision, who, at, note FROM approvals"
                     f" WHERE run_id IN ({', '.join('?' * len(runs))}) AND seq = ?"
-                    f" AND decision IN ({', '.join('?' * len(wanted))}) AND id > ? ORDER BY id DESC LIMIT 1",
-                    (*runs, seq, *wanted, after),
+                    f" AND decision IN ({', '.join('?' * len(wanted))}) AND id > ?"
+                    " AND (command IS NULL OR command = ?) ORDER BY id DESC LIMIT 1",
+                    (*runs, seq, *wanted, after, command),
                 )
                 row = cur.fetchone()
                 if row is not None:
-                    return dict(zip([d[0] for d in cur.description], row, strict=True))
-            cur = c.execute(
-                "INSERT INTO effects (run_id, seq, command, class, status, intent_at, detail)"
-                " VALUES (?, ?, ?, ?, 'intent', ?, ?)"
-                " ON CONFLICT (run_id, seq) DO UPDATE SET command = excluded.command, class = excluded.class,"
-                " intent_at = excluded.intent_at, detail = excluded.detail WHERE effects.result IS NULL",
-                (run_id, seq, command, effect_class, utc_timestamp(),
-                 None if detail is None else json.dumps(detail, ensure_ascii=False)),
-            )
-            if cur.rowcount == 0:
-                raise StoreError(
-                    f"effect {seq} of run {run_id} already has a journaled result; it is final.", self.path
-                )
+                    found = dict(zip([d[0] for d in cur.description], row, strict=True))
+                    entry = act(found) if act is not None else None
+                    if entry is not None:
+                        self._put_entry(c, run_id, seq, command, effect_class, entry[0], entry[1])
+                    return found
+            self._put_entry(c, run_id, seq, command, effect_class, detail, result)
         return None
+
+    def _put_entry(self, c: sqlite3.Connection, run_id: str, seq: int, command: str, effect_class: str | None,
+                   detail: dict[str, Any] | None, result: Any) -> None:
+        """An intent (and its result, when not None) inside the caller's transaction."""
+        cur = c.execute(
+            "INSERT INTO effects (run_id, seq, command, class, status, intent_at, detail)"
+            " VALUES (?, ?, ?, ?, 'intent', ?, ?)"
+            " ON CONFLICT (run_id, seq) DO UPDATE SET command = excluded.command, class = excluded.class,"
+            " intent_at = excluded.intent_at, detail = excluded.detail WHERE effects.result IS NULL",
+            (run_id, seq, command, effect_class, utc_timestamp(), None if detail is None else _dumps(detail)),
+        )
+        if cur.rowcount == 0:
+            raise StoreError(f"effect {seq} of run {run_id} already has a journaled result; it is final.", self.path)
+        if result is not None:
+            status = result.get("status") if isinstance(result, dict) else None
+            c.execute(
+                "UPDATE effects SET result = ?, status = ?, result_at = ? WHERE run_id = ? AND seq = ?",
+                (_dumps(result), status if isinstance(status, str) else "done", utc_timestamp(), run_id, seq),
+            )
 
     def lineage(self, run_id: str, *, limit: int = 10_000) -> list[dict[str, Any]]:
         """`run_id` and the runs it continues, newest first, following `previous_run`: each as run_id,
@@ -1300,10 +1327,16 @@ class Store:
     # -- approvals -----------------------------------------------------------------------------------
 
     def record_approval(
-        self, run_id: str, seq: int | None, decision: str, *, who: str | None = None, note: str | None = None
+        self, run_id: str, seq: int | None, decision: str, *, who: str | None = None, note: str | None = None,
+        command: str | None = None, unless_acted_by: str | None = None,
     ) -> dict[str, Any]:
         """Durably record a person's decision about effect `seq` of a run (e.g. `approve`, `deny`, or a
-        resolution `done`/`failed`/`retry`) and return the stored row."""
+        resolution `done`/`failed`/`retry`) and return the stored row. `command`: the command the person
+        decided about; the decision applies to no other (see journal_hold).
+
+        `unless_acted_by`: a run that may be at the effect right now. If its journal shows it already
+        acted on a decision about effect `seq` (it is executing it, or did), nothing is recorded and
+        DecisionTooLate is raised, in the same transaction, so the check and the record cannot be passed."""
         row = {
             "run_id": run_id,
             "seq": seq,
@@ -1313,21 +1346,33 @@ class Store:
             "note": note,
         }
         with self._write(f"recording a decision for {run_id}") as c:
+            if unless_acted_by is not None:
+                got = c.execute("SELECT detail, result FROM effects WHERE run_id = ? AND seq = ?",
+                                (unless_acted_by, seq)).fetchone()
+                detail = json.loads(got[0]) if got is not None and got[0] else {}
+                if got is not None and "decision" in detail and not (detail.get("pending") or detail.get("uncertain")):
+                    raise DecisionTooLate(
+                        f"run {unless_acted_by} already acted on an earlier decision about effect {seq} "
+                        + ("and recorded its result" if got[1] is not None else "and is executing it now"),
+                        self.path, unless_acted_by, got[1] is not None)
             cur = c.execute(
-                "INSERT INTO approvals (run_id, seq, decision, who, at, note) VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, seq, decision, row["who"], row["at"], note),
+                "INSERT INTO approvals (run_id, seq, decision, who, at, note, command) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (run_id, seq, decision, row["who"], row["at"], note, command),
             )
             row["id"] = cur.lastrowid
         return row
 
     def approvals(self, run_id: str) -> list[dict[str, Any]]:
-        """Decisions recorded for a run, oldest first."""
+        """Decisions recorded for a run, oldest first (with the command each was about; None for decisions
+        stored before decisions kept it)."""
 
         def read(c: sqlite3.Connection) -> list[dict[str, Any]]:
             if not self._has_tables(c):
                 return []
+            command = "command" if (self._schema or 0) >= 4 else "NULL AS command"
             cur = c.execute(
-                "SELECT id, run_id, seq, decision, who, at, note FROM approvals WHERE run_id = ? ORDER BY id",
+                f"SELECT id, run_id, seq, decision, who, at, note, {command} FROM approvals WHERE run_id = ?"
+                " ORDER BY id",
                 (run_id,),
             )
             names = [d[0] for d in cur.description]

@@ -48,10 +48,12 @@ def _state(p: Prior, live_run: str | None) -> str:
     return "uncertain"
 
 
-def held_effect(store: Store, run: dict[str, Any], effect: int | None, want: str, named: str | None = None) -> Prior:
+def held_effect(store: Store, run: dict[str, Any], effect: int | None, want: str, named: str | None = None,
+                decision: str = "") -> Prior:
     """The effect of `run`'s operation that a decision of kind `want` (pending_approval | uncertain) is
     about, read from the operation's journal (every attempt's). `run` is the operation's newest run,
-    `named` the run the person named, when another."""
+    `named` the run the person named, when another. `decision` `resolved:retry` may also be about an
+    effect that failed or timed out: a person may say to run it again once its cause is fixed."""
     from dal.runner.runner import run_alive
 
     rid = run["run_id"]
@@ -66,6 +68,12 @@ def held_effect(store: Store, run: dict[str, Any], effect: int | None, want: str
     effects = {seq: p for seq, p in journal.load(store, rid).entries.items() if seq > 0}
     states = {seq: _state(p, rid if live else None) for seq, p in effects.items()}
     what = _LABELS[want]
+    accepted = {want} | ({"failed", "timeout"} if decision == "resolved:retry" else set())
+    running = [seq for seq in sorted(effects) if states[seq] == "running"]
+    if running and effect in (None, running[-1]):
+        seq = running[-1]
+        raise DecisionRefused(f"too late: run {rid} is executing effect {seq} (`{effects[seq].command}`) right now"
+                              " (it acted on the decision before this one); nothing was recorded")
     if effect is None:
         held = [seq for seq in sorted(effects) if states[seq] in _LABELS]
         if not held:
@@ -77,7 +85,7 @@ def held_effect(store: Store, run: dict[str, Any], effect: int | None, want: str
             raise DecisionRefused(f"run {rid} has no effect {effect} (it recorded {n} effect{'s' if n != 1 else ''})")
         seq = effect
     item, state = effects[seq], states[seq]
-    if state != want:
+    if state not in accepted:
         hint = ""
         if state == "uncertain":
             hint = f"; use `dal resolve {rid} --effect {seq} --as done|failed|retry`"
@@ -87,9 +95,26 @@ def held_effect(store: Store, run: dict[str, Any], effect: int | None, want: str
             hint = f" in run {rid} right now"
         elif state == "rerun":
             hint = " but safe to run again: resuming runs it again, no decision needed"
+        elif state in ("failed", "timeout") and want == "uncertain":
+            hint = f"; to run it again once its cause is fixed: `dal resolve {rid} --effect {seq} --as retry`"
         label = {"rerun": "of unknown outcome"}.get(state, _LABELS.get(state, state))
         raise DecisionRefused(f"effect {seq} of run {rid} (`{item.command}`) is not {what}: it is {label}{hint}")
     return item
+
+
+def _shown(store: Store, run_id: str) -> dict[int, tuple[str, str]]:
+    """What run `run_id` showed a person: seq -> (command, status) of each effect its receipt lists (or,
+    for a run with no receipt, its own journal)."""
+    receipt = store.get_run(run_id)
+    if receipt is not None:
+        return {i["seq"]: (i["command"], i["status"]) for i in (receipt.get("effects") or {}).get("items") or []}
+    out = {}
+    for row in store.journal(run_id):
+        detail = row.get("detail") or {}
+        status = (row.get("result") or {}).get("status") or (
+            "pending_approval" if detail.get("pending") else "uncertain")
+        out[row["seq"]] = (row["command"], status)
+    return out
 
 
 def decide(
@@ -99,22 +124,36 @@ def decide(
     """Record `decision` (one of DECISIONS) about the effect the operation of run `ref` waits on. Raises
     DecisionRefused.
 
-    Decisions belong to the operation's effect, not to one attempt: whichever run of the operation `ref`
-    names, the decision is recorded for the operation's newest run, and the first attempt that reaches the
-    effect after it uses it, once (a run resuming right now, if it has not passed the effect yet; else the
-    next resume). `Decided.applies` says which."""
-    from dal.runner.runner import find_run
+    Decisions belong to the operation's effect, not to one attempt: the decision is recorded for the
+    operation's newest run, and the first attempt that reaches the effect after it uses it, once (a run
+    resuming right now, if it has not passed the effect yet; else the next resume). `Decided.applies` says
+    which. A decision is bound to what the person was shown: the command (it applies to no other command
+    at that number), and, when `ref` names a run, that run's journal — a run of an attempt the operation
+    started over since (`--new-attempt`) is refused, and so is an effect other than the one the named run
+    showed (its own held effect by default)."""
+    from dal.receipts.store import DecisionTooLate
+    from dal.runner.runner import find_run, run_alive
 
     if decision not in DECISIONS:
         raise DecisionRefused(f"unknown decision {decision!r}: one of {', '.join(DECISIONS)}")
     want = "uncertain" if decision.startswith("resolved:") else "pending_approval"
     named = find_run(store, ref)
     newest = journal.newest_of(store, named)
-    item = held_effect(store, newest, effect, want, named.get("run_id"))
-    rid, seq = newest["run_id"], item.seq
+    rid, nid = named.get("run_id"), newest["run_id"]
+    if rid != nid and ref.strip().startswith("run_") and newest["status"] not in ("completed", "skipped", "rejected"):
+        effect = _as_shown(store, named, newest, effect)
+    item = held_effect(store, newest, effect, want, rid, decision)
+    seq = item.seq
     group = [d for d in DECISIONS if d.startswith("resolved:") == (want == "uncertain")]
-    earlier = [r for r in journal.load(store, rid).decisions.get(seq, []) if r.get("decision") in group]
-    row = store.record_approval(rid, seq, decision, who=who, note=note)
+    earlier = [r for r in journal.load(store, nid).decisions.get(seq, []) if r.get("decision") in group]
+    live = newest.get("status") == "running" and run_alive(newest)
+    try:
+        row = store.record_approval(nid, seq, decision, who=who, note=note, command=item.command,
+                                    unless_acted_by=nid if live else None)
+    except DecisionTooLate as e:
+        raise DecisionRefused(
+            f"too late: {e}, so this decision about effect {seq} (`{item.command}`) was not recorded; "
+            f"see `dal receipt show {nid}` once it ends") from None
     _wake_job(store, newest)
     return Decided(row, item.command, earlier[-1] if earlier else None, _applies(store, newest, seq))
 
@@ -133,6 +172,46 @@ def _wake_job(store: Store, run: dict[str, Any]) -> None:
             pass
 
 
+def _as_shown(store: Store, named: dict[str, Any], newest: dict[str, Any], effect: int | None) -> int:
+    """`ref` named run `named`, which a later run continued: the decision is about what `named` showed.
+    Returns the effect number; DecisionRefused when that is not what the operation now waits on."""
+    rid, nid = named["run_id"], newest["run_id"]
+    if rid not in {r["run_id"] for r in journal.chain(store, nid)}:
+        raise DecisionRefused(
+            f"run {rid} belongs to an attempt of its operation that was started over since (--new-attempt): "
+            f"what it proposed no longer applies. The operation's newest run is {nid}: review what it waits "
+            f"on (`dal receipt show {nid}`), then decide about {nid}")
+    shown = _shown(store, rid)
+    if effect is None:
+        held = [seq for seq, (_c, status) in sorted(shown.items()) if status in _LABELS]
+        if not held:
+            raise DecisionRefused(f"run {rid} waits on no effect; the operation's newest run is {nid} "
+                                  f"(`dal receipt show {nid}`)")
+        effect = held[-1]
+    if effect not in shown:
+        raise DecisionRefused(
+            f"run {rid} did not reach effect {effect}; run {nid} continued the operation since: review what it "
+            f"waits on (`dal receipt show {nid}`), then decide about {nid}")
+    now = journal.load(store, nid).entries.get(effect)
+    if now is not None and shown[effect][0] != now.command:
+        raise DecisionRefused(
+            f"effect {effect} of run {rid} was `{shown[effect][0]}`, but the operation now holds "
+            f"`{now.command}` at effect {effect} (run {nid}): review it, then decide about {nid}")
+    state = _state(now, None) if now is not None else None
+    if state is not None and state not in _LABELS and state not in ("failed", "timeout"):
+        from dal.runner.runner import run_alive
+
+        live = newest.get("status") == "running" and run_alive(newest)
+        held = [s for s, p in sorted(journal.load(store, nid).entries.items())
+                if s > 0 and _state(p, nid if live else None) in _LABELS]
+        waits = (f"it now waits on effect {held[-1]} of run {nid}: review it (`dal receipt show {nid}`), "
+                 f"then decide about {nid}" if held else f"see `dal receipt show {nid}`")
+        raise DecisionRefused(
+            f"effect {effect} of run {rid} (`{now.command}`) is {_LABELS.get(state, state)} now: run {nid} "
+            f"continued the operation; {waits}")
+    return effect
+
+
 def _applies(store: Store, decided_on: dict[str, Any], seq: int) -> str:
     """Which run a decision just recorded about effect `seq` applies to. Read after the decision was
     committed: a run that looks for a decision at the effect and journals its hold in one transaction
@@ -142,10 +221,15 @@ def _applies(store: Store, decided_on: dict[str, Any], seq: int) -> str:
     newest = journal.newest_of(store, store.run_row(decided_on["run_id"]) or decided_on)
     nid = newest["run_id"]
     if newest.get("status") == "running" and run_alive(newest):
+        # The run reads decisions at the effect, in the transaction that journals what it does there: no
+        # entry yet means it has not reached the effect, and will see this decision.
         mine = [e for e in store.journal(nid) if e["seq"] == seq]
         detail = (mine[-1]["detail"] or {}) if mine else {}
         if mine and mine[-1]["result"] is None and (detail.get("pending") or detail.get("uncertain")):
             return (f"applies when you resume: run {nid}, resuming now, reached effect {seq} before this "
                     f"decision and stops there; then `dal resume {nid}`")
+        if mine:
+            return (f"applies when you resume: run {nid}, resuming now, passed effect {seq} before this "
+                    f"decision (it replayed the earlier result); once it ends, `dal resume {nid}`")
         return f"applies to run {nid}, which is resuming now"
     return f"applies when you resume: `dal resume {nid}`"

@@ -106,6 +106,30 @@ def rerunnable(effect_class: str | None, idempotent: bool) -> bool:
     return effect_class == "read" or (effect_class == "local" and idempotent)
 
 
+def pins_a_retry(p: Prior) -> bool:
+    """Whether a retry must replay journal entry `p` rather than run it again: an effect that must not run
+    twice (non-idempotent local, external, unclassified) whether its outcome is known or not, and any
+    effect a person decided about. A proposal that never started and a command the policy denied (it never
+    ran) are not."""
+    if p.kind != "effect" or p.pending or p.detail.get("forgotten"):
+        return False
+    decided = "decision" in p.detail or bool(p.detail.get("approved")) or "approval" in p.detail
+    if p.detail.get("denied") and not decided:
+        return False
+    return decided or not rerunnable(p.effect_class, p.idempotent)
+
+
+def replay_barrier(entries: dict[int, Prior]) -> int:
+    """The last effect of an operation's journal that a retry replays (pins_a_retry), 0 when none.
+
+    A retry runs reads and idempotent writes again only after it, and replays everything up to it. Before
+    it, running them again would not be the same: an idempotent write (`> f`, `cp`, `rm -f`) run again
+    after the append that followed it undoes the append, which is replayed, not redone; and a read run
+    again sees what the operation itself did after it (a "check, then act" guard finds its own send and
+    takes the other path), so the script no longer matches the effects that happened."""
+    return max((p.seq for p in entries.values() if p.seq > 0 and pins_a_retry(p)), default=0)
+
+
 def _crash_plan() -> set[tuple[str, int]]:
     """Parse DAL_TEST_CRASH_AT (test-only)."""
     raw = os.environ.get(CRASH_ENV, "")
@@ -206,6 +230,8 @@ class EffectHandler:
         self.consumed: dict[int, int] = {}  # seq -> highest decision id the journal shows was acted on
         self.decided_in: list[str] = []  # the runs of the operation whose decisions apply
         self._used: dict[int, int] = {}  # seq -> the decision this run acted on
+        self._gated: set[int] = set()  # effects whose intent a gate journaled with the decision it acts on
+        self._barrier: int | None = None  # replay_barrier() of the journal, once a retry needs it
         # an effect that ran but whose result the store did not take: seq, result, class, idempotent
         self.unjournaled: dict[str, Any] | None = None
         self.max_effects = max_effects
@@ -264,24 +290,35 @@ class EffectHandler:
         rows = [r for r in self.decisions.get(seq, ()) if r.get("decision") in kinds and r.get("id", 0) > after]
         return rows[-1] if rows else None
 
-    def _hold(self, seq: int, command: str, effect_class: str | None, detail: dict[str, Any],
-              kinds: tuple[str, ...], span: Span) -> dict[str, Any] | None:
-        """Effect `seq` waits for a person: a decision recorded since this run loaded the journal (returned),
-        or else the hold journaled, in one store transaction, so that a decision made at this very moment
-        is seen here or applies to the next attempt, never lost between the two."""
+    def _gate(self, seq: int, command: str, effect_class: str | None, hold: dict[str, Any],
+              kinds: tuple[str, ...], span: Span,
+              act: Any = None, hold_result: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """Effect `seq` waits for a person. Read the newest decision about it now, at the gate, and journal
+        what follows from it in the same store transaction: `act(row)` gives the entry that acts on the
+        decision ((detail, result or None), or None for nothing), and with no decision the hold (`hold`)
+        is journaled. A decision recorded at this very moment is either acted on here or applies to the
+        next attempt, never lost between the two; and one that replaced another since this run loaded the
+        journal (a deny after an approval) is the one that counts. Returns the decision, or None."""
         if self.journal is None:
-            return None
+            row = self._decision_for(seq, kinds)  # no store: the decisions this run was handed
+            if row is not None and act is not None:
+                act(row)
+            return row
         what = f"`{command}`"
-        hold = getattr(self.journal, "journal_hold", None)
-        if hold is None:
-            self._write(what, span, seq, self.journal.journal_intent, self.run_id, seq, command, effect_class,
-                        detail=detail)
-            return None
-        row = self._write(what, span, seq, hold, self.run_id, seq, command, effect_class, detail=detail,
-                          decided_in=[*self.decided_in, self.run_id], kinds=kinds, after=self._after(seq))
-        if row is not None:
-            self.decisions.setdefault(seq, []).append(row)
-        return row
+        hold_fn = getattr(self.journal, "journal_hold", None)
+        if hold_fn is None:
+            row = self._decision_for(seq, kinds)
+            entry = act(row) if row is not None and act is not None else None
+            if row is None or entry is not None:
+                detail, result = (hold, hold_result) if row is None else entry
+                self._write(what, span, seq, self.journal.journal_intent, self.run_id, seq, command, effect_class,
+                            detail=detail)
+                if result is not None:
+                    self._write(what, span, seq, self.journal.journal_result, self.run_id, seq, result)
+            return row
+        return self._write(what, span, seq, hold_fn, self.run_id, seq, command, effect_class, detail=hold,
+                           decided_in=[*self.decided_in, self.run_id], kinds=kinds, after=self._after(seq),
+                           act=act, **({"result": hold_result} if hold_result is not None else {}))
 
     # --- values the world decides (now, env) ---------------------------------------------------
 
@@ -290,10 +327,13 @@ class EffectHandler:
         self.value_seq += 1
         key = -self.value_seq  # values live beside effects in the journal, with negative numbers
         prior = self.replay.get(key)
-        if prior is not None and prior.command == what and prior.result is not None:
-            value = prior.result.get("value")
-        else:
-            value = produce()
+        # A retry reads env() again: a configuration the operator fixed after the failure must reach the
+        # operation, and the environment is not something the operation's own effects changed (a value
+        # that now changes a command the journal holds is a divergence, as any). now() stays replayed.
+        again = self.mode == "retry" and what.startswith("env(")
+        if prior is not None and prior.command == what and prior.result is not None and not again:
+            return prior.result.get("value")  # the operation's journal has it: no copy in this run's
+        value = produce()
         if self.journal is not None:
             self._write(what, None, key, self.journal.journal_intent, self.run_id, key, what, "read",
                         detail={"kind": "value"})
@@ -303,10 +343,25 @@ class EffectHandler:
 
     # --- run() ---------------------------------------------------------------------------------
 
+    @property
+    def barrier(self) -> int:
+        """The last effect this retry replays (replay_barrier), read from the journal it was handed."""
+        if self._barrier is None:
+            self._barrier = replay_barrier(self.replay)
+        return self._barrier
+
     def _rerun_on_retry(self, prior: Prior) -> bool:
-        """A retry runs a journaled read or idempotent local effect again (no person decided about it)."""
+        """A retry runs a journaled read or idempotent local effect again (no person decided about it), when
+        nothing the retry replays comes after it (see replay_barrier)."""
         return (self.mode == "retry" and prior.kind == "effect" and rerunnable(prior.effect_class, prior.idempotent)
-                and not prior.detail.get("approved") and "decision" not in prior.detail)
+                and not prior.detail.get("approved") and "decision" not in prior.detail
+                and prior.seq > self.barrier)
+
+    def forgettable(self, prior: Prior) -> bool:
+        """A retry may drop this entry of a path it no longer takes: it would run it again anyway, or it is
+        a command the policy denied (it never ran) that no person decided about."""
+        return prior.result is not None and (self._rerun_on_retry(prior) or (
+            self.mode == "retry" and bool(prior.detail.get("denied")) and "decision" not in prior.detail))
 
     def _forget_from(self, seq: int, span: Span) -> bool:
         """A retry asks for another command at `seq` than the journal holds (a read that ran again saw
@@ -317,8 +372,7 @@ class EffectHandler:
         if self.mode != "retry":
             return False
         tail = sorted((p for s, p in self.replay.items() if s >= seq), key=lambda p: p.seq)
-        if not all(p.result is not None and (self._rerun_on_retry(p) or (p.detail.get("denied")
-                   and "decision" not in p.detail)) for p in tail):
+        if not all(self.forgettable(p) for p in tail):
             return False
         for p in tail:
             del self.replay[p.seq]
@@ -364,57 +418,96 @@ class EffectHandler:
                 )
             if prior.result is not None:
                 if not self._rerun_on_retry(prior):
-                    result = result_from_json(command, prior.result, decision)
-                    replayed = True
+                    result = self._replay(seq, command, prior, decision, span)
+                    replayed = result is not None
             elif not prior.pending:
                 result = self._unknown_outcome(seq, command, prior, decision, span)
                 replayed = result is not None
         if result is None:
             result = self._live(seq, command, decision, span)
-        elif self.journal is not None and prior is not None:
-            # The result is an earlier attempt's (or a person's resolution): carry it into this run's
-            # journal, so that this run's own journal shows what the script saw.
-            detail = {k: v for k, v in prior.detail.items() if k not in ("pending", "uncertain")}
-            detail.update(replayed=True, line=span.line, idempotent=decision.idempotent)
-            if seq in self._used:
-                detail["decision"] = self._used[seq]
-            what = f"`{command}`"
-            self._write(what, span, seq, self.journal.journal_intent, self.run_id, seq, command,
-                        result.decision.effect_class, detail=detail)
-            self._write(what, span, seq, self.journal.journal_result, self.run_id, seq, result_to_json(result))
+        # A replayed result is not copied into this run's journal: the operation's journal is every run's
+        # of the chain (dal.runner.journal), and a copy per replayed effect on every wake-up of a waiting
+        # operation would only grow the store. What a person decided is journaled by the gate that read it.
         if replayed:
             self.replayed += 1
         self._account(seq, result, span, replayed)
         return result
 
+    def _replay(self, seq: int, command: str, prior: Prior, decision: Decision, span: Span) -> EffectResult | None:
+        """The journaled result of effect `seq`, handed to the script again. A failed or timed-out effect
+        that this attempt replays rather than runs again is a gate: a person may have said to run it again
+        (`dal resolve --as retry`), and that decision is read now (None: run it again)."""
+        if prior.result.get("status") not in ("failed", "timeout"):
+            return result_from_json(command, prior.result, decision)
+        copy = {k: v for k, v in prior.detail.items() if k not in ("pending", "uncertain", "decision")}
+        copy.update(replayed=True, line=span.line, idempotent=decision.idempotent)
+        row = self._gate(seq, command, prior.effect_class, copy, ("resolved:retry",), span,
+                         act=self._run_again(seq, decision, span), hold_result=prior.result)
+        return result_from_json(command, prior.result, decision) if row is None else None
+
+    def _run_again(self, seq: int, decision: Decision, span: Span) -> Any:
+        """The gate's action on `resolve --as retry`: the intent of running the effect again, journaled with
+        the decision; or, when its policy asks for approval, a new proposal (running it again is a second
+        send, and the first approval was for the first one)."""
+
+        def act(row: dict[str, Any]) -> tuple[dict[str, Any], Any] | None:
+            self._used[seq] = row["id"]
+            if not decision.allowed:
+                return None  # the policy now denies it: _live journals the denial
+            if decision.approval_required:
+                return {"pending": "approval", "line": span.line, "idempotent": decision.idempotent,
+                        "decision": row["id"]}, None
+            self._crash_at("before-intent", seq)
+            self._gated.add(seq)
+            return self._intent_detail(seq, decision, span), None
+
+        return act
+
+    def _intent_detail(self, seq: int, decision: Decision, span: Span) -> dict[str, Any]:
+        """What the intent of running effect `seq` records (see Store.journal_intent)."""
+        detail = {"idempotent": decision.idempotent, "line": span.line,
+                  "approved": bool(decision.approval_required), "policy": decision.reason,
+                  "writes": list(decision.writes)}
+        if seq in self._used:
+            detail["decision"] = self._used[seq]  # the approval (or `resolve --as retry`) this run acts on
+        return detail
+
     def _unknown_outcome(
         self, seq: int, command: str, prior: Prior, decision: Decision, span: Span
     ) -> EffectResult | None:
         """An intent with no result: re-run it if that is safe or a person said so, hand the script what a
-        person said happened, or else hold it for a person."""
-        row = self._decision_for(seq, RESOLUTIONS)
-        safe = rerunnable(prior.effect_class, prior.idempotent)
-        if row is None and not safe:
-            row = self._hold(seq, command, prior.effect_class,
-                             {"uncertain": True, "idempotent": prior.idempotent, "line": span.line},
-                             RESOLUTIONS, span)
-        if row is not None:
+        person said happened, or else hold it for a person. The decision is read at this gate, and what it
+        leads to journaled in the same transaction (see _gate)."""
+        if rerunnable(prior.effect_class, prior.idempotent):
+            return None  # safe to run again: no person needs to say what happened
+        said: dict[str, EffectResult] = {}
+        run_again = self._run_again(seq, decision, span)
+
+        def act(row: dict[str, Any]) -> tuple[dict[str, Any], Any] | None:
             self._used[seq] = row["id"]
             verdict = row.get("decision", "")
+            if verdict == "resolved:retry":
+                return run_again(row)
             if verdict == "resolved:done":
-                return fx.EffectResult(
+                said["result"] = fx.EffectResult(
                     command=command, status="completed", code=0, stdout="", stderr="",
                     decision=_evolve(decision, reason=f"outcome unknown; resolved as done by {_who(row)}"),
                 )
-            if verdict == "resolved:failed":
-                return fx.EffectResult(
+            else:
+                said["result"] = fx.EffectResult(
                     command=command, status="failed", code=None, stdout="",
                     stderr=f"resolved as failed by {_who(row)}",
                     decision=_evolve(decision, reason=f"outcome unknown; resolved as failed by {_who(row)}"),
                 )
-            return None  # resolved:retry: run it again (the person's call)
-        if safe:
-            return None  # safe to run again
+            detail = {k: v for k, v in prior.detail.items() if k not in ("pending", "uncertain")}
+            detail.update(replayed=True, line=span.line, idempotent=decision.idempotent, decision=row["id"])
+            return detail, result_to_json(said["result"])
+
+        row = self._gate(seq, command, prior.effect_class,
+                         {"uncertain": True, "idempotent": prior.idempotent, "line": span.line},
+                         RESOLUTIONS, span, act=act)
+        if row is not None:
+            return said.get("result")  # None: resolved:retry, run it again (the person's call)
         why = (
             "an external effect" if prior.effect_class == "external"
             else "not idempotent" if prior.effect_class == "local" else "unclassified"
@@ -448,46 +541,46 @@ class EffectHandler:
                             decision.effect_class, detail={"denied": True, "line": span.line})
                 self._write(what, span, seq, self.journal.journal_result, self.run_id, seq, result_to_json(result))
             return result
-        if decision.approval_required:
-            row = self._decision_for(seq, APPROVALS)
-            if row is None:
-                # The proposal, so that a resume checks the approved command is the one asked for.
-                row = self._hold(seq, command, decision.effect_class,
-                                 {"pending": "approval", "line": span.line, "idempotent": decision.idempotent},
-                                 APPROVALS, span)
+        if decision.approval_required and seq not in self._gated:
+            said: dict[str, Any] = {}
+
+            def act(row: dict[str, Any]) -> tuple[dict[str, Any], Any] | None:
+                self._used[seq] = row["id"]
+                if row.get("decision") == "denied":
+                    denied = _evolve(decision, allowed=False, reason=f"approval denied by {_who(row)}")
+                    said["result"] = fx.EffectResult(command=command, status="denied", code=None, stdout="",
+                                                     stderr="", decision=denied)
+                    return ({"approval": "denied", "line": span.line, "decision": row["id"]},
+                            result_to_json(said["result"]))
+                said["decision"] = approved = _evolve(decision, reason=f"{decision.reason}; approved by {_who(row)}")
+                self._crash_at("before-intent", seq)
+                self._gated.add(seq)
+                return self._intent_detail(seq, approved, span), None
+
+            # The proposal, so that a resume checks the approved command is the one asked for.
+            hold = {"pending": "approval", "line": span.line, "idempotent": decision.idempotent}
+            if seq in self._used:
+                hold["decision"] = self._used[seq]  # the `resolve --as retry` that asks for it again
+            row = self._gate(seq, command, decision.effect_class, hold, APPROVALS, span, act=act)
             if row is None:
                 self.wait = {"reason": "pending_approval", "seq": seq, "command": command,
                              "effect_class": decision.effect_class}
                 self._hold_item(seq, command, "pending_approval", decision.effect_class, decision, span,
                                 f"{decision.reason}; waiting for `dal approve` or `dal deny`")
                 raise WaitSignal(f"effect {seq} needs approval: `{command}`", span, self.wait)
-            self._used[seq] = row["id"]
-            if row.get("decision") == "denied":
-                denied = _evolve(decision, allowed=False, reason=f"approval denied by {_who(row)}")
-                result = fx.EffectResult(command=command, status="denied", code=None, stdout="", stderr="",
-                                      decision=denied)
-                if self.journal is not None:
-                    self._write(what, span, seq, self.journal.journal_intent, self.run_id, seq, command,
-                                decision.effect_class,
-                                detail={"approval": "denied", "line": span.line, "decision": row["id"]})
-                    self._write(what, span, seq, self.journal.journal_result, self.run_id, seq,
-                                result_to_json(result))
-                return result
-            decision = _evolve(decision, reason=f"{decision.reason}; approved by {_who(row)}")
-        self._crash_at("before-intent", seq)
-        if self.journal is not None:
-            extra: dict[str, Any] = {}
-            if getattr(self.journal, "takes_durable", False):
-                # Only an intent whose loss could make the effect run twice must reach the disk before
-                # the effect starts; every commit survives kill -9 anyway (see docs/durability.md).
-                extra["durable"] = not rerunnable(decision.effect_class, decision.idempotent)
-            detail = {"idempotent": decision.idempotent, "line": span.line,
-                      "approved": bool(decision.approval_required), "policy": decision.reason,
-                      "writes": list(decision.writes)}
-            if seq in self._used:
-                detail["decision"] = self._used[seq]  # the approval (or `resolve --as retry`) this run acts on
-            self._write(what, span, seq, self.journal.journal_intent, self.run_id, seq, command,
-                        decision.effect_class, detail=detail, **extra)
+            if "result" in said:
+                return said["result"]
+            decision = said["decision"]
+        if seq not in self._gated:
+            self._crash_at("before-intent", seq)
+            if self.journal is not None:
+                extra: dict[str, Any] = {}
+                if getattr(self.journal, "takes_durable", False):
+                    # Only an intent whose loss could make the effect run twice must reach the disk before
+                    # the effect starts; every commit survives kill -9 anyway (see docs/durability.md).
+                    extra["durable"] = not rerunnable(decision.effect_class, decision.idempotent)
+                self._write(what, span, seq, self.journal.journal_intent, self.run_id, seq, command,
+                            decision.effect_class, detail=self._intent_detail(seq, decision, span), **extra)
         self._crash_at("after-intent", seq)
         self._crash_at("during", seq)
         result = self.fake(command, decision) if self.fake is not None else None

@@ -140,7 +140,7 @@ def crashed_receipt(
     except (PolicyError, SpecError):
         started = None
     items = []
-    for row in store.journal(prev["run_id"]):
+    for row in _reached(store, prev["run_id"]):
         if row["seq"] <= 0 or (row.get("detail") or {}).get("forgotten") and not row.get("result"):
             continue
         res = row.get("result") or {}
@@ -204,6 +204,26 @@ def crashed_receipt(
         receipt["policy"] = receipt_policy(in_force, None, [])
     receipt["retry"] = derive_retry("interrupted", external_effect=receipt["external_effect"])
     return receipt
+
+
+def _reached(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """The journal entries a run that died reached, in order: its own, and before the last of them the
+    operation's entries it replayed (a replayed result is not copied into the replaying run's journal),
+    marked `replayed`."""
+    own = store.journal(run_id)
+    last = max((r["seq"] for r in own if r["seq"] > 0), default=0)
+    if not last:
+        return own
+    from dal.runner import journal
+
+    mine = {r["seq"] for r in own}
+    earlier = [
+        {"seq": p.seq, "command": p.command, "class": p.effect_class, "result": p.result,
+         "detail": {**p.detail, "replayed": True}}
+        for p in journal.load(store, run_id).entries.values()
+        if 0 < p.seq < last and p.seq not in mine and p.origin != run_id
+    ]
+    return sorted(own + earlier, key=lambda r: r["seq"])
 
 
 class _Run:
@@ -362,7 +382,7 @@ class _Run:
         # The journal belongs to the operation: every attempt after the first continues it, whatever the
         # last one did. A resume replays every journaled result; a retry after failed or exhausted
         # replays what must not run twice and runs reads and idempotent writes again.
-        self.kind = "resume" if status in RESUMABLE else "retry"
+        self.kind = self.continues_as(prev, status)
         if handler is not None:
             self.load_replay(prev["run_id"], handler)
         # Recorded at once, so that `dal approve` sees which run continues the operation.
@@ -390,6 +410,25 @@ class _Run:
             f"(e.g. operation(\"send-\" + to)), run with the same values, or start the operation over with "
             "--new-attempt"
         )
+
+    def continues_as(self, prev: dict[str, Any], status: str) -> str:
+        """How this attempt uses the journal of the run it continues: `retry` after failed or exhausted,
+        `resume` after waiting, interrupted or died; except that an attempt that was itself a retry and
+        stopped before its end (interrupted, died) is continued as a retry again. It had run reads again
+        and may have left the path the journal's older entries took before it could mark them forgotten;
+        a resume would replay its fresh read and then those entries, a divergence that never was."""
+        if status not in RESUMABLE:
+            return "retry"
+        if status in ("interrupted", "running"):
+            from dal.runner.journal import RETRY, attempt_of
+
+            try:
+                row = self.open_store().run_row(prev["run_id"]) or prev
+            except StoreError as e:
+                raise RunnerError(str(e)) from None
+            if attempt_of(row) == RETRY:
+                return "retry"
+        return "resume"
 
     def _attempts_so_far(self, prev: dict[str, Any] | None) -> dict[str, int]:
         """The counts of the key's invocations before this one, from the newest receipt of the key; a
@@ -527,10 +566,15 @@ class _BeginFirst:
         self._fence = fence  # a job's lease (dal worker): an intent or hold is written only while it holds
 
     def journal_hold(self, *args: Any, **kw: Any) -> dict[str, Any] | None:
+        # A gate's transaction may journal the intent of the effect a person just approved: fsynced.
         self._begin()
         if self._fence is not None:
             kw["fence"] = self._fence
-        return self._store.journal_hold(*args, **kw)
+        self._store.set_synchronous("FULL")
+        try:
+            return self._store.journal_hold(*args, **kw)
+        finally:
+            self._store.set_synchronous("NORMAL")
 
     def journal_intent(self, *args: Any, durable: bool = False, **kw: Any) -> None:
         if self._fence is not None:
@@ -652,7 +696,7 @@ def _unreached(handler: EffectHandler, outcome: Outcome, checked: Any) -> Outcom
     """A resumed script that completes without asking for effects its earlier attempt journaled has
     diverged too: those effects happened (or may have), and the script no longer accounts for them."""
     left = sorted((p for p in handler.replay.values() if p.seq > handler.seq and not p.pending
-                   and not (p.result is not None and handler._rerun_on_retry(p))), key=lambda p: p.seq)
+                   and not handler.forgettable(p)), key=lambda p: p.seq)
     if not left:
         return outcome
     first = left[0]
@@ -754,7 +798,7 @@ def _execute(run: _Run) -> RunReport:
             _lock_keyless(run, store, prev)
             run.adopt_policy(prev, prev["operation"])
             run.previous = prev
-            run.kind = "resume" if prev["status"] in RESUMABLE else "retry"
+            run.kind = run.continues_as(prev, prev["status"])
             if prev["status"] == "running":
                 run._bury(prev)
             run.load_replay(prev["run_id"], handler)

@@ -168,12 +168,18 @@ def test_a_retry_may_take_another_path_through_reads_and_idempotent_writes_only(
     assert [i["command"] for i in d.latest()["effects"]["items"]] == ["test -e ready.txt", "echo ready >> log.txt"]
     assert d.cli("run", "--key", "job", "s.dal").code == 0 and d.latest()["status"] == "skipped"
 
-    # When the path the retry leaves holds an append, that append happened and the script no longer
-    # accounts for it: a divergence, nothing runs, until the operator starts over.
+    # A read that came before an append decided it: a retry replays it (the append happened on its
+    # word), and the attempt fails the same way. A person may say to run the failed read again; when it
+    # then leaves the path that holds the append, the append happened and the script no longer accounts
+    # for it: a divergence, nothing runs, until the operator starts over.
     d.write("t.dal", 'let r = run("test -e go.txt")\nif not r.ok {\n    run("echo tried >> log2.txt")\n'
                      '    fail("not ready")\n}\nrun("echo went >> log2.txt")\n')
     assert d.cli("run", "--key", "job2", "t.dal").code == 1
     d.write("go.txt", "")
+    same = d.cli("run", "--key", "job2", "t.dal")
+    assert same.code == 1 and d.latest()["effects"]["items"][0]["replayed"] is True, same
+    assert d.lines("log2.txt") == ["tried"]
+    assert d.cli("resolve", "job2", "--effect", "1", "--as", "retry").code == 0
     diverged = d.cli("run", "--key", "job2", "t.dal")
     assert diverged.code == 1 and d.latest()["error"]["kind"] == "divergence", diverged
     assert "`echo tried >> log2.txt`" in d.latest()["error"]["message"]
