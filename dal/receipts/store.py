@@ -181,6 +181,10 @@ class StoreLocked(StoreError):
     """Another process held the store's write lock for longer than the busy timeout."""
 
 
+class StoreGone(StoreError):
+    """The store file was deleted or replaced while a writer had it open (see Store._still_there)."""
+
+
 class DecisionTooLate(StoreError):
     """record_approval() found that the run at the effect already acted on an earlier decision."""
 
@@ -377,6 +381,7 @@ class Store:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._immutable_stat: tuple[int, int] | None = None
+        self._file_id: tuple[Path, int, int] | None = None  # the file a writer opened (see _still_there)
         self._seal_on_close = False
         self._schema: int | None = None  # the version the store had when opened
         self._shared = False  # another connection had the store open when this one came (see _vet_file)
@@ -423,6 +428,8 @@ class Store:
         with self._guard("opening it"):
             conn = sqlite3.connect(str(self.path), timeout=self._timeout, isolation_level=None, check_same_thread=False)
             self._conn = conn
+            st = os.stat(self.path)
+            self._file_id = (self.path.absolute(), st.st_dev, st.st_ino)
             conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
             if self._version() != version:  # migrated (or replaced) by another process since we looked
                 version = self._version()
@@ -706,12 +713,30 @@ class Store:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
+                self._still_there(doing)
                 yield conn
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+
+    def _still_there(self, doing: str) -> None:
+        """A store deleted (or replaced) while it is open keeps taking writes into a file nobody will read
+        again (a cleanup job's `rm -rf .dal`): the next invocation would find no journal and run everything
+        again. Every write checks that the path still names the file opened, and refuses when it does not."""
+        if self._file_id is None:
+            return
+        where, dev, ino = self._file_id
+        try:
+            st = os.stat(where)
+            same = (st.st_dev, st.st_ino) == (dev, ino)
+        except OSError:
+            same = False
+        if not same:
+            raise StoreGone(
+                f"the run store {self.path} was deleted or replaced while this process used it (found while "
+                f"{doing}): what it journaled went with it, and nothing more was written.", self.path)
 
     def _read(self, doing: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._conn is None:

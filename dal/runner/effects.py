@@ -30,7 +30,7 @@ from dal import effects as fx  # names resolved on first use: no shell parser un
 from dal.core.errors import BudgetExhausted, DivergenceError, Interrupted
 from dal.core.records import ValueRecord
 from dal.eval.runtime import Runtime, WaitSignal
-from dal.receipts.store import StoreError
+from dal.receipts.store import StoreError, StoreGone
 from dal.syntax.ast import Span
 
 EFFECT_ITEMS_CAP = 200
@@ -275,9 +275,12 @@ class EffectHandler:
             else:
                 message = f"the run stopped at effect {seq} ({what}), which did not run: {e}" if seq > 0 else \
                     f"the run stopped at {what}: {e}"
+            gone = isinstance(e, StoreGone)
             raise JournalUnavailable(
                 message, span, seq=seq, filename=self.rt.filename, source=self.rt.source,
-                help="what was journaled before is intact; once the store can be written, resume the run: "
+                help="the journal is gone with the store: the effects this receipt lists ran, and a new "
+                     "invocation would run them again; check them before you start the operation over" if gone
+                else "what was journaled before is intact; once the store can be written, resume the run: "
                      "it continues from the journal",
             ) from None
 

@@ -32,7 +32,7 @@ from dal.receipts.files import write_receipt_files
 from dal.receipts.ids import new_run_id, utc_timestamp
 from dal.receipts.retry import derive_retry
 from dal.receipts.schema import ReceiptSchemaError
-from dal.receipts.store import RunContinued, Store, StoreError
+from dal.receipts.store import RunContinued, Store, StoreError, StoreGone
 from dal.runner.effects import EffectHandler, rerunnable
 from dal.runner.inforce import Adopted, adopt, protect_run, receipt_policy, stored_policy
 from dal.runner.locks import KeyBusy, KeyLock
@@ -1071,6 +1071,10 @@ def _unrecorded(
         # The run is recorded before its first effect starts: nothing ran. The same command line (with its
         # policy flags) is the move, not one rebuilt here.
         step = "nothing ran: once the run store can be written again, run the same command again"
+    if isinstance(problem, StoreGone):
+        # The journal is gone: no resume can continue it, and a new invocation would run everything again.
+        step = (f"the effects this receipt lists ran and are journaled nowhere else: check them (`{json_path}`) "
+                "before you run the operation again, which runs every effect again")
     if receipt["status"] == "skipped":
         step = f"nothing: the operation already completed in {receipt['skipped_of']}, and nothing ran"
     return text, step
