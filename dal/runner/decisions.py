@@ -232,4 +232,34 @@ def _applies(store: Store, decided_on: dict[str, Any], seq: int) -> str:
             return (f"applies when you resume: run {nid}, resuming now, passed effect {seq} before this "
                     f"decision (it replayed the earlier result); once it ends, `dal resume {nid}`")
         return f"applies to run {nid}, which is resuming now"
+    pid = _starting(store, newest.get("key"))
+    if pid is not None:
+        # An invocation of the key holds its lock but has not recorded its run yet: it reads decisions when
+        # it reaches the effect, so it will see this one.
+        return (f"applies to the run process {pid} is starting now for this operation, when it reaches effect "
+                f"{seq}; if it stops before, `dal resume {nid}`")
     return f"applies when you resume: `dal resume {nid}`"
+
+
+def _starting(store: Store, key: str | None) -> int | None:
+    """The process that holds the lock of `key` (dal.runner.locks), read without taking it: /proc/locks
+    lists every flock() with its holder's pid and the file's inode. None when nobody holds it, or the
+    system cannot say."""
+    import os
+
+    from dal.core.digest import sha256
+
+    if not key:
+        return None
+    path = store.path.parent / "locks" / f"{sha256(key.encode('utf-8')).hexdigest()[:24]}.lock"
+    try:
+        st = path.stat()
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            table = [line.split() for line in f.read().splitlines()]
+    except OSError:
+        return None
+    ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for p in table:
+        if len(p) > 5 and p[1] == "FLOCK" and p[3] == "WRITE" and p[5] == ident and p[4].isdigit():
+            return int(p[4])
+    return None

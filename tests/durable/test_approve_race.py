@@ -38,9 +38,11 @@ def test_approve_while_a_resume_starts(make_durable) -> None:
         says = approved.out.splitlines()[-1]
         if first["status"] == "completed":
             assert resumer.returncode == 0, err
-            # It saw the decision: approve named it as resuming now, or recorded the decision before it
-            # was under way (then "when you resume": this resume was that one).
+            # It saw the decision: approve named it as resuming now, or as starting (it held the key's lock
+            # but had not recorded its run), or recorded the decision before it was under way (then "when
+            # you resume": this resume was that one).
             assert (f"applies to run {first['run_id']}, which is resuming now" in says
+                    or f"applies to the run process {resumer.pid} is starting now" in says
                     or "applies when you resume: `dal resume" in says), says
             seen["applied to the resuming run"] += 1
         else:

@@ -175,3 +175,28 @@ def test_the_store_refuses_a_decision_the_run_at_the_effect_already_acted_on(tmp
         with pytest.raises(DecisionTooLate, match="is executing it now"):
             store.record_approval(rid, 2, "denied", command="echo A | tee -a outbox.txt", unless_acted_by=rid)
         assert [r["decision"] for r in store.approvals(rid)] == ["approved"]
+
+
+def test_a_decision_while_a_resume_is_starting_says_it_applies_to_that_run(durable) -> None:
+    """An invocation holds the key's lock but has not recorded its run yet (it is starting): the decision
+    applies to it (it reads decisions at the gate), not to a later `dal resume` that would find the
+    operation continued."""
+    import os
+
+    from dal.runner.locks import KeyLock
+
+    d = durable
+    waiting = _gated(d)
+    lock = KeyLock(d.db.parent / "locks", "k")
+    lock.acquire("run_20990101T000000000Z_000001")  # what a starting runner does first
+    try:
+        said = d.cli("approve", "k")
+    finally:
+        lock.release()
+    assert said.code == 0, said
+    assert f"applies to the run process {os.getpid()} is starting now" in said.out, said.out
+    assert f"if it stops before, `dal resume {waiting}`" in said.out
+    assert d.cli("resume", "k", STEPS).code == 0
+    assert d.lines("outbox.txt") == ["send1"]
+    nothing = d.cli("approve", "k")  # and without a starting runner: the usual line
+    assert nothing.code == 2, nothing  # the operation completed: nothing waits
