@@ -103,10 +103,10 @@ def dal_time(checked: Any, *, count_steps: bool = True, recorder: Any = None) ->
     from dal.core.stack import in_big_stack
     from dal.eval.builtins import BUILTINS
     from dal.eval.compiler import Compiler
+    from dal.eval.host import NullHost
     from dal.eval.runtime import Runtime
 
-    rt = Runtime(max_steps=10**15, write=lambda s: None)
-    rt.recorder = recorder
+    rt = Runtime(max_steps=10**15, host=NullHost(lambda s: None, recorder))
     rt.filename, rt.source = checked.filename, checked.source
     globals_: dict[str, Any] = {}
 
@@ -323,6 +323,7 @@ PARSE_SIZES = (2_500, 10_000, 20_000, 33_334)  # units: 15,000 to 200,004 statem
 def _front_end(source: str) -> tuple[float, float, float]:
     """CPU seconds to parse, resolve and compile `source`."""
     from dal.eval.builtins import arities
+    from dal.eval.host import NullHost
     from dal.eval.interpreter import Checked, Engine
     from dal.eval.runtime import Runtime
     from dal.resolve.resolver import resolve
@@ -333,7 +334,7 @@ def _front_end(source: str) -> tuple[float, float, float]:
     t1 = time.process_time()
     res = resolve(prog, filename="big.dal", source=source, builtins=arities())
     t2 = time.process_time()
-    Engine(Runtime(max_steps=10**9, write=lambda s: None)).compile(Checked(prog, res, [], "big.dal", source))
+    Engine(Runtime(max_steps=10**9, host=NullHost(lambda s: None))).compile(Checked(prog, res, [], "big.dal", source))
     return t1 - t, t2 - t1, time.process_time() - t2
 
 

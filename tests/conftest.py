@@ -58,6 +58,7 @@ class Dal:
 
     def run(self, source: str, filename: str = "test.dal", *, max_steps: int = 1_000_000) -> Ran:
         from dal.core.diagnostics import render
+        from dal.eval.host import NullHost
         from dal.eval.interpreter import Engine, check_source
         from dal.eval.runtime import Runtime
 
@@ -66,7 +67,7 @@ class Dal:
             return Ran("rejected", "", errors[0], "\n\n".join(render(e) for e in errors), errors=errors)
         assert checked is not None
         out: list[str] = []
-        rt = Runtime(max_steps=max_steps, write=out.append)
+        rt = Runtime(max_steps=max_steps, host=NullHost(out.append))
         outcome = Engine(rt).execute(checked)
         err = outcome.error
         return Ran(outcome.status, "".join(out), err, render(err) if err is not None else "",

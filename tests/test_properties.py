@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dal.core.errors import DalError, DalSyntaxError, InternalError
+from dal.eval.host import NullHost
 from dal.eval.interpreter import Engine, check_source
 from dal.eval.runtime import Runtime
 from dal.syntax import ast
@@ -297,7 +298,7 @@ def dal_eval(source: str, max_steps: int = 100_000) -> tuple[str, Any]:
         return "error", errors[0].kind
     assert checked is not None
     out: list[str] = []
-    outcome = Engine(Runtime(max_steps=max_steps, write=out.append)).execute(checked)
+    outcome = Engine(Runtime(max_steps=max_steps, host=NullHost(out.append))).execute(checked)
     if outcome.error is not None:
         assert not isinstance(outcome.error, InternalError), outcome.error.message
         return "error", outcome.error.kind
@@ -515,7 +516,7 @@ def exercise(source: str, max_steps: int = 2000) -> None:
     if checked is None:
         return
     out: list[str] = []
-    outcome = Engine(Runtime(max_steps=max_steps, timeout=5, write=out.append)).execute(checked)
+    outcome = Engine(Runtime(max_steps=max_steps, timeout=5, host=NullHost(out.append))).execute(checked)
     if outcome.error is not None:
         assert not isinstance(outcome.error, InternalError), outcome.error.message
         from dal.core.diagnostics import render
@@ -586,7 +587,7 @@ def steps_of(source: str) -> tuple[int, str, str]:
     assert not errors, errors
     assert checked is not None
     out: list[str] = []
-    rt = Runtime(max_steps=100_000, write=out.append)
+    rt = Runtime(max_steps=100_000, host=NullHost(out.append))
     outcome = Engine(rt).execute(checked)
     return rt.steps, "".join(out), outcome.status
 

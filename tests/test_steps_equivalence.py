@@ -38,6 +38,7 @@ from dal.core.stack import in_big_stack
 from dal.eval import interpreter
 from dal.eval import runtime as runtime_mod
 from dal.eval.compiler import Compiler
+from dal.eval.host import NullHost
 from dal.eval.interpreter import Engine, check_source
 from dal.eval.runtime import Runtime
 from dal.eval.values import Builtin, Function
@@ -444,9 +445,6 @@ def _run(source: str, *, max_steps: int = 10**9, interrupt_at: int = 0, logging:
     checked = _checked(source)
     out: list[str] = []
     prints = [0]
-    rt = (_LoggingRuntime if logging else Runtime)(max_steps=max_steps, write=out.append)
-    if logging:
-        rt.log = []
 
     def write(s: str) -> None:
         out.append(s)
@@ -455,9 +453,10 @@ def _run(source: str, *, max_steps: int = 10**9, interrupt_at: int = 0, logging:
             if prints[0] == interrupt_at:
                 rt.interrupt("TEST")
 
-    rt.write = write
     rec = _Recorder()
-    rt.recorder = rec
+    rt = (_LoggingRuntime if logging else Runtime)(max_steps=max_steps, host=NullHost(write, rec))
+    if logging:
+        rt.log = []
     outcome = Engine(rt).execute(checked)
     err = outcome.error
     return {

@@ -19,7 +19,7 @@ from typing import Any
 
 from dal.core.errors import DalRuntimeError, DalTypeError
 from dal.core.jsontext import surrogate_at
-from dal.eval.runtime import FailSignal, FinishSignal, Runtime
+from dal.eval.runtime import FailSignal, FinishSignal, Runtime, SkipSignal, StopSignal
 from dal.eval.values import (
     MAX_INT_DIGITS,
     Builtin,
@@ -115,7 +115,7 @@ def _print(rt: Runtime, args: list[Any], span: Any) -> None:
     total = sum(map(len, texts)) + len(texts)
     if total > limits.max_string:
         raise limits.refuse("`print`", "string", total)
-    rt.write(" ".join(texts) + "\n")
+    rt.host.write(" ".join(texts) + "\n")
 
 
 @builtin("str(value)", 1)
@@ -830,7 +830,8 @@ def _now(rt: Runtime, args: list[Any], span: Any) -> float:
         print(now() > 1700000000)
         # true
     """
-    return rt.observe("now()", rt.now)
+    host = rt.host
+    return host.observe("now()", host.now)
 
 
 @builtin("env(name)", 1)
@@ -846,7 +847,8 @@ def _env(rt: Runtime, args: list[Any], span: Any) -> str | None:
     name = args[0]
     _want(name, str, "string", "env")
     _want_unicode(name, "the variable name")
-    return rt.observe(f"env({name})", lambda: rt.getenv(name))
+    host = rt.host
+    return host.observe(f"env({name})", lambda: host.getenv(name))
 
 
 @builtin("sleep(seconds)", 1)
@@ -867,7 +869,7 @@ def _sleep(rt: Runtime, args: list[Any], span: Any) -> None:
     seconds = float(seconds)
     if not math.isfinite(seconds):
         raise DalRuntimeError("`sleep` needs a finite number of seconds")
-    rt.observe(f"sleep({seconds:g})", lambda: rt.sleep(seconds, span))
+    rt.host.observe(f"sleep({seconds:g})", lambda: rt.sleep(seconds, span))
 
 
 @builtin("record(state, operation, outcome)", 3)
@@ -902,8 +904,6 @@ def _record(rt: Runtime, args: list[Any], span: Any) -> Any:
             attempt = describe(attempt)  # receipts hold a bounded text of anything larger
         rt.add_evidence({"kind": "record", "operation": describe(operation), "outcome": describe(outcome),
                          "attempt": attempt})
-    if rt.on_effect is not None and hasattr(rt.on_effect, "record"):
-        rt.on_effect.record(entry)
     return state
 
 
@@ -933,19 +933,15 @@ def _run(rt: Runtime, args: list[Any], span: Any) -> Any:
             _want_unicode(w, f"element {i} of the command")
         if not cmd:
             raise DalRuntimeError("`run` got an empty list: the first element is the program to run")
-        if rt.effects is None:
-            raise DalRuntimeError("run() is not available here: no effect runner is configured")
         import shlex
 
-        return rt.effects(shlex.join(cmd), span, tuple(cmd))
+        return rt.host.run_effect(shlex.join(cmd), span, tuple(cmd))
     if type(cmd) is not str:
         raise DalTypeError(
             f"`run` needs a string (the shell command) or a list of strings (one per word), got {a_type_name(cmd)}"
         )
     _want_unicode(cmd, "the command")
-    if rt.effects is None:
-        raise DalRuntimeError("run() is not available here: no effect runner is configured")
-    return rt.effects(cmd, span)
+    return rt.host.run_effect(cmd, span)
 
 
 @builtin("operation(key)", 1)
@@ -963,14 +959,11 @@ def _operation(rt: Runtime, args: list[Any], span: Any) -> None:
     if not key.strip():
         raise DalRuntimeError("an operation key must not be empty")
     _want_unicode(key, "the operation key")
-    if rt.state.get("effects_started"):
-        raise DalRuntimeError(
-            "operation(...) must come before the first run(): effects already ran under another identity"
-        )
-    setter = rt.state.get("set_operation")
-    if setter is not None:
-        setter(key, span)
-    rt.state["operation"] = key
+    verdict = rt.host.set_operation(key, span)
+    if verdict.skip_of is not None:
+        raise SkipSignal(verdict.skip_of)
+    if verdict.stop is not None:
+        raise StopSignal(verdict.stop, span)
 
 
 @builtin("finish(value)", 0, 1)

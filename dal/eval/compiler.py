@@ -539,7 +539,7 @@ class Compiler:
     def s_Param(self, st: ast.Param) -> _Stmt:
         """A script argument: a `let` of the value the run was bound to (dal/eval/args.py), costing what
         `let name = <literal>` costs; a run that bound none (the REPL, a bare Engine) gets the default."""
-        given = self.rt.state.get("args") or {}
+        given = self.rt.args or {}
         b = self.res.decls[id(st)]
         if st.name in given or st.has_default:
             value = ast.Literal(given[st.name] if st.name in given else st.default, span=st.span)
@@ -825,10 +825,8 @@ class Compiler:
     def _finish_loop(self, lf: LoopFrame, reason: str, clause: str | None, f: Frame, snap: Any) -> None:
         rt = self.rt
         rt.loops.pop()
-        rec = rt.recorder
-        if rec is not None:
-            # the snapshot is taken lazily: a recorder aggregating a hot loop site skips it
-            rec.loop_exit(lf, reason, clause, rt.steps - lf.started_steps, time.time(), lambda: snap(f))
+        # the snapshot is taken lazily: a recorder aggregating a hot loop site skips it
+        rt.host.loop_exit(lf, reason, clause, rt.steps - lf.started_steps, time.time(), lambda: snap(f))
 
     def s_While(self, st: ast.While) -> _Stmt:
         site = self._loop_site(st)

@@ -15,7 +15,7 @@ from dal.core.records import ValueRecord
 from dal.core.stack import in_big_stack
 from dal.eval.builtins import BUILTINS, arities
 from dal.eval.compiler import Compiler
-from dal.eval.runtime import FailSignal, FinishSignal, Runtime, SkipSignal, WaitSignal
+from dal.eval.runtime import FailSignal, FinishSignal, Runtime, SkipSignal, StopSignal, WaitSignal
 from dal.eval.values import Builtin, size_text
 from dal.resolve.resolver import ModuleState, Resolution, resolve
 from dal.syntax import ast
@@ -75,7 +75,8 @@ def _check(
 
 
 class Outcome(ValueRecord):
-    """How an execution ended. `status`: completed, failed, exhausted, interrupted or waiting."""
+    """How an execution ended. `status`: completed, failed, exhausted, interrupted, waiting, skipped (the
+    host's verdict on the operation key) or stopped (the host refused the key: `result` says why)."""
 
     __slots__ = ("status", "error", "result", "ended_by", "wait")
 
@@ -84,7 +85,7 @@ class Outcome(ValueRecord):
         status: str,
         error: DalError | None = None,
         result: Any = None,
-        ended_by: str = "end",  # end | finish | fail | error | budget | interrupt | wait
+        ended_by: str = "end",  # end | finish | fail | error | budget | interrupt | wait | skip | stop
         wait: WaitSignal | None = None,
     ) -> None:
         self.status = status
@@ -154,6 +155,8 @@ class Engine:
                 return Outcome("waiting", ended_by="wait", wait=s)
             except SkipSignal as s:
                 return Outcome("skipped", result=s.of_run, ended_by="skip")
+            except StopSignal as s:
+                return Outcome("stopped", result=s.reason, ended_by="stop")
             except BudgetExhausted as e:
                 return Outcome("exhausted", _with_source(e, checked), ended_by="budget")
             except Interrupted as e:

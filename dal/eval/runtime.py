@@ -15,15 +15,14 @@ The sizes in `Limits` bound what one step can build, and so how long a step can 
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from dal.core.defaults import MAX_DEPTH, MAX_STEPS
 from dal.core.errors import BudgetExhausted, DalRuntimeError, Interrupted
 from dal.core.records import Record
+from dal.eval.host import Host, NullHost
 from dal.eval.values import DEFAULT_MAX_MEMORY, Limits, size_text
 from dal.syntax.ast import Span
 
@@ -64,6 +63,16 @@ class SkipSignal(Exception):
     def __init__(self, of_run: str) -> None:
         super().__init__(of_run)
         self.of_run = of_run
+
+
+class StopSignal(Exception):
+    """The host refused `operation(key)` for a reason outside the script (its key is busy): the script
+    stops cleanly and the host reports why."""
+
+    def __init__(self, reason: str, span: Span) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.span = span
 
 
 class LoopSite(Record):
@@ -108,20 +117,6 @@ class LoopFrame(Record):
         self.iterations = iterations
         self.evidence = [] if evidence is None else evidence
         self.evidence_omitted = evidence_omitted
-
-
-class Recorder(Protocol):
-    """Receives loop exits; the receipts layer implements it."""
-
-    def loop_exit(
-        self,
-        frame: LoopFrame,
-        reason: str,
-        clause: str | None,
-        steps: int,
-        ended_at: float,
-        snapshot: Callable[[], dict[str, Any]],
-    ) -> None: ...
 
 
 EVIDENCE_CAP = 50
@@ -187,8 +182,8 @@ class _Watchdog:
 class Runtime:
     __slots__ = (
         "steps", "limit", "max_steps", "deadline", "timeout", "depth", "max_depth", "loops",
-        "recorder", "write", "interrupt_reason", "filename", "source", "effects", "state", "now",
-        "_lock", "on_effect", "context", "observe", "interrupted_at", "getenv", "max_memory", "limits",
+        "host", "args", "interrupt_reason", "filename", "source",
+        "_lock", "interrupted_at", "max_memory", "limits",
         "tripped", "_watchdog", "_wake", "slept",
     )
 
@@ -197,8 +192,8 @@ class Runtime:
         *,
         max_steps: int = MAX_STEPS,
         timeout: float | None = None,
-        write: Callable[[str], Any] | None = None,
-        recorder: Recorder | None = None,
+        host: Host | None = None,
+        args: dict[str, Any] | None = None,
         max_depth: int = MAX_DEPTH,
         max_memory: int = DEFAULT_MAX_MEMORY,
     ) -> None:
@@ -216,23 +211,15 @@ class Runtime:
         self.depth = 0
         self.max_depth = max_depth
         self.loops: list[LoopFrame] = []
-        self.recorder = recorder
-        self.write = write or sys.stdout.write
+        # Everything that reaches the world (effects, env, clock, output, loop receipts, the operation
+        # key) goes through the host, fixed here for the runtime's life (dal/eval/host.py).
+        self.host: Host = host if host is not None else NullHost()
+        self.args = args  # the script's arguments (its `param` values) the run was bound to; None: defaults
         self.interrupt_reason: str | None = None
         self.interrupted_at = 0.0
         self.filename = "<string>"
         self.source = ""
-        self.effects: Any = None  # the effect handler (run()), set by the runner
-        self.state: dict[str, Any] = {}  # run-level facts: operation key, effect count...
-        self.now = time.time
         self._lock = threading.Lock()
-        self.on_effect: Any = None
-        self.context: Any = None
-        # How builtins read values the outside world decides (`now`, `env`); the runner journals them.
-        self.observe: Callable[[str, Callable[[], Any]], Any] = lambda what, produce: produce()
-        # What `env(NAME)` may see: the host sets it from the policy (Policy.getenv); a runtime without a
-        # policy sees no variable at all (docs/policy.md, "env()").
-        self.getenv: Callable[[str], str | None] = lambda name: None
 
     def start_clock(self) -> None:
         """The script starts now: the deadline counts from here, and the watchdog watches it and the

@@ -396,7 +396,6 @@ class Repl:
             self.write(self.receipts_text())
         elif command == ":reset":
             self.session.reset()
-            self.wiring.attach()
             self.write("session reset: every definition is gone and the step count is back to 0")
         elif command == ":load":
             self.load(arg)
@@ -426,13 +425,9 @@ class Repl:
         return self.policy_detail
 
     def receipts_text(self) -> str:
+        from dal.receipts.render import describe_loop
+
         items = self.wiring.loop_receipts()
-        try:
-            from dal.receipts.render import describe_loop
-        except ImportError:
-            items = None
-        if items is None:
-            return "receipts arrive with the receipts feature"
         if not items:
             return "no loop has exited yet in this session"
         return "\n".join(f"{i}. {describe_loop(r)}" for i, r in enumerate(items, 1))

@@ -16,6 +16,7 @@ import attrs
 from dal.core.defaults import MAX_STEPS
 from dal.core.errors import DalError, DalRuntimeError
 from dal.eval.builtins import BUILTINS
+from dal.eval.host import NullHost
 from dal.eval.interpreter import Engine, check_source
 from dal.eval.runtime import Runtime
 from dal.eval.values import dal_repr
@@ -40,23 +41,33 @@ class Session:
         workspace: Path | None = None,
         policy: Any = None,
         write: Any = None,
+        hosting: Any = None,
     ) -> None:
         self.filename = filename
         self.max_steps = max_steps
         self.workspace = workspace or Path.cwd()
         self.policy = policy
         self._write = write
+        # Builds each runtime with its host (`hosting.runtime(max_steps, write)`, as SessionWiring does);
+        # None: plain evaluation, no run().
+        self.hosting = hosting
         self.reset()
 
     def reset(self) -> None:
-        self.rt = Runtime(max_steps=self.max_steps, write=self._write or (lambda s: sys.stdout.write(s)))
+        write = self._write or (lambda s: sys.stdout.write(s))
+        if self.hosting is None:
+            self.rt = Runtime(max_steps=self.max_steps, host=NullHost(write))
+        else:
+            self.rt = self.hosting.runtime(self.max_steps, write)
         self.engine = Engine(self.rt)
         self.state = ModuleState()
         self.total_steps = 0
         self._inputs = 0
-        effects = getattr(self, "effects", None)
-        if effects is not None:
-            self.rt.effects = effects
+
+    def host_with(self, hosting: Any) -> None:
+        """Build this session's runtimes with `hosting` from now on (before the first input: it resets)."""
+        self.hosting = hosting
+        self.reset()
 
     @property
     def steps_used(self) -> int:

@@ -1,9 +1,8 @@
 """What `dal run` gives a script, given to a REPL session: `run()` under the policy, loop receipts.
 
-`Session` (dal/repl/session.py) evaluates but, at the time of writing, leaves `run()` unconfigured and
-keeps no loop receipts. Until it does, the REPL attaches the runner's own pieces to the session's
-runtime: an `EffectHandler` (same policy check and executor as `dal run`, no journal) and a
-`LoopRecorder`. `Session.reset()` makes a new runtime, so `attach()` runs again after every reset.
+The session builds every runtime (at start and after each `:reset`) through `SessionWiring.runtime`, with
+the runner's host (dal/runner/host.py): an `EffectHandler` (same policy check and executor as `dal run`,
+no journal), env() under the policy, and one `LoopRecorder` for the whole session.
 """
 
 from __future__ import annotations
@@ -12,50 +11,44 @@ from typing import Any
 
 
 class SessionWiring:
-    """Attaches effects and a loop recorder to a session's runtime; one recorder for the whole session."""
+    """Hosts a session's runtimes: effects under `context`, one loop recorder for the whole session."""
 
     def __init__(self, session: Any, context: Any = None) -> None:
-        self.session = session
-        self.context = context  # dal.effects.EffectContext, or None: run() stays unavailable
-        self.recorder: Any = None
-        self.effect_handlers: list[Any] = []
         import time
 
         from dal.receipts.ids import utc_timestamp
+        from dal.runner.recorder import LoopRecorder
 
+        self.session = session
+        self.context = context  # dal.effects.EffectContext, or None: run() stays unavailable
+        self.recorder = LoopRecorder()
+        self.effect_handlers: list[Any] = []
         self.t0 = time.monotonic()
         self.started_at = utc_timestamp()
-        try:
-            from dal.runner.recorder import LoopRecorder
-        except ImportError:
-            LoopRecorder = None  # noqa: N806
-        if LoopRecorder is not None:
-            self.recorder = LoopRecorder()
 
     def attach(self) -> None:
-        """Wire the session's current runtime (call after creating or resetting the session)."""
-        rt = getattr(self.session, "rt", None)
-        if rt is None:
-            return
-        if self.recorder is not None and getattr(rt, "recorder", None) is None:
-            rt.recorder = self.recorder
+        """Make the session build its runtimes here (call once, before its first input)."""
+        if getattr(self.session, "hosting", None) is not self:
+            self.session.host_with(self)
+
+    def runtime(self, max_steps: int, write: Any) -> Any:
+        """A new runtime for the session, with its host."""
+        from dal.eval.runtime import Runtime
+        from dal.runner.host import RunHost
+
+        getenv = self.context.policy.getenv if self.context is not None else None
+        host = RunHost(write=write, recorder=self.recorder, getenv=getenv)
+        rt = Runtime(max_steps=max_steps, host=host)
         if self.context is not None:
-            rt.getenv = self.context.policy.getenv  # env() sees what the policy names, as in `dal run`
-        if self.context is not None and getattr(rt, "effects", None) is None:
             from dal.runner.effects import EffectHandler
 
             handler = EffectHandler(rt, self.context)
-            rt.effects = handler
-            rt.observe = handler.observe
+            host.attach(handler)
             self.effect_handlers.append(handler)
+        return rt
 
-    def loop_receipts(self) -> list[dict[str, Any]] | None:
-        """Every loop receipt of this session, oldest first; None when receipts are unavailable."""
-        own = getattr(self.session, "loop_receipts", None)  # a Session that keeps its own wins
-        if own is not None:
-            return list(own() if callable(own) else own)
-        if self.recorder is None:
-            return None
+    def loop_receipts(self) -> list[dict[str, Any]]:
+        """Every loop receipt of this session, oldest first."""
         return list(self.recorder.receipts())
 
     @property

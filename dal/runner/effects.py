@@ -400,7 +400,6 @@ class EffectHandler:
                 span, budget="effects", filename=rt.filename, source=rt.source,
             )
         self.seq = seq
-        rt.state["effects_started"] = True
         decision = fx.check_command(command, self.ctx.policy) if argv is None else fx.check_argv(argv, self.ctx.policy)
         prior = self.replay.get(seq)
         replayed = False

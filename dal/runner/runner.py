@@ -24,8 +24,9 @@ from dal.core.errors import DalError, DalRuntimeError, DivergenceError
 from dal.core.jsontext import surrogate_at
 from dal.core.records import ValueRecord
 from dal.effects import EffectContext, Policy, PolicyError
+from dal.eval.host import PROCEED, OperationVerdict
 from dal.eval.interpreter import Engine, Outcome, check_source
-from dal.eval.runtime import Runtime, SkipSignal
+from dal.eval.runtime import Runtime
 from dal.eval.values import describe, quote
 from dal.receipts.compact import compact
 from dal.receipts.files import write_receipt_files
@@ -34,6 +35,7 @@ from dal.receipts.retry import derive_retry
 from dal.receipts.schema import ReceiptSchemaError
 from dal.receipts.store import RunContinued, Store, StoreError, StoreGone
 from dal.runner.effects import EffectHandler, rerunnable
+from dal.runner.host import RunHost
 from dal.runner.inforce import Adopted, adopt, protect_run, receipt_policy, stored_policy
 from dal.runner.locks import KeyBusy, KeyLock
 from dal.runner.recorder import LoopRecorder
@@ -533,14 +535,6 @@ class _Run:
             self.store = None
 
 
-class _Abort(BaseException):
-    """Carries a RunnerError raised inside the script (operation("K") on a busy key) past the engine."""
-
-    def __init__(self, error: RunnerError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
 def _count_as(row: dict[str, Any]) -> str:
     """Which count of `attempts` a run adds to, from the attempt kind stored with it."""
     kind = StoredRun.attempt_of(row)
@@ -770,9 +764,39 @@ def _execute(run: _Run) -> RunReport:
         return _finish(run, source, operation, Outcome("rejected", errors[0], ended_by="error"),
                        rt=None, handler=None, recorder=None)
 
-    rt = Runtime(max_steps=spec.max_steps, timeout=spec.timeout, write=hooks.write or sys.stdout.write,
-                 max_memory=spec.max_memory)
-    rt.state["args"] = bound
+    recorder = LoopRecorder(on_receipt=hooks.on_loop_receipt)
+    stopped: list[RunnerError] = []  # operation("K") found the key busy: reported once the script stopped
+
+    def on_operation(key: str, span: Any) -> OperationVerdict:
+        if run.key is not None:
+            if key != run.key:
+                raise DalRuntimeError(
+                    f"operation({json.dumps(key)}) does not match the key this run was started with "
+                    f"({run.key!r})"
+                )
+            return PROCEED
+        try:
+            run.enter_key(key, handler)
+        except RunnerError as e:
+            stopped.append(e)  # not the script's failure: the runner reports it as the run's end
+            return OperationVerdict(stop=str(e))
+        if run.leaked_env:
+            names = ", ".join(run.leaked_env)
+            raise DalRuntimeError(
+                f"env() read {names} before operation({json.dumps(key)}) under this command line's policy, but "
+                f"operation {key!r} runs under the policy it started with, which does not let the script read "
+                f"{'it' if len(run.leaked_env) == 1 else 'them'}: call operation() before env(), or add "
+                f"--allow-env={','.join(run.leaked_env)}"
+            )
+        state["operation"] = key
+        if run.kind == "duplicate":
+            return OperationVerdict(skip_of=run.skipped_of or "")
+        return PROCEED
+
+    host = RunHost(write=hooks.write or sys.stdout.write, recorder=recorder, getenv=run.getenv,
+                   on_operation=on_operation)
+    rt = Runtime(max_steps=spec.max_steps, timeout=spec.timeout, host=host, max_memory=spec.max_memory,
+                 args=bound)
     ctx = effect_context(spec, run.policy)
     store = run.open_store()
     state = {"operation": operation}
@@ -782,11 +806,7 @@ def _execute(run: _Run) -> RunReport:
                           fence=hooks.fence)
     handler = EffectHandler(rt, ctx, journal=journal, run_id=run.run_id, max_effects=spec.max_effects,
                             fake=hooks.fake, simulate_crash=hooks.simulate_crash)
-    recorder = LoopRecorder(on_receipt=hooks.on_loop_receipt)
-    rt.effects = handler
-    rt.observe = handler.observe
-    rt.getenv = run.getenv
-    rt.recorder = recorder
+    host.attach(handler)
     run.handler = handler
 
     if spec.resume:
@@ -811,32 +831,6 @@ def _execute(run: _Run) -> RunReport:
     if run.kind == "duplicate":
         return _finish(run, source, operation, Outcome("skipped", ended_by="skip"), rt, handler, recorder)
 
-    def set_operation(key: str, span: Any) -> None:
-        if run.key is not None:
-            if key != run.key:
-                raise DalRuntimeError(
-                    f"operation({json.dumps(key)}) does not match the key this run was started with "
-                    f"({run.key!r})"
-                )
-            return
-        try:
-            run.enter_key(key, handler)
-        except RunnerError as e:
-            raise _Abort(e) from None  # past the engine: a busy key is not the script's failure
-        if run.leaked_env:
-            names = ", ".join(run.leaked_env)
-            raise DalRuntimeError(
-                f"env() read {names} before operation({json.dumps(key)}) under this command line's policy, but "
-                f"operation {key!r} runs under the policy it started with, which does not let the script read "
-                f"{'it' if len(run.leaked_env) == 1 else 'them'}: call operation() before env(), or add "
-                f"--allow-env={','.join(run.leaked_env)}"
-            )
-        state["operation"] = key
-        if run.kind == "duplicate":
-            raise SkipSignal(run.skipped_of or "")
-
-    rt.state["set_operation"] = set_operation
-
     got: dict[str, str] = {}
     restore: dict[int, Any] = {}
     if hooks.handle_signals and threading.current_thread() is threading.main_thread():
@@ -850,11 +844,11 @@ def _execute(run: _Run) -> RunReport:
             restore[s] = signal.signal(s, on_signal)
     try:
         outcome = Engine(rt).execute(checked)  # type: ignore[arg-type]
-    except _Abort as a:
-        raise a.error from None
     finally:
         for s, h in restore.items():
             signal.signal(s, h)
+    if outcome.ended_by == "stop" and stopped:
+        raise stopped[0]
     operation = state["operation"]
     if outcome.status == "completed" and run.kind in ("resume", "retry"):
         outcome = _unreached(handler, outcome, checked)

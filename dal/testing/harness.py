@@ -29,6 +29,7 @@ from dal.eval.builtins import BUILTINS
 from dal.eval.interpreter import Engine, check_source
 from dal.eval.runtime import Runtime
 from dal.eval.values import Builtin, dal_eq, dal_repr, display, to_json_value, type_name
+from dal.runner.host import RunHost
 
 TEST_SUFFIX = ".test.dal"
 DEFAULT_GLOBS = ("tests/**/*.test.dal", "examples/tests/*.test.dal")
@@ -196,10 +197,18 @@ def _key_of_run(store: Path, run_id: str, default: str | None) -> str | None:
     return row.get("key") or default
 
 
+class _TestHost(RunHost):
+    """The host of a test script: its own run() calls (fixtures) and the session the test builtins share."""
+
+    def __init__(self, session: Session, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.session = session
+
+
 def _session(rt: Runtime) -> Session:
-    s = rt.context
-    assert isinstance(s, Session)
-    return s
+    host = rt.host
+    assert isinstance(host, _TestHost)
+    return host.session
 
 
 # --- the test builtins -----------------------------------------------------------------------------
@@ -507,12 +516,12 @@ def run_test_file(path: Path, *, keep: bool = False, max_steps: int = defaults.M
     try:
         from dal.runner.effects import EffectHandler
 
-        rt = Runtime(max_steps=max_steps, write=buf.write)
-        rt.context = Session(path, workspace, allow_env, unsandboxed_as_root)
         # The test's own run() calls (fixtures) run for real under the workspace's policy, unjournaled.
         own = Policy.load(workspace, allow_env=allow_env)
-        rt.effects = EffectHandler(rt, EffectContext(policy=own, unsandboxed_as_root=unsandboxed_as_root))
-        rt.getenv = own.getenv
+        host = _TestHost(Session(path, workspace, allow_env, unsandboxed_as_root), write=buf.write,
+                         getenv=own.getenv)
+        rt = Runtime(max_steps=max_steps, host=host)
+        host.attach(EffectHandler(rt, EffectContext(policy=own, unsandboxed_as_root=unsandboxed_as_root)))
         outcome = Engine(rt, TEST_BUILTINS).execute(checked)  # type: ignore[arg-type]
     finally:
         if not keep:

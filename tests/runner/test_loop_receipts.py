@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dal
+from dal.eval.host import NullHost
 from dal.eval.interpreter import Engine, check_source
 from dal.eval.runtime import Runtime
 from dal.runner.recorder import LoopRecorder
@@ -58,7 +59,7 @@ def test_waiting_exit(tmp_path: Path) -> None:
 
 def test_interrupt_exit() -> None:
     recorder = LoopRecorder()
-    rt = Runtime(max_steps=10**12, write=lambda s: None, recorder=recorder)
+    rt = Runtime(max_steps=10**12, host=NullHost(lambda s: None, recorder))
     checked, errors = check_source("let n = 0\nwhile n >= 0 { n = n + 1 }\n", "t.dal")
     assert not errors
     threading.Timer(0.3, rt.interrupt, args=("SIGINT",)).start()
@@ -119,7 +120,7 @@ def test_one_receipt_per_loop_exit(body: str) -> None:
     checked, errors = check_source(source, "p.dal")
     assert not errors, errors
     recorder = LoopRecorder()
-    rt = Runtime(max_steps=200_000, write=lambda s: None, recorder=recorder)
+    rt = Runtime(max_steps=200_000, host=NullHost(lambda s: None, recorder))
     engine = Engine(rt)
     engine.execute(checked)
     exits = sum(lp["exits"] for lp in recorder.receipts())

@@ -13,6 +13,7 @@ import pytest
 def dal_engine() -> Callable[..., str]:
     """`dal_engine(source)`: run `source` in-process, return what it printed; a failed run fails the test."""
     from dal.core.diagnostics import render
+    from dal.eval.host import NullHost
     from dal.eval.interpreter import Engine, check_source
     from dal.eval.runtime import Runtime
 
@@ -20,7 +21,7 @@ def dal_engine() -> Callable[..., str]:
         checked, errors = check_source(source, "t.dal")
         assert not errors, [render(e) for e in errors]
         out: list[str] = []
-        outcome = Engine(Runtime(write=out.append, **budgets)).execute(checked)  # type: ignore[arg-type]
+        outcome = Engine(Runtime(host=NullHost(out.append), **budgets)).execute(checked)  # type: ignore[arg-type]
         assert outcome.status == "completed", render(outcome.error) if outcome.error else outcome
         return "".join(out)
 

@@ -220,13 +220,14 @@ def test_resume_keeps_the_memory_budget(tmp_path: Path, dal) -> None:
 
 def test_step_counts_do_not_depend_on_the_memory_budget(dal_engine) -> None:
     src = 'let s = ""\nlet i = 0\nwhile i < 1000 { s = s + "ab" i = i + 1 }\nprint(len(s))\n'
+    from dal.eval.host import NullHost
     from dal.eval.interpreter import Engine, check_source
     from dal.eval.runtime import Runtime
 
     counts = set()
     for mem in (16 << 20, 1 << 30, 1 << 40):
         checked, _ = check_source(src, "t.dal")
-        rt = Runtime(max_memory=mem, write=lambda s: None)
+        rt = Runtime(max_memory=mem, host=NullHost(lambda s: None))
         assert Engine(rt).execute(checked).status == "completed"  # type: ignore[arg-type]
         counts.add(rt.steps)
     assert len(counts) == 1
@@ -239,6 +240,7 @@ def test_errors_python_raises_are_located_at_the_statement(exc: type, status: st
     """What used to point at file:0:0: the machine out of memory, a stack overflow outside any call, a
     bug in DAL. The place comes from the innermost compiled statement or expression."""
     from dal.eval.builtins import BUILTINS
+    from dal.eval.host import NullHost
     from dal.eval.interpreter import Engine, check_source
     from dal.eval.runtime import Runtime
     from dal.eval.values import Builtin
@@ -250,6 +252,6 @@ def test_errors_python_raises_are_located_at_the_statement(exc: type, status: st
     checked, errors = check_source('let x = 1\nlet i = 0\nwhile i < 3 {\n    i = i + 1\n    let y = [boom()]\n}\n',
                                    "t.dal", builtins=table)
     assert not errors
-    outcome = Engine(Runtime(write=lambda s: None), builtins=table).execute(checked)  # type: ignore[arg-type]
+    outcome = Engine(Runtime(host=NullHost(lambda s: None)), builtins=table).execute(checked)  # type: ignore[arg-type]
     assert outcome.status == status and outcome.error.kind == kind
     assert (outcome.error.span.line, outcome.error.span.column) == (5, 14)

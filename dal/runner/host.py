@@ -1,0 +1,82 @@
+"""The host a run gives its script (dal/eval/host.py's interface): effects through an EffectHandler, loop
+exits to a LoopRecorder, env() under the policy, output to the run's writer.
+
+`dal run`, the REPL and `dal test` use it; the runner passes `on_operation` for what `operation("K")`
+means to a stored run (dal/runner/runner.py). The effect handler needs the runtime it serves, and the
+runtime needs its host when it is built, so the handler is attached once with `attach()` right after.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from dal.core.errors import DalRuntimeError
+from dal.eval.host import PROCEED, OperationVerdict
+from dal.syntax.ast import Span
+
+if TYPE_CHECKING:
+    from dal.eval.runtime import LoopFrame
+    from dal.runner.effects import EffectHandler
+
+
+class RunHost:
+    """The host of one runtime; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        write: Callable[[str], Any] | None = None,
+        recorder: Any = None,  # a LoopRecorder (or anything with its loop_exit), or None
+        getenv: Callable[[str], str | None] | None = None,
+        on_operation: Callable[[str, Span], OperationVerdict] | None = None,
+    ) -> None:
+        self._write = write
+        self.recorder = recorder
+        self._getenv = getenv
+        self._on_operation = on_operation
+        self.effects: EffectHandler | None = None
+
+    def attach(self, handler: EffectHandler) -> None:
+        """The effect handler `run()` goes to (once, after the runtime it serves is built)."""
+        if self.effects is not None:
+            raise RuntimeError("the host has an effect handler already")
+        self.effects = handler
+
+    def run_effect(self, command: str, span: Span, argv: tuple[str, ...] | None = None) -> Any:
+        if self.effects is None:
+            raise DalRuntimeError("run() is not available here: no effect runner is configured", span)
+        return self.effects(command, span, argv)
+
+    def observe(self, what: str, produce: Callable[[], Any]) -> Any:
+        return produce() if self.effects is None else self.effects.observe(what, produce)
+
+    def getenv(self, name: str) -> str | None:
+        return None if self._getenv is None else self._getenv(name)
+
+    def set_operation(self, key: str, span: Span) -> OperationVerdict:
+        if self.effects is not None and self.effects.seq:
+            raise DalRuntimeError(
+                "operation(...) must come before the first run(): effects already ran under another identity"
+            )
+        return PROCEED if self._on_operation is None else self._on_operation(key, span)
+
+    def loop_exit(
+        self,
+        frame: LoopFrame,
+        reason: str,
+        clause: str | None,
+        steps: int,
+        ended_at: float,
+        snapshot: Callable[[], dict[str, Any]],
+    ) -> None:
+        if self.recorder is not None:
+            self.recorder.loop_exit(frame, reason, clause, steps, ended_at, snapshot)
+
+    def now(self) -> float:
+        return time.time()
+
+    def write(self, text: str) -> Any:
+        return (self._write or sys.stdout.write)(text)
