@@ -361,7 +361,6 @@ def resume(
     taken from the run (say it again here, as for run())."""
     from dal.receipts.store import StoreError
     from dal.runner.build import SpecError, resume_spec
-    from dal.runner.runner import find_run
     from dal.runner.spec import POLICY_FLAGS
 
     if policy is not None and (not isinstance(policy, dict) or set(policy) - set(POLICY_FLAGS)):
@@ -373,7 +372,7 @@ def resume(
     location = _location(store, ws)
     try:
         with _open(store, ws, readonly=True) as db:
-            run = find_run(db, run_id)
+            run = db.find_run(run_id)
     except StoreError as e:
         raise DalUsageError(str(e)) from None
     try:

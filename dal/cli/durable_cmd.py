@@ -137,7 +137,6 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from dal.receipts.location import StoreLocation, StoreLocationError
     from dal.runner.build import SpecError, resume_spec
     from dal.runner.options import spec_options
-    from dal.runner.runner import find_run
 
     try:
         location = StoreLocation.parse(args.store, _workspace(args))
@@ -147,7 +146,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         return _die(f"no runs yet: there is no run store at {location.path}")
     try:
         with Store(location.file, readonly=True) as store:
-            run = find_run(store, args.ref)
+            run = store.find_run(args.ref)
     except StoreError as e:
         return _die(str(e))
     given = {k: v for k, v in spec_options(args).items() if k not in ("workspace", "store", "key", "policy_file")}

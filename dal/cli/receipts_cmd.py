@@ -237,10 +237,10 @@ def _unfinished(store: Store, ref: str) -> dict[str, Any] | str | None:
     """A run with no receipt yet: a line saying it is still running, or, when its process is gone, the
     receipt its journal gives, with status `died` (the next invocation records it as `interrupted`). None
     when `ref` names no run."""
-    from dal.runner.runner import crashed_receipt, find_run
+    from dal.runner.runner import crashed_receipt
 
     try:
-        rows = store.list_runs(limit=1) if ref.strip() == "latest" else [find_run(store, ref)]
+        rows = store.list_runs(limit=1) if ref.strip() == "latest" else [store.find_run(ref)]
     except RunNotFound:
         return None
     if not rows or not rows[0]:

@@ -297,7 +297,6 @@ def _prepare(args: argparse.Namespace, *, schedule: bool = False) -> tuple[dict[
 def cmd_submit(args: argparse.Namespace) -> int:
     from dal.receipts.jobs import JobQueue, machine_host
     from dal.receipts.store import Store, StoreError
-    from dal.runner.runner import newest_run_of_key
 
     spec, key, path, _ = _prepare(args)
     now = time.time()
@@ -315,7 +314,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
                 if have is not None:
                     return _said(args, have, f"key {key!r} already has job {have['job_id']} ({have['state']}): "
                                  "nothing submitted")
-                newest = newest_run_of_key(store, key)
+                newest = store.newest_run_of_key(key)
                 done = newest is not None and (newest["status"] == "completed" or (
                     newest["status"] == "skipped" and newest.get("skipped_of")))
                 mine = (spec.get("extensions") or {}).get("args", {})

@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from dal.core.fsutil import fsync_dir
@@ -40,6 +40,10 @@ from dal.receipts import storefile
 from dal.receipts.ids import RUN_ID_RE, utc_timestamp
 from dal.receipts.jobs_schema import MIGRATION as _JOBS_MIGRATION
 from dal.receipts.location import DEFAULT_STORE, STORE_ENV, StoreLocation  # noqa: F401 - names in use
+
+if TYPE_CHECKING:
+    from dal.receipts.jobs import JobQueue
+    from dal.receipts.oplock import KeyLock
 
 SCHEMA_VERSION = 4
 # save_receipt() checks this many entries (plus the last) of each long list against the schema.
@@ -1404,6 +1408,37 @@ class Store:
             return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
         return self._read(f"reading decisions for {run_id}", read)
+
+    # -- queries and the operation lock (the store contract: dal/receipts/contract.py) ---------------
+
+    def newest_run_of_key(self, key: str) -> dict[str, Any] | None:
+        """The newest run of `key` that decides what its next invocation does (dal/receipts/queries.py)."""
+        from dal.receipts.queries import newest_run_of_key
+
+        return newest_run_of_key(self, key)
+
+    def find_run(self, ref: str) -> dict[str, Any]:
+        """The run `ref` names, as run_row() gives it, receipt or not (dal/receipts/queries.py)."""
+        from dal.receipts.queries import find_run
+
+        return find_run(self, ref)
+
+    def operation_lock(self, key: str) -> KeyLock:
+        """The exclusive lock of operation `key` (a flock file in `<store dir>/locks`, released by the
+        kernel when its holder exits, kill -9 included). Raises OSError when the folder cannot be made."""
+        from dal.receipts.oplock import KeyLock
+
+        return KeyLock(self.path.parent / "locks", key)
+
+    def locks_where(self) -> str:
+        """Where the operation locks are, for messages."""
+        return str(self.path.parent / "locks")
+
+    def jobs(self) -> JobQueue:
+        """The job queue in this store, over this connection."""
+        from dal.receipts.jobs import JobQueue
+
+        return JobQueue.of(self)
 
 
 def _check_fence(conn: sqlite3.Connection, fence: Any) -> None:

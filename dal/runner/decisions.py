@@ -132,12 +132,12 @@ def decide(
     started over since (`--new-attempt`) is refused, and so is an effect other than the one the named run
     showed (its own held effect by default)."""
     from dal.receipts.store import DecisionTooLate
-    from dal.runner.runner import find_run, run_alive
+    from dal.runner.runner import run_alive
 
     if decision not in DECISIONS:
         raise DecisionRefused(f"unknown decision {decision!r}: one of {', '.join(DECISIONS)}")
     want = "uncertain" if decision.startswith("resolved:") else "pending_approval"
-    named = find_run(store, ref)
+    named = store.find_run(ref)
     newest = journal.newest_of(store, named)
     rid, nid = named.get("run_id"), newest["run_id"]
     if rid != nid and ref.strip().startswith("run_") and newest["status"] not in ("completed", "skipped", "rejected"):

@@ -117,10 +117,8 @@ def load(store: Store, run_id: str) -> OperationJournal:
 def newest_of(store: Store, row: dict[str, Any]) -> dict[str, Any]:
     """The newest run of the operation `row` belongs to: for a key, the key's newest run that counts
     (rejected runs do not); without a key, the last run of the chain of runs that continued it."""
-    from dal.runner.runner import newest_run_of_key
-
     if row.get("key"):
-        newest = newest_run_of_key(store, row["key"])
+        newest = store.newest_run_of_key(row["key"])
         if newest is not None:
             return store.run_row(newest["run_id"]) or newest
     for _ in range(CHAIN_LIMIT):

@@ -29,15 +29,16 @@ from dal.eval.interpreter import Engine, Outcome, check_source
 from dal.eval.runtime import Runtime
 from dal.eval.values import describe, quote
 from dal.receipts.compact import compact
+from dal.receipts.contract import OperationLock
 from dal.receipts.files import write_receipt_files
 from dal.receipts.ids import new_run_id, utc_timestamp
+from dal.receipts.oplock import KeyBusy
 from dal.receipts.retry import derive_retry
 from dal.receipts.schema import ReceiptSchemaError
 from dal.receipts.store import RunContinued, Store, StoreError, StoreGone
 from dal.runner.effects import EffectHandler, rerunnable
 from dal.runner.host import RunHost
 from dal.runner.inforce import Adopted, adopt, protect_run, receipt_policy, stored_policy
-from dal.runner.locks import KeyBusy, KeyLock
 from dal.runner.recorder import LoopRecorder
 from dal.runner.spec import RunHooks, RunSpec, SpecError
 from dal.runner.stored import StoredRun, run_record
@@ -239,7 +240,7 @@ class _Run:
         self.started_at = utc_timestamp()
         self.t0 = time.monotonic()
         self.store: Store | None = None
-        self.lock: KeyLock | None = None
+        self.lock: OperationLock | None = None
         self.key: str | None = spec.key
         self.previous: dict[str, Any] | None = None
         self.attempts: dict[str, int] | None = None
@@ -335,17 +336,17 @@ class _Run:
         store = self.open_store()
         self.key = key
         try:
-            self.lock = KeyLock(store.path.parent / "locks", key)
+            self.lock = store.operation_lock(key)
             self.lock.acquire(self.run_id, self.spec.wait)
         except KeyBusy as e:
             self.lock = None
             raise RunnerError(str(e), exit_code=3) from None
         except OSError as e:
             self.lock = None
-            raise RunnerError(f"cannot lock operation {key!r} in {store.path.parent / 'locks'}: "
+            raise RunnerError(f"cannot lock operation {key!r} in {store.locks_where()}: "
                               f"{e.strerror or e}") from None
         try:
-            prev = newest_run_of_key(store, key)
+            prev = store.newest_run_of_key(key)
         except StoreError as e:
             raise RunnerError(str(e)) from None
         if resuming is not None and (prev is None or prev["run_id"] != resuming):
@@ -590,48 +591,6 @@ class _BeginFirst:
         self._store.journal_result(*args, **kw)
 
 
-def newest_run_of_key(store: Store, key: str) -> dict[str, Any] | None:
-    """The newest run of `key` that decides what the next invocation does. Runs that executed nothing
-    are passed over: a rejected run (a broken script run under a completed key does not reopen it), and
-    a duplicate or rejected invocation the store recorded the start of but not the end (it died, or the
-    store refused its receipt), which must not read as an operation left half done."""
-
-    def counts(row: dict[str, Any]) -> bool:
-        if row["status"] == "rejected":
-            return False
-        if row["status"] == "running":
-            info = store.run_row(row["run_id"]) or {}
-            kind = StoredRun.attempt_of(info)
-            return kind not in ("duplicate", "rejected")
-        return True
-
-    rows = store.runs_of_key(key, limit=20)
-    for row in rows:
-        if counts(row):
-            return row
-    if len(rows) == 20:
-        for row in store.runs_of_key(key, limit=None):
-            if counts(row):
-                return row
-    return None
-
-
-def find_run(store: Store, ref: str) -> dict[str, Any]:
-    """The run `ref` names, as `Store.run_row()` gives it, even one that died before its receipt: a run id
-    or a unique prefix, a key or operation (its newest run), or `latest`. Raises RunNotFound."""
-    ref = ref.strip()
-    if ref.startswith("run_"):
-        ids = store.run_ids_with_prefix(ref)
-        if ref in ids or len(ids) == 1:
-            return store.run_row(ref if ref in ids else ids[0]) or {}
-    elif ref and ref != "latest":
-        newest = newest_run_of_key(store, ref)
-        if newest is not None:
-            return store.run_row(newest["run_id"]) or newest
-    receipt = store.find(ref)
-    return store.run_row(receipt["run_id"]) or receipt
-
-
 def pid_alive(pid: Any) -> bool:
     """Whether some process has this pid (not necessarily the one that began a run: see run_alive)."""
     from dal.core.procinfo import pid_exists
@@ -652,7 +611,7 @@ def _resumable(run: _Run, store: Store, ref: str) -> dict[str, Any]:
     that has not completed continues it: waiting, interrupted or died (a resume), failed or exhausted
     (a retry, which replays what must not run twice)."""
     try:
-        prev = find_run(store, ref)
+        prev = store.find_run(ref)
     except StoreError as e:
         raise RunnerError(str(e)) from None
     status = prev.get("status")
@@ -672,8 +631,8 @@ def _resumable(run: _Run, store: Store, ref: str) -> dict[str, Any]:
 def _lock_keyless(run: _Run, store: Store, prev: dict[str, Any]) -> None:
     """A run without a key has no key lock: lock its run id instead, and refuse while it still runs or
     once a later run continued it."""
-    run.lock = KeyLock(store.path.parent / "locks", "run:" + prev["run_id"])
     try:
+        run.lock = store.operation_lock("run:" + prev["run_id"])
         run.lock.acquire(run.run_id, run.spec.wait)
     except KeyBusy as e:
         run.lock = None

@@ -19,6 +19,7 @@ from typing import Any
 
 from dal.core.records import ValueRecord
 from dal.effects.policy import Policy
+from dal.receipts.queries import attempt_of
 from dal.runner.spec import RunSpec
 
 
@@ -56,13 +57,7 @@ class StoredRun(ValueRecord):
                    _str(data.get("adopted_from")), data.get("added") or {},
                    legacy={"launch": launch, "args": dict(data.get("args") or {})})
 
-    @staticmethod
-    def attempt_of(row: dict[str, Any] | None) -> str | None:
-        """The attempt kind stored with a run, without reading the rest (None for runs stored before
-        attempts had kinds). Never raises: a damaged row has no kind."""
-        data = (row or {}).get("policy") or {}
-        kind = data.get("attempt") if "spec" in data else (data.get("launch") or {}).get("attempt")
-        return kind if isinstance(kind, str) else None
+    attempt_of = staticmethod(attempt_of)  # dal/receipts/queries.py: the stores read it too
 
     def budget(self, name: str) -> Any:
         """A budget the run was started with (max_steps, max_effects, timeout, max_memory), or None."""

@@ -1,7 +1,8 @@
 """A job taken over from a worker whose lease ran out: its key's lock may still be held.
 
-The key's flock (dal/runner/locks.py) keeps one runner per key on a machine. A worker that was paused
-(SIGSTOP, a debugger, a VM frozen) or hung still holds it after its lease ran out; its next journal write
+The key's flock (dal/receipts/oplock.py, the store's operation lock) keeps one runner per key on a
+machine. A worker that was paused (SIGSTOP, a debugger, a VM frozen) or hung still holds it after its
+lease ran out; its next journal write
 is fenced, so when it continues it stops and lets go. So the worker that took the job over waits for the
 lock. If the stale holder has not let go one lease period after its lease ran out, and it is exactly the
 process recorded for the earlier claim (pid, start time, boot id: the same process on this machine, not
@@ -24,7 +25,7 @@ from typing import Any
 
 def _try(lock: Any) -> dict[str, Any] | None:
     """None when the key's lock is free (taken and let go at once), else who holds it."""
-    from dal.runner.locks import KeyBusy
+    from dal.receipts.oplock import KeyBusy
 
     try:
         lock.acquire("(a worker checking the key)", 0)
@@ -38,7 +39,7 @@ def wait_for_key(store: Path, job: dict[str, Any], patience: float, say: Callabl
     """Return once the key of `job` (claimed by a takeover) is free, or after killing its stale holder as
     described above, or after giving up (the run then finds the key busy)."""
     from dal.core.procinfo import alive, boot_id
-    from dal.runner.locks import KeyLock
+    from dal.receipts.oplock import KeyLock
 
     lock = KeyLock(Path(store).parent / "locks", job["key"])
     stale = json.loads(job.get("took_over") or "null") or {}

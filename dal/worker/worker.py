@@ -407,10 +407,9 @@ def _new_attempt(store: Path, spec: Any, key: str) -> bool:
     if not spec.new_attempt:
         return False
     from dal.receipts.store import Store
-    from dal.runner.runner import newest_run_of_key
 
     with Store(store, readonly=True) as s:
-        newest = newest_run_of_key(s, key)
+        newest = s.newest_run_of_key(key)
     return (newest["run_id"] if newest else None) == spec.extensions.get("new_attempt_of")
 
 

@@ -1,4 +1,5 @@
-"""One key, one runner: an exclusive lock per operation key.
+"""One key, one runner: an exclusive lock per operation key, the SQLite store's operation lock
+(`Store.operation_lock`): flock files in `<store dir>/locks`.
 
 `flock` locks belong to the open file: the kernel releases them when the holder exits, however it
 exits (kill -9 included), so a dead holder never blocks the key and its run becomes resumable.
@@ -29,6 +30,8 @@ class KeyBusy(Exception):
 
 
 class KeyLock:
+    """The lock of one operation key (or `run:ID` for a run without a key); `acquire` raises KeyBusy."""
+
     def __init__(self, folder: Path, key: str) -> None:
         digest = sha256(key.encode("utf-8")).hexdigest()[:24]
         folder.mkdir(parents=True, exist_ok=True)

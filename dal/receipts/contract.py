@@ -1,0 +1,169 @@
+"""The store contract: the operations the runner, the CLI, the API, `dal test` and the worker ask of a run
+store, as typed protocols. The SQLite store (dal/receipts/store.py, `Store`) is the first implementation;
+a PostgreSQL store implements the same protocols and passes the same contract tests
+(tests/receipts/store_contract.py, with a fixture parametrized over store factories).
+
+What every implementation promises (the contract tests check each):
+- runs: `begin_run` records a run before it executes (status `running`, once per run id);
+  `save_receipt` ends it (or records a run that never began); `list_runs` is newest first and
+  `runs_of_key` newest first in the order the store recorded the runs (not their ids' clock); `find`
+  and `find_run` name a run by id, unique id prefix, key or operation (its newest run) or `latest`,
+  raising RunNotFound (a StoreError) otherwise; `lineage` follows `previous_run` newest first;
+  `run_row` gives a run's row, receipt or not, with `resumed_by` (the run that continued it).
+- the journal: an intent is recorded before its effect starts and may be recorded again while it has no
+  result; a result makes the entry final (StoreError on a second intent); `journal_hold` returns a
+  matching decision or journals the hold, in one transaction, so a decision is never lost between the
+  two.
+- decisions: `record_approval` returns the stored row with an id that grows; `approvals` is oldest first.
+- the operation lock: `operation_lock(key)` excludes a second holder of the same key in any process
+  until the first releases it or exits (kill -9 included); other keys are independent. `acquire`
+  raises KeyBusy (dal/receipts/oplock.py) naming the holder.
+- jobs (`jobs()`): the queue the worker and `dal submit` use; a key has at most one open job, a job is
+  claimed by one worker at a time, and a worker whose lease was taken over is fenced.
+
+Store errors are StoreError (dal/receipts/store.py) with a message that names the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+Row = dict[str, Any]
+
+
+class OperationLock(Protocol):
+    """The exclusive lock of one operation key."""
+
+    def acquire(self, run_id: str, wait: float | None = None) -> None:
+        """Take the lock for `run_id`, waiting up to `wait` seconds; raise KeyBusy naming the holder."""
+        ...
+
+    def release(self) -> None: ...
+
+
+class JobStore(Protocol):
+    """The job queue (dal/receipts/jobs.py, `JobQueue`): what `dal submit`, `dal jobs`, `dal worker` and
+    decisions use. `fence` values are jobs.Fence (job id, lease epoch, owner)."""
+
+    def open_job(self, key: str) -> Row | None: ...
+
+    def submit(self, *, spec: dict[str, Any], key: str | None, queue: str, priority: int, run_at: float,
+               max_attempts: int, host: str, movable: bool, schedule: str | None = None,
+               now: float | None = None) -> tuple[Row, bool]:
+        """Add a job; (the job, True), or (the key's open job, False) when it has one already."""
+        ...
+
+    def get(self, job_id: int) -> Row | None: ...
+
+    def list(self, *, state: str | None = None, queue: str | None = None, key: str | None = None,
+             limit: int | None = 100) -> list[Row]: ...
+
+    def counts(self) -> dict[str, int]: ...
+
+    def claim(self, *, owner: str, queues: Sequence[str], host: str, lease: float,
+              now: float | None = None) -> Row | None: ...
+
+    def heartbeat(self, fence: Any, lease: float, now: float | None = None) -> bool: ...
+
+    def set_holder(self, fence: Any, holder: dict[str, Any]) -> bool: ...
+
+    def route(self, fence: Any, event: str, *, run_at: float | None = None, failures: int | None = None,
+              streak: int | None = None, run: Row | None = None, waits_on: Sequence[int] = (),
+              note: str | None = None, now: float | None = None) -> str | None: ...
+
+    def wake_key(self, key: str, now: float | None = None) -> int: ...
+
+    def sweep_waiting(self, now: float | None = None) -> int: ...
+
+    def retry(self, job_id: int, now: float | None = None, note: str = ...) -> Row: ...
+
+    def cancel(self, job_id: int, now: float | None = None, note: str = ...) -> Row: ...
+
+
+class RunStore(Protocol):
+    """A run store: runs and their receipts, the effect journal, decisions, the operation lock, jobs."""
+
+    # -- runs ------------------------------------------------------------------------------------------
+
+    def begin_run(self, run_id: str, *, operation: str, key: str | None = None, script_path: str | None = None,
+                  started_at: str | None = None, previous_run: str | None = None, pid: int | None = None,
+                  policy: Any = None) -> None: ...
+
+    def save_receipt(self, receipt: dict[str, Any], *, validate: bool | None = None) -> None: ...
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        """The receipt of a run that ended, or None."""
+        ...
+
+    def run_row(self, run_id: str) -> Row | None:
+        """A run's row, ended or not, with `resumed_by`, `pid` and the stored `policy`."""
+        ...
+
+    def run_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]: ...
+
+    def find(self, ref: str) -> dict[str, Any]:
+        """The receipt `ref` names (run id, unique prefix, key or operation, `latest`); RunNotFound."""
+        ...
+
+    def find_run(self, ref: str) -> Row:
+        """The run `ref` names, as run_row() gives it, receipt or not; RunNotFound."""
+        ...
+
+    def runs_of_key(self, key: str, *, limit: int | None = 20) -> list[Row]:
+        """The runs of `key`, newest first in the order the store recorded them (not by run id)."""
+        ...
+
+    def newest_run_of_key(self, key: str) -> Row | None:
+        """The run of `key` that decides what its next invocation does (rejected runs do not count)."""
+        ...
+
+    def list_runs(self, *, status: str | None = None, operation: str | None = None, key: str | None = None,
+                  waiting: bool = False, limit: int | None = 50) -> list[Row]:
+        """Runs newest first."""
+        ...
+
+    def count_runs(self, *, status: str | None = None, operation: str | None = None, key: str | None = None,
+                   waiting: bool = False) -> int: ...
+
+    def lineage(self, run_id: str, *, limit: int = 10_000) -> list[Row]:
+        """`run_id` and the runs it continues, newest first."""
+        ...
+
+    def loops(self, run_id: str) -> list[dict[str, Any]]: ...
+
+    # -- the effect journal --------------------------------------------------------------------------
+
+    def journal_intent(self, run_id: str, seq: int, command: str, effect_class: str | None, *,
+                       detail: dict[str, Any] | None = None, fence: Any = None) -> None: ...
+
+    def journal_result(self, run_id: str, seq: int, result_json: Any, *, status: str | None = None) -> None: ...
+
+    def journal(self, run_id: str) -> list[Row]: ...
+
+    def journal_hold(self, run_id: str, seq: int, command: str, effect_class: str | None, *,
+                     detail: dict[str, Any] | None = None, decided_in: Iterable[str] = (),
+                     kinds: Iterable[str] = (), after: int = 0, fence: Any = None) -> Row | None: ...
+
+    def set_synchronous(self, level: str) -> None:
+        """How durably the next writes commit: NORMAL, or FULL (on disk before the write returns)."""
+        ...
+
+    # -- decisions -----------------------------------------------------------------------------------
+
+    def record_approval(self, run_id: str, seq: int | None, decision: str, *, who: str | None = None,
+                        note: str | None = None) -> Row: ...
+
+    def approvals(self, run_id: str) -> list[Row]: ...
+
+    # -- the operation lock and the queue ------------------------------------------------------------
+
+    def operation_lock(self, key: str) -> OperationLock: ...
+
+    def locks_where(self) -> str:
+        """Where the operation locks are, for messages."""
+        ...
+
+    def jobs(self) -> JobStore: ...
+
+    def close(self) -> None: ...
