@@ -88,11 +88,12 @@ def save_session_receipt(session: Any, wiring: SessionWiring, spec: Any, status:
     import time
     from pathlib import Path
 
+    from dal.receipts.build import run_receipt
     from dal.receipts.files import write_receipt_files
     from dal.receipts.ids import new_run_id, utc_timestamp
     from dal.receipts.retry import derive_retry
     from dal.receipts.store import Store
-    from dal.runner.runner import SCHEMA, artifact_of
+    from dal.runner.runner import artifact_of
 
     inputs = getattr(session, "_inputs", 0)
     if not inputs:
@@ -105,35 +106,40 @@ def save_session_receipt(session: Any, wiring: SessionWiring, spec: Any, status:
     external = "performed" if any(h.external_performed for h in handlers) else "none"
     ws = Path(spec.workspace)
     started = getattr(wiring, "started_at", None) or utc_timestamp()
-    receipt = {
-        "schema": SCHEMA,
-        "run_id": new_run_id(),
-        "operation": "repl",
-        "key": None,
-        "script": {"path": "<repl>", "sha256": hashlib.sha256(b"").hexdigest()},
-        "workspace": str(ws),
-        "status": status,
-        "attempted_at": started,
-        "finished_at": utc_timestamp(),
-        "duration_ms": round((time.monotonic() - getattr(wiring, "t0", time.monotonic())) * 1000, 3),
-        "steps": {"used": session.steps_used, "budget": session.max_steps},
-        "effects": {"count": len(items), "budget": None, "items": items[:200], "omitted": max(0, len(items) - 200)},
-        "artifacts": [artifact_of(ws, p) for p in writes],
-        "external_effect": external,
-        "retry": derive_retry(status, external_effect=external),
-        "blocker": None,
-        "error": None,
-        "result": {"inputs": inputs},
-        "loops": wiring.loop_receipts() or [],
-        "loops_omitted": 0,
-        "attempts": None,
-        "previous_run": None,
-        "skipped_of": None,
-    }
+    policy = None
     if wiring.context is not None:
         from dal.runner.inforce import receipt_policy
 
-        receipt["policy"] = receipt_policy(wiring.context.policy, None, [])
+        policy = {"policy": receipt_policy(wiring.context.policy, None, [])}
+    receipt = run_receipt(
+        run_id=new_run_id(),
+        operation="repl",
+        key=None,
+        script_path="<repl>",
+        script_sha256=hashlib.sha256(b"").hexdigest(),
+        workspace=str(ws),
+        status=status,
+        attempted_at=started,
+        finished_at=utc_timestamp(),
+        duration_ms=round((time.monotonic() - getattr(wiring, "t0", time.monotonic())) * 1000, 3),
+        steps_used=session.steps_used,
+        steps_budget=session.max_steps,
+        effects_count=len(items),
+        effects_budget=None,
+        items=items[:200],
+        omitted=max(0, len(items) - 200),
+        artifacts=[artifact_of(ws, p) for p in writes],
+        external_effect=external,
+        retry=derive_retry(status, external_effect=external),
+        blocker=None,
+        error=None,
+        result={"inputs": inputs},
+        loops=wiring.loop_receipts(),
+        attempts=None,
+        previous_run=None,
+        skipped_of=None,
+        **(policy or {}),
+    )
     with Store(spec.store.file) as db:
         db.save_receipt(receipt)
     _, md = write_receipt_files(receipt, spec.receipts_dir(), workspace=ws)

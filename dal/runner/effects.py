@@ -30,6 +30,7 @@ from dal import effects as fx  # names resolved on first use: no shell parser un
 from dal.core.errors import BudgetExhausted, DivergenceError, Interrupted
 from dal.core.records import ValueRecord
 from dal.eval.runtime import Runtime, WaitSignal
+from dal.receipts.build import effect_item
 from dal.receipts.store import StoreError, StoreGone
 from dal.syntax.ast import Span
 
@@ -627,22 +628,22 @@ class EffectHandler:
         if len(self.items) >= EFFECT_ITEMS_CAP:
             self.items.pop()
             self.omitted += 1
-        self.items.append({
-            "seq": seq,
-            "command": command,
-            "status": status,
-            "class": effect_class,
-            "code": None,
-            "summary": "waiting for approval" if status == "pending_approval" else "outcome unknown",
-            "reason": reason,
-            "reads": list(decision.reads),
-            "writes": list(decision.writes),
-            "duration_ms": 0.0,
-            "line": span.line,
-            "column": span.column,
-            "loop_iteration": self.rt.loops[-1].iterations if self.rt.loops else None,
-            "replayed": False,
-        })
+        self.items.append(effect_item(
+            seq=seq,
+            command=command,
+            status=status,
+            effect_class=effect_class,
+            code=None,
+            summary="waiting for approval" if status == "pending_approval" else "outcome unknown",
+            reason=reason,
+            reads=list(decision.reads),
+            writes=list(decision.writes),
+            duration_ms=0.0,
+            line=span.line,
+            column=span.column,
+            loop_iteration=self.rt.loops[-1].iterations if self.rt.loops else None,
+            replayed=False,
+        ))
 
     def _account(self, seq: int, result: EffectResult, span: Span, replayed: bool) -> None:
         self.count += 1
@@ -659,22 +660,22 @@ class EffectHandler:
         rt = self.rt
         iteration = rt.loops[-1].iterations if rt.loops else None
         if len(self.items) < EFFECT_ITEMS_CAP:
-            self.items.append({
-                "seq": seq,
-                "command": result.command,
-                "status": result.status,
-                "class": d.effect_class,
-                "code": result.code,
-                "summary": result.summary,
-                "reason": d.reason,
-                "reads": list(d.reads),
-                "writes": list(d.writes),
-                "duration_ms": round(result.duration_ms, 3),
-                "line": span.line,
-                "column": span.column,
-                "loop_iteration": iteration,
-                "replayed": replayed,
-            })
+            self.items.append(effect_item(
+                seq=seq,
+                command=result.command,
+                status=result.status,
+                effect_class=d.effect_class,
+                code=result.code,
+                summary=result.summary,
+                reason=d.reason,
+                reads=list(d.reads),
+                writes=list(d.writes),
+                duration_ms=round(result.duration_ms, 3),
+                line=span.line,
+                column=span.column,
+                loop_iteration=iteration,
+                replayed=replayed,
+            ))
         else:
             self.omitted += 1
         if rt.loops:

@@ -28,6 +28,7 @@ from dal.eval.host import PROCEED, OperationVerdict
 from dal.eval.interpreter import Engine, Outcome, check_source
 from dal.eval.runtime import Runtime
 from dal.eval.values import describe, quote
+from dal.receipts.build import effect_item, run_receipt, unjournaled_item
 from dal.receipts.compact import compact
 from dal.receipts.contract import OperationLock
 from dal.receipts.files import write_receipt_files
@@ -53,7 +54,6 @@ EXIT_BY_STATUS = {
     "interrupted": 130,
 }
 RESUMABLE = frozenset({"waiting", "interrupted", "running"})
-SCHEMA = "dal.receipt/v1"
 _SHA_LIMIT = 64 * 1024 * 1024
 
 
@@ -154,58 +154,58 @@ def crashed_receipt(
             status = "pending_approval"
         else:
             status = "uncertain"
-        items.append({
-            "seq": row["seq"], "command": row["command"], "status": status,
-            "class": row.get("class"), "code": res.get("code"),
-            "summary": res.get("summary") or ("outcome unknown" if status == "uncertain" else "not started"),
-            "reason": res.get("reason") or detail.get("policy"), "reads": res.get("reads", []),
-            "writes": res.get("writes") or detail.get("writes") or [],
-            "duration_ms": res.get("duration_ms", 0.0), "line": detail.get("line", 0),
-            "column": 0, "loop_iteration": None, "replayed": bool(detail.get("replayed")),
-        })
+        items.append(effect_item(
+            seq=row["seq"], command=row["command"], status=status,
+            effect_class=row.get("class"), code=res.get("code"),
+            summary=res.get("summary") or ("outcome unknown" if status == "uncertain" else "not started"),
+            reason=res.get("reason") or detail.get("policy"), reads=res.get("reads", []),
+            writes=res.get("writes") or detail.get("writes") or [],
+            duration_ms=res.get("duration_ms", 0.0), line=detail.get("line", 0),
+            column=0, loop_iteration=None, replayed=bool(detail.get("replayed")),
+        ))
     sha = started.sha256 if started is not None else None
     spec_ws = started.spec.workspace if started is not None and started.spec is not None else None
     legacy_ws = ((started.legacy or {}).get("launch") or {}).get("workspace") if started is not None else None
     ws = Path(spec_ws or legacy_ws or workspace)
     in_force = started.policy if started is not None else None
     done = ("completed", "failed", "timeout", "uncertain")
-    receipt = {
-        "schema": SCHEMA,
-        "run_id": prev["run_id"],
-        "operation": prev["operation"],
-        "key": prev.get("key"),
-        "script": {"path": prev.get("script_path") or "",
-                   "sha256": sha if isinstance(sha, str) and len(sha) == 64 else "0" * 64},
-        "workspace": str(ws),
-        "status": "interrupted",
-        "attempted_at": prev["started_at"],
-        "finished_at": utc_timestamp(),
-        "duration_ms": 0.0,
-        "steps": {"used": 0, "budget": int((started.budget("max_steps") if started else None) or 0)},
-        "effects": {"count": len(items), "budget": started.budget("max_effects") if started else None,
-                    "items": items, "omitted": 0},
-        "artifacts": [
+    external = ("uncertain" if any(i["status"] == "uncertain" and i["class"] == "external" for i in items) else
+                "performed" if any(i["status"] in ("completed", "failed", "timeout") and i["class"] == "external"
+                                   for i in items) else "none")
+    receipt = run_receipt(
+        run_id=prev["run_id"],
+        operation=prev["operation"],
+        key=prev.get("key"),
+        script_path=prev.get("script_path") or "",
+        script_sha256=sha if isinstance(sha, str) and len(sha) == 64 else "0" * 64,
+        workspace=str(ws),
+        status="interrupted",
+        attempted_at=prev["started_at"],
+        finished_at=utc_timestamp(),
+        duration_ms=0.0,
+        steps_used=0,
+        steps_budget=int((started.budget("max_steps") if started else None) or 0),
+        effects_count=len(items),
+        effects_budget=started.budget("max_effects") if started else None,
+        items=items,
+        omitted=0,
+        artifacts=[
             artifact_of(ws, w) for w in dict.fromkeys(w for i in items if i["status"] in done for w in i["writes"])
         ],
-        "external_effect": "uncertain" if any(i["status"] == "uncertain" and i["class"] == "external"
-                                              for i in items) else
-                           "performed" if any(i["status"] in ("completed", "failed", "timeout")
-                                              and i["class"] == "external" for i in items) else "none",
-        "retry": "resume",
-        "blocker": blocker,
-        "error": None,
-        "result": None,
-        "loops": [],
-        "loops_omitted": 0,
-        "attempts": attempts,
-        "previous_run": prev.get("previous_run"),
-        "skipped_of": None,
-    }
-    if started is not None and started.spec is not None and started.spec.args:
-        receipt["args"] = started.spec.args  # what the dead run was asked to do
-    if in_force is not None:
-        receipt["policy"] = receipt_policy(in_force, None, [])
-    receipt["retry"] = derive_retry("interrupted", external_effect=receipt["external_effect"])
+        external_effect=external,
+        retry=derive_retry("interrupted", external_effect=external),
+        blocker=blocker,
+        error=None,
+        result=None,
+        loops=[],
+        attempts=attempts,
+        previous_run=prev.get("previous_run"),
+        skipped_of=None,
+        **({"policy": receipt_policy(in_force, None, [])} if in_force is not None else {}),
+        # what the dead run was asked to do
+        **({"args": started.spec.args} if started is not None and started.spec is not None and started.spec.args
+           else {}),
+    )
     return receipt
 
 
@@ -889,45 +889,41 @@ def _finish(
         attempts[{"resume": "resumes", "duplicate": "duplicates"}.get(run.kind, "new")] += 1
 
     finished = utc_timestamp()
-    artifacts = [artifact_of(run.workspace, p) for p in (handler.writes if handler else {})]
-    receipt: dict[str, Any] = {
-        "schema": SCHEMA,
-        "run_id": run.run_id,
-        "operation": operation,
-        "key": run.key,
-        "script": {"path": spec.filename, "sha256": _sha256_text(source)},
-        "workspace": str(run.workspace),
-        "status": status,
-        "attempted_at": run.started_at,
-        "finished_at": finished,
-        "duration_ms": round((time.monotonic() - run.t0) * 1000, 3),
-        "slept_ms": round(rt.slept * 1000, 3) if rt else 0.0,  # time, not effects: sleep() waited this long
-        "steps": {"used": rt.steps if rt else 0, "budget": spec.max_steps},
-        "effects": {
-            "count": handler.count if handler else 0,
-            "budget": spec.max_effects,
-            "items": handler.items if handler else [],
-            "omitted": handler.omitted if handler else 0,
-        },
-        "artifacts": artifacts,
-        "external_effect": external,
-        "retry": retry,
-        "blocker": blocker,
-        "error": error.to_json() if error is not None else None,
-        "result": compact(result_value, max_items=50, depth=6, max_nodes=1000),
-        "loops": recorder.receipts() if recorder else [],
-        "loops_omitted": 0,
-        "attempts": attempts,
-        "previous_run": run.previous["run_id"] if run.previous and run.kind != "duplicate" else None,
-        "skipped_of": run.skipped_of if status == "skipped" else None,
-        "policy": run.receipt_policy(),
-        "sandbox": _sandbox_json(handler),
-    }
-    if spec.args:
-        receipt["args"] = spec.args
     rerun = spec.evolve(key=run.key).command_line(keep_new_attempt=status == "rejected")
-    if rerun is not None:
-        receipt["rerun"] = rerun
+    artifacts = [artifact_of(run.workspace, p) for p in (handler.writes if handler else {})]
+    receipt = run_receipt(
+        run_id=run.run_id,
+        operation=operation,
+        key=run.key,
+        script_path=spec.filename,
+        script_sha256=_sha256_text(source),
+        workspace=str(run.workspace),
+        status=status,
+        attempted_at=run.started_at,
+        finished_at=finished,
+        duration_ms=round((time.monotonic() - run.t0) * 1000, 3),
+        slept_ms=round(rt.slept * 1000, 3) if rt else 0.0,
+        steps_used=rt.steps if rt else 0,
+        steps_budget=spec.max_steps,
+        effects_count=handler.count if handler else 0,
+        effects_budget=spec.max_effects,
+        items=handler.items if handler else [],
+        omitted=handler.omitted if handler else 0,
+        artifacts=artifacts,
+        external_effect=external,
+        retry=retry,
+        blocker=blocker,
+        error=error.to_json() if error is not None else None,
+        result=compact(result_value, max_items=50, depth=6, max_nodes=1000),
+        loops=recorder.receipts() if recorder else [],
+        attempts=attempts,
+        previous_run=run.previous["run_id"] if run.previous and run.kind != "duplicate" else None,
+        skipped_of=run.skipped_of if status == "skipped" else None,
+        policy=run.receipt_policy(),
+        sandbox=_sandbox_json(handler),
+        **({"args": spec.args} if spec.args else {}),
+        **({"rerun": rerun} if rerun is not None else {}),
+    )
     if error is not None and error.kind == "internal":
         receipt["error"]["message"] = error.message
     exit_code = EXIT_BY_STATUS[status]
@@ -992,10 +988,9 @@ def _journal_late(run: _Run, handler: EffectHandler, error: DalError | None) -> 
                 ("a read" if late.get("class") == "read" else "idempotent") + ")." if safe else
                 "Its outcome is unknown to the journal, so the next attempt holds it until a person says what "
                 "happened (`dal resolve`).")
-        for item in handler.items:
+        for i, item in enumerate(handler.items):
             if item["seq"] == seq and not item["replayed"]:
-                item["reason"] = f"{item['reason']}; it ran ({item['summary']}), but its result was not journaled"
-                item["status"], item["summary"] = "uncertain", "outcome unknown"
+                handler.items[i] = unjournaled_item(item)
                 if not safe:
                     handler.external_uncertain = True
     if error is not None and getattr(error, "seq", None) == seq:

@@ -1,0 +1,129 @@
+"""The one place a run receipt (`dal.receipt/v1`, dal/receipts/schema/receipt-v1.json) and an effect item
+are put together. Finished, rejected, skipped and resumed runs (dal/runner/runner.py), runs rebuilt from
+the journal after their process died (`crashed_receipt`), REPL sessions (dal/repl/wiring.py) and effect
+handlers (dal/runner/effects.py) all call these two functions, so every receipt has the same keys in the
+same order; what each key holds is decided by the caller."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SCHEMA = "dal.receipt/v1"
+
+_OMIT: Any = object()  # a key some receipts do not have (slept_ms, policy, sandbox, args, rerun)
+
+
+def effect_item(
+    *,
+    seq: int,
+    command: str,
+    status: str,
+    effect_class: str | None,
+    code: int | None,
+    summary: str,
+    reason: str | None,
+    reads: list[str],
+    writes: list[str],
+    duration_ms: float,
+    line: int,
+    column: int,
+    loop_iteration: int | None,
+    replayed: bool,
+) -> dict[str, Any]:
+    """One entry of `effects.items`: a run() call, how it was decided and how it ended."""
+    return {
+        "seq": seq,
+        "command": command,
+        "status": status,
+        "class": effect_class,
+        "code": code,
+        "summary": summary,
+        "reason": reason,
+        "reads": reads,
+        "writes": writes,
+        "duration_ms": duration_ms,
+        "line": line,
+        "column": column,
+        "loop_iteration": loop_iteration,
+        "replayed": replayed,
+    }
+
+
+def unjournaled_item(item: dict[str, Any]) -> dict[str, Any]:
+    """The item of an effect that ran but whose result the store refused: its outcome is unknown to the
+    journal, so the receipt says what the next attempt will see."""
+    return {**item, "status": "uncertain", "summary": "outcome unknown",
+            "reason": f"{item['reason']}; it ran ({item['summary']}), but its result was not journaled"}
+
+
+def run_receipt(
+    *,
+    run_id: str,
+    operation: str,
+    key: str | None,
+    script_path: str,
+    script_sha256: str,
+    workspace: str,
+    status: str,
+    attempted_at: str,
+    finished_at: str,
+    duration_ms: float,
+    steps_used: int,
+    steps_budget: int,
+    effects_count: int,
+    effects_budget: int | None,
+    items: list[dict[str, Any]],
+    omitted: int,
+    artifacts: list[dict[str, Any]],
+    external_effect: str,
+    retry: str,
+    blocker: str | None,
+    error: dict[str, Any] | None,
+    result: Any,
+    loops: list[dict[str, Any]],
+    attempts: dict[str, int] | None,
+    previous_run: str | None,
+    skipped_of: str | None,
+    loops_omitted: int = 0,
+    slept_ms: float = _OMIT,
+    policy: dict[str, Any] | None = _OMIT,
+    sandbox: dict[str, Any] | None = _OMIT,
+    args: dict[str, Any] = _OMIT,
+    rerun: str = _OMIT,
+) -> dict[str, Any]:
+    """A run receipt from a run's facts. `slept_ms`, `policy`, `sandbox`, `args` (the script's arguments)
+    and `rerun` are left out when not given (a receipt rebuilt from the journal knows no sandbox; a REPL
+    session has no command line)."""
+    receipt: dict[str, Any] = {
+        "schema": SCHEMA,
+        "run_id": run_id,
+        "operation": operation,
+        "key": key,
+        "script": {"path": script_path, "sha256": script_sha256},
+        "workspace": workspace,
+        "status": status,
+        "attempted_at": attempted_at,
+        "finished_at": finished_at,
+        "duration_ms": duration_ms,
+    }
+    if slept_ms is not _OMIT:
+        receipt["slept_ms"] = slept_ms  # time, not effects: sleep() waited this long
+    receipt.update({
+        "steps": {"used": steps_used, "budget": steps_budget},
+        "effects": {"count": effects_count, "budget": effects_budget, "items": items, "omitted": omitted},
+        "artifacts": artifacts,
+        "external_effect": external_effect,
+        "retry": retry,
+        "blocker": blocker,
+        "error": error,
+        "result": result,
+        "loops": loops,
+        "loops_omitted": loops_omitted,
+        "attempts": attempts,
+        "previous_run": previous_run,
+        "skipped_of": skipped_of,
+    })
+    for name, value in (("policy", policy), ("sandbox", sandbox), ("args", args), ("rerun", rerun)):
+        if value is not _OMIT:
+            receipt[name] = value
+    return receipt
