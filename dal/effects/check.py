@@ -69,7 +69,7 @@ def find_program(name: str) -> str | None:
 def _check_path(raw: str, kind: str, policy: Policy) -> str:
     """Return the resolved path of `raw` if `kind` ("read", "write", "write_nofollow") is allowed there."""
     ws = policy.workspace
-    resolved = P.resolve(raw, ws, follow_final=kind != "write_nofollow")
+    resolved = P.resolve_path(raw, ws, follow_final=kind != "write_nofollow")
     why = P.special_denial(raw, resolved)
     if why:
         raise _Denied(why)
@@ -142,7 +142,7 @@ def _check_tree(top: str, policy: Policy) -> None:
 
 def _check_read_tree(raw: str, policy: Policy, skips: tuple[str, ...]) -> None:
     """A tree the program reads without following the symlinks in it: deny a file with other hard links."""
-    top = P.resolve(raw, policy.workspace)
+    top = P.resolve_path(raw, policy.workspace)
     if not os.path.isdir(top):
         return
     for path, _, st in _walk(top, policy, skips):
@@ -153,7 +153,7 @@ def _check_read_tree(raw: str, policy: Policy, skips: tuple[str, ...]) -> None:
 def _check_entries(raw: str, policy: Policy) -> list[str]:
     """A directory each of whose entries the program opens, following symlinks: check each as a read."""
     try:
-        names = sorted(os.listdir(P.resolve(raw, policy.workspace)))
+        names = sorted(os.listdir(P.resolve_path(raw, policy.workspace)))
     except OSError:
         return []
     if len(names) > _TREE_LIMIT:
@@ -178,7 +178,7 @@ def _check_removal(resolved: str, policy: Policy) -> None:
 def _check_link(link: str, text: str, policy: Policy) -> None:
     """A symlink the command makes at the absolute path `link`, holding `text`: it must point inside the
     read roots from where it will be (a relative link copied or moved elsewhere points somewhere else)."""
-    where = P.resolve(text, os.path.dirname(link))
+    where = P.resolve_path(text, os.path.dirname(link))
     shown = P.display(link, policy.workspace)
     if P.special_denial(text, where) or (where != P.NULL_DEVICE and not P.within(where, policy.read_roots)):
         raise _Denied(f"would make a symlink that points outside the allowed roots: {shown} -> {text} "
@@ -190,8 +190,8 @@ def _check_place(src_raw: str, dest_raw: str, how: str, policy: Policy) -> None:
     there must not be protected, every symlink in it must still point inside the roots from its new place,
     and a copy reads every file in it, so none may have other hard links."""
     ws = policy.workspace
-    src = P.resolve(src_raw, ws, follow_final=how == "copy-deref")
-    dest = P.resolve(dest_raw, ws, follow_final=how != "move")
+    src = P.resolve_path(src_raw, ws, follow_final=how == "copy-deref")
+    dest = P.resolve_path(dest_raw, ws, follow_final=how != "move")
     try:
         st = os.lstat(src)
     except OSError:
@@ -255,7 +255,7 @@ def _check_git_dirs(writes: Iterable[str], policy: Policy) -> None:
 
 
 def _write_counts(target: str, ws: str) -> bool:
-    return P.resolve(target, ws) != P.NULL_DEVICE
+    return P.resolve_path(target, ws) != P.NULL_DEVICE
 
 
 def _check_paths(cmd: SimpleCommand, use: ArgUse | None, policy: Policy) -> tuple[list[str], list[str]]:
@@ -277,7 +277,7 @@ def _check_paths(cmd: SimpleCommand, use: ArgUse | None, policy: Policy) -> tupl
         for src, dest, how in use.places:
             _check_place(src, dest, how, policy)
         for link, text in use.links:
-            _check_link(P.resolve(link, policy.workspace, follow_final=False), text, policy)
+            _check_link(P.resolve_path(link, policy.workspace, follow_final=False), text, policy)
         if use.git is not None:
             _check_git(use.git, policy)
     for r in cmd.redirects:
@@ -298,7 +298,7 @@ def _check_repository(git_dir: str, policy: Policy, doing: str) -> None:
         dirs.append(common)
     for d in dirs:
         for part in ("config", "config.worktree", "hooks", "info", "commondir"):
-            where = P.resolve(os.path.join(d, part), policy.workspace)
+            where = P.resolve_path(os.path.join(d, part), policy.workspace)
             if P.within(where, policy.write_roots) and policy.protection(where) is None:
                 raise _Denied(f"git would {doing} the repository at {P.display(git_dir, policy.workspace)}, whose "
                               f"{part} a script may write (only a .git folder's config and hooks are protected)")
@@ -322,7 +322,7 @@ def _check_git(g: object, policy: Policy) -> None:
     entries = gitrepo.configured(git_dir)  # no global configuration: the program's HOME is its own, empty
     for key, value in entries:
         if key == "core.hookspath" and not value.startswith("~/"):
-            hooks = P.resolve(value, top or ws)
+            hooks = P.resolve_path(value, top or ws)
             if P.within(hooks, policy.write_roots) and policy.protection(hooks) is None:
                 raise _Denied(f"git runs hooks from {P.display(hooks, ws)} (core.hooksPath), which a script may write")
     if git_dir is not None:
@@ -351,7 +351,7 @@ def _check_git(g: object, policy: Policy) -> None:
                 if repo is not None:
                     _check_repository(repo, policy, "run the hooks of")
     for patch, prefix, strip in g.patches:
-        named = gitrepo.patch_paths(P.resolve(patch, ws), mail=g.subcommand == "am")
+        named = gitrepo.patch_paths(P.resolve_path(patch, ws), mail=g.subcommand == "am")
         if named is None:
             raise _Denied(f"git {g.subcommand}: cannot read the patch {patch} to see which files it writes")
         for path in named:
@@ -362,7 +362,7 @@ def _check_git(g: object, policy: Policy) -> None:
                 if k == strip:
                     _check_path(target, "write", policy)
                 else:
-                    _check_protection(P.resolve(target, ws, follow_final=False), policy)
+                    _check_protection(P.resolve_path(target, ws, follow_final=False), policy)
 
 
 def recheck(cmd: SimpleCommand, policy: Policy) -> str | None:

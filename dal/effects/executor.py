@@ -91,7 +91,7 @@ class EffectCancelled(Exception):
     """The command was stopped (its process group killed) because the run was interrupted."""
 
 
-class _Run:
+class _CommandRun:
     """What one command's pipelines share: limits, cgroup, captures, the deadline, the limits it hit."""
 
     def __init__(self, decision: Decision, policy: Policy, timeout: float, max_output: int, sandbox: bool,
@@ -148,7 +148,7 @@ def execute_plan(
     plan = decision.plan
     if plan is None:
         raise ValueError("decision has no plan to execute")
-    run = _Run(decision, policy, timeout, max_output, sandbox, cancel)
+    run = _CommandRun(decision, policy, timeout, max_output, sandbox, cancel)
     run.cgroup = Cgroup.create(run.limits)
     try:
         status = 0
@@ -170,7 +170,7 @@ def execute_plan(
             run.cgroup.close()
 
 
-def _run_pipeline(pipeline: Pipeline, run: _Run) -> Any:
+def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
     """Run one pipeline; its last command's exit status, None on timeout, _CANCELLED when cancelled.
 
     The wall is made for each pipeline, just before it starts, so that it sees the tree the pipelines
@@ -198,7 +198,7 @@ def _run_pipeline(pipeline: Pipeline, run: _Run) -> Any:
     return code
 
 
-def _run_stages(pipeline: Pipeline, run: _Run, wall: Wall | None) -> Any:
+def _run_stages(pipeline: Pipeline, run: _CommandRun, wall: Wall | None) -> Any:
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
@@ -285,7 +285,7 @@ def _kill(pgid: int, live: list[subprocess.Popen]) -> None:
 
 
 def _spawn(
-    cmd: SimpleCommand, run: _Run, wall: Wall | None, stdin: int, stdout: int, stderr: int, pgid: int
+    cmd: SimpleCommand, run: _CommandRun, wall: Wall | None, stdin: int, stdout: int, stderr: int, pgid: int
 ) -> subprocess.Popen | int:
     """Start one simple command: a Popen (held on its block fd, inside the wall) or the exit status of a
     command that could not start."""
@@ -322,7 +322,7 @@ def _spawn(
             os.close(fd)
 
 
-def _spawn_bare(cmd: SimpleCommand, run: _Run, fds: dict[int, int], pgid: int) -> subprocess.Popen | int:
+def _spawn_bare(cmd: SimpleCommand, run: _CommandRun, fds: dict[int, int], pgid: int) -> subprocess.Popen | int:
     """Without the wall: the limits are set in the child between fork and exec."""
     try:
         return subprocess.Popen(
@@ -357,7 +357,7 @@ class _Held:
 
 
 def _spawn_walled(
-    cmd: SimpleCommand, run: _Run, wall: Wall, fds: dict[int, int], pgid: int
+    cmd: SimpleCommand, run: _CommandRun, wall: Wall, fds: dict[int, int], pgid: int
 ) -> subprocess.Popen | int:
     """Inside the wall. bubblewrap reports its sandbox's init process on --info-fd and then waits on
     --block-fd before it starts the program: DAL sets the rlimits on that process and moves it into the
@@ -398,7 +398,7 @@ def _spawn_walled(
     return proc
 
 
-def _release(run: _Run) -> bool:
+def _release(run: _CommandRun) -> bool:
     """Give each held stage its limits and cgroup, then let it start; False if the deadline passed first."""
     cg = run.cgroup
     for held in run.held:

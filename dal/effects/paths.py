@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-__all__ = ["resolve", "within", "display", "special_denial", "NULL_DEVICE"]
+__all__ = ["resolve_path", "within", "display", "special_denial", "NULL_DEVICE"]
 
 NULL_DEVICE = "/dev/null"
 # Never a readable or writable path, whatever the roots say: kernel interfaces and bash's fake sockets.
 _FORBIDDEN = ("/proc", "/sys", "/dev")
 
 
-def resolve(path: str, cwd: str, *, follow_final: bool = True) -> str:
+def resolve_path(path: str, cwd: str, *, follow_final: bool = True) -> str:
     """The absolute real path `path` names from `cwd`.
 
     `follow_final=False` resolves only the parent, for operations (rm, mv's source) that act on a

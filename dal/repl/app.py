@@ -136,10 +136,8 @@ class Repl:
         self.stdout.flush()
 
     def _want_color(self) -> bool:
-        try:
-            from dal.core.diagnostics import want_color
-        except ImportError:
-            return False
+        from dal.core.diagnostics import want_color
+
         return want_color(self.stdout)
 
     def banner(self) -> str:
@@ -349,10 +347,8 @@ class Repl:
             rt.interrupt_reason = None
 
     def repr(self, value: Any) -> str:
-        try:
-            from dal.eval.values import dal_repr
-        except ImportError:
-            return repr(value)
+        from dal.eval.values import dal_repr
+
         return dal_repr(value)
 
     def highlight(self, text: str) -> str:

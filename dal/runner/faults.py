@@ -56,11 +56,8 @@ class FaultyStore:
 
 
 def _fault(store: Store, kind: str, doing: str) -> StoreError:
-    try:
-        from dal.receipts.store import describe_error  # the message a real fault of this kind gives
-    except ImportError:  # pragma: no cover - the store's wording moved
-        return StoreError(f"the run store {store.path} failed while {doing} (an injected fault): {_SQLITE[kind]}",
-                          store.path)
+    from dal.receipts.store import describe_error  # the message a real fault of this kind gives
+
     what = {"begin_run": "starting a run", "journal_intent": "journaling an effect",
             "journal_result": "journaling a result", "journal_hold": "journaling a held effect",
             "save_receipt": "saving a receipt", "save_receipts": "saving receipts"}[doing]

@@ -8,22 +8,21 @@ runtime needs its host when it is built, so the handler is attached once with `a
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dal.core.errors import DalRuntimeError
-from dal.eval.host import PROCEED, OperationVerdict
+from dal.eval.host import PROCEED, NullHost, OperationVerdict
 from dal.syntax.ast import Span
 
 if TYPE_CHECKING:
-    from dal.eval.runtime import LoopFrame
     from dal.runner.effects import EffectHandler
 
 
-class RunHost:
-    """The host of one runtime; see the module docstring."""
+class RunHost(NullHost):
+    """The host of one runtime; see the module docstring. Output, loop exits and the clock as NullHost."""
+
+    __slots__ = ("_getenv", "_on_operation", "effects")
 
     def __init__(
         self,
@@ -33,8 +32,7 @@ class RunHost:
         getenv: Callable[[str], str | None] | None = None,
         on_operation: Callable[[str, Span], OperationVerdict] | None = None,
     ) -> None:
-        self._write = write
-        self.recorder = recorder
+        super().__init__(write, recorder)
         self._getenv = getenv
         self._on_operation = on_operation
         self.effects: EffectHandler | None = None
@@ -47,7 +45,7 @@ class RunHost:
 
     def run_effect(self, command: str, span: Span, argv: tuple[str, ...] | None = None) -> Any:
         if self.effects is None:
-            raise DalRuntimeError("run() is not available here: no effect runner is configured", span)
+            return super().run_effect(command, span, argv)
         return self.effects(command, span, argv)
 
     def observe(self, what: str, produce: Callable[[], Any]) -> Any:
@@ -62,21 +60,3 @@ class RunHost:
                 "operation(...) must come before the first run(): effects already ran under another identity"
             )
         return PROCEED if self._on_operation is None else self._on_operation(key, span)
-
-    def loop_exit(
-        self,
-        frame: LoopFrame,
-        reason: str,
-        clause: str | None,
-        steps: int,
-        ended_at: float,
-        snapshot: Callable[[], dict[str, Any]],
-    ) -> None:
-        if self.recorder is not None:
-            self.recorder.loop_exit(frame, reason, clause, steps, ended_at, snapshot)
-
-    def now(self) -> float:
-        return time.time()
-
-    def write(self, text: str) -> Any:
-        return (self._write or sys.stdout.write)(text)

@@ -229,7 +229,7 @@ def _reached(store: Store, run_id: str) -> list[dict[str, Any]]:
     return sorted(own + earlier, key=lambda r: r["seq"])
 
 
-class _Run:
+class _RunState:
     """State of one run while it executes."""
 
     def __init__(self, spec: RunSpec, hooks: RunHooks) -> None:
@@ -606,7 +606,7 @@ def run_alive(row: dict[str, Any]) -> bool:
     return alive(row.get("pid"), row.get("pid_start"), row.get("boot_id"))
 
 
-def _resumable(run: _Run, store: Store, ref: str) -> dict[str, Any]:
+def _resumable(run: _RunState, store: Store, ref: str) -> dict[str, Any]:
     """The run `dal resume REF` continues; RunnerError when it cannot be resumed. Any run of an operation
     that has not completed continues it: waiting, interrupted or died (a resume), failed or exhausted
     (a retry, which replays what must not run twice)."""
@@ -628,7 +628,7 @@ def _resumable(run: _Run, store: Store, ref: str) -> dict[str, Any]:
     return prev
 
 
-def _lock_keyless(run: _Run, store: Store, prev: dict[str, Any]) -> None:
+def _lock_keyless(run: _RunState, store: Store, prev: dict[str, Any]) -> None:
     """A run without a key has no key lock: lock its run id instead, and refuse while it still runs or
     once a later run continued it."""
     try:
@@ -668,7 +668,7 @@ def _unreached(handler: EffectHandler, outcome: Outcome, checked: Any) -> Outcom
 
 def execute(spec: RunSpec, hooks: RunHooks | None = None) -> RunReport:
     """Run `spec` and return its receipt. Raises RunnerError only for problems outside the script."""
-    run = _Run(spec, hooks if hooks is not None else RunHooks())
+    run = _RunState(spec, hooks if hooks is not None else RunHooks())
     try:
         return _execute(run)
     finally:
@@ -689,7 +689,7 @@ def _read_source(spec: RunSpec) -> str:
         raise RunnerError(f"cannot read {name}: {e.strerror}") from None
 
 
-def _execute(run: _Run) -> RunReport:
+def _execute(run: _RunState) -> RunReport:
     spec, hooks = run.spec, run.hooks
     if spec.key is not None and (at := surrogate_at(spec.key)) is not None:
         raise RunnerError(f"the operation key {quote(spec.key)} is not valid Unicode text "
@@ -831,7 +831,7 @@ def _sandbox_json(handler: EffectHandler | None) -> dict[str, Any] | None:
 
 
 def _finish(
-    run: _Run,
+    run: _RunState,
     source: str,
     operation: str,
     outcome: Outcome,
@@ -969,7 +969,7 @@ def _finish(
     return RunReport(receipt, exit_code, error, json_path, md_path, files_error=files_error)
 
 
-def _journal_late(run: _Run, handler: EffectHandler, error: DalError | None) -> None:
+def _journal_late(run: _RunState, handler: EffectHandler, error: DalError | None) -> None:
     """An effect ran but the store refused its result: try once more now that the run has stopped (a
     lock may have gone). If the store still refuses, the effect's outcome is unknown to the journal, and
     the receipt says so as the next attempt will see it: read and idempotent effects run again, anything
@@ -1000,7 +1000,7 @@ def _journal_late(run: _Run, handler: EffectHandler, error: DalError | None) -> 
 
 
 def _unrecorded(
-    run: _Run, receipt: dict[str, Any], problem: Exception, json_path: Path | None, files_problem: OSError | None
+    run: _RunState, receipt: dict[str, Any], problem: Exception, json_path: Path | None, files_problem: OSError | None
 ) -> tuple[str, str]:
     """What to tell the operator when the store did not record the run's end: the problem and the next step."""
     rid = receipt["run_id"]

@@ -56,8 +56,10 @@ class Fake:
         return r
 
 
-class Session:
+class TestSession:
     """What the test builtins share while one test script runs."""
+
+    __test__ = False  # not a pytest class
 
     def __init__(self, test_path: Path, workspace: Path, allow_env: Iterable[str] = (),
                  unsandboxed_as_root: bool = False) -> None:
@@ -200,12 +202,12 @@ def _key_of_run(store: Path, run_id: str, default: str | None) -> str | None:
 class _TestHost(RunHost):
     """The host of a test script: its own run() calls (fixtures) and the session the test builtins share."""
 
-    def __init__(self, session: Session, **kw: Any) -> None:
+    def __init__(self, session: TestSession, **kw: Any) -> None:
         super().__init__(**kw)
         self.session = session
 
 
-def _session(rt: Runtime) -> Session:
+def _session(rt: Runtime) -> TestSession:
     host = rt.host
     assert isinstance(host, _TestHost)
     return host.session
@@ -518,7 +520,7 @@ def run_test_file(path: Path, *, keep: bool = False, max_steps: int = defaults.M
 
         # The test's own run() calls (fixtures) run for real under the workspace's policy, unjournaled.
         own = Policy.load(workspace, allow_env=allow_env)
-        host = _TestHost(Session(path, workspace, allow_env, unsandboxed_as_root), write=buf.write,
+        host = _TestHost(TestSession(path, workspace, allow_env, unsandboxed_as_root), write=buf.write,
                          getenv=own.getenv)
         rt = Runtime(max_steps=max_steps, host=host)
         host.attach(EffectHandler(rt, EffectContext(policy=own, unsandboxed_as_root=unsandboxed_as_root)))
