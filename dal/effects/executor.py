@@ -35,7 +35,7 @@ def scrubbed_env(home: str) -> dict[str, str]:
 
     HOME (and the XDG folders below it) is a folder of the command's own, empty when it starts and never in
     the write roots: inside the wall a folder of the wall's private /tmp (Wall.home), without it a fresh
-    private folder DAL makes and removes (_Run.bare_home). Were it the workspace, every dotfile a script
+    private folder DAL makes and removes (_CommandRun.bare_home). Were it the workspace, every dotfile a script
     wrote there (.curlrc, .wgetrc, .netrc, .npmrc, .gitconfig, .ssh/, .local/ for Python's user site) would
     configure the programs the policy allows: curl would upload what the `.curlrc` said, past an approval
     that showed only the command line."""
