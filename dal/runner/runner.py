@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dal.core.digest import sha256
 from dal.core.errors import DalError, DalRuntimeError, DivergenceError
@@ -30,7 +30,6 @@ from dal.eval.runtime import Runtime
 from dal.eval.values import describe, quote
 from dal.receipts.build import effect_item, run_receipt, unjournaled_item
 from dal.receipts.compact import compact
-from dal.receipts.contract import OperationLock
 from dal.receipts.files import write_receipt_files
 from dal.receipts.ids import new_run_id, utc_timestamp
 from dal.receipts.oplock import KeyBusy
@@ -43,6 +42,9 @@ from dal.runner.inforce import Adopted, adopt, protect_run, receipt_policy, stor
 from dal.runner.recorder import LoopRecorder
 from dal.runner.spec import RunHooks, RunSpec, SpecError
 from dal.runner.stored import StoredRun, run_record
+
+if TYPE_CHECKING:
+    from dal.receipts.contract import OperationLock
 
 EXIT_BY_STATUS = {
     "completed": 0,
