@@ -242,7 +242,7 @@ def _applies(store: Store, decided_on: dict[str, Any], seq: int) -> str:
 
 
 def _starting(store: Store, key: str | None) -> int | None:
-    """The process that holds the lock of `key` (dal.runner.locks), read without taking it: /proc/locks
+    """The process that holds the lock of `key` (dal/receipts/oplock.py), read without taking it: /proc/locks
     lists every flock() with its holder's pid and the file's inode. None when nobody holds it, or the
     system cannot say."""
     import os

@@ -183,7 +183,7 @@ def test_a_decision_while_a_resume_is_starting_says_it_applies_to_that_run(durab
     operation continued."""
     import os
 
-    from dal.runner.locks import KeyLock
+    from dal.receipts.oplock import KeyLock
 
     d = durable
     waiting = _gated(d)
