@@ -16,6 +16,7 @@ from dal import __version__
 from dal.cli import entry
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_EXHAUSTED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+EXIT_PIPE = 141  # 128 + SIGPIPE: stdout's reader went away
 
 DESCRIPTION = """\
 DAL runs tool-loop scripts whose every step is counted, every shell effect is checked by a policy
@@ -263,6 +264,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("dal: interrupted\n")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        return EXIT_OK
+        # The reader of stdout left (`dal receipts | head -1`): quiet, as Unix tools are.
+        from dal.cli.run_cmd import silence_stdout
+
+        silence_stdout()
+        return EXIT_PIPE
     finally:
         entry.command_done()  # the command is over: a late Ctrl-C cannot change its exit

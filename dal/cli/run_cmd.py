@@ -51,8 +51,9 @@ def spec_from_args(args: argparse.Namespace, script: Path) -> Any:
     return spec
 
 
-def hooks_from_args(args: argparse.Namespace) -> Any:
-    """What the command line lends the run: its output streams and notices."""
+def hooks_from_args(args: argparse.Namespace, denials: Any = None) -> Any:
+    """What the command line lends the run: its output streams, notices and denials (`denials`: a
+    dal.cli.denials.DenialReporter)."""
     from dal.runner.spec import RunHooks
 
     out = sys.stderr if args.json else sys.stdout
@@ -60,6 +61,7 @@ def hooks_from_args(args: argparse.Namespace) -> Any:
         write=out.write,
         on_loop_receipt=_print_loop if args.verbose and not args.json else None,
         notify=(lambda text: sys.stderr.write(f"dal: note: {text}\n")) if not args.quiet else None,
+        on_denied=denials,
     )
 
 
@@ -107,13 +109,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def run_and_report(args: argparse.Namespace, spec: Any) -> int:
+    from dal.cli.denials import DenialReporter
     from dal.core.diagnostics import render, want_color
     from dal.core.jsontext import dumps
     from dal.runner.runner import RunnerError, execute
 
     warn_sandbox(spec, args.quiet or args.json)
+    denials = DenialReporter(sys.stderr, want_color(sys.stderr)) if not args.quiet else None
     try:
-        report = execute(spec, hooks_from_args(args))
+        report = execute(spec, hooks_from_args(args, denials))
     except RunnerError as e:
         sys.stderr.write(f"dal: error: {e}\n")
         if args.json:
@@ -121,7 +125,14 @@ def run_and_report(args: argparse.Namespace, spec: Any) -> int:
             error = {"error": {"message": str(e), "exit_code": e.exit_code}}
             sys.stdout.write(dumps(error, indent=2) + "\n")
         return e.exit_code
-    (sys.stderr if args.json else sys.stdout).flush()
+    try:
+        (sys.stderr if args.json else sys.stdout).flush()
+    except BrokenPipeError:
+        pass  # the reader left: the output stopped the run (SIGPIPE), which the receipt records
+    if report.signal_name == "SIGPIPE":
+        # As a Unix tool whose reader went away: nothing more to say, exit 141 (128 + SIGPIPE).
+        silence_stdout()
+        return report.exit_code
     receipt = report.receipt
     if report.files_error:
         # The run ended as its receipt says (and as the exit code says); only the files are missing.
@@ -134,12 +145,30 @@ def run_and_report(args: argparse.Namespace, spec: Any) -> int:
     if args.json:
         sys.stdout.write(dumps(receipt, indent=2) + "\n")
     elif not args.quiet:
-        sys.stderr.write(summary_line(receipt, report) + "\n")
+        sys.stderr.write(summary_line(receipt, report, denials.count if denials else 0) + "\n")
     return report.exit_code
 
 
-def summary_line(receipt: dict[str, Any], report: Any) -> str:
-    """One calm line: what happened, where the receipt is, and what to do next when it matters."""
+def plural(n: int, word: str) -> str:
+    """`1 effect`, `2 effects`, `1,000 steps`."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def silence_stdout() -> None:
+    """After a closed pipe: point stdout at /dev/null so that Python's own last flush cannot fail loudly."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def summary_line(receipt: dict[str, Any], report: Any, denied: int = 0) -> str:
+    """One calm line: what happened, where the receipt is, and what to do next when it matters. `denied`:
+    the run() calls the policy denied in this invocation, each reported on stderr as it happened."""
     import os
 
     status = receipt["status"]
@@ -153,7 +182,10 @@ def summary_line(receipt: dict[str, Any], report: Any) -> str:
     if status == "skipped":
         parts.append(f"(operation {receipt['operation']!r} already completed in {receipt['skipped_of']})")
     steps = receipt["steps"]
-    parts.append(f"· {steps['used']:,} steps · {receipt['effects']['count']} effects")
+    effects = plural(receipt["effects"]["count"], "effect")
+    if denied:
+        effects += f" ({denied:,} denied)"
+    parts.append(f"· {plural(steps['used'], 'step')} · {effects}")
     parts.append(f"· receipt {where}" if where else f"· run {receipt['run_id']}")
     parts.append(f"· workspace {_home(receipt['workspace'])} · policy {policy_name(receipt)}")
     line = " ".join(parts)
