@@ -11,7 +11,6 @@ waiting, not pending, unknown run) or a usage error. `dal resume` exits like `da
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -93,8 +92,9 @@ def register(sub: Any) -> None:
 
 
 def _die(message: str, code: int = EXIT_USAGE) -> int:
-    sys.stderr.write(f"dal: error: {message}\n")
-    return code
+    from dal.cli import hostmode
+
+    return hostmode.error(message, code)
 
 
 def _workspace(args: argparse.Namespace) -> Path:
@@ -119,8 +119,9 @@ def cmd_decide(args: argparse.Namespace) -> int:
         return _die(str(e))
     row, rid, seq = done.row, done.row["run_id"], done.row["seq"]
     if args.json:
-        sys.stdout.write(json.dumps({**row, "command": done.command, "applies": done.applies}, indent=2,
-                                    ensure_ascii=False) + "\n")
+        from dal.cli import hostmode
+
+        hostmode.emit("decision", {**row, "command": done.command, "applies": done.applies})
         return 0
     if args.decision:
         line = f"dal: {decision} effect {seq} of {rid}: `{done.command}`"

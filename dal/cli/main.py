@@ -17,6 +17,7 @@ from dal.cli import entry
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_EXHAUSTED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 EXIT_PIPE = 141  # 128 + SIGPIPE: stdout's reader went away
+COLOR_CHOICES = ("auto", "always", "never")
 
 DESCRIPTION = """\
 DAL runs tool-loop scripts whose every step is counted, every shell effect is checked by a policy
@@ -58,14 +59,53 @@ def _terminal_columns() -> int:
 
 
 class _Parser(argparse.ArgumentParser):
+    """Every `dal` parser: no abbreviated flags (`--j` is not `--json`, `--wait` not `--waiting`), a
+    mistyped flag or command answered with this (sub)command's usage and a "did you mean", and `--color`
+    accepted after any command."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        kw.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kw)
+        top = kw.get("prog", "dal") == "dal"  # shown in the top level's help only, accepted everywhere
+        self.add_argument("--color", choices=COLOR_CHOICES, default=argparse.SUPPRESS, metavar="WHEN",
+                          help="colour: auto (a terminal, unless NO_COLOR is set), always or never"
+                          if top else argparse.SUPPRESS)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras and self.prog != "dal":
+            # A subcommand's own unknown flag: its usage, not the top level's (which argparse would print).
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
     def error(self, message: str) -> Any:  # usage errors exit 2 with the usage line
         self.print_usage(sys.stderr)
-        sys.stderr.write(f"dal: error: {message}\n")
+        from dal.cli import hostmode
+
+        hostmode.error(message + self._suggestion(message), EXIT_USAGE)
         raise SystemExit(EXIT_USAGE)
+
+    def _suggestion(self, message: str) -> str:
+        """` (did you mean ...?)` for a mistyped command, choice or flag."""
+        import difflib
+        import re
+
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice:
+            word, options = choice.group(1), re.findall(r"'([^']*)'", choice.group(2))
+        else:
+            flag = re.search(r"unrecognized arguments: (-\S+)", message)
+            if not flag:
+                return ""
+            word = flag.group(1).split("=", 1)[0]
+            options = [o for o in self._option_string_actions if o.startswith("--")]
+        close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+        return f" (did you mean {close[0]}?)" if close else ""
 
     def _get_formatter(self) -> argparse.HelpFormatter:
         # The width HelpFormatter itself computes when none is given (the terminal's, less 2).
         return self.formatter_class(prog=self.prog, width=_terminal_columns() - 2)
+
 
 
 # `dal check` and `dal fmt` need only the parser and the resolver, and `dal run` needs none of the other
@@ -82,7 +122,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--version", action="version", version=f"dal {__version__}")
+    p.add_argument("-V", "--version", action="version", version=f"dal {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     if only is None or only == "run":
@@ -98,7 +138,23 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
         for mod in (policy_cmd, receipts_cmd, durable_cmd, repl_cmd, test_cmd, worker_cmd):
             mod.register(sub)
+        h = sub.add_parser("help", help="show the help of dal or of one command",
+                           description="`dal help` is `dal --help`; `dal help CMD [SUB]` is `dal CMD [SUB] --help`.")
+        h.add_argument("topic", nargs="*", metavar="COMMAND")
+        h.set_defaults(func=lambda args: _cmd_help(p, args.topic))
     return p
+
+
+def _cmd_help(parser: argparse.ArgumentParser, topic: list[str]) -> int:
+    """`dal help [COMMAND [SUB]]`: the same text as `--help`, exit 0 (2 for an unknown command)."""
+    if not topic:
+        parser.print_help()
+        return EXIT_OK
+    try:
+        parser.parse_args([*topic, "--help"])
+    except SystemExit as e:
+        return int(e.code or 0)
+    return EXIT_OK
 
 
 def _register_check_and_fmt(sub: Any) -> None:
@@ -143,13 +199,12 @@ def read_script(path: Path) -> str:
 
 
 def _die(message: str, code: int = EXIT_USAGE) -> Any:
-    sys.stderr.write(f"dal: error: {message}\n")
-    raise SystemExit(code)
+    from dal.cli import hostmode
+
+    raise SystemExit(hostmode.error(message, code))
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    import json
-
     from dal.core.diagnostics import render, want_color
     from dal.eval.interpreter import check_source
 
@@ -189,7 +244,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
             status = ", ".join(counted)
             sys.stderr.write(f"{path}: {status}\n")
     if args.json:
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        from dal.cli import hostmode
+
+        hostmode.emit("diagnostics", {"diagnostics": report})
     return worst
 
 
@@ -230,6 +287,17 @@ def main(argv: list[str] | None = None) -> int:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
+    from dal.cli import hostmode
+
+    hostmode.activate(argv)
+    try:
+        return hostmode.finish(_main(argv))
+    except SystemExit as e:  # a usage error, or a command's _die
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_USAGE)
+        raise SystemExit(hostmode.finish(code)) from None
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser(only=argv[0] if argv and argv[0] in _LIGHT_COMMANDS else None)
     command: Any = None
     if not argv:
@@ -254,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
         if not command:
             parser.print_help()
             return EXIT_USAGE
+    color = getattr(args, "color", "auto")
+    if color != "auto":
+        from dal.core.diagnostics import COLOR_CHOICE
+
+        COLOR_CHOICE["force"] = color == "always"
     # Until here a Ctrl-C ends a `dal` process quietly (dal/cli/entry.py); from here it is a
     # KeyboardInterrupt that the command (and the runner, while a script runs) handles.
     entry.command_started(one_shot=argv[:1] in (["run"], ["resume"], ["check"], ["fmt"]))

@@ -43,20 +43,44 @@ def spec_from_args(args: argparse.Namespace, script: Path) -> Any:
     try:
         spec = build_spec(script, **spec_options(args), notes=notes)
     except SpecError as e:
-        sys.stderr.write(f"dal: error: {e}\n")
-        raise SystemExit(2) from None
+        from dal.cli import hostmode
+
+        raise SystemExit(hostmode.error(str(e), 2)) from None
     if not (args.quiet or args.json):
         for note in notes:
             sys.stderr.write(f"dal: note: {note}\n")
     return spec
 
 
-def hooks_from_args(args: argparse.Namespace, denials: Any = None) -> Any:
-    """What the command line lends the run: its output streams, notices and denials (`denials`: a
-    dal.cli.denials.DenialReporter)."""
+class _Tee:
+    """Host mode's script output: passed on to stderr as it comes, and its end (all of it, up to CAP
+    characters) kept for the JSON receipt's `output.stdout_tail`."""
+
+    CAP = 8 << 20
+
+    def __init__(self, write: Any) -> None:
+        self.write_on = write
+        self.parts: list[str] = []
+        self.kept = 0
+
+    def write(self, text: str) -> Any:
+        self.parts.append(text)
+        self.kept += len(text)
+        if self.kept > 2 * self.CAP:  # keep memory bounded: fold to the last CAP characters now and then
+            self.parts = [self.text()]
+            self.kept = len(self.parts[0])
+        return self.write_on(text)
+
+    def text(self) -> str:
+        return "".join(self.parts)[-self.CAP:]
+
+
+def hooks_from_args(args: argparse.Namespace, denials: Any = None, output: Any = None) -> Any:
+    """What the command line lends the run: its output streams (`output`: host mode's _Tee), notices and
+    denials (`denials`: a dal.cli.denials.DenialReporter)."""
     from dal.runner.spec import RunHooks
 
-    out = sys.stderr if args.json else sys.stdout
+    out = output if output is not None else sys.stderr if args.json else sys.stdout
     return RunHooks(
         write=out.write,
         on_loop_receipt=_print_loop if args.verbose and not args.json else None,
@@ -109,22 +133,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def run_and_report(args: argparse.Namespace, spec: Any) -> int:
+    from dal.cli import hostmode
     from dal.cli.denials import DenialReporter
     from dal.core.diagnostics import render, want_color
-    from dal.core.jsontext import dumps
     from dal.runner.runner import RunnerError, execute
 
     warn_sandbox(spec, args.quiet or args.json)
     denials = DenialReporter(sys.stderr, want_color(sys.stderr)) if not args.quiet else None
+    output = _Tee(sys.stderr.write) if args.json else None
     try:
-        report = execute(spec, hooks_from_args(args, denials))
+        report = execute(spec, hooks_from_args(args, denials, output))
     except RunnerError as e:
-        sys.stderr.write(f"dal: error: {e}\n")
-        if args.json:
-            # No run was started, so there is no receipt; a host still gets one JSON object on stdout.
-            error = {"error": {"message": str(e), "exit_code": e.exit_code}}
-            sys.stdout.write(dumps(error, indent=2) + "\n")
-        return e.exit_code
+        # No run was started, so there is no receipt; a host still gets one JSON object on stdout.
+        return hostmode.error(str(e), e.exit_code, json=args.json)
     try:
         (sys.stderr if args.json else sys.stdout).flush()
     except BrokenPipeError:
@@ -143,7 +164,8 @@ def run_and_report(args: argparse.Namespace, spec: Any) -> int:
         # The run ended but the store did not record it: say so however quiet the output is asked to be.
         sys.stderr.write(f"dal: error: {report.store_problem}\n")
     if args.json:
-        sys.stdout.write(dumps(receipt, indent=2) + "\n")
+        # The receipt as stored, with what the script printed (as the Python API's receipt.output).
+        hostmode.emit("receipt", {**receipt, "output": {"stdout_tail": output.text()}})
     elif not args.quiet:
         sys.stderr.write(summary_line(receipt, report, denials.count if denials else 0) + "\n")
     return report.exit_code

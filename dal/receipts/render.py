@@ -43,11 +43,10 @@ _EXIT_WORDS = {
 
 
 def use_colour(stream: TextIO) -> bool:
-    """Colour only for a terminal, and never when NO_COLOR is set (https://no-color.org)."""
-    if os.environ.get("NO_COLOR"):
-        return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
+    """Colour as for diagnostics (dal.core.diagnostics.want_color: --color, NO_COLOR, a terminal)."""
+    from dal.core.diagnostics import want_color
+
+    return want_color(stream)
 
 
 # -- what a receipt says, shared by render() and render_markdown() ------------------------------------
@@ -356,7 +355,6 @@ def policy_text(receipt: Mapping[str, Any], *, where: bool = False) -> str | Non
     start of its SHA-256, or "default policy"; where it came from when the run continued an operation;
     and the notices (a policy file changed since the operation started). `where`: name the workspace
     too. None for a receipt without."""
-    import os
 
     policy = receipt.get("policy")
     if not isinstance(policy, Mapping):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from conftest import Shell
+from dalshell import Shell
 
 
 def test_a_denied_run_is_reported_at_once_with_place_reason_and_hint(dal: Shell) -> None:

@@ -1,0 +1,116 @@
+"""Issue 15, points 3, 4 and 6: one JSON object with `kind` on stdout in every outcome, one exit-code table
+and one message prefix, and the conventions of well-kept command lines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from dalshell import Shell
+
+SCRIPT = 'print("hello")\n'
+
+
+def _one_object(stdout: str) -> dict:
+    obj = json.loads(stdout)  # exactly one JSON value, nothing else on stdout
+    assert isinstance(obj, dict) and "kind" in obj
+    return obj
+
+
+def test_every_json_command_prints_one_object_with_kind(dal: Shell) -> None:
+    dal.write("s.dal", SCRIPT)
+    run = dal("run", "--json", "s.dal")
+    receipt = _one_object(run.stdout)
+    assert run.returncode == 0 and receipt["kind"] == "receipt" and receipt["status"] == "completed"
+    assert receipt["output"] == {"stdout_tail": "hello\n"}  # the script's output, as the API's receipt.output
+    assert run.stderr == "hello\n"
+    rid = receipt["run_id"]
+    assert _one_object(dal("receipt", "show", rid, "--json").stdout)["kind"] == "receipt"
+    listed = _one_object(dal("receipts", "--json").stdout)
+    assert listed["kind"] == "runs" and [r["run_id"] for r in listed["runs"]] == [rid]
+    assert _one_object(dal("check", "--json", "s.dal").stdout) == {"kind": "diagnostics", "diagnostics": []}
+    assert _one_object(dal("policy", "check", "--json", "ls").stdout)["kind"] == "policy_decision"
+
+
+@pytest.mark.parametrize("argv", [
+    ["resume", "--json", "nope"],
+    ["receipt", "show", "--json", "nope"],
+    ["approve", "--json", "nope"],
+    ["deny", "--json", "nope"],
+    ["resolve", "--json", "nope", "--as", "done"],
+    ["run", "--json", "--jsn", "s.dal"],  # a mistyped flag next to --json
+    ["run", "--json", "missing.dal"],
+    ["receipts", "--json", "--status", "dide"],
+    ["check", "--json", "missing.dal"],
+    ["job", "show", "9", "--json"],
+])
+def test_every_failure_in_host_mode_is_one_error_object(dal: Shell, argv: list[str]) -> None:
+    dal.write("s.dal", SCRIPT)
+    dal("run", "-q", "s.dal")  # a store exists, so "unknown run" is what is tested
+    p = dal(*argv)
+    err = _one_object(p.stdout)
+    assert err["kind"] == "error" and err["error"]["exit_code"] == p.returncode == 2
+    assert f"dal: error: {err['error']['message']}" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["receipt", "show", "nope"],
+    ["resume", "nope"],
+    ["approve", "nope"],
+    ["deny", "nope"],
+    ["resolve", "nope", "--as", "done"],
+    ["job", "show", "9"],
+    ["schedule", "remove", "nope"],
+])
+def test_an_unknown_run_exits_2_with_one_prefix_for_every_command(dal: Shell, argv: list[str]) -> None:
+    dal.write("s.dal", SCRIPT)
+    dal("run", "-q", "s.dal")
+    p = dal(*argv)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.startswith("dal: error: ")
+
+
+def test_no_runs_yet_and_a_damaged_store(dal: Shell) -> None:
+    assert dal("receipts").returncode == 0
+    shown = dal("receipt", "show", "latest")
+    assert shown.returncode == 2 and shown.stderr.startswith("dal: error: no runs yet")
+    dal.write("bad.db", "junk")
+    for argv in (["receipts"], ["receipt", "show"], ["approve", "latest"], ["resume", "latest"]):
+        p = dal(*argv, "--store", "bad.db")
+        assert p.returncode == 2 and p.stderr.startswith("dal: error: the run store"), argv
+
+
+def test_mistyped_commands_and_flags_say_did_you_mean_with_their_own_usage(dal: Shell) -> None:
+    dal.write("s.dal", SCRIPT)
+    p = dal("rn", "s.dal")
+    assert p.returncode == 2 and "(did you mean run?)" in p.stderr
+    p = dal("run", "--jsn", "s.dal")
+    assert p.returncode == 2 and p.stderr.startswith("usage: dal run ") and "(did you mean --json?)" in p.stderr
+    p = dal("receipts", "--statsu", "failed")
+    assert p.stderr.startswith("usage: dal receipts ") and "(did you mean --status?)" in p.stderr
+    p = dal("receipts", "--status", "dide")
+    assert "(did you mean died?)" in p.stderr
+
+
+def test_flags_are_never_abbreviated(dal: Shell) -> None:
+    dal.write("s.dal", SCRIPT)
+    p = dal("run", "--j", "s.dal")
+    assert p.returncode == 2 and "unrecognized arguments: --j" in p.stderr and p.stdout == ""
+    p = dal("receipts", "--wait")
+    assert p.returncode == 2 and "(did you mean --waiting?)" in p.stderr
+
+
+def test_version_help_and_colour(dal: Shell) -> None:
+    for flag in ("-V", "--version"):
+        p = dal(flag)
+        assert p.returncode == 0 and p.stdout.startswith("dal ")
+    assert dal("help").stdout == dal("--help").stdout
+    p = dal("help", "receipt", "show")
+    assert p.returncode == 0 and p.stdout.startswith("usage: dal receipt show")
+    assert dal("help", "rn").returncode == 2
+    dal.write("bad.dal", "let x = \n")
+    always = dal("check", "--color", "always", "bad.dal")
+    assert "\x1b[" in always.stderr  # NO_COLOR is set by the fixture: --color always wins
+    never = dal("--color", "never", "check", "bad.dal", env={"FORCE_COLOR": "1"})
+    assert "\x1b[" not in never.stderr and "error[" in never.stderr
