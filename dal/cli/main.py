@@ -181,21 +181,66 @@ def _register_check_and_fmt(sub: Any) -> None:
     f.set_defaults(func=_cmd_fmt)
 
 
+def expand_scripts(paths: list[Path]) -> list[Path]:
+    """The scripts `check` and `fmt` work on: each file named, and the `*.dal` files under each directory
+    named (sorted, hidden folders and .dal/ skipped)."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.dal")
+                           if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
+            if not found:
+                sys.stderr.write(f"dal: warning: no .dal files under {path}\n")
+            out.extend(found)
+        else:
+            out.append(path)
+    return out
+
+
+def read_scripts(paths: list[Path], report: list[dict[str, Any]] | None = None) -> Any:
+    """(path, source) for each script; one that cannot be read is reported (`dal: error: ...` on stderr,
+    and in `report` when given) and skipped, so the others are still checked; `_Unreadable.count` counts them."""
+    for path in expand_scripts(paths):
+        try:
+            yield path, _read(path)
+        except _CannotRead as e:
+            _Unreadable.count += 1
+            sys.stderr.write(f"dal: error: {e}\n")
+            if report is not None:
+                report.append({"severity": "error", "kind": "file", "message": str(e), "file": str(path),
+                               "line": 0, "column": 0, "help": None})
+
+
+class _Unreadable:
+    count = 0
+
+
+class _CannotRead(Exception):
+    pass
+
+
 def read_script(path: Path) -> str:
     """Read a script or exit 2 with a message naming the file."""
     try:
+        return _read(path)
+    except _CannotRead as e:
+        _die(str(e))
+    raise AssertionError  # pragma: no cover
+
+
+def _read(path: Path) -> str:
+    try:
         data = path.read_bytes()
     except FileNotFoundError:
-        _die(f"no such script: {path}")
+        raise _CannotRead(f"no such script: {path}") from None
     except IsADirectoryError:
-        _die(f"{path} is a directory, not a script")
+        raise _CannotRead(f"{path} is a directory, not a script") from None
     except OSError as e:
-        _die(f"cannot read {path}: {e.strerror}")
+        raise _CannotRead(f"cannot read {path}: {e.strerror}") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        _die(f"{path} is not UTF-8 text (invalid byte at offset {e.start})")
-    raise AssertionError  # pragma: no cover
+        raise _CannotRead(f"{path} is not UTF-8 text (invalid byte at offset {e.start})") from None
 
 
 def _die(message: str, code: int = EXIT_USAGE) -> Any:
@@ -211,8 +256,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     color = want_color(sys.stderr)
     worst = EXIT_OK
     report = []
-    for path in args.scripts:
-        source = read_script(path)
+    _Unreadable.count = 0
+    for path, source in read_scripts(args.scripts, report):
         extra = {}
         if path.name.endswith(".test.dal"):  # test scripts see the `dal test` builtins too
             from dal.testing import TEST_BUILTINS
@@ -243,6 +288,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 counted.append(f"arguments: {describe_params(params)}")
             status = ", ".join(counted)
             sys.stderr.write(f"{path}: {status}\n")
+    if _Unreadable.count:
+        worst = EXIT_USAGE
     if args.json:
         from dal.cli import hostmode
 
@@ -256,13 +303,15 @@ def _cmd_fmt(args: argparse.Namespace) -> int:
     from dal.syntax.format import format_source
 
     changed = 0
-    for path in args.scripts:
-        source = read_script(path)
+    broken = 0
+    _Unreadable.count = 0
+    for path, source in read_scripts(args.scripts):
         try:
             out = format_source(source, str(path))
         except DalError as e:
             sys.stderr.write(render(e, want_color(sys.stderr)) + "\n")
-            return EXIT_USAGE
+            broken += 1  # the others are still formatted
+            continue
         if args.check:
             if out != source:
                 changed += 1
@@ -275,6 +324,8 @@ def _cmd_fmt(args: argparse.Namespace) -> int:
                 sys.stderr.write(f"{path}: reformatted\n")
         else:
             sys.stdout.write(out)
+    if broken or _Unreadable.count:
+        return EXIT_USAGE
     return 1 if changed else EXIT_OK
 
 

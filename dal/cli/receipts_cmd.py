@@ -23,7 +23,11 @@ from dal.receipts.markdown import render_markdown
 from dal.receipts.render import duration_text, render, use_colour
 from dal.receipts.store import NoStore, RunNotFound, Store, StoreError, store_path
 
-STATUSES = ("completed", "failed", "exhausted", "waiting", "interrupted", "rejected", "skipped", "running", "died")
+STATUSES = ("completed", "failed", "exhausted", "waiting", "interrupted", "rejected", "skipped", "running", "died",
+            "resumed")
+# The statuses the list shows in place of the stored one (_status_labels), and the stored ones they come from.
+_LABELLED = {"running": ("running",), "died": ("running",), "resumed": ("waiting", "interrupted"),
+             "waiting": ("waiting",), "interrupted": ("interrupted",)}
 EXIT_NOT_FOUND = 2  # an unknown run is a usage error, as for approve, deny, resolve and resume
 EXIT_STORE = 2
 
@@ -119,10 +123,16 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
     filters = {"status": args.status, "operation": args.operation, "waiting": args.waiting}
     try:
         with _open(args) as store:
-            if args.status in ("running", "died"):
-                # Both are stored as `running`; which one a run is depends on its process.
-                rows = [r for r in store.list_runs(**{**filters, "status": "running"}, limit=None)
-                        if _state(r, store.run_row(r["run_id"]) or {}) == args.status]
+            if args.status in _LABELLED:
+                # What the table shows is the filter's word: `died` and `running` are both stored as
+                # running (which one depends on the process); `resumed` is a waiting or interrupted run
+                # that a later run continued, so `--status waiting` lists only runs still waiting.
+                rows = []
+                for stored in _LABELLED[args.status]:
+                    rows += store.list_runs(**{**filters, "status": stored}, limit=None)
+                rows.sort(key=lambda r: r["run_id"], reverse=True)
+                shown = _status_labels(store, rows)
+                rows = [r for r in rows if shown.get(r["run_id"], r["status"]) == args.status]
                 total = len(rows)
                 rows = rows[:limit] if limit is not None else rows
             else:

@@ -21,7 +21,7 @@ def register(sub: Any) -> None:
         "3 waiting for a person (approval, uncertain effect, busy key), 4 a budget ran out, "
         "130 interrupted (143 on SIGTERM)",
     )
-    p.add_argument("script", type=Path, metavar="SCRIPT")
+    p.add_argument("script", type=Path, metavar="SCRIPT", help="the script's path, or - to read it from stdin")
     add_script_args(p)
     p.add_argument("--key", metavar="KEY",
                    help="operation key: a second run with the key of a completed run is skipped; one of an "
@@ -35,13 +35,14 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_run)
 
 
-def spec_from_args(args: argparse.Namespace, script: Path) -> Any:
-    """The run the flags describe (dal.runner.build.build_spec); a bad flag or policy exits 2 here."""
+def spec_from_args(args: argparse.Namespace, script: Path | None, source: str | None = None) -> Any:
+    """The run the flags describe (dal.runner.build.build_spec); a bad flag or policy exits 2 here.
+    `source`: the script's text (`dal run -`), kept in the workspace's .dal/scripts/ so it can be resumed."""
     from dal.runner.build import SpecError, build_spec
 
     notes: list[str] = []
     try:
-        spec = build_spec(script, **spec_options(args), notes=notes)
+        spec = build_spec(script, source=source, **spec_options(args), notes=notes)
     except SpecError as e:
         from dal.cli import hostmode
 
@@ -49,7 +50,26 @@ def spec_from_args(args: argparse.Namespace, script: Path) -> Any:
     if not (args.quiet or args.json):
         for note in notes:
             sys.stderr.write(f"dal: note: {note}\n")
+    refuse_missing_store_folder(spec.store)
     return spec
+
+
+def refuse_missing_store_folder(location: Any) -> None:
+    """A store named by --store or $DAL_STORE goes in a folder that exists: a typo (`--store /srv/jbos/x.db`)
+    must not silently build a tree and start a second, empty history. Only the default, WORKSPACE/.dal/, is
+    created by DAL."""
+    import os
+
+    if location.origin == "default":
+        return
+    folder = os.path.dirname(location.path)
+    if not os.path.isdir(folder):
+        from dal.cli import hostmode
+
+        flag = "$DAL_STORE" if location.origin == "env" else "--store"
+        raise SystemExit(hostmode.error(
+            f"the folder {folder} for the run store {location.path} ({flag}) does not exist; DAL does not create "
+            f"it. Create it first (mkdir -p {folder}) or name a store in an existing folder. Nothing ran.", 2))
 
 
 class _Tee:
@@ -129,6 +149,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         from dal.effects.sandbox import start_probe
 
         start_probe()
+    if str(args.script) == "-":  # the script on stdin
+        data = sys.stdin.buffer.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            from dal.cli import hostmode
+
+            return hostmode.error(f"the script on stdin is not UTF-8 text (invalid byte at offset {e.start})", 2)
+        return run_and_report(args, spec_from_args(args, None, text))
     return run_and_report(args, spec_from_args(args, args.script))
 
 

@@ -581,7 +581,12 @@ def find_run(store: Store, ref: str) -> dict[str, Any]:
         ids = store.run_ids_with_prefix(ref)
         if ref in ids or len(ids) == 1:
             return store.run_row(ref if ref in ids else ids[0]) or {}
-    elif ref and ref != "latest":
+    elif ref == "latest":
+        # The newest run, finished or not: the one `dal receipt show latest` shows (one meaning everywhere).
+        rows = store.list_runs(limit=1)
+        if rows:
+            return store.run_row(rows[0]["run_id"]) or rows[0]
+    elif ref:
         newest = newest_run_of_key(store, ref)
         if newest is not None:
             return store.run_row(newest["run_id"]) or newest

@@ -41,7 +41,6 @@ def test_every_json_command_prints_one_object_with_kind(dal: Shell) -> None:
     ["run", "--json", "--jsn", "s.dal"],  # a mistyped flag next to --json
     ["run", "--json", "missing.dal"],
     ["receipts", "--json", "--status", "dide"],
-    ["check", "--json", "missing.dal"],
     ["job", "show", "9", "--json"],
 ])
 def test_every_failure_in_host_mode_is_one_error_object(dal: Shell, argv: list[str]) -> None:
@@ -114,3 +113,38 @@ def test_version_help_and_colour(dal: Shell) -> None:
     assert "\x1b[" in always.stderr  # NO_COLOR is set by the fixture: --color always wins
     never = dal("--color", "never", "check", "bad.dal", env={"FORCE_COLOR": "1"})
     assert "\x1b[" not in never.stderr and "error[" in never.stderr
+
+
+def test_check_and_fmt_take_many_files_and_folders_and_go_on_after_a_missing_one(dal: Shell) -> None:
+    dal.write("a.dal", "let x = 1\n")
+    dal.write("b.dal", "let y = \n")
+    dal.write("lib/c.dal", "print(1)\n")
+    dal.write("lib/.hidden/d.dal", "let broken = \n")
+    p = dal("check", "a.dal", "missing.dal", "b.dal", "lib")
+    assert p.returncode == 2
+    assert "a.dal: ok" in p.stderr and "dal: error: no such script: missing.dal" in p.stderr
+    assert "b.dal: 1 error" in p.stderr and "lib/c.dal: ok" in p.stderr and "d.dal" not in p.stderr
+    report = json.loads(dal("check", "--json", "missing.dal", "a.dal").stdout)
+    assert report["kind"] == "diagnostics"
+    assert [(d["file"], d["severity"]) for d in report["diagnostics"]] == [("missing.dal", "error")]
+    dal.write("lib/ugly.dal", "if true {\n  print(1)\n}\n")
+    f = dal("fmt", "--check", "lib", "missing.dal")
+    assert f.returncode == 2 and "lib/ugly.dal: would reformat" in f.stderr and "missing.dal" in f.stderr
+
+
+def test_run_reads_the_script_from_stdin(dal: Shell) -> None:
+    p = dal("run", "-", input='print("from stdin")\n')
+    assert p.returncode == 0 and p.stdout == "from stdin\n"
+    kept = list((dal.cwd / ".dal" / "scripts").glob("*.dal"))  # kept, so that a resume runs the same text
+    assert len(kept) == 1 and kept[0].read_text() == 'print("from stdin")\n'
+
+
+def test_a_given_store_in_a_missing_folder_is_refused(dal: Shell) -> None:
+    dal.write("s.dal", SCRIPT)
+    p = dal("run", "--store", "no/such/folder/runs.db", "s.dal")
+    assert p.returncode == 2 and "does not exist; DAL does not create it" in p.stderr and p.stdout == ""
+    assert not (dal.cwd / "no").exists()
+    p = dal("run", "s.dal", env={"DAL_STORE": str(dal.cwd / "typo" / "runs.db")})
+    assert p.returncode == 2 and "($DAL_STORE)" in p.stderr and not (dal.cwd / "typo").exists()
+    (dal.cwd / "there").mkdir()
+    assert dal("run", "-q", "--store", "there/runs.db", "s.dal").returncode == 0
