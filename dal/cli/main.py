@@ -265,6 +265,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
             extra["builtins"] = TEST_BUILTINS
         warnings: list = []
         checked, errors = check_source(source, str(path), warnings=warnings, **extra)
+        if checked is not None:
+            from dal.cli.lints import lint
+
+            warnings.extend(lint(checked.program, str(path), source))
         for e in errors:
             report.append({"severity": "error", **e.to_json()})
             if not args.json:

@@ -148,3 +148,18 @@ def test_a_given_store_in_a_missing_folder_is_refused(dal: Shell) -> None:
     assert p.returncode == 2 and "($DAL_STORE)" in p.stderr and not (dal.cwd / "typo").exists()
     (dal.cwd / "there").mkdir()
     assert dal("run", "-q", "--store", "there/runs.db", "s.dal").returncode == 0
+
+
+def test_check_warns_about_a_declared_but_unused_operation_key(dal: Shell) -> None:
+    dal.write("unused.dal", 'let operation_key = "deploy:web"\nrun("true")\n')
+    p = dal("check", "unused.dal")
+    assert p.returncode == 0 and "warning[unused-operation-key]" in p.stderr
+    assert " --> unused.dal:1:1" in p.stderr and "operation(operation_key)" in p.stderr
+    dal.write("used.dal", 'let operation_key = "deploy:web"\noperation(operation_key)\nrun("true")\n')
+    assert "warning" not in dal("check", "used.dal").stderr
+    # the warning is right: run twice, the unkeyed script repeats; the keyed one is skipped
+    assert dal("run", "-q", "unused.dal").returncode == 0 and dal("run", "-q", "unused.dal").returncode == 0
+    assert [r["status"] for r in json.loads(dal("receipts", "--json").stdout)["runs"]] == ["completed"] * 2
+    dal("run", "-q", "used.dal")
+    again = dal("run", "--json", "used.dal")
+    assert json.loads(again.stdout)["status"] == "skipped"
