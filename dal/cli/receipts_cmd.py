@@ -237,6 +237,11 @@ def cmd_receipt_show(args: argparse.Namespace, out: TextIO | None = None, err: T
                     return 0
                 receipt = unfinished
             decisions = store.approvals(receipt["run_id"])
+            if receipt.get("previous_run"):
+                # A resumed run acts on the decisions people recorded on the run it continues: say who.
+                seen = {d.get("id") for d in decisions}
+                earlier = [d for d in store.approvals(receipt["previous_run"]) if d.get("id") not in seen]
+                decisions = earlier + decisions
             row = store.run_row(receipt["run_id"]) or {}
             continued_by = row.get("resumed_by")
     except NoStore as e:

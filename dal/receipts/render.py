@@ -169,8 +169,22 @@ def evidence_of(receipt: Mapping[str, Any]) -> tuple[Evidence, int]:
         return [(i, one_line(e["operation"]), one_line(e.get("outcome"))) for i, e in enumerate(records, 1)], omitted
     effects = receipt.get("effects") or {}
     items = effects.get("items") or []
-    shown = [(i, one_line(e["command"]), one_line(e.get("summary", ""))) for i, e in enumerate(items, 1)]
+    shown = [(i, one_line(e["command"]), one_line(_effect_outcome(e))) for i, e in enumerate(items, 1)]
     return shown, effects.get("omitted") or 0
+
+
+def _effect_outcome(item: Mapping[str, Any]) -> str:
+    """An effect's outcome as evidence: what DAL saw, or, for one a person resolved, what that person said
+    (DAL did not see it happen), and who approved one that needed approval."""
+    import re
+
+    reason = str(item.get("reason") or "")
+    said = re.search(r"resolved as (done|failed) by (.+)$", reason)
+    if said:
+        return f"resolved as {said.group(1)} by {said.group(2)}: a person's word, not observed by DAL"
+    summary = str(item.get("summary", ""))
+    approved = re.search(r"approved by (.+)$", reason)
+    return f"{summary} (approved by {approved.group(1)})" if approved else summary
 
 
 def evidence_lines(receipt: Mapping[str, Any], indent: str = "") -> list[str]:
@@ -229,9 +243,56 @@ def _where(error: Mapping[str, Any]) -> str:
 
 
 def describe_decision(decision: Mapping[str, Any]) -> str:
-    """`effect 4: approved by ana at 2026-…Z (checked the recipients)`, from a row of Store.approvals()."""
-    text = f"effect {decision.get('seq')}: {decision.get('decision')} by {decision.get('who')} at {decision.get('at')}"
+    """`effect 4: approved by ana at 2026-…Z (checked the recipients)`, from a row of Store.approvals(). A
+    resolution is a person's statement, not something DAL saw, and reads as one."""
+    verdict, who, at = decision.get("decision"), decision.get("who"), decision.get("at")
+    said = {
+        "resolved:done": f"{who} said it took effect (resolved as done; DAL did not observe it)",
+        "resolved:failed": f"{who} said it did not take effect (resolved as failed; DAL did not observe it)",
+        "resolved:retry": f"{who} said to run it again (resolved as retry)",
+    }.get(str(verdict), f"{verdict} by {who}")
+    text = f"effect {decision.get('seq')}: {said} at {at}"
     return text + (f" ({one_line(decision['note'], 100)})" if decision.get("note") else "")
+
+
+def intent_text(receipt: Mapping[str, Any]) -> str | None:
+    """What the run set out to do, in the script's words where it gave them: the `path` (or `target`) and
+    `status` of the result it finished with (the article's `{"path": ..., "status": ...}`)."""
+    result = receipt.get("result")
+    if not isinstance(result, Mapping):
+        return None
+    target = next((result[k] for k in ("path", "target", "destination") if isinstance(result.get(k), str)), None)
+    return f"the script's target: {one_line(target, 100)}" if target else None
+
+
+def boundary_text(receipt: Mapping[str, Any]) -> str | None:
+    """What the run could touch: the programs it ran and where it wrote (the effects' own record)."""
+    items = (receipt.get("effects") or {}).get("items") or []
+    programs: dict[str, None] = {}
+    writes: dict[str, None] = {}
+    denied = 0
+    for e in items:
+        if e.get("status") == "denied":
+            denied += 1
+            continue
+        word = str(e.get("command", "")).split(" ", 1)[0]
+        if word:
+            programs.setdefault(word, None)
+        for w in e.get("writes") or []:
+            writes.setdefault(str(w), None)
+    if not items:
+        return None
+    # The policy's reading of each command (what it runs, where it may write), not what was observed.
+    parts = [f"programs {', '.join(list(programs)[:8])}{' …' if len(programs) > 8 else ''}"] if programs else []
+    ws = str(receipt.get("workspace") or "")
+    shown = [os.path.relpath(w, ws) if ws and w.startswith(ws + "/") else w for w in writes]
+    if shown:
+        parts.append(f"writes {', '.join(shown[:3])}{f' and {len(shown) - 3} more' if len(shown) > 3 else ''}")
+    else:
+        parts.append("writes nothing")
+    if denied:
+        parts.append(f"{denied} command{'' if denied == 1 else 's'} denied")
+    return " · ".join(parts)
 
 
 def next_action(
@@ -405,6 +466,12 @@ def render(
         facts.append(("args", one_line(args_text(receipt["args"]))))
     if receipt.get("key") and receipt.get("key") != receipt.get("operation"):
         facts.append(("key", receipt["key"]))
+    intent = intent_text(receipt)
+    if intent:
+        facts.append(("intent", intent))
+    boundary = boundary_text(receipt)
+    if boundary:
+        facts.append(("boundary", boundary))
     own = script_status(receipt)
     if own and own != status:
         facts.append(("result", own))
