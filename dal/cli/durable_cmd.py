@@ -158,4 +158,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
         return _die(str(e))
     if not spec.script:
         return _die(f"run {run['run_id']} does not say which script it ran")
+    if not Path(spec.script).is_file():
+        # A keyless operation is its script: moved or deleted, it cannot be continued under another name.
+        rid = run["run_id"]
+        return _die(f"run {rid} ran {spec.script}, which is no longer there (moved or deleted?). Put the script "
+                    f"back there and `dal resume {rid}`; or run it where it is now as a new operation "
+                    "(`dal run PATH`, which runs every effect again: check first what the journal says ran, "
+                    f"`dal receipt show {rid}`)")
     return run_and_report(args, spec)

@@ -196,7 +196,7 @@ def run_and_report(args: argparse.Namespace, spec: Any) -> int:
         # The receipt as stored, with what the script printed (as the Python API's receipt.output).
         hostmode.emit("receipt", {**receipt, "output": {"stdout_tail": output.text()}})
     elif not args.quiet:
-        sys.stderr.write(summary_line(receipt, report, denials.count if denials else 0) + "\n")
+        sys.stderr.write(summary_line(receipt, report, denials.count if denials else 0, spec) + "\n")
     return report.exit_code
 
 
@@ -217,7 +217,7 @@ def silence_stdout() -> None:
         pass
 
 
-def summary_line(receipt: dict[str, Any], report: Any, denied: int = 0) -> str:
+def summary_line(receipt: dict[str, Any], report: Any, denied: int = 0, spec: Any = None) -> str:
     """One calm line: what happened, where the receipt is, and what to do next when it matters. `denied`:
     the run() calls the policy denied in this invocation, each reported on stderr as it happened."""
     import os
@@ -239,6 +239,10 @@ def summary_line(receipt: dict[str, Any], report: Any, denied: int = 0) -> str:
     parts.append(f"· {plural(steps['used'], 'step')} · {effects}")
     parts.append(f"· receipt {where}" if where else f"· run {receipt['run_id']}")
     parts.append(f"· workspace {_home(receipt['workspace'])} · policy {policy_name(receipt)}")
+    store = getattr(spec, "store", None)
+    if store is not None and store.origin != "default":
+        # Another store than the workspace's: its runs, keys and journal are that store's alone.
+        parts.append(f"· store {_home(store.path)}{' ($DAL_STORE)' if store.origin == 'env' else ''}")
     line = " ".join(parts)
     if getattr(report, "next_step", None):
         line += f" (not recorded in the run store)\ndal: next: {report.next_step}"

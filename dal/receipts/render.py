@@ -239,6 +239,9 @@ def _rerun(receipt: Mapping[str, Any]) -> str:
 
 
 def _where(error: Mapping[str, Any]) -> str:
+    """FILE:LINE:COL, or just FILE for an error of the whole script (line 0: e.g. it ended early)."""
+    if not error.get("line"):
+        return str(error.get("file"))
     return f"{error.get('file')}:{error.get('line')}:{error.get('column')}"
 
 
@@ -366,18 +369,21 @@ def next_action(
             f"with `dal receipt show {rid} --json`"
         )
     artifacts = receipt.get("artifacts") or []
-    if artifacts:
-        shown = ", ".join(f"inspect {_q(a['path'])} ({a['state']})" for a in artifacts[:3])
-        return shown + (f": {blocker}" if blocker else "")
     if status == "exhausted":
         why = f"{one_line(error.get('message'))} at {_where(error)}" if error else "a budget ran out"
         import re
 
         named = re.search(r"\((--[a-z-]+)[ )]", (error or {}).get("message") or "")
-        flag = named.group(1) if named else "--max-steps/--max-effects/--timeout"
+        flag = named.group(1) if named else "--max-steps"
+        look = ", ".join(_q(a["path"]) for a in artifacts[:3])
         return (
-            f"inspect the evidence ({why}); fix the loop or raise {flag}, then `{_rerun(receipt)}`"
+            f"inspect {look + ' and ' if look else ''}the evidence ({why}); if the work is legitimate, "
+            f"`dal resume {rid} {flag} N` continues it from its journal with a bigger budget; else fix the loop, "
+            f"then `{_rerun(receipt)}`"
         )
+    if artifacts:
+        shown = ", ".join(f"inspect {_q(a['path'])} ({a['state']})" for a in artifacts[:3])
+        return shown + (f": {blocker}" if blocker else "")
     return "inspect the evidence above" + (f": {blocker}" if blocker else "") + f" (`dal receipt show {rid} --json`)"
 
 
