@@ -73,9 +73,12 @@ class _Parser(argparse.ArgumentParser):
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         parsed, extras = super().parse_known_args(args, namespace)
-        if extras and self.prog != "dal":
-            # A subcommand's own unknown flag: its usage, not the top level's (which argparse would print).
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        takes_args = any(a.dest == "script_args" for a in self._actions)
+        # A script's NAME=VALUE words after dal's flags are gathered by main(); anything else left over is a
+        # subcommand's own unknown flag: its usage, not the top level's (which argparse would print).
+        unknown = [w for w in extras if not (takes_args and "=" in w and not w.startswith("-"))]
+        if unknown and self.prog != "dal":
+            self.error(f"unrecognized arguments: {' '.join(unknown)}")
         return parsed, extras
 
     def error(self, message: str) -> Any:  # usage errors exit 2 with the usage line

@@ -842,14 +842,14 @@ def _stop_on_closed_pipe(write: Callable[[str], Any], rt: Runtime, got: dict[str
 
 
 def _reporting_denials(handler: EffectHandler, on_denied: Callable[[Any], Any], filename: str,
-                       source: str) -> Callable[[str, Any], Any]:
+                       source: str) -> Callable[..., Any]:
     """The run() callable that also tells the host, at once, of each denied effect: the script goes on with a
     `denied` result, so a person watching would otherwise learn of it only from the receipt."""
 
-    def effects(command: str, span: Any) -> Any:
-        result = handler(command, span)
+    def effects(command: Any, span: Any, *more: Any, **kw: Any) -> Any:
+        result = handler(command, span, *more, **kw)
         if result.status == "denied":
-            on_denied(EffectDenied(command, result.decision.reason, span, filename=filename, source=source))
+            on_denied(EffectDenied(result.command, result.decision.reason, span, filename=filename, source=source))
         return result
 
     return effects

@@ -57,3 +57,11 @@ def test_a_closed_pipe_on_a_listing_is_quiet_too(dal: Shell) -> None:
         dal("run", "-q", "s.dal")
     p = dal.sh("dal receipts | head -1")
     assert p.stdout.startswith("RUN") and p.stderr == ""
+
+
+def test_a_denied_argv_command_is_reported_too(dal: Shell) -> None:
+    dal.write("s.dal", 'let r = run(["cat", "/etc/passwd"])\nprint(r.status)\n')
+    p = dal("run", "s.dal")
+    assert p.returncode == 0 and p.stdout == "denied\n"
+    assert "warning[denied]: run(\"cat /etc/passwd\") was denied: reads outside the allowed roots" in p.stderr
+    assert "1 effect (1 denied)" in p.stderr
