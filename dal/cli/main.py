@@ -186,15 +186,13 @@ def _register_check_and_fmt(sub: Any) -> None:
 
 def expand_scripts(paths: list[Path]) -> list[Path]:
     """The scripts `check` and `fmt` work on: each file named, and the `*.dal` files under each directory
-    named (sorted, hidden folders and .dal/ skipped)."""
+    named (sorted, hidden folders and .dal/ skipped); a folder with none is reported as not a script."""
     out: list[Path] = []
     for path in paths:
         if path.is_dir():
             found = sorted(p for p in path.rglob("*.dal")
                            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
-            if not found:
-                sys.stderr.write(f"dal: warning: no .dal files under {path}\n")
-            out.extend(found)
+            out.extend(found if found else [path])  # an empty folder is reported as the path it is
         else:
             out.append(path)
     return out
