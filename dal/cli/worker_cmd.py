@@ -19,7 +19,7 @@ from typing import Any
 from dal.core import defaults
 from dal.runner.options import add_policy_flags, add_script_args, memory_size, positive_int, seconds
 
-EXIT_NOT_FOUND, EXIT_USAGE = 1, 2
+EXIT_NOT_FOUND, EXIT_USAGE = 2, 2  # an unknown job is a usage error, as an unknown run
 DEFAULT_MAX_ATTEMPTS = 5
 JOB_STATES = ("ready", "scheduled", "running", "waiting", "parked", "done", "dead", "cancelled")
 
@@ -184,8 +184,15 @@ def register(sub: Any) -> None:
 # -- helpers ---------------------------------------------------------------------------------------------
 
 def _die(message: str, code: int = EXIT_USAGE) -> int:
-    sys.stderr.write(f"dal: error: {message}\n")
-    return code
+    from dal.cli import hostmode
+
+    return hostmode.error(message, code)
+
+
+def _emit(kind: str, body: dict[str, Any]) -> None:
+    from dal.cli import hostmode
+
+    hostmode.emit(kind, body)
 
 
 def _path(args: argparse.Namespace) -> Path:
@@ -371,7 +378,7 @@ def _shown(args: dict[str, Any]) -> str:
 
 def _said(args: argparse.Namespace, job: dict[str, Any] | None, line: str) -> int:
     if args.json:
-        sys.stdout.write(json.dumps({"job": _public(job) if job else None, "message": line}, indent=2) + "\n")
+        _emit("job", {"job": _public(job) if job else None, "message": line})
     elif not getattr(args, "quiet", False):
         sys.stdout.write(f"dal: {line}\n")
     return 0
@@ -411,7 +418,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     except StoreError as e:
         return _die(str(e))
     if args.json:
-        sys.stdout.write(json.dumps([_public(r) for r in rows], indent=2) + "\n")
+        _emit("jobs", {"jobs": [_public(r) for r in rows]})
         return 0
     if not rows:
         sys.stdout.write("no jobs yet\n" if got is None or not (args.state or args.queue or args.key)
@@ -468,7 +475,7 @@ def cmd_job_show(args: argparse.Namespace) -> int:
         return _die(f"no job {args.job_id} (list jobs with `dal jobs`)", EXIT_NOT_FOUND)
     nxt = _next_step(job, receipt)
     if args.json:
-        sys.stdout.write(json.dumps({**_public(job), "next": nxt}, indent=2) + "\n")
+        _emit("job", {"job": _public(job), "next": nxt})
         return 0
     spec = _public(job)["spec"]
     lines = [
@@ -530,7 +537,7 @@ def cmd_workers(args: argparse.Namespace) -> int:
         if r["state"] != "stopped" and r["heartbeat_at"] < now - 3 * max(r["lease"], 1.0):
             r["state"] = "gone"  # no heartbeat for three leases: killed, or its machine is
     if args.json:
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        _emit("workers", {"workers": rows})
         return 0
     if not rows:
         sys.stdout.write("no workers yet\n")
@@ -577,7 +584,7 @@ def _said_schedule(args: argparse.Namespace, row: dict[str, Any] | None, line: s
         out = dict(row or {})
         if isinstance(out.get("spec"), str):
             out["spec"] = json.loads(out["spec"])
-        sys.stdout.write(json.dumps({"schedule": out or None, "message": line}, indent=2) + "\n")
+        _emit("schedule", {"schedule": out or None, "message": line})
     elif not getattr(args, "quiet", False):
         sys.stdout.write(f"dal: {line}\n")
     return 0
@@ -598,7 +605,7 @@ def cmd_schedule_list(args: argparse.Namespace) -> int:
     if args.json:
         for r in rows:
             r["spec"] = json.loads(r["spec"])
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        _emit("schedules", {"schedules": rows})
         return 0
     if not rows:
         sys.stdout.write("no schedules yet\n")

@@ -20,7 +20,15 @@ _BOLD = "\x1b[1m"
 _RESET = "\x1b[0m"
 
 
+# `dal --color always|never` (None: auto, decided per stream below).
+COLOR_CHOICE: dict[str, bool | None] = {"force": None}
+
+
 def want_color(stream: TextIO) -> bool:
+    """Colour for `stream`: what --color said; else none when NO_COLOR is set (https://no-color.org), some
+    when FORCE_COLOR is; else only for a terminal."""
+    if COLOR_CHOICE["force"] is not None:
+        return bool(COLOR_CHOICE["force"])
     if os.environ.get("NO_COLOR"):
         return False
     if os.environ.get("FORCE_COLOR"):

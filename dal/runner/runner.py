@@ -630,7 +630,12 @@ def find_run(store: Store, ref: str) -> dict[str, Any]:
         ids = store.run_ids_with_prefix(ref)
         if ref in ids or len(ids) == 1:
             return store.run_row(ref if ref in ids else ids[0]) or {}
-    elif ref and ref != "latest":
+    elif ref == "latest":
+        # The newest run, finished or not: the one `dal receipt show latest` shows (one meaning everywhere).
+        rows = store.list_runs(limit=1)
+        if rows:
+            return store.run_row(rows[0]["run_id"]) or rows[0]
+    elif ref:
         newest = newest_run_of_key(store, ref)
         if newest is not None:
             return store.run_row(newest["run_id"]) or newest
@@ -770,9 +775,11 @@ def _execute(run: _Run) -> RunReport:
         return _finish(run, source, operation, Outcome("rejected", errors[0], ended_by="error"),
                        rt=None, handler=None, recorder=None)
 
+    got: dict[str, str] = {}
     rt = Runtime(max_steps=spec.max_steps, timeout=spec.timeout, write=hooks.write or sys.stdout.write,
                  max_memory=spec.max_memory)
     rt.state["args"] = bound
+    rt.write = _stop_on_closed_pipe(rt.write, rt, got)
     ctx = effect_context(spec, run.policy)
     store = run.open_store()
     state = {"operation": operation}
@@ -783,7 +790,7 @@ def _execute(run: _Run) -> RunReport:
     handler = EffectHandler(rt, ctx, journal=journal, run_id=run.run_id, max_effects=spec.max_effects,
                             fake=hooks.fake, simulate_crash=hooks.simulate_crash)
     recorder = LoopRecorder(on_receipt=hooks.on_loop_receipt)
-    rt.effects = handler
+    rt.effects = handler if hooks.on_denied is None else _reporting_denials(handler, hooks.on_denied, filename, source)
     rt.observe = handler.observe
     rt.getenv = run.getenv
     rt.recorder = recorder
@@ -837,7 +844,6 @@ def _execute(run: _Run) -> RunReport:
 
     rt.state["set_operation"] = set_operation
 
-    got: dict[str, str] = {}
     restore: dict[int, Any] = {}
     if hooks.handle_signals and threading.current_thread() is threading.main_thread():
 
@@ -862,9 +868,52 @@ def _execute(run: _Run) -> RunReport:
     report.signal_name = got.get("signal")
     if report.exit_code == 2:
         return report
-    if report.receipt["status"] == "interrupted" and got.get("signal") == "SIGTERM":
-        report.exit_code = 143
+    if report.receipt["status"] == "interrupted" and got.get("signal") in ("SIGTERM", "SIGPIPE"):
+        report.exit_code = 143 if got["signal"] == "SIGTERM" else 141
     return report
+
+
+def _stop_on_closed_pipe(write: Callable[[str], Any], rt: Runtime, got: dict[str, str]) -> Callable[[str], Any]:
+    """The script's output, where a reader that went away (`dal run x | head -2`) stops the run as SIGPIPE
+    stops a Unix tool: at its next step, `interrupted` with its receipt, and later output is dropped."""
+
+    def guarded(text: str) -> Any:
+        if "signal" in got and got["signal"] == "SIGPIPE":
+            return None
+        try:
+            return write(text)
+        except BrokenPipeError:
+            got["signal"] = "SIGPIPE"
+            rt.interrupt("SIGPIPE")
+            return None
+
+    return guarded
+
+
+def _reporting_denials(handler: EffectHandler, on_denied: Callable[[Any], Any], filename: str,
+                       source: str) -> Callable[..., Any]:
+    """The run() callable that also tells the host, at once, of each denied effect: the script goes on with a
+    `denied` result, so a person watching would otherwise learn of it only from the receipt."""
+
+    def effects(command: Any, span: Any, *more: Any, **kw: Any) -> Any:
+        result = handler(command, span, *more, **kw)
+        if result.status == "denied":
+            on_denied(EffectDenied(result.command, result.decision.reason, span, filename=filename, source=source))
+        return result
+
+    return effects
+
+
+class EffectDenied(DalError):
+    """Not raised: what `RunHooks.on_denied` is handed for a denied run() (located, rendered as a warning)."""
+
+    kind = "denied"
+
+    def __init__(self, command: str, reason: str, span: Any, *, filename: str, source: str) -> None:
+        super().__init__(f"run({json.dumps(command, ensure_ascii=False)}) was denied: {reason}", span,
+                         filename=filename, source=source)
+        self.command = command
+        self.reason = reason
 
 
 def _sandbox_json(handler: EffectHandler | None) -> dict[str, Any] | None:
