@@ -30,12 +30,13 @@ from dal.eval.values import describe, quote
 from dal.receipts.compact import compact
 from dal.receipts.files import write_receipt_files
 from dal.receipts.ids import new_run_id, utc_timestamp
+from dal.receipts.location import locks_folder
 from dal.receipts.retry import derive_retry
 from dal.receipts.schema import ReceiptSchemaError
 from dal.receipts.store import Store, StoreError
 from dal.runner.effects import EffectHandler, rerunnable
-from dal.runner.inforce import Adopted, adopt, protect_run, receipt_policy, stored_policy
-from dal.runner.locks import KeyBusy, KeyLock
+from dal.runner.inforce import Adopted, adopt, policy_digest, protect_run, receipt_policy, stored_policy
+from dal.runner.locks import KeyBusy, KeyLock, live_here, mark_live, unmark_live
 from dal.runner.recorder import LoopRecorder
 from dal.runner.spec import RunHooks, RunSpec, SpecError
 from dal.runner.stored import StoredRun, run_record
@@ -219,6 +220,7 @@ class _Run:
         self.store: Store | None = None
         self.lock: KeyLock | None = None
         self.key: str | None = spec.key
+        self.key_by_script = False  # the key came from operation("K") in the script, not from the operator
         self.previous: dict[str, Any] | None = None
         self.attempts: dict[str, int] | None = None
         self.begun = False
@@ -268,6 +270,19 @@ class _Run:
                 f"operation {operation!r} started in workspace {stored.workspace}, and this run's workspace is "
                 f"{self.workspace}: continue it there (--workspace {stored.workspace}), or use another key"
             )
+        if self.key_by_script:
+            # The script chose the key: it may continue the operation only under the very policy it would
+            # run under anyway, or operation("K") would hand a script K's wider policy (docs/policy.md).
+            own = self.protect(self.spec.policy)
+            if own != stored:
+                raise RunnerError(
+                    f"operation({quote(operation)}) in the script would continue operation {operation!r} (run "
+                    f"{prev['run_id']}), which runs under the policy it started with (policy {policy_digest(stored)}"
+                    f"), and this run's policy is another (policy {policy_digest(own)}): a key the script chooses "
+                    f"continues an operation only under the same policy. Nothing more ran. To continue it, the "
+                    f"operator runs `dal resume {prev['run_id']}` or `dal run --key {operation} SCRIPT`; or use "
+                    "another key"
+                )
         try:
             self.adopted = adopt(stored, prev["run_id"], self.spec.policy, self.spec.policy_flags, operation)
         except PolicyError as e:
@@ -306,24 +321,27 @@ class _Run:
             self.store = store
         return self.store
 
-    def enter_key(self, key: str, handler: EffectHandler | None, resuming: str | None = None) -> None:
+    def enter_key(self, key: str, handler: EffectHandler | None, resuming: str | None = None,
+                  by_script: bool = False) -> None:
         """Lock the key; decide new attempt, resume, retry or skip from the key's newest run.
 
-        `resuming`: the run `dal resume` named; it must still be the key's newest run."""
+        `resuming`: the run `dal resume` named; it must still be the key's newest run. `by_script`: the
+        script chose the key (operation("K")): only runs of the same script count (see `_visible`)."""
         store = self.open_store()
         self.key = key
+        self.key_by_script = by_script
         try:
-            self.lock = KeyLock(store.path.parent / "locks", key)
+            self.lock = KeyLock(locks_folder(store.path), key)
             self.lock.acquire(self.run_id, self.spec.wait)
         except KeyBusy as e:
             self.lock = None
             raise RunnerError(str(e), exit_code=3) from None
         except OSError as e:
             self.lock = None
-            raise RunnerError(f"cannot lock operation {key!r} in {store.path.parent / 'locks'}: "
+            raise RunnerError(f"cannot lock operation {key!r} in {locks_folder(store.path)}: "
                               f"{e.strerror or e}") from None
         try:
-            prev = newest_run_of_key(store, key)
+            prev = newest_run_of_key(store, key, visible=self._visible)
         except StoreError as e:
             raise RunnerError(str(e)) from None
         if resuming is not None and (prev is None or prev["run_id"] != resuming):
@@ -388,6 +406,16 @@ class _Run:
             f"(e.g. operation(\"send-\" + to)), run with the same values, or start the operation over with "
             "--new-attempt"
         )
+
+    def _visible(self, row: dict[str, Any]) -> bool:
+        """Whether a run of this run's key belongs to the operation this run may continue or skip. A key
+        chosen by a script's operation("K") names an operation of that script only: runs of K by another
+        script do not count for it, and a script-chosen K of another script does not count for an operator's
+        `--key K` (so that a script cannot complete, and so skip, the operator's job of that key)."""
+        if not self.key_by_script and not StoredRun.key_by_script(row):
+            return True
+        theirs = StoredRun.script_of(row)
+        return theirs is None or os.path.realpath(theirs) == os.path.realpath(self.spec.script)
 
     def _attempts_so_far(self, prev: dict[str, Any] | None) -> dict[str, int]:
         """The counts of the key's invocations before this one, from the newest receipt of the key; a
@@ -476,7 +504,7 @@ class _Run:
             previous_run=self.previous["run_id"] if continues and self.previous else None,
             policy=run_record(self.spec.evolve(policy=self.policy, key=self.key), self.kind, self.sha256,
                               self.adopted.from_run if self.adopted is not None else None,
-                              self.adopted.added if self.adopted is not None else None),
+                              self.adopted.added if self.adopted is not None else None, self.key_by_script),
         )
         self.begun = True
 
@@ -547,17 +575,23 @@ class _BeginFirst:
         self._store.journal_result(*args, **kw)
 
 
-def newest_run_of_key(store: Store, key: str) -> dict[str, Any] | None:
+def newest_run_of_key(store: Store, key: str,
+                      visible: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any] | None:
     """The newest run of `key` that decides what the next invocation does. Runs that executed nothing
     are passed over: a rejected run (a broken script run under a completed key does not reopen it), and
     a duplicate or rejected invocation the store recorded the start of but not the end (it died, or the
-    store refused its receipt), which must not read as an operation left half done."""
+    store refused its receipt), which must not read as an operation left half done. `visible` (given a
+    `Store.run_row()`): only runs it accepts count."""
 
     def counts(row: dict[str, Any]) -> bool:
         if row["status"] == "rejected":
             return False
-        if row["status"] == "running":
+        info: dict[str, Any] = {}
+        if row["status"] == "running" or visible is not None:
             info = store.run_row(row["run_id"]) or {}
+        if visible is not None and not visible(info):
+            return False
+        if row["status"] == "running":
             kind = StoredRun.attempt_of(info)
             return kind not in ("duplicate", "rejected")
         return True
@@ -629,7 +663,7 @@ def _resumable(run: _Run, store: Store, ref: str) -> dict[str, Any]:
 def _lock_keyless(run: _Run, store: Store, prev: dict[str, Any]) -> None:
     """A run without a key has no key lock: lock its run id instead, and refuse while it still runs or
     once a later run continued it."""
-    run.lock = KeyLock(store.path.parent / "locks", "run:" + prev["run_id"])
+    run.lock = KeyLock(locks_folder(store.path), "run:" + prev["run_id"])
     try:
         run.lock.acquire(run.run_id, run.spec.wait)
     except KeyBusy as e:
@@ -639,6 +673,10 @@ def _lock_keyless(run: _Run, store: Store, prev: dict[str, Any]) -> None:
     if info.get("resumed_by"):
         raise RunnerError(f"run {prev['run_id']} was already continued by run {info['resumed_by']}: "
                           "resume or inspect that one instead")
+    if prev["status"] == "running" and live_here(prev["run_id"]):
+        raise RunnerError(f"run {prev['run_id']} is still running in another thread of this process",
+                          exit_code=3)
+    # Our own pid without a live thread: the run ended here without its receipt (dal test's simulated crash).
     if prev["status"] == "running" and info.get("pid") != os.getpid() and run_alive(info):
         raise RunnerError(f"run {prev['run_id']} is still running in process {info['pid']}", exit_code=3)
 
@@ -667,9 +705,11 @@ def _unreached(handler: EffectHandler, outcome: Outcome, checked: Any) -> Outcom
 def execute(spec: RunSpec, hooks: RunHooks | None = None) -> RunReport:
     """Run `spec` and return its receipt. Raises RunnerError only for problems outside the script."""
     run = _Run(spec, hooks if hooks is not None else RunHooks())
+    mark_live(run.run_id)
     try:
         return _execute(run)
     finally:
+        unmark_live(run.run_id)
         run.release()
 
 
@@ -771,7 +811,7 @@ def _execute(run: _Run) -> RunReport:
                 )
             return
         try:
-            run.enter_key(key, handler)
+            run.enter_key(key, handler, by_script=True)
         except RunnerError as e:
             raise _Abort(e) from None  # past the engine: a busy key is not the script's failure
         if run.leaked_env:
