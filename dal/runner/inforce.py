@@ -44,12 +44,13 @@ class Adopted(ValueRecord):
 
 def protect_run(policy: Policy, store: Path, receipts: Path) -> Policy:
     """`policy` with the store (its file, SQLite's side files and the lock folder) and the receipts folder
-    added to the protected set, wherever `--store`, `$DAL_STORE` and `--receipts` put them."""
+    added to the protected and the hidden set, wherever `--store`, `$DAL_STORE` and `--receipts` put them."""
     from dal.receipts.location import locks_folder
 
     db = os.path.realpath(store)
-    return policy.protecting([db, db + "-wal", db + "-shm", db + "-journal", str(locks_folder(db)),
-                              os.path.realpath(receipts)])
+    # Hidden too: the store journals env() values and every command's output (docs/policy.md).
+    return policy.hiding([db, db + "-wal", db + "-shm", db + "-journal", db + "-seal", str(locks_folder(db)),
+                          os.path.realpath(receipts)])
 
 
 def policy_digest(policy: Policy) -> str:
