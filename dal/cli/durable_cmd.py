@@ -93,7 +93,9 @@ def register(sub: Any) -> None:
 
 
 def _die(message: str, code: int = EXIT_USAGE) -> int:
-    sys.stderr.write(f"dal: error: {message}\n")
+    from dal.core.visible import visible
+
+    sys.stderr.write(f"dal: error: {visible(message, lines=True)}\n")
     return code
 
 
@@ -128,7 +130,9 @@ def cmd_decide(args: argparse.Namespace) -> int:
         line = f"dal: resolved effect {seq} of {rid} as {args.outcome}: `{done.command}`"
     if done.replaced:
         line += f" (replaces the earlier decision `{done.replaced['decision']}` by {done.replaced['who']})"
-    sys.stdout.write(line + f"\ndal: {done.applies}\n")
+    from dal.core.visible import visible
+
+    sys.stdout.write(visible(line) + f"\ndal: {visible(done.applies)}\n")  # the command is the script's text
     return 0
 
 

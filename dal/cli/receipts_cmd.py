@@ -94,7 +94,9 @@ def _open(args: argparse.Namespace) -> Store:
 
 
 def _fail(message: str, err: TextIO, code: int = EXIT_NOT_FOUND) -> int:
-    print(f"dal: {message}", file=err)
+    from dal.core.visible import visible
+
+    print(f"dal: {visible(message, lines=True)}", file=err)
     return code
 
 
@@ -139,6 +141,9 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
         print("no runs match" if any(filters.values()) else "no runs yet", file=out)
         return 0
     colour = use_colour(out)
+    from dal.core.visible import visible_data
+
+    rows = visible_data(rows)  # an operation key is the script's text
     header = ("RUN", "OPERATION", "STATUS", "RETRY", "STARTED", "DURATION")
     table = [
         (
