@@ -49,8 +49,8 @@ def protect_run(policy: Policy, store: Path, receipts: Path) -> Policy:
 
     db = os.path.realpath(store)
     # Hidden too: the store journals env() values and every command's output (docs/policy.md).
-    return policy.hiding([db, db + "-wal", db + "-shm", db + "-journal", db + "-seal", str(locks_folder(db)),
-                          os.path.realpath(receipts)])
+    sides = [db + side for side in ("-wal", "-shm", "-journal", "-seal", "-reserve")]
+    return policy.hiding([db, *sides, str(locks_folder(db)), os.path.realpath(receipts)])
 
 
 def policy_digest(policy: Policy) -> str:

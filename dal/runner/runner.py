@@ -9,6 +9,7 @@ store, a busy key) raise `RunnerError` with a message naming the file or the key
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -53,6 +54,14 @@ EXIT_BY_STATUS = {
 RESUMABLE = frozenset({"waiting", "interrupted", "running"})
 SCHEMA = "dal.receipt/v1"
 _SHA_LIMIT = 64 * 1024 * 1024
+# A text in a receipt (an effect's summary, a loop's evidence, a command) longer than this is cut there:
+# receipts are for people, and the journal keeps each output whole (docs/receipts.md).
+RECEIPT_TEXT_LIMIT = 8192
+# What one run may journal of command output (stdout and stderr of its effects, copies a resume makes of
+# earlier results not counted); past it the next effect does not start and the run stops, resumable.
+# DAL_RUN_STORE_LIMIT (bytes, or 512M, 2G) sets it (docs/durability.md, "How much a run stores").
+RUN_STORE_LIMIT = 256 << 20
+STORE_LIMIT_ENV = "DAL_RUN_STORE_LIMIT"
 
 
 class RunnerError(Exception):
@@ -548,6 +557,9 @@ class _BeginFirst:
         self._begin = begin
         self._keyed = keyed
         self._fence = fence  # a job's lease (dal worker): an intent or hold is written only while it holds
+        self._limit = run_store_limit()
+        self.stored = 0  # bytes of command output this run journaled (not counting copies of earlier results)
+        self._copies: set[int] = set()  # effects whose journaled result is a copy a resume makes
 
     def journal_hold(self, *args: Any, **kw: Any) -> dict[str, Any] | None:
         self._begin()
@@ -558,7 +570,15 @@ class _BeginFirst:
     def journal_intent(self, *args: Any, durable: bool = False, **kw: Any) -> None:
         if self._fence is not None:
             kw["fence"] = self._fence
-        if self._keyed() or (kw.get("detail") or {}).get("kind") != "value":
+        detail = kw.get("detail") or {}
+        if detail.get("replayed"):
+            self._copies.add(args[1])
+        elif detail.get("kind") != "value" and self.stored > self._limit:
+            raise StoreError(
+                f"this run has journaled {self.stored:,} bytes of command output, more than one run may store "
+                f"({self._limit:,} bytes; {STORE_LIMIT_ENV} sets it), so effect {args[1]} does not start. "
+                "Resume the run to go on (a resume journals afresh), or raise the limit", None)
+        if self._keyed() or detail.get("kind") != "value":
             # now()/env() before operation("K") must not record the run without its key: a run with no
             # key yet is recorded at its first effect (values journaled before wait under its id).
             self._begin()
@@ -573,6 +593,18 @@ class _BeginFirst:
 
     def journal_result(self, *args: Any, **kw: Any) -> None:
         self._store.journal_result(*args, **kw)
+        result = args[2] if len(args) > 2 else kw.get("result_json")
+        if isinstance(result, dict) and args[1] not in self._copies:
+            self.stored += sum(len(result.get(k) or "") for k in ("stdout", "stderr") if isinstance(result.get(k), str))
+
+
+def run_store_limit() -> int:
+    """The most command output one run journals: $DAL_RUN_STORE_LIMIT (bytes, or with K, M, G), else
+    RUN_STORE_LIMIT. A value DAL cannot read leaves the default."""
+    text = os.environ.get(STORE_LIMIT_ENV, "").strip().upper()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1) if text else 1
+    digits = text[:-1] if scale > 1 else text
+    return int(digits) * scale if digits.isdigit() and int(digits) > 0 else RUN_STORE_LIMIT
 
 
 def newest_run_of_key(store: Store, key: str,
@@ -883,6 +915,8 @@ def _finish(
         run.skipped_of = run.skipped_of or (outcome.result if isinstance(outcome.result, str) else None)
         run.kind = "duplicate"
     error = outcome.error
+    if error is not None and error.kind == "store" and _disk_full(error.message):
+        _free_reserve(run)  # the disk filled up: use the room kept to record how the run ended
     if handler is not None and handler.unjournaled is not None:
         _journal_late(run, handler, error)
     result_value = outcome.result if status != "skipped" else None
@@ -968,6 +1002,7 @@ def _finish(
         receipt["rerun"] = rerun
     if error is not None and error.kind == "internal":
         receipt["error"]["message"] = error.message
+    receipt = _bounded(receipt)
     exit_code = EXIT_BY_STATUS[status]
     if error is not None and error.kind == "store":
         exit_code = 2  # the run store could not be used (docs/cli.md): the run stopped, resumable
@@ -978,7 +1013,12 @@ def _finish(
         store = run.open_store()
         run.begin(operation)
         try:
-            store.save_receipt(receipt)
+            try:
+                store.save_receipt(receipt)
+            except StoreError as e:
+                if not (_disk_full(str(e)) and _free_reserve(run)):
+                    raise
+                store.save_receipt(receipt)  # the disk is full: again, in the room the reserve kept
         except ReceiptSchemaError as e:
             # A receipt DAL built that breaks its own schema is a bug in DAL: keep it anyway, then say so.
             store.save_receipt(receipt, validate=False)
@@ -992,7 +1032,12 @@ def _finish(
     files_problem: OSError | None = None
     files_error = None
     try:
-        json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace)
+        try:
+            json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace)
+        except OSError as e:
+            if not (e.errno == errno.ENOSPC and _free_reserve(run)):
+                raise
+            json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace)
     except OSError as e:
         files_problem = e
         if store_problem is None:
@@ -1009,6 +1054,32 @@ def _finish(
         problem, next_step = _unrecorded(run, receipt, store_problem, json_path, files_problem)
         return RunReport(receipt, 2, error, json_path, md_path, store_problem=problem, next_step=next_step)
     return RunReport(receipt, exit_code, error, json_path, md_path, files_error=files_error)
+
+
+def _disk_full(message: str) -> bool:
+    low = message.lower()
+    return "disk is full" in low or "no space left" in low
+
+
+def _free_reserve(run: _Run) -> bool:
+    """Free the store's reserve file (Store.free_reserve); True when that gave room back."""
+    try:
+        return run.open_store().free_reserve()
+    except (StoreError, RunnerError):
+        return False
+
+
+def _bounded(value: Any) -> Any:
+    """`value` (the receipt) with every text longer than RECEIPT_TEXT_LIMIT cut there, saying how much."""
+    if isinstance(value, str):
+        if len(value) <= RECEIPT_TEXT_LIMIT:
+            return value
+        return value[:RECEIPT_TEXT_LIMIT] + f"… ({len(value) - RECEIPT_TEXT_LIMIT:,} more characters not kept here)"
+    if isinstance(value, dict):
+        return {k: _bounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bounded(v) for v in value]
+    return value
 
 
 def _journal_late(run: _Run, handler: EffectHandler, error: DalError | None) -> None:
