@@ -129,7 +129,9 @@ def cmd_decide(args: argparse.Namespace) -> int:
         line = f"dal: resolved effect {seq} of {rid} as {args.outcome}: `{done.command}`"
     if done.replaced:
         line += f" (replaces the earlier decision `{done.replaced['decision']}` by {done.replaced['who']})"
-    sys.stdout.write(line + f"\ndal: {done.applies}\n")
+    from dal.core.visible import visible
+
+    sys.stdout.write(visible(line) + f"\ndal: {visible(done.applies)}\n")  # the command is the script's text
     return 0
 
 

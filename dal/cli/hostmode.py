@@ -41,7 +41,9 @@ def emit(kind: str, body: dict[str, Any], out: Any = None) -> None:
 def error(message: str, exit_code: int, *, out: Any = None, err: Any = None, json: bool = False) -> int:
     """Say that the command failed: `dal: error: MESSAGE` on stderr (`err`) and, in host mode (or `json`),
     the error object on stdout (`out`), once. Returns `exit_code`."""
-    (err or sys.stderr).write(f"dal: error: {message}\n")
+    from dal.core.visible import visible  # a message may quote a script's text: shown, not played
+
+    (err or sys.stderr).write(f"dal: error: {visible(message, lines=True)}\n")
     if (_state["active"] or json) and not _state["printed"]:
         emit("error", {"error": {"message": message, "exit_code": exit_code}}, out)
     return exit_code

@@ -157,6 +157,9 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
         print("no runs match" if any(filters.values()) else "no runs yet", file=out)
         return 0
     colour = use_colour(out)
+    from dal.core.visible import visible_data
+
+    rows = visible_data(rows)  # an operation key is the script's text
     header = ("RUN", "OPERATION", "STATUS", "RETRY", "STARTED", "DURATION")
     table = [
         (

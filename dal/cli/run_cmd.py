@@ -98,21 +98,38 @@ class _Tee:
 def hooks_from_args(args: argparse.Namespace, denials: Any = None, output: Any = None) -> Any:
     """What the command line lends the run: its output streams (`output`: host mode's _Tee), notices and
     denials (`denials`: a dal.cli.denials.DenialReporter)."""
+    from dal.core.visible import visible
     from dal.runner.spec import RunHooks
 
     out = output if output is not None else sys.stderr if args.json else sys.stdout
+    write = out.write
+    if _is_tty(out):
+        # The script's print() is data: exact when it goes to a file or a pipe, but on a terminal its
+        # control characters are shown, not played (docs/cli.md, "Output").
+        def write(text: str) -> Any:
+            return out.write(visible(text, lines=True))
+
     return RunHooks(
-        write=out.write,
+        write=write,
         on_loop_receipt=_print_loop if args.verbose and not args.json else None,
-        notify=(lambda text: sys.stderr.write(f"dal: note: {text}\n")) if not args.quiet else None,
+        notify=(lambda text: sys.stderr.write(f"dal: note: {visible(text)}\n")) if not args.quiet else None,
         on_denied=denials,
     )
 
 
+def _is_tty(stream: Any) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except ValueError:  # a closed stream
+        return False
+
+
 def _print_loop(loop: dict[str, Any]) -> None:
+    from dal.core.visible import visible_data
     from dal.receipts.render import describe_loop
 
-    sys.stderr.write(f"dal: loop receipt: {describe_loop(loop)}\n")
+    sys.stderr.write(f"dal: loop receipt: {describe_loop(visible_data(loop))}\n")
 
 
 _SANDBOX_WARNED = False
@@ -165,6 +182,7 @@ def run_and_report(args: argparse.Namespace, spec: Any) -> int:
     from dal.cli import hostmode
     from dal.cli.denials import DenialReporter
     from dal.core.diagnostics import render, want_color
+    from dal.core.visible import visible
     from dal.runner.runner import RunnerError, execute
 
     warn_sandbox(spec, args.quiet or args.json)
@@ -186,12 +204,12 @@ def run_and_report(args: argparse.Namespace, spec: Any) -> int:
     receipt = report.receipt
     if report.files_error:
         # The run ended as its receipt says (and as the exit code says); only the files are missing.
-        sys.stderr.write(f"dal: error: {report.files_error}\n")
+        sys.stderr.write(f"dal: error: {visible(report.files_error, lines=True)}\n")
     if report.error is not None and not args.json:
         sys.stderr.write(render(report.error, want_color(sys.stderr)) + "\n")
     if report.store_problem:
         # The run ended but the store did not record it: say so however quiet the output is asked to be.
-        sys.stderr.write(f"dal: error: {report.store_problem}\n")
+        sys.stderr.write(f"dal: error: {visible(report.store_problem, lines=True)}\n")
     if args.json:
         # The receipt as stored, with what the script printed (as the Python API's receipt.output).
         hostmode.emit("receipt", {**receipt, "output": {"stdout_tail": output.text()}})
@@ -222,6 +240,10 @@ def summary_line(receipt: dict[str, Any], report: Any, denied: int = 0, spec: An
     the run() calls the policy denied in this invocation, each reported on stderr as it happened."""
     import os
 
+    from dal.core.visible import visible, visible_data
+
+    receipt = visible_data(receipt)  # the key, the blocker's command: the script's text
+
     status = receipt["status"]
     where = report.md_path
     if where is not None:
@@ -245,7 +267,7 @@ def summary_line(receipt: dict[str, Any], report: Any, denied: int = 0, spec: An
         parts.append(f"· store {_home(store.path)}{' ($DAL_STORE)' if store.origin == 'env' else ''}")
     line = " ".join(parts)
     if getattr(report, "next_step", None):
-        line += f" (not recorded in the run store)\ndal: next: {report.next_step}"
+        line += f" (not recorded in the run store)\ndal: next: {visible(report.next_step, lines=True)}"
     elif status in ("waiting", "failed", "exhausted", "interrupted"):
         from dal.receipts.render import next_action
 

@@ -59,8 +59,11 @@ def render(err: DalError, color: bool = False, *, severity: str = "error") -> st
     def c(code: str, text: str) -> str:
         return f"{code}{text}{_RESET}" if color else text
 
+    from dal.core.visible import visible
+
     head_color = _YELLOW if severity == "warning" else _RED
-    out = [c(head_color, f"{severity}[{err.kind}]") + c(_BOLD, f": {err.message}")]
+    # The message may hold the script's text (a command, a key, fail("...")): shown, never played.
+    out = [c(head_color, f"{severity}[{err.kind}]") + c(_BOLD, f": {visible(err.message, lines=True)}")]
     s = err.span
     fname = err.filename or "<unknown>"
     if s.line > 0:
@@ -84,8 +87,8 @@ def render(err: DalError, color: bool = False, *, severity: str = "error") -> st
     else:
         out.append(c(_BLUE, " --> ") + fname)
     if err.help:
-        out.append(c(_BLUE, " = ") + f"help: {err.help}")
-    out.extend(c(_BLUE, " = ") + line for line in stack_lines(err))
+        out.append(c(_BLUE, " = ") + f"help: {visible(err.help, lines=True)}")
+    out.extend(c(_BLUE, " = ") + visible(line) for line in stack_lines(err))
     return "\n".join(out)
 
 

@@ -466,6 +466,10 @@ def render(
 ) -> str:
     """`dal receipt show`: status line, facts, numbered evidence, artifacts, external effect, error,
     loops, the decisions people recorded (Store.approvals()), and `next:`."""
+    from dal.core.visible import visible_data
+
+    # What the script and its programs wrote, shown, never played by the terminal (dal/core/visible.py).
+    receipt, decisions = visible_data(receipt), visible_data(decisions)
 
     def paint(code: str, text: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if colour else text

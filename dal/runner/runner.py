@@ -9,6 +9,7 @@ store, a busy key) raise `RunnerError` with a message naming the file or the key
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -30,12 +31,13 @@ from dal.eval.values import describe, quote
 from dal.receipts.compact import compact
 from dal.receipts.files import write_receipt_files
 from dal.receipts.ids import new_run_id, utc_timestamp
+from dal.receipts.location import locks_folder
 from dal.receipts.retry import derive_retry
 from dal.receipts.schema import ReceiptSchemaError
 from dal.receipts.store import RunContinued, Store, StoreError, StoreGone
 from dal.runner.effects import EffectHandler, rerunnable
-from dal.runner.inforce import Adopted, adopt, protect_run, receipt_policy, stored_policy
-from dal.runner.locks import KeyBusy, KeyLock
+from dal.runner.inforce import Adopted, adopt, policy_digest, protect_run, receipt_policy, stored_policy
+from dal.runner.locks import KeyBusy, KeyLock, live_here, mark_live, unmark_live
 from dal.runner.recorder import LoopRecorder
 from dal.runner.spec import RunHooks, RunSpec, SpecError
 from dal.runner.stored import StoredRun, run_record
@@ -52,6 +54,14 @@ EXIT_BY_STATUS = {
 RESUMABLE = frozenset({"waiting", "interrupted", "running"})
 SCHEMA = "dal.receipt/v1"
 _SHA_LIMIT = 64 * 1024 * 1024
+# A text in a receipt (an effect's summary, a loop's evidence, a command) longer than this is cut there:
+# receipts are for people, and the journal keeps each output whole (docs/receipts.md).
+RECEIPT_TEXT_LIMIT = 8192
+# What one run may journal of command output (stdout and stderr of its effects, copies a resume makes of
+# earlier results not counted); past it the next effect does not start and the run stops, resumable.
+# DAL_RUN_STORE_LIMIT (bytes, or 512M, 2G) sets it (docs/durability.md, "How much a run stores").
+RUN_STORE_LIMIT = 256 << 20
+STORE_LIMIT_ENV = "DAL_RUN_STORE_LIMIT"
 
 
 class RunnerError(Exception):
@@ -239,6 +249,7 @@ class _Run:
         self.store: Store | None = None
         self.lock: KeyLock | None = None
         self.key: str | None = spec.key
+        self.key_by_script = False  # the key came from operation("K") in the script, not from the operator
         self.previous: dict[str, Any] | None = None
         self.attempts: dict[str, int] | None = None
         self.begun = False
@@ -288,6 +299,19 @@ class _Run:
                 f"operation {operation!r} started in workspace {stored.workspace}, and this run's workspace is "
                 f"{self.workspace}: continue it there (--workspace {stored.workspace}), or use another key"
             )
+        if self.key_by_script:
+            # The script chose the key: it may continue the operation only under the very policy it would
+            # run under anyway, or operation("K") would hand a script K's wider policy (docs/policy.md).
+            own = self.protect(self.spec.policy)
+            if own != stored:
+                raise RunnerError(
+                    f"operation({quote(operation)}) in the script would continue operation {operation!r} (run "
+                    f"{prev['run_id']}), which runs under the policy it started with (policy {policy_digest(stored)}"
+                    f"), and this run's policy is another (policy {policy_digest(own)}): a key the script chooses "
+                    f"continues an operation only under the same policy. Nothing more ran. To continue it, the "
+                    f"operator runs `dal resume {prev['run_id']}` or `dal run --key {operation} SCRIPT`; or use "
+                    "another key"
+                )
         try:
             self.adopted = adopt(stored, prev["run_id"], self.spec.policy, self.spec.policy_flags, operation)
         except PolicyError as e:
@@ -326,24 +350,27 @@ class _Run:
             self.store = store
         return self.store
 
-    def enter_key(self, key: str, handler: EffectHandler | None, resuming: str | None = None) -> None:
+    def enter_key(self, key: str, handler: EffectHandler | None, resuming: str | None = None,
+                  by_script: bool = False) -> None:
         """Lock the key; decide new attempt, resume, retry or skip from the key's newest run.
 
-        `resuming`: the run `dal resume` named; it must still be the key's newest run."""
+        `resuming`: the run `dal resume` named; it must still be the key's newest run. `by_script`: the
+        script chose the key (operation("K")): only runs of the same script count (see `_visible`)."""
         store = self.open_store()
         self.key = key
+        self.key_by_script = by_script
         try:
-            self.lock = KeyLock(store.path.parent / "locks", key)
+            self.lock = KeyLock(locks_folder(store.path), key)
             self.lock.acquire(self.run_id, self.spec.wait)
         except KeyBusy as e:
             self.lock = None
             raise RunnerError(str(e), exit_code=3) from None
         except OSError as e:
             self.lock = None
-            raise RunnerError(f"cannot lock operation {key!r} in {store.path.parent / 'locks'}: "
+            raise RunnerError(f"cannot lock operation {key!r} in {locks_folder(store.path)}: "
                               f"{e.strerror or e}") from None
         try:
-            prev = newest_run_of_key(store, key)
+            prev = newest_run_of_key(store, key, visible=self._visible)
         except StoreError as e:
             raise RunnerError(str(e)) from None
         if resuming is not None and (prev is None or prev["run_id"] != resuming):
@@ -429,6 +456,16 @@ class _Run:
             if attempt_of(row) == RETRY:
                 return "retry"
         return "resume"
+
+    def _visible(self, row: dict[str, Any]) -> bool:
+        """Whether a run of this run's key belongs to the operation this run may continue or skip. A key
+        chosen by a script's operation("K") names an operation of that script only: runs of K by another
+        script do not count for it, and a script-chosen K of another script does not count for an operator's
+        `--key K` (so that a script cannot complete, and so skip, the operator's job of that key)."""
+        if not self.key_by_script and not StoredRun.key_by_script(row):
+            return True
+        theirs = StoredRun.script_of(row)
+        return theirs is None or os.path.realpath(theirs) == os.path.realpath(self.spec.script)
 
     def _attempts_so_far(self, prev: dict[str, Any] | None) -> dict[str, int]:
         """The counts of the key's invocations before this one, from the newest receipt of the key; a
@@ -520,7 +557,7 @@ class _Run:
             previous_run=self.previous["run_id"] if continues and self.previous else None,
             policy=run_record(self.spec.evolve(policy=self.policy, key=self.key), self.kind, self.sha256,
                               self.adopted.from_run if self.adopted is not None else None,
-                              self.adopted.added if self.adopted is not None else None),
+                              self.adopted.added if self.adopted is not None else None, self.key_by_script),
         )
         self.begun = True
 
@@ -564,6 +601,9 @@ class _BeginFirst:
         self._begin = begin
         self._keyed = keyed
         self._fence = fence  # a job's lease (dal worker): an intent or hold is written only while it holds
+        self._limit = run_store_limit()
+        self.stored = 0  # bytes of command output this run journaled (not counting copies of earlier results)
+        self._copies: set[int] = set()  # effects whose journaled result is a copy a resume makes
 
     def journal_hold(self, *args: Any, **kw: Any) -> dict[str, Any] | None:
         # A gate's transaction may journal the intent of the effect a person just approved: fsynced.
@@ -579,7 +619,15 @@ class _BeginFirst:
     def journal_intent(self, *args: Any, durable: bool = False, **kw: Any) -> None:
         if self._fence is not None:
             kw["fence"] = self._fence
-        if self._keyed() or (kw.get("detail") or {}).get("kind") != "value":
+        detail = kw.get("detail") or {}
+        if detail.get("replayed"):
+            self._copies.add(args[1])
+        elif detail.get("kind") != "value" and self.stored > self._limit:
+            raise StoreError(
+                f"this run has journaled {self.stored:,} bytes of command output, more than one run may store "
+                f"({self._limit:,} bytes; {STORE_LIMIT_ENV} sets it), so effect {args[1]} does not start. "
+                "Resume the run to go on (a resume journals afresh), or raise the limit", None)
+        if self._keyed() or detail.get("kind") != "value":
             # now()/env() before operation("K") must not record the run without its key: a run with no
             # key yet is recorded at its first effect (values journaled before wait under its id).
             self._begin()
@@ -594,19 +642,37 @@ class _BeginFirst:
 
     def journal_result(self, *args: Any, **kw: Any) -> None:
         self._store.journal_result(*args, **kw)
+        result = args[2] if len(args) > 2 else kw.get("result_json")
+        if isinstance(result, dict) and args[1] not in self._copies:
+            self.stored += sum(len(result.get(k) or "") for k in ("stdout", "stderr") if isinstance(result.get(k), str))
 
 
-def newest_run_of_key(store: Store, key: str) -> dict[str, Any] | None:
+def run_store_limit() -> int:
+    """The most command output one run journals: $DAL_RUN_STORE_LIMIT (bytes, or with K, M, G), else
+    RUN_STORE_LIMIT. A value DAL cannot read leaves the default."""
+    text = os.environ.get(STORE_LIMIT_ENV, "").strip().upper()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1) if text else 1
+    digits = text[:-1] if scale > 1 else text
+    return int(digits) * scale if digits.isdigit() and int(digits) > 0 else RUN_STORE_LIMIT
+
+
+def newest_run_of_key(store: Store, key: str,
+                      visible: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any] | None:
     """The newest run of `key` that decides what the next invocation does. Runs that executed nothing
     are passed over: a rejected run (a broken script run under a completed key does not reopen it), and
     a duplicate or rejected invocation the store recorded the start of but not the end (it died, or the
-    store refused its receipt), which must not read as an operation left half done."""
+    store refused its receipt), which must not read as an operation left half done. `visible` (given a
+    `Store.run_row()`): only runs it accepts count."""
 
     def counts(row: dict[str, Any]) -> bool:
         if row["status"] == "rejected":
             return False
-        if row["status"] == "running":
+        info: dict[str, Any] = {}
+        if row["status"] == "running" or visible is not None:
             info = store.run_row(row["run_id"]) or {}
+        if visible is not None and not visible(info):
+            return False
+        if row["status"] == "running":
             kind = StoredRun.attempt_of(info)
             return kind not in ("duplicate", "rejected")
         return True
@@ -683,7 +749,7 @@ def _resumable(run: _Run, store: Store, ref: str) -> dict[str, Any]:
 def _lock_keyless(run: _Run, store: Store, prev: dict[str, Any]) -> None:
     """A run without a key has no key lock: lock its run id instead, and refuse while it still runs or
     once a later run continued it."""
-    run.lock = KeyLock(store.path.parent / "locks", "run:" + prev["run_id"])
+    run.lock = KeyLock(locks_folder(store.path), "run:" + prev["run_id"])
     try:
         run.lock.acquire(run.run_id, run.spec.wait)
     except KeyBusy as e:
@@ -693,6 +759,10 @@ def _lock_keyless(run: _Run, store: Store, prev: dict[str, Any]) -> None:
     if info.get("resumed_by"):
         raise RunnerError(f"run {prev['run_id']} was already continued by run {info['resumed_by']}: "
                           "resume or inspect that one instead")
+    if prev["status"] == "running" and live_here(prev["run_id"]):
+        raise RunnerError(f"run {prev['run_id']} is still running in another thread of this process",
+                          exit_code=3)
+    # Our own pid without a live thread: the run ended here without its receipt (dal test's simulated crash).
     if prev["status"] == "running" and info.get("pid") != os.getpid() and run_alive(info):
         raise RunnerError(f"run {prev['run_id']} is still running in process {info['pid']}", exit_code=3)
 
@@ -721,9 +791,11 @@ def _unreached(handler: EffectHandler, outcome: Outcome, checked: Any) -> Outcom
 def execute(spec: RunSpec, hooks: RunHooks | None = None) -> RunReport:
     """Run `spec` and return its receipt. Raises RunnerError only for problems outside the script."""
     run = _Run(spec, hooks if hooks is not None else RunHooks())
+    mark_live(run.run_id)
     try:
         return _execute(run)
     finally:
+        unmark_live(run.run_id)
         run.release()
 
 
@@ -827,7 +899,7 @@ def _execute(run: _Run) -> RunReport:
                 )
             return
         try:
-            run.enter_key(key, handler)
+            run.enter_key(key, handler, by_script=True)
         except RunnerError as e:
             raise _Abort(e) from None  # past the engine: a busy key is not the script's failure
         if run.leaked_env:
@@ -941,6 +1013,8 @@ def _finish(
         run.skipped_of = run.skipped_of or (outcome.result if isinstance(outcome.result, str) else None)
         run.kind = "duplicate"
     error = outcome.error
+    if error is not None and error.kind == "store" and _disk_full(error.message):
+        _free_reserve(run)  # the disk filled up: use the room kept to record how the run ended
     if handler is not None and handler.unjournaled is not None:
         _journal_late(run, handler, error)
     result_value = outcome.result if status != "skipped" else None
@@ -1026,6 +1100,7 @@ def _finish(
         receipt["rerun"] = rerun
     if error is not None and error.kind == "internal":
         receipt["error"]["message"] = error.message
+    receipt = _bounded(receipt)
     exit_code = EXIT_BY_STATUS[status]
     if error is not None and error.kind == "store":
         exit_code = 2  # the run store could not be used (docs/cli.md): the run stopped, resumable
@@ -1036,7 +1111,12 @@ def _finish(
         store = run.open_store()
         run.begin(operation)
         try:
-            store.save_receipt(receipt)
+            try:
+                store.save_receipt(receipt)
+            except StoreError as e:
+                if not (_disk_full(str(e)) and _free_reserve(run)):
+                    raise
+                store.save_receipt(receipt)  # the disk is full: again, in the room the reserve kept
         except ReceiptSchemaError as e:
             # A receipt DAL built that breaks its own schema is a bug in DAL: keep it anyway, then say so.
             store.save_receipt(receipt, validate=False)
@@ -1050,7 +1130,12 @@ def _finish(
     files_problem: OSError | None = None
     files_error = None
     try:
-        json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace)
+        try:
+            json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace)
+        except OSError as e:
+            if not (e.errno == errno.ENOSPC and _free_reserve(run)):
+                raise
+            json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace)
     except OSError as e:
         files_problem = e
         if store_problem is None:
@@ -1067,6 +1152,32 @@ def _finish(
         problem, next_step = _unrecorded(run, receipt, store_problem, json_path, files_problem)
         return RunReport(receipt, 2, error, json_path, md_path, store_problem=problem, next_step=next_step)
     return RunReport(receipt, exit_code, error, json_path, md_path, files_error=files_error)
+
+
+def _disk_full(message: str) -> bool:
+    low = message.lower()
+    return "disk is full" in low or "no space left" in low
+
+
+def _free_reserve(run: _Run) -> bool:
+    """Free the store's reserve file (Store.free_reserve); True when that gave room back."""
+    try:
+        return run.open_store().free_reserve()
+    except (StoreError, RunnerError):
+        return False
+
+
+def _bounded(value: Any) -> Any:
+    """`value` (the receipt) with every text longer than RECEIPT_TEXT_LIMIT cut there, saying how much."""
+    if isinstance(value, str):
+        if len(value) <= RECEIPT_TEXT_LIMIT:
+            return value
+        return value[:RECEIPT_TEXT_LIMIT] + f"… ({len(value) - RECEIPT_TEXT_LIMIT:,} more characters not kept here)"
+    if isinstance(value, dict):
+        return {k: _bounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bounded(v) for v in value]
+    return value
 
 
 def _journal_late(run: _Run, handler: EffectHandler, error: DalError | None) -> None:

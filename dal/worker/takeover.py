@@ -38,9 +38,10 @@ def wait_for_key(store: Path, job: dict[str, Any], patience: float, say: Callabl
     """Return once the key of `job` (claimed by a takeover) is free, or after killing its stale holder as
     described above, or after giving up (the run then finds the key busy)."""
     from dal.core.procinfo import alive, boot_id
+    from dal.receipts.location import locks_folder
     from dal.runner.locks import KeyLock
 
-    lock = KeyLock(Path(store).parent / "locks", job["key"])
+    lock = KeyLock(locks_folder(store), job["key"])
     stale = json.loads(job.get("took_over") or "null") or {}
     since = float(job.get("stale_since") or time.time())
     deadline = max(since + patience, time.time() + 0.2)

@@ -123,8 +123,10 @@ def test_env_before_operation_cannot_use_a_wider_file_than_the_operation(tmp_pat
     (tmp_path / "dal.toml").write_text(POLICY + '[env]\nallow = ["DAL_TEST_SECRET"]\n')
     assert dal("approve", "op:1", cwd=tmp_path).returncode == 0
     r = dal("run", "op.dal", cwd=tmp_path, DAL_TEST_SECRET=SECRET)
-    assert r.returncode == 1
-    assert "env() read DAL_TEST_SECRET before operation(\"op:1\")" in r.stderr
+    # The script chose the key and its policy (the new file) is not the operation's: it stops there.
+    assert r.returncode == 2
+    assert "a key the script chooses continues an operation only under the same policy" in r.stderr
+    assert SECRET not in r.stdout + r.stderr
     assert not (tmp_path / "outbox.txt").exists()  # nothing ran after it
 
 

@@ -130,8 +130,9 @@ def test_inspection_writes_nothing(filled: Path, capsys) -> None:
     dal(capsys, "receipts", *w)
     dal(capsys, "receipt", "show", "latest", *w)
     dal(capsys, "receipt", "show", RID, "--md", *w)
-    # dal.db-seal: the writer that filled the store sealed it when it closed it (dal.receipts.storefile)
-    assert files_under(filled) == before == [".dal", ".dal/dal.db", ".dal/dal.db-seal"]
+    # dal.db-seal: the writer that filled the store sealed it when it closed it (dal.receipts.storefile);
+    # dal.db-reserve: the room the writer keeps for recording a run's end on a full disk
+    assert files_under(filled) == before == [".dal", ".dal/dal.db", ".dal/dal.db-reserve", ".dal/dal.db-seal"]
 
 
 def test_store_flag_and_env(filled: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
