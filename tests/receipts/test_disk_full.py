@@ -46,7 +46,7 @@ def test_a_script_that_fills_the_disk_leaves_a_receipt_and_can_be_resumed(small_
     assert "Traceback" not in r.stderr and "not recorded in the run store" not in r.stderr
     (ws / "f1").unlink()
     listing = dal(ws, "receipts", "--json")
-    (row,) = json.loads(listing.stdout)
+    (row,) = json.loads(listing.stdout)["runs"]
     assert row["status"] == "interrupted"  # not `died`: the end is recorded
     receipt = json.loads(dal(ws, "receipt", "show", row["run_id"], "--json").stdout)
     assert "disk is full" in receipt["blocker"]

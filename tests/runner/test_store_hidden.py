@@ -61,6 +61,7 @@ def test_grep_that_leaves_the_store_out_runs(tmp_path: Path) -> None:
 @needs_wall
 @pytest.mark.parametrize("where", [[], ["--store", "state/dal.db", "--receipts", "out"]])
 def test_an_interpreter_inside_the_wall_finds_no_store(tmp_path: Path, where: list[str]) -> None:
+    (tmp_path / "state").mkdir()  # DAL creates only its default store folder
     _trusted(tmp_path, *where)
     grep = "grep -r -a -l -e s3cr3t -e out-marker-77 . ; ls -a .dal; echo end"
     (tmp_path / "u.dal").write_text(f"print(run(\"sh -c '{grep}'\"))\n")
