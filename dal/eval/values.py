@@ -415,7 +415,7 @@ def json_text(
                 append(piece)
                 size += len(piece)
                 if tc is int and len(piece) > LONG_INT:
-                    _add_work(poll, int_text_work(len(piece)))
+                    _add_work(poll, int_text_work(len(piece) - (piece[0] == "-")))
             if size > budget:
                 raise _TooLong
             if len(out) >= _CHUNK:
@@ -467,7 +467,7 @@ def display(v: Any, limits: Limits | None = None, what: str = "showing this valu
     if t is int:
         text = str(v)
         if len(text) > LONG_INT:
-            _add_work(poll, int_text_work(len(text)))
+            _add_work(poll, int_text_work(len(text) - (text[0] == "-")))
         return text
     if t is not list and t is not dict:
         summary = getattr(v, "summary", None)
