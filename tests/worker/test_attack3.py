@@ -231,3 +231,23 @@ def test_a_worker_whose_clock_is_ahead_does_not_take_over_a_live_job(queue: Queu
     assert row["attempts"] == 1 and row["lease_epoch"] == 1, row
     assert q.lines("c.txt") == ["abc"]
     assert "killing" not in q.logs() and "taken over" not in q.logs()
+
+
+def test_a_repl_session_receipt_names_no_command_that_refuses(tmp_path) -> None:  # noqa: ANN001
+    """07 c: a REPL session that ended with an effect held for approval is `completed`; its next: line
+    must not send a person to `dal approve` and `dal resume`, which refuse a completed run."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("DAL_")}, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-m", "dal", "repl", "--require-approval=tee"], cwd=tmp_path, env=env,
+                       input='run("echo hi | tee -a out.txt")\n', text=True, capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    show = subprocess.run([sys.executable, "-m", "dal", "receipt", "show", "latest"], cwd=tmp_path, env=env,
+                          text=True, capture_output=True, timeout=60)
+    assert show.stdout.startswith("completed"), show.stdout
+    nxt = show.stdout.rstrip().splitlines()[-1]
+    assert nxt.startswith("next: nothing to resume") and "dal approve" not in nxt and "dal resume" not in nxt
+    assert not (tmp_path / "out.txt").exists()
