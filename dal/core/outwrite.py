@@ -1,9 +1,10 @@
-"""The one writer of a script's output to a stream the run does not own (the terminal, a pipe, a log).
+"""The writer of a job's output to the worker's stdout, a stream the run does not own (a log pipe).
 
-A reader that goes away (`dal run x | head -1`, a log pipe or journald stream that closes) must not fail
-the run: the output is lost, the run goes on, and its receipt says how much was lost (`output.undelivered`).
-After the first broken pipe the stream's file descriptor is pointed at /dev/null, so that nothing later
-in the process (another print, the interpreter's flush at exit) trips over it again.
+A reader that goes away (a log pipe or journald stream that closes) must not fail the job's run (`dal
+run x | head -1` is the CLI's own case: it stops quietly as SIGPIPE, dal/cli/run_cmd.py): the output is
+lost, the run goes on, and its receipt says how much was lost (`output.undelivered`). After the first
+broken pipe the stream's file descriptor is pointed at /dev/null, so that nothing later in the process
+(another print, the interpreter's flush at exit) trips over it again.
 """
 
 from __future__ import annotations

@@ -148,8 +148,9 @@ def test_dal_resume_refuses_a_script_rewritten_while_the_run_waited(queue: Queue
 
 
 def test_a_closed_stdout_loses_output_not_the_run(queue: Queue) -> None:
-    """10: a reader that went away (a log pipe, `| head`) drops the output; every job still runs to the
-    end and its receipt says what was dropped; `dal run` into a closed pipe completes too."""
+    """10: a worker whose stdout nobody reads any more (a log pipe that went away) drops the output; every
+    job still runs to the end and its receipt says what was dropped. (`dal run | head` is the CLI's: it
+    stops as SIGPIPE, tests/cli.)"""
     import subprocess
     import sys
 
@@ -167,16 +168,6 @@ def test_a_closed_stdout_loses_output_not_the_run(queue: Queue) -> None:
     assert "internal" not in err and "characters were dropped" in err
     receipt = json.loads(q.run("receipt", "show", "a", "--json").out)
     assert receipt["status"] == "completed" and "characters were dropped" in receipt["output"]["undelivered"]
-
-    q.write("s.dal", 'for i in range(5000) { print("line", i) }\nrun("printf done >> d.txt")\n')
-    p = subprocess.Popen([sys.executable, "-m", "dal", "run", "s.dal"], cwd=q.ws, env=q.env(), text=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert p.stdout is not None
-    p.stdout.readline()
-    p.stdout.close()  # `| head -1`
-    _, err = p.communicate(timeout=60)
-    assert p.returncode == 0 and "internal" not in err and "Broken pipe" not in err, err
-    assert q.lines("d.txt") == ["done"]
 
 
 def test_worker_log_lines_and_next_steps_say_the_truth(queue: Queue) -> None:
