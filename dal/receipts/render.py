@@ -326,6 +326,12 @@ def next_action(
     if decided:
         d = decided[-1]
         return f"`dal resume {rid}` (effect {d['seq']} was {d.get('decision')} by {d.get('who')})"
+    if pending and status in ("completed", "rejected"):
+        # A completed run takes no decision and no resume (a REPL session that ended with an effect
+        # held): naming `dal approve` here would send a person to a command that refuses.
+        e = pending[-1]
+        return (f"nothing to resume: `{e['command']}` was held for approval when the run ended ({status}) and "
+                "never ran; run it again (a new run or session) to ask for approval again")
     if pending:
         e = pending[-1]
         return (

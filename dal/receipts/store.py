@@ -249,6 +249,9 @@ def damaged(path: Path, what: str) -> StoreDamaged:
 
 def describe_error(exc: BaseException, path: Path, doing: str) -> StoreError:
     """Turn a SQLite error into a StoreError a user can act on."""
+    if isinstance(exc, UnicodeEncodeError):  # a value handed in (a lone surrogate), not the store's text
+        return StoreError(f"a value to be stored while {doing} is not valid Unicode text (a lone surrogate at "
+                          f"character {exc.start}): nothing was written, and the run store {path} is fine", path)
     if isinstance(exc, UnicodeError):
         return damaged(path, f"it holds text that is not valid UTF-8 (found while {doing})")
     msg = str(exc)

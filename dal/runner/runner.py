@@ -38,6 +38,7 @@ from dal.receipts.store import RunContinued, Store, StoreError, StoreGone
 from dal.runner.effects import EffectHandler, rerunnable
 from dal.runner.inforce import Adopted, adopt, policy_digest, protect_run, receipt_policy, stored_policy
 from dal.runner.locks import KeyBusy, KeyLock, live_here, mark_live, unmark_live
+from dal.runner.opkeys import script_key_problem
 from dal.runner.recorder import LoopRecorder
 from dal.runner.spec import RunHooks, RunSpec, SpecError
 from dal.runner.stored import StoredRun, run_record
@@ -813,6 +814,20 @@ def _read_source(spec: RunSpec) -> str:
         raise RunnerError(f"cannot read {name}: {e.strerror}") from None
 
 
+def _check_pinned(spec: RunSpec, digest: str) -> None:
+    """A job, a schedule slot and a resume run only the text their run was specified with
+    (dal.runner.build.pin_script): a script rewritten since — by another script of the workspace, say,
+    to run under this run's wider policy — is refused before anything runs."""
+    pinned = spec.extensions.get("script_sha256")
+    if not isinstance(pinned, str) or pinned == digest:
+        return
+    what = "it was submitted or scheduled" if spec.resume is None else f"run {spec.resume} ran it"
+    raise RunnerError(
+        f"{spec.filename} changed since {what} (its sha256 was {pinned[:12]}..., now {digest[:12]}...): "
+        "nothing ran. This run may only run that text, under the policy given for it. Put the script back, or "
+        "start the work over with the changed script (submit it again, or `dal run --key KEY --new-attempt`)")
+
+
 def _execute(run: _Run) -> RunReport:
     spec, hooks = run.spec, run.hooks
     if spec.key is not None and (at := surrogate_at(spec.key)) is not None:
@@ -820,6 +835,7 @@ def _execute(run: _Run) -> RunReport:
                           f"(a lone surrogate at character {at})")
     source = _read_source(spec)
     run.sha256 = _sha256_text(source)
+    _check_pinned(spec, run.sha256)
     from dal.receipts.files import probe_receipts_dir
 
     problem = probe_receipts_dir(spec.receipts_dir(), run.workspace)
@@ -898,6 +914,8 @@ def _execute(run: _Run) -> RunReport:
                     f"({run.key!r})"
                 )
             return
+        if (problem := script_key_problem(key)) is not None:
+            raise DalRuntimeError(problem)
         try:
             run.enter_key(key, handler, by_script=True)
         except RunnerError as e:
@@ -1098,6 +1116,9 @@ def _finish(
     rerun = spec.evolve(key=run.key).command_line(keep_new_attempt=status == "rejected")
     if rerun is not None:
         receipt["rerun"] = rerun
+    undelivered = getattr(run.hooks.write, "undelivered", None)  # dal.core.outwrite.StreamWriter
+    if callable(undelivered) and isinstance(lost := undelivered(), str):
+        receipt["output"] = {"undelivered": lost}
     if error is not None and error.kind == "internal":
         receipt["error"]["message"] = error.message
     receipt = _bounded(receipt)

@@ -276,7 +276,7 @@ class RunSpec(FrozenRecord):
             argv += ["--store", self._here(self.store.path)]
         if self.receipts is not None:
             argv += ["--receipts", self._here(self.receipts)]
-        if self.wait is not None:
+        if self.wait is not None and not self.extensions.get("host_wait"):  # a worker's own wait: not a flag
             argv += ["--wait", f"{self.wait:g}"]
         script = self.filename if not os.path.isabs(self.filename) else self._here(self.script)
         argv.append(script if not script.startswith("-") else "./" + script)
