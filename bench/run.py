@@ -37,6 +37,27 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+
+
+def _python_with_dal() -> None:
+    """`python bench/run.py` on a fresh clone (README) runs whatever `python` is first on PATH, which has
+    neither DAL nor its dependencies: run again under the clone's `.venv` (the README's install makes it),
+    or say how to make one."""
+    import importlib.util
+
+    if importlib.util.find_spec("dal") is not None and importlib.util.find_spec("lark") is not None:
+        return
+    venv_python = HERE.parent / ".venv" / "bin" / "python"
+    in_venv = Path(sys.prefix).resolve() == venv_python.parent.parent.resolve()
+    if venv_python.exists() and not in_venv:  # a venv's python links to the same binary: compare prefixes
+        os.execv(str(venv_python), [str(venv_python), str(Path(__file__).resolve()), *sys.argv[1:]])
+    sys.stderr.write("bench/run.py: DAL is not installed for this Python. Install it first (from the clone):\n"
+                     "  python3 -m venv .venv && .venv/bin/pip install '.[test]'\n")
+    raise SystemExit(2)
+
+
+if __name__ == "__main__":
+    _python_with_dal()
 sys.path.insert(0, str(HERE))
 
 import programs  # noqa: E402 - bench/ is on the path just above

@@ -62,8 +62,16 @@ class Receipt:
         d = self.data
         return f"Receipt(run_id={d['run_id']!r}, status={d['status']!r}, retry={d['retry']!r})"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
+        """A copy of the receipt's dict (`dal.receipt/v1`)."""
         return dict(self.data)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The receipt as JSON text, as `<run_id>.json` holds it (lone surrogates as their escapes). It used
+        to return the dict, which `to_dict()` now does (docs/api.md)."""
+        from dal.core.jsontext import dumps
+
+        return dumps(self.data, indent=indent)
 
     def to_markdown(self) -> str:
         from dal.receipts.markdown import render_markdown

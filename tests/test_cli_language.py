@@ -273,7 +273,9 @@ def test_check_accepts_the_article(dal, tmp_path: Path) -> None:
     script(tmp_path, ARTICLE)
     p = dal.cli("check", "s.dal", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    assert "warning" not in p.stderr  # the article's loop declares its bound
+    assert "unbounded-loop" not in p.stderr  # the article's loop declares its bound
+    # ... but its `let operation_key` is never passed on: DAL says so (issue 15, point 8)
+    assert p.stderr.count("warning[") == 1 and "warning[unused-operation-key]" in p.stderr
 
 
 # --- dal fmt --------------------------------------------------------------------------------------

@@ -125,8 +125,10 @@ def test_examples_pass_dal_check() -> None:
         [sys.executable, "-m", "dal", "check", *map(str, EXAMPLES)], capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
-    # only the deliberately unbounded loop is warned about
-    assert proc.stderr.count("warning[") == 1 and "budget_exhausted.dal" in proc.stderr
+    # the deliberately unbounded loop, and the article's declared-but-unused `operation_key` (issue 15, point 8:
+    # DAL cannot know the name; the example keeps the article's code as written)
+    assert proc.stderr.count("warning[") == 2 and "budget_exhausted.dal" in proc.stderr
+    assert proc.stderr.count("warning[unused-operation-key]") == 1 and "article_loop.dal:16:1" in proc.stderr
 
 
 def test_second_article_failure_receipt(tmp_path: Path) -> None:

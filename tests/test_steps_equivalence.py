@@ -47,6 +47,21 @@ EXPECTED = Path(__file__).with_name("steps_equivalence.json")
 CHECK_EVERY_VALUES = (1, 2, 3, 5, 8)
 
 SCRIPTS: dict[str, str] = {
+    # Work the items do not measure, charged by the Meter (docs/language.md, "Step accounting"): long
+    # strings compared by sort, min, max, contains, find and ==, long integers written and read.
+    "work": """
+let a = "x"
+for i in range(12) { a = a + a }
+let ys = [a + "d", a + "b", a + "c", a + "a"]
+let s1 = sort(ys)
+print(s1[0] == ys[3], min(ys) == ys[3], max(ys) == ys[0], sort(ys, fn(y) { return y })[0] == ys[3])
+print(contains(ys, a + "c"), find(ys, a + "a"), ys == [a + "d", a + "b", a + "c", a + "a"])
+let b = 7
+for i in range(11) { b = b * b }
+let t = str(b)
+print(len(t), len(str([b, b])))
+print(parse_json("[" + t + "]")[0] == b, int(t) == b)
+""",
     "batches": """
 let a = 1
 let b = a + 2

@@ -11,7 +11,6 @@ waiting, not pending, unknown run) or a usage error. `dal resume` exits like `da
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -93,8 +92,9 @@ def register(sub: Any) -> None:
 
 
 def _die(message: str, code: int = EXIT_USAGE) -> int:
-    sys.stderr.write(f"dal: error: {message}\n")
-    return code
+    from dal.cli import hostmode
+
+    return hostmode.error(message, code)
 
 
 def _workspace(args: argparse.Namespace) -> Path:
@@ -119,8 +119,9 @@ def cmd_decide(args: argparse.Namespace) -> int:
         return _die(str(e))
     row, rid, seq = done.row, done.row["run_id"], done.row["seq"]
     if args.json:
-        sys.stdout.write(json.dumps({**row, "command": done.command, "applies": done.applies}, indent=2,
-                                    ensure_ascii=False) + "\n")
+        from dal.cli import hostmode
+
+        hostmode.emit("decision", {**row, "command": done.command, "applies": done.applies})
         return 0
     if args.decision:
         line = f"dal: {decision} effect {seq} of {rid}: `{done.command}`"
@@ -128,7 +129,9 @@ def cmd_decide(args: argparse.Namespace) -> int:
         line = f"dal: resolved effect {seq} of {rid} as {args.outcome}: `{done.command}`"
     if done.replaced:
         line += f" (replaces the earlier decision `{done.replaced['decision']}` by {done.replaced['who']})"
-    sys.stdout.write(line + f"\ndal: {done.applies}\n")
+    from dal.core.visible import visible
+
+    sys.stdout.write(visible(line) + f"\ndal: {visible(done.applies)}\n")  # the command is the script's text
     return 0
 
 
@@ -156,4 +159,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
         return _die(str(e))
     if not spec.script:
         return _die(f"run {run['run_id']} does not say which script it ran")
+    if not Path(spec.script).is_file():
+        # A keyless operation is its script: moved or deleted, it cannot be continued under another name.
+        rid = run["run_id"]
+        return _die(f"run {rid} ran {spec.script}, which is no longer there (moved or deleted?). Put the script "
+                    f"back there and `dal resume {rid}`; or run it where it is now as a new operation "
+                    "(`dal run PATH`, which runs every effect again: check first what the journal says ran, "
+                    f"`dal receipt show {rid}`)")
     return run_and_report(args, spec)

@@ -16,6 +16,8 @@ from dal import __version__
 from dal.cli import entry
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_EXHAUSTED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+EXIT_PIPE = 141  # 128 + SIGPIPE: stdout's reader went away
+COLOR_CHOICES = ("auto", "always", "never")
 
 DESCRIPTION = """\
 DAL runs tool-loop scripts whose every step is counted, every shell effect is checked by a policy
@@ -57,14 +59,56 @@ def _terminal_columns() -> int:
 
 
 class _Parser(argparse.ArgumentParser):
+    """Every `dal` parser: no abbreviated flags (`--j` is not `--json`, `--wait` not `--waiting`), a
+    mistyped flag or command answered with this (sub)command's usage and a "did you mean", and `--color`
+    accepted after any command."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        kw.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kw)
+        top = kw.get("prog", "dal") == "dal"  # shown in the top level's help only, accepted everywhere
+        self.add_argument("--color", choices=COLOR_CHOICES, default=argparse.SUPPRESS, metavar="WHEN",
+                          help="colour: auto (a terminal, unless NO_COLOR is set), always or never"
+                          if top else argparse.SUPPRESS)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = super().parse_known_args(args, namespace)
+        takes_args = any(a.dest == "script_args" for a in self._actions)
+        # A script's NAME=VALUE words after dal's flags are gathered by main(); anything else left over is a
+        # subcommand's own unknown flag: its usage, not the top level's (which argparse would print).
+        unknown = [w for w in extras if not (takes_args and "=" in w and not w.startswith("-"))]
+        if unknown and self.prog != "dal":
+            self.error(f"unrecognized arguments: {' '.join(unknown)}")
+        return parsed, extras
+
     def error(self, message: str) -> Any:  # usage errors exit 2 with the usage line
         self.print_usage(sys.stderr)
-        sys.stderr.write(f"dal: error: {message}\n")
+        from dal.cli import hostmode
+
+        hostmode.error(message + self._suggestion(message), EXIT_USAGE)
         raise SystemExit(EXIT_USAGE)
+
+    def _suggestion(self, message: str) -> str:
+        """` (did you mean ...?)` for a mistyped command, choice or flag."""
+        import difflib
+        import re
+
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice:
+            word, options = choice.group(1), re.findall(r"'([^']*)'", choice.group(2))
+        else:
+            flag = re.search(r"unrecognized arguments: (-\S+)", message)
+            if not flag:
+                return ""
+            word = flag.group(1).split("=", 1)[0]
+            options = [o for o in self._option_string_actions if o.startswith("--")]
+        close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+        return f" (did you mean {close[0]}?)" if close else ""
 
     def _get_formatter(self) -> argparse.HelpFormatter:
         # The width HelpFormatter itself computes when none is given (the terminal's, less 2).
         return self.formatter_class(prog=self.prog, width=_terminal_columns() - 2)
+
 
 
 # `dal check` and `dal fmt` need only the parser and the resolver, and `dal run` needs none of the other
@@ -81,7 +125,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--version", action="version", version=f"dal {__version__}")
+    p.add_argument("-V", "--version", action="version", version=f"dal {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     if only is None or only == "run":
@@ -97,7 +141,23 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
         for mod in (policy_cmd, receipts_cmd, durable_cmd, repl_cmd, test_cmd, worker_cmd):
             mod.register(sub)
+        h = sub.add_parser("help", help="show the help of dal or of one command",
+                           description="`dal help` is `dal --help`; `dal help CMD [SUB]` is `dal CMD [SUB] --help`.")
+        h.add_argument("topic", nargs="*", metavar="COMMAND")
+        h.set_defaults(func=lambda args: _cmd_help(p, args.topic))
     return p
+
+
+def _cmd_help(parser: argparse.ArgumentParser, topic: list[str]) -> int:
+    """`dal help [COMMAND [SUB]]`: the same text as `--help`, exit 0 (2 for an unknown command)."""
+    if not topic:
+        parser.print_help()
+        return EXIT_OK
+    try:
+        parser.parse_args([*topic, "--help"])
+    except SystemExit as e:
+        return int(e.code or 0)
+    return EXIT_OK
 
 
 def _register_check_and_fmt(sub: Any) -> None:
@@ -124,39 +184,81 @@ def _register_check_and_fmt(sub: Any) -> None:
     f.set_defaults(func=_cmd_fmt)
 
 
+def expand_scripts(paths: list[Path]) -> list[Path]:
+    """The scripts `check` and `fmt` work on: each file named, and the `*.dal` files under each directory
+    named (sorted, hidden folders and .dal/ skipped); a folder with none is reported as not a script."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.dal")
+                           if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
+            out.extend(found if found else [path])  # an empty folder is reported as the path it is
+        else:
+            out.append(path)
+    return out
+
+
+def read_scripts(paths: list[Path], report: list[dict[str, Any]] | None = None) -> Any:
+    """(path, source) for each script; one that cannot be read is reported (`dal: error: ...` on stderr,
+    and in `report` when given) and skipped, so the others are still checked; `_Unreadable.count` counts them."""
+    for path in expand_scripts(paths):
+        try:
+            yield path, _read(path)
+        except _CannotRead as e:
+            _Unreadable.count += 1
+            sys.stderr.write(f"dal: error: {e}\n")
+            if report is not None:
+                report.append({"severity": "error", "kind": "file", "message": str(e), "file": str(path),
+                               "line": 0, "column": 0, "help": None})
+
+
+class _Unreadable:
+    count = 0
+
+
+class _CannotRead(Exception):
+    pass
+
+
 def read_script(path: Path) -> str:
     """Read a script or exit 2 with a message naming the file."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        _die(f"no such script: {path}")
-    except IsADirectoryError:
-        _die(f"{path} is a directory, not a script")
-    except OSError as e:
-        _die(f"cannot read {path}: {e.strerror}")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        _die(f"{path} is not UTF-8 text (invalid byte at offset {e.start})")
+        return _read(path)
+    except _CannotRead as e:
+        _die(str(e))
     raise AssertionError  # pragma: no cover
 
 
+def _read(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise _CannotRead(f"no such script: {path}") from None
+    except IsADirectoryError:
+        raise _CannotRead(f"{path} is a directory, not a script") from None
+    except OSError as e:
+        raise _CannotRead(f"cannot read {path}: {e.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _CannotRead(f"{path} is not UTF-8 text (invalid byte at offset {e.start})") from None
+
+
 def _die(message: str, code: int = EXIT_USAGE) -> Any:
-    sys.stderr.write(f"dal: error: {message}\n")
-    raise SystemExit(code)
+    from dal.cli import hostmode
+
+    raise SystemExit(hostmode.error(message, code))
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    import json
-
     from dal.core.diagnostics import render, want_color
     from dal.eval.interpreter import check_source
 
     color = want_color(sys.stderr)
     worst = EXIT_OK
     report = []
-    for path in args.scripts:
-        source = read_script(path)
+    _Unreadable.count = 0
+    for path, source in read_scripts(args.scripts, report):
         extra = {}
         if path.name.endswith(".test.dal"):  # test scripts see the `dal test` builtins too
             from dal.testing import TEST_BUILTINS
@@ -164,6 +266,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
             extra["builtins"] = TEST_BUILTINS
         warnings: list = []
         checked, errors = check_source(source, str(path), warnings=warnings, **extra)
+        if checked is not None:
+            from dal.cli.lints import lint
+
+            warnings.extend(lint(checked.program, str(path), source))
         for e in errors:
             report.append({"severity": "error", **e.to_json()})
             if not args.json:
@@ -187,8 +293,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 counted.append(f"arguments: {describe_params(params)}")
             status = ", ".join(counted)
             sys.stderr.write(f"{path}: {status}\n")
+    if _Unreadable.count:
+        worst = EXIT_USAGE
     if args.json:
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        from dal.cli import hostmode
+
+        hostmode.emit("diagnostics", {"diagnostics": report})
     return worst
 
 
@@ -198,13 +308,15 @@ def _cmd_fmt(args: argparse.Namespace) -> int:
     from dal.syntax.format import format_source
 
     changed = 0
-    for path in args.scripts:
-        source = read_script(path)
+    broken = 0
+    _Unreadable.count = 0
+    for path, source in read_scripts(args.scripts):
         try:
             out = format_source(source, str(path))
         except DalError as e:
             sys.stderr.write(render(e, want_color(sys.stderr)) + "\n")
-            return EXIT_USAGE
+            broken += 1  # the others are still formatted
+            continue
         if args.check:
             if out != source:
                 changed += 1
@@ -217,6 +329,8 @@ def _cmd_fmt(args: argparse.Namespace) -> int:
                 sys.stderr.write(f"{path}: reformatted\n")
         else:
             sys.stdout.write(out)
+    if broken or _Unreadable.count:
+        return EXIT_USAGE
     return 1 if changed else EXIT_OK
 
 
@@ -229,6 +343,17 @@ def main(argv: list[str] | None = None) -> int:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
+    from dal.cli import hostmode
+
+    hostmode.activate(argv)
+    try:
+        return hostmode.finish(_main(argv))
+    except SystemExit as e:  # a usage error, or a command's _die
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_USAGE)
+        raise SystemExit(hostmode.finish(code)) from None
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser(only=argv[0] if argv and argv[0] in _LIGHT_COMMANDS else None)
     command: Any = None
     if not argv:
@@ -253,6 +378,11 @@ def main(argv: list[str] | None = None) -> int:
         if not command:
             parser.print_help()
             return EXIT_USAGE
+    color = getattr(args, "color", "auto")
+    if color != "auto":
+        from dal.core.diagnostics import COLOR_CHOICE
+
+        COLOR_CHOICE["force"] = color == "always"
     # Until here a Ctrl-C ends a `dal` process quietly (dal/cli/entry.py); from here it is a
     # KeyboardInterrupt that the command (and the runner, while a script runs) handles.
     entry.command_started(one_shot=argv[:1] in (["run"], ["resume"], ["check"], ["fmt"]))
@@ -263,6 +393,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("dal: interrupted\n")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        return EXIT_OK
+        # The reader of stdout left (`dal receipts | head -1`): quiet, as Unix tools are.
+        from dal.cli.run_cmd import silence_stdout
+
+        silence_stdout()
+        return EXIT_PIPE
     finally:
         entry.command_done()  # the command is over: a late Ctrl-C cannot change its exit

@@ -8,7 +8,6 @@ policy error.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -57,8 +56,9 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
     try:  # the policy a `dal run` with these flags would start from
         spec = build_spec(None, **spec_options(args), notes=notes)
     except SpecError as e:
-        sys.stderr.write(f"dal: error: {e}\n")
-        return 2
+        from dal.cli import hostmode
+
+        return hostmode.error(str(e), 2)
     for note in notes:
         sys.stderr.write(f"dal: note: {note}\n")
     policy = spec.policy
@@ -68,7 +68,9 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
     verdict = "deny" if not d.allowed else "approval required" if d.approval_required else "allow"
     if args.json:
         available, why = sandbox_status()
-        out = {
+        from dal.cli import hostmode
+
+        hostmode.emit("policy_decision", {
             "decision": verdict,
             "command": args.cmd,
             **d.to_json(),
@@ -77,8 +79,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
             "workspace": policy.workspace,
             "workspace_found_by": spec.workspace_how,
             "sandbox": {"available": available, "reason": why},
-        }
-        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        })
     else:
         lines = [f"{verdict}: {d.reason}"]
         if d.allowed:

@@ -3,8 +3,9 @@
 Neither command writes anything: the store is opened read-only and never created, so running them in
 a folder without runs says "no runs yet" and leaves the folder as it was.
 
-Exit codes: 0 shown (or nothing to show yet for `dal receipts`), 1 no such run, 2 a store that cannot be
-read (damaged, locked, not a DAL store: the message names it and says what to do) or a usage error.
+Exit codes (docs/cli.md's one table): 0 shown (or nothing to show yet for `dal receipts`); 2 no such run
+(or no runs yet for `receipt show`), a store that cannot be read (damaged, locked, not a DAL store: the
+message names it and says what to do) or a usage error.
 
 A run still marked `running` whose process is gone (kill -9, power loss, a pid since reused by another
 process) is `died`, in the table, in `--json`, in `receipt show` and for `--status`; the next `dal resume`
@@ -14,7 +15,6 @@ or run of its key records it as `interrupted`.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -23,8 +23,12 @@ from dal.receipts.markdown import render_markdown
 from dal.receipts.render import duration_text, render, use_colour
 from dal.receipts.store import NoStore, RunNotFound, Store, StoreError, store_path
 
-STATUSES = ("completed", "failed", "exhausted", "waiting", "interrupted", "rejected", "skipped", "running", "died")
-EXIT_NOT_FOUND = 1
+STATUSES = ("completed", "failed", "exhausted", "waiting", "interrupted", "rejected", "skipped", "running", "died",
+            "resumed")
+# The statuses the list shows in place of the stored one (_status_labels), and the stored ones they come from.
+_LABELLED = {"running": ("running",), "died": ("running",), "resumed": ("waiting", "interrupted"),
+             "waiting": ("waiting",), "interrupted": ("interrupted",)}
+EXIT_NOT_FOUND = 2  # an unknown run is a usage error, as for approve, deny, resolve and resume
 EXIT_STORE = 2
 
 
@@ -93,9 +97,17 @@ def _open(args: argparse.Namespace) -> Store:
     return Store(store_path(getattr(args, "store", None), workspace), readonly=True)
 
 
-def _fail(message: str, err: TextIO, code: int = EXIT_NOT_FOUND) -> int:
-    print(f"dal: {message}", file=err)
-    return code
+def _fail(message: str, err: TextIO, code: int = EXIT_NOT_FOUND, out: TextIO | None = None,
+          json: bool = False) -> int:
+    from dal.cli import hostmode
+
+    return hostmode.error(message, code, out=out, err=err, json=json)
+
+
+def _emit(kind: str, body: dict[str, Any], out: TextIO) -> None:
+    from dal.cli import hostmode
+
+    hostmode.emit(kind, body, out)
 
 
 def _started(ts: str | None) -> str:
@@ -104,17 +116,23 @@ def _started(ts: str | None) -> str:
 
 
 def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """`dal receipts`: a table of runs, newest first (or `--json`: a list of run rows)."""
+    """`dal receipts`: a table of runs, newest first (or `--json`: {"kind": "runs", "runs": [row, ...]})."""
     out = out or sys.stdout
     err = err or sys.stderr
     limit = None if args.limit is not None and args.limit <= 0 else args.limit
     filters = {"status": args.status, "operation": args.operation, "waiting": args.waiting}
     try:
         with _open(args) as store:
-            if args.status in ("running", "died"):
-                # Both are stored as `running`; which one a run is depends on its process.
-                rows = [r for r in store.list_runs(**{**filters, "status": "running"}, limit=None)
-                        if _state(r, store.run_row(r["run_id"]) or {}) == args.status]
+            if args.status in _LABELLED:
+                # What the table shows is the filter's word: `died` and `running` are both stored as
+                # running (which one depends on the process); `resumed` is a waiting or interrupted run
+                # that a later run continued, so `--status waiting` lists only runs still waiting.
+                rows = []
+                for stored in _LABELLED[args.status]:
+                    rows += store.list_runs(**{**filters, "status": stored}, limit=None)
+                rows.sort(key=lambda r: r["run_id"], reverse=True)
+                shown = _status_labels(store, rows)
+                rows = [r for r in rows if shown.get(r["run_id"], r["status"]) == args.status]
                 total = len(rows)
                 rows = rows[:limit] if limit is not None else rows
             else:
@@ -123,22 +141,25 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
             labels = _status_labels(store, rows)
     except NoStore as e:
         if args.json:
-            print("[]", file=out)
+            _emit("runs", {"runs": []}, out)
         else:
             print(f"no runs yet (no run store at {e.path})", file=out)
         return 0
     except StoreError as e:
-        return _fail(str(e), err, EXIT_STORE)
+        return _fail(str(e), err, EXIT_STORE, out, args.json)
     for r in rows:
         if labels.get(r["run_id"]) == "died":
             r["status"] = "died"  # the same word in the table, in --json and in `dal receipt show`
     if args.json:
-        print(json.dumps(rows, indent=2, ensure_ascii=False), file=out)
+        _emit("runs", {"runs": rows}, out)
         return 0
     if not rows:
         print("no runs match" if any(filters.values()) else "no runs yet", file=out)
         return 0
     colour = use_colour(out)
+    from dal.core.visible import visible_data
+
+    rows = visible_data(rows)  # an operation key is the script's text
     header = ("RUN", "OPERATION", "STATUS", "RETRY", "STARTED", "DURATION")
     table = [
         (
@@ -212,20 +233,28 @@ def cmd_receipt_show(args: argparse.Namespace, out: TextIO | None = None, err: T
                 if unfinished is None:
                     raise
                 if isinstance(unfinished, str):  # still running: say so, show nothing as final
-                    out.write(unfinished + "\n")
+                    if args.json:
+                        _emit("running", {"run_id": unfinished.split()[1], "message": unfinished}, out)
+                    else:
+                        out.write(unfinished + "\n")
                     return 0
                 receipt = unfinished
             decisions = store.approvals(receipt["run_id"])
+            if receipt.get("previous_run"):
+                # A resumed run acts on the decisions people recorded on the run it continues: say who.
+                seen = {d.get("id") for d in decisions}
+                earlier = [d for d in store.approvals(receipt["previous_run"]) if d.get("id") not in seen]
+                decisions = earlier + decisions
             row = store.run_row(receipt["run_id"]) or {}
             continued_by = row.get("resumed_by")
     except NoStore as e:
-        return _fail(f"no runs yet (no run store at {e.path})", err)
+        return _fail(f"no runs yet (no run store at {e.path})", err, out=out, json=args.json)
     except RunNotFound as e:
-        return _fail(str(e), err)
+        return _fail(str(e), err, out=out, json=args.json)
     except StoreError as e:
-        return _fail(str(e), err, EXIT_STORE)
+        return _fail(str(e), err, EXIT_STORE, out, args.json)
     if args.json:
-        print(json.dumps(receipt, indent=2, ensure_ascii=False), file=out)
+        _emit("receipt", receipt, out)
     elif args.md:
         out.write(render_markdown(receipt, decisions))
     else:

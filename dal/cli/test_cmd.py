@@ -27,7 +27,11 @@ from the current directory up, with a dal.toml or a .dal/ folder; else the curre
 given runs every *.test.dal under it; a file given runs that file.
 
 env() in a test and in the workflows it invokes reads only LANG, TZ and the other harmless variables,
-plus those named by --allow-env (or by an `allow_env` policy flag of `invoke`).
+plus those named by --allow-env.
+
+The policy a test's invoke asks for may only be narrower than what dal test was given: its --allow-run,
+--allow-read, --allow-write, --allow-net, --require-approval and --allow-env flags over the --policy FILE,
+else the project's dal.toml, else the default policy. An invoke asking for more is the test's error.
 
 The last line is the summary, `N passed, N failed`. Exit 0 when every test passed, 1 when any failed,
 2 on a usage error (a path that does not exist, no test scripts found). See docs/testing.md.
@@ -46,6 +50,15 @@ def register(sub: Any) -> None:
     p.add_argument("--verbose", "-v", action="store_true", help="show what passing tests printed too")
     p.add_argument("--allow-env", action="append", default=[], metavar="NAME[,NAME...]",
                    help="let env() read these variables, in the tests and in the workflows they invoke")
+    g = p.add_argument_group("the policy ceiling: what the workflows a test invokes may be allowed at most "
+                             "(a test's invoke policy may only narrow it; default: the project's dal.toml, else "
+                             "the default policy)")
+    g.add_argument("--policy", type=Path, default=None, metavar="FILE", help="a policy TOML file as the ceiling")
+    for flag, what in (("allow-run", "PROG"), ("allow-read", "PATH"), ("allow-write", "PATH"),
+                       ("require-approval", "PROG")):
+        g.add_argument(f"--{flag}", action="append", default=[], metavar=f"{what}[,{what}...]",
+                       help=f"as dal run --{flag}, for the workflows the tests invoke")
+    g.add_argument("--allow-net", action="store_true", help="as dal run --allow-net, for the invoked workflows")
     p.add_argument("--unsandboxed-as-root", action="store_true",
                    help="as root, run the tests' commands even without a working bubblewrap wall")
     p.set_defaults(func=run_tests)
@@ -72,6 +85,12 @@ def run_tests(args: argparse.Namespace) -> int:
     except PolicyError as e:
         sys.stderr.write(f"dal: error: {e}\n")
         return 2
+    ceiling: dict[str, Any] = {k: [x for v in getattr(args, k) for x in v.split(",") if x]
+                               for k in ("allow_run", "allow_read", "allow_write", "require_approval")}
+    ceiling["allow_net"] = args.allow_net
+    if args.policy is not None and not args.policy.is_file():
+        sys.stderr.write(f"dal: error: --policy: {args.policy}: no such file\n")
+        return 2
     root = None
     if not args.paths:
         found = find_workspace().path
@@ -90,7 +109,9 @@ def run_tests(args: argparse.Namespace) -> int:
     passed = failed = 0
     for path in tests:
         result = run_test_file(path, keep=args.keep, allow_env=allow_env,
-                               unsandboxed_as_root=args.unsandboxed_as_root)
+                               unsandboxed_as_root=args.unsandboxed_as_root,
+                               policy_file=args.policy.resolve() if args.policy is not None else None,
+                               policy_flags=ceiling)
         took = f"({result.duration:.2f}s)"
         if result.passed:
             passed += 1

@@ -19,8 +19,9 @@ from typing import Any
 from dal.core import defaults
 from dal.runner.options import add_policy_flags, add_script_args, memory_size, positive_int, seconds
 
-EXIT_NOT_FOUND, EXIT_USAGE = 1, 2
+EXIT_NOT_FOUND, EXIT_USAGE = 2, 2  # an unknown job is a usage error, as an unknown run
 DEFAULT_MAX_ATTEMPTS = 5
+MAX_DURATION = 100 * 365 * 86400.0  # seconds: a longer wait is a typo, and past what a time stamp can show
 JOB_STATES = ("ready", "scheduled", "running", "waiting", "parked", "done", "dead", "cancelled")
 
 
@@ -33,8 +34,12 @@ def duration(text: str) -> float:
         value = float(number) * (unit or 1)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a duration such as 90, 90s, 5m, 2h or 1d, got {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite duration, got {text!r}")
     if value < 0:
         raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+    if value > MAX_DURATION:
+        raise argparse.ArgumentTypeError(f"at most {MAX_DURATION / 86400 / 365:.0f} years, got {text}")
     return value
 
 
@@ -184,8 +189,15 @@ def register(sub: Any) -> None:
 # -- helpers ---------------------------------------------------------------------------------------------
 
 def _die(message: str, code: int = EXIT_USAGE) -> int:
-    sys.stderr.write(f"dal: error: {message}\n")
-    return code
+    from dal.cli import hostmode
+
+    return hostmode.error(message, code)
+
+
+def _emit(kind: str, body: dict[str, Any]) -> None:
+    from dal.cli import hostmode
+
+    hostmode.emit(kind, body)
 
 
 def _path(args: argparse.Namespace) -> Path:
@@ -202,7 +214,10 @@ def _path(args: argparse.Namespace) -> Path:
 def _when(t: float | None) -> str:
     if t is None:
         return "-"
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    try:
+        return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):  # a time stored by an older DAL that accepted `--in inf`
+        return f"{t!r} s since the epoch"
 
 
 def _ago(t: float | None, now: float) -> str:
@@ -247,7 +262,8 @@ def _prepare(args: argparse.Namespace, *, schedule: bool = False) -> tuple[dict[
     from dal.cli.main import read_script
     from dal.core.diagnostics import render, want_color
     from dal.eval.interpreter import check_source
-    from dal.runner.build import SpecError, build_spec
+    from dal.runner.build import SpecError, build_spec, pin_script
+    from dal.runner.opkeys import script_key_problem
     from dal.runner.options import spec_options
     from dal.worker.keys import KeyProblem, literal_key
     from dal.worker.spec import make_spec
@@ -279,9 +295,18 @@ def _prepare(args: argparse.Namespace, *, schedule: bool = False) -> tuple[dict[
     if bound:  # the job stores every argument's value, as a run's spec does
         run = run.evolve(extensions={**run.extensions, "args": bound})
     key = getattr(args, "key", None)
+    if key is not None and (problem := script_key_problem(key)) is not None:
+        raise SystemExit(_die(f"--key: {problem}"))
     try:
         own = literal_key(checked.program, bound)
     except KeyProblem as e:
+        if e.span is not None:  # a key no script may choose: the run would stop there
+            from dal.core.errors import DalRuntimeError
+
+            err = DalRuntimeError(str(e), e.span, filename=str(args.script), source=source)
+            sys.stderr.write(render(err, want_color(sys.stderr)) + "\n")
+            nothing = "nothing scheduled" if schedule else "nothing submitted"
+            raise SystemExit(_die(f"{args.script}: its operation key is refused: {nothing}")) from None
         if key is None and not schedule:
             raise SystemExit(_die(f"{args.script}: {e}")) from None
         own = None
@@ -291,7 +316,8 @@ def _prepare(args: argparse.Namespace, *, schedule: bool = False) -> tuple[dict[
     if schedule and own is not None:
         raise SystemExit(_die(f"{args.script} names its own operation key ({own!r}); a schedule gives each slot a key "
                               "of its own (schedule:NAME:<slot>), so its script must not call operation()"))
-    return make_spec(run), key or own, run.store.file, run.policy
+    # The job runs the text checked here, whatever the file holds later (docs/workers.md).
+    return make_spec(pin_script(run, source)), key or own, run.store.file, run.policy
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -370,7 +396,7 @@ def _shown(args: dict[str, Any]) -> str:
 
 def _said(args: argparse.Namespace, job: dict[str, Any] | None, line: str) -> int:
     if args.json:
-        sys.stdout.write(json.dumps({"job": _public(job) if job else None, "message": line}, indent=2) + "\n")
+        _emit("job", {"job": _public(job) if job else None, "message": line})
     elif not getattr(args, "quiet", False):
         sys.stdout.write(f"dal: {line}\n")
     return 0
@@ -410,7 +436,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     except StoreError as e:
         return _die(str(e))
     if args.json:
-        sys.stdout.write(json.dumps([_public(r) for r in rows], indent=2) + "\n")
+        _emit("jobs", {"jobs": [_public(r) for r in rows]})
         return 0
     if not rows:
         sys.stdout.write("no jobs yet\n" if got is None or not (args.state or args.queue or args.key)
@@ -467,7 +493,7 @@ def cmd_job_show(args: argparse.Namespace) -> int:
         return _die(f"no job {args.job_id} (list jobs with `dal jobs`)", EXIT_NOT_FOUND)
     nxt = _next_step(job, receipt)
     if args.json:
-        sys.stdout.write(json.dumps({**_public(job), "next": nxt}, indent=2) + "\n")
+        _emit("job", {"job": _public(job), "next": nxt})
         return 0
     spec = _public(job)["spec"]
     lines = [
@@ -529,7 +555,7 @@ def cmd_workers(args: argparse.Namespace) -> int:
         if r["state"] != "stopped" and r["heartbeat_at"] < now - 3 * max(r["lease"], 1.0):
             r["state"] = "gone"  # no heartbeat for three leases: killed, or its machine is
     if args.json:
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        _emit("workers", {"workers": rows})
         return 0
     if not rows:
         sys.stdout.write("no workers yet\n")
@@ -576,7 +602,7 @@ def _said_schedule(args: argparse.Namespace, row: dict[str, Any] | None, line: s
         out = dict(row or {})
         if isinstance(out.get("spec"), str):
             out["spec"] = json.loads(out["spec"])
-        sys.stdout.write(json.dumps({"schedule": out or None, "message": line}, indent=2) + "\n")
+        _emit("schedule", {"schedule": out or None, "message": line})
     elif not getattr(args, "quiet", False):
         sys.stdout.write(f"dal: {line}\n")
     return 0
@@ -597,7 +623,7 @@ def cmd_schedule_list(args: argparse.Namespace) -> int:
     if args.json:
         for r in rows:
             r["spec"] = json.loads(r["spec"])
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        _emit("schedules", {"schedules": rows})
         return 0
     if not rows:
         sys.stdout.write("no schedules yet\n")

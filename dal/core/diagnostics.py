@@ -20,7 +20,15 @@ _BOLD = "\x1b[1m"
 _RESET = "\x1b[0m"
 
 
+# `dal --color always|never` (None: auto, decided per stream below).
+COLOR_CHOICE: dict[str, bool | None] = {"force": None}
+
+
 def want_color(stream: TextIO) -> bool:
+    """Colour for `stream`: what --color said; else none when NO_COLOR is set (https://no-color.org), some
+    when FORCE_COLOR is; else only for a terminal."""
+    if COLOR_CHOICE["force"] is not None:
+        return bool(COLOR_CHOICE["force"])
     if os.environ.get("NO_COLOR"):
         return False
     if os.environ.get("FORCE_COLOR"):
@@ -51,8 +59,11 @@ def render(err: DalError, color: bool = False, *, severity: str = "error") -> st
     def c(code: str, text: str) -> str:
         return f"{code}{text}{_RESET}" if color else text
 
+    from dal.core.visible import visible
+
     head_color = _YELLOW if severity == "warning" else _RED
-    out = [c(head_color, f"{severity}[{err.kind}]") + c(_BOLD, f": {err.message}")]
+    # The message may hold the script's text (a command, a key, fail("...")): shown, never played.
+    out = [c(head_color, f"{severity}[{err.kind}]") + c(_BOLD, f": {visible(err.message, lines=True)}")]
     s = err.span
     fname = err.filename or "<unknown>"
     if s.line > 0:
@@ -76,8 +87,8 @@ def render(err: DalError, color: bool = False, *, severity: str = "error") -> st
     else:
         out.append(c(_BLUE, " --> ") + fname)
     if err.help:
-        out.append(c(_BLUE, " = ") + f"help: {err.help}")
-    out.extend(c(_BLUE, " = ") + line for line in stack_lines(err))
+        out.append(c(_BLUE, " = ") + f"help: {visible(err.help, lines=True)}")
+    out.extend(c(_BLUE, " = ") + visible(line) for line in stack_lines(err))
     return "\n".join(out)
 
 

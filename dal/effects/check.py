@@ -83,6 +83,9 @@ def _check_path(raw: str, kind: str, policy: Policy) -> str:
         raise _Denied(f"{verb} outside the allowed roots: {raw}{where}")
     if kind == "write_nofollow" and resolved == ws:
         raise _Denied(f"would remove or move the workspace itself: {raw}")
+    secret = policy.secrecy(resolved) if kind == "read" else None
+    if secret:
+        raise _Denied(f"reads a protected path: {secret}, which scripts never read")
     if kind != "read":
         _check_protection(resolved, policy)
     if kind != "write_nofollow":  # removing or moving a name leaves the file's other names alone
@@ -146,6 +149,10 @@ def _check_read_tree(raw: str, policy: Policy, skips: tuple[str, ...]) -> None:
     if not os.path.isdir(top):
         return
     for path, _, st in _walk(top, policy, skips):
+        secret = policy.secrecy(path) if not stat.S_ISDIR(st.st_mode) else None  # a skipped folder is listed
+        if secret:
+            raise _Denied(f"reads the run store below {raw}: {secret}, which scripts never read (leave it out: "
+                          "grep --exclude-dir=.dal, or name the folders to read)")
         if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
             _deny_linked(P.display(path, policy.workspace), st)
 

@@ -159,7 +159,9 @@ def _grep(p: Parsed) -> tuple[ArgUse, GitUse]:
     ops = list(p.operands)
     if not p.has("-e", "-f") and ops and p.dashdash > 0:
         ops = ops[1:]  # the pattern
-    return ArgUse(reads=tuple(ops), read_trees=tuple(ops) or (".",), tree_skips=(".git",)), GitUse(p.sub)
+    # Tracked files only, unless --untracked / --no-index: then the run store in `.dal/` too (a denial).
+    skips = (".git",) if p.has("--untracked", "--no-index") else (".git", ".dal")
+    return ArgUse(reads=tuple(ops), read_trees=tuple(ops) or (".",), tree_skips=skips), GitUse(p.sub)
 
 
 def _no_globs(paths: list[str]) -> None:

@@ -119,7 +119,7 @@ class ProgramRule(FrozenRecord):
 class Policy(FrozenRecord):
     __slots__ = (
         "workspace", "allowed", "denied", "approval", "rules", "read_roots", "write_roots", "allow_net", "timeout",
-        "max_output", "source", "protected", "env_allow", "file_sha256",
+        "max_output", "source", "protected", "env_allow", "file_sha256", "hidden",
         "max_commands", "max_processes", "max_file_size", "max_memory", "tmp_size",  # [limits]; None: default
         "_rule_index",
     )
@@ -141,6 +141,7 @@ class Policy(FrozenRecord):
         protected: tuple[str, ...] = (),
         env_allow: frozenset[str] = frozenset(),  # env() names beyond HARMLESS_ENV
         file_sha256: str | None = None,  # of the policy file's bytes as read; None: the default policy
+        hidden: tuple[str, ...] = (),  # what records runs (the store, its locks, the receipts): never read
         max_commands: int | None = None,
         max_processes: int | None = None,
         max_file_size: int | None = None,
@@ -162,6 +163,7 @@ class Policy(FrozenRecord):
         init(self, "protected", protected)
         init(self, "env_allow", env_allow)
         init(self, "file_sha256", file_sha256)
+        init(self, "hidden", hidden)
         init(self, "max_commands", max_commands)
         init(self, "max_processes", max_processes)
         init(self, "max_file_size", max_file_size)
@@ -196,6 +198,18 @@ class Policy(FrozenRecord):
                 return f"{root} is protected: scripts never change the files that decide or record what they may do"
         return None
 
+    def secrecy(self, resolved: str) -> str | None:
+        """Why a script may not read the absolute, resolved path `resolved`, or None when it may: the run
+        store and what records runs (`hidden`, set by the runner wherever --store and --receipts put them),
+        and anything in a folder named `.dal` (a run store's folder). They hold env() values the policy let
+        an earlier run read, and the output of every command (docs/policy.md, "The run store is not readable")."""
+        for root in self.hidden:
+            if resolved == root or resolved.startswith(root.rstrip("/") + "/"):
+                return f"{root} records runs (the store, its journal of every output, the receipts)"
+        if ".dal" in resolved.split("/"):
+            return f"{resolved} is in a run store folder (.dal/)"
+        return None
+
     # --- env() ---------------------------------------------------------------------------------
 
     def env_visible(self, name: str) -> bool:
@@ -213,6 +227,11 @@ class Policy(FrozenRecord):
         """This policy with `paths` (resolved to absolute paths) added to the protected set."""
         more = [os.path.realpath(os.fspath(p)) for p in paths]
         return self.evolve(protected=tuple(dict.fromkeys([*self.protected, *more])))
+
+    def hiding(self, paths: Iterable[str | os.PathLike[str]]) -> Policy:
+        """This policy with `paths` (resolved) protected and hidden: scripts neither write nor read them."""
+        more = [os.path.realpath(os.fspath(p)) for p in paths]
+        return self.protecting(more).evolve(hidden=tuple(dict.fromkeys([*self.hidden, *more])))
 
     def extended(
         self,
@@ -292,6 +311,7 @@ class Policy(FrozenRecord):
             "max_output": self.max_output,
             "protected": list(self.protected),
             "env_allow": sorted(self.env_allow),
+            "hidden": list(self.hidden),
         }
         for name in type(self)._compared or ():
             if name not in out:
@@ -329,7 +349,7 @@ class Policy(FrozenRecord):
         _want(isinstance(data.get("allow_net"), bool), where, "allow_net", "expected true or false")
         timeout = opt("timeout", (int, float))
         named = {"workspace", "allowed", "denied", "approval", "rules", "read_roots", "write_roots", "allow_net",
-                 "timeout", "max_output", "source", "protected", "env_allow", "file_sha256"}
+                 "timeout", "max_output", "source", "protected", "env_allow", "file_sha256", "hidden"}
         scalars = {}  # the fields to_json keeps as they are (a missing one: stored before it existed)
         for name in cls._compared or ():
             if name not in named and data.get(name) is not None:
@@ -350,6 +370,7 @@ class Policy(FrozenRecord):
             protected=tuple(strs("protected")),
             env_allow=frozenset(strs("env_allow")),
             file_sha256=opt("file_sha256", (str,)),
+            hidden=tuple(_str_list(data.get("hidden") or [], where, "hidden")),  # absent: stored before it existed
             **scalars,
         )
 

@@ -270,6 +270,7 @@ class Wall:
             self._sweep_at = (ws, os.path.realpath(git), absent, os.path.lexists(git))
         if self.make_placeholders:
             self._git_marks = _git_marks(write_roots)
+        tail += _hidden(p, ws, [*read_roots, *write_roots])
         system = _system_dirs()
         for exe in dict.fromkeys(executables):
             real = os.path.realpath(exe)
@@ -510,6 +511,30 @@ def _sweep(ws: str, git_dir: str, absent: tuple[str, ...], had_git: bool) -> lis
     finally:
         os.close(wsfd)
     return removed
+
+
+def _hidden(p: Policy, ws: str, shown: list[str]) -> list[str]:
+    """Cover what records runs (the store and its side files, the locks, the receipts: `Policy.hidden`,
+    and the workspace's `.dal/`) where the wall would show it: a folder with an empty read-only tmpfs, a
+    file with /dev/null, read-only. Programs read nothing of it, whatever they are (docs/policy.md, "The run
+    store is not readable"). After the protected binds, so that each covers its read-only bind."""
+    if "/" in shown:
+        shown = ["/"]
+    out: list[str] = []
+    done: list[str] = []
+    for path in sorted(dict.fromkeys(os.path.realpath(h) for h in [*p.hidden, os.path.join(ws, ".dal")]), key=_depth):
+        if _within(path, done) or not _within(path, shown) or _within(path, _NEVER):
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue  # not there: nothing to read (WS/.dal is held by its placeholder)
+        if stat.S_ISDIR(st.st_mode):
+            out += ["--tmpfs", path, "--remount-ro", path]
+        else:
+            out += ["--ro-bind", "/dev/null", path]
+        done.append(path)
+    return out
 
 
 def _outermost(paths: Iterable[str]) -> list[str]:

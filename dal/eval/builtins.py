@@ -21,15 +21,18 @@ from dal.core.errors import DalRuntimeError, DalTypeError
 from dal.core.jsontext import surrogate_at
 from dal.eval.runtime import FailSignal, FinishSignal, Runtime, SkipSignal, StopSignal
 from dal.eval.values import (
+    LONG_TEXT,
     MAX_INT_DIGITS,
     Builtin,
     Function,
+    Meter,
     a_type_name,
     check_int,
     dal_eq,
     describe,
     display,
     int_overflow,
+    int_text_work,
     json_text,
     quote,
     type_name,
@@ -93,8 +96,9 @@ def _want_unicode(s: str, what: str) -> None:
         )
 
 
-def _poll(rt: Runtime, span: Any) -> Callable[[], None]:
-    return lambda: rt.poll(span)
+def _poll(rt: Runtime, span: Any) -> Meter:
+    """What a builtin's long work calls now and then (Ctrl-C, the time budget), and charges as it goes."""
+    return rt.meter(span)
 
 
 # --- output and conversion ------------------------------------------------------------------
@@ -165,10 +169,14 @@ def _int(rt: Runtime, args: list[Any], span: Any) -> Any:
                 return args[1]
             raise DalRuntimeError(f"cannot convert {quote(v)} to an integer",
                                   help="to turn bad text into a value you can test, give a default: int(text, null)")
-        if len(text.lstrip("+-").lstrip("0")) > MAX_INT_DIGITS:  # before converting: that is quadratic
+        digits = len(text.lstrip("+-").lstrip("0"))
+        if digits > MAX_INT_DIGITS:  # before converting: that is quadratic
             if len(args) == 2:
                 return args[1]
             raise int_overflow()
+        work = int_text_work(digits)
+        if work:
+            _poll(rt, span).add(work)
         return int(text, 10)
     raise DalTypeError(f"`int` needs a number or a string, got {type_name(v)}")
 
@@ -246,7 +254,7 @@ def _parse_json(rt: Runtime, args: list[Any], span: Any) -> Any:
     # parser sees it.
     rt.limits.new(len(text), "`parse_json`")
     try:
-        return _read_json(text)
+        return _read_json(text, _poll(rt, span))
     except DalRuntimeError as e:
         if len(args) == 2:
             return args[1]
@@ -255,7 +263,7 @@ def _parse_json(rt: Runtime, args: list[Any], span: Any) -> Any:
         raise
 
 
-def _read_json(text: str) -> Any:
+def _read_json(text: str, meter: Meter) -> Any:
     depth = _json_depth(text)
     if depth > MAX_JSON_DEPTH:
         raise DalRuntimeError(f"cannot parse JSON nested {depth:,} levels deep: DAL reads at most {MAX_JSON_DEPTH:,}")
@@ -263,15 +271,29 @@ def _read_json(text: str) -> Any:
     def bad_constant(name: str) -> Any:
         raise ValueError(f"{name} is not valid JSON")
 
+    numbers = [0]
+
+    def count() -> None:  # C reads the text: its number hooks are where a long parse polls
+        numbers[0] += 1
+        if not numbers[0] & 0xFFF:
+            meter()
+
     def finite(number: str) -> float:
+        count()
         r = float(number)
         if not math.isfinite(r):
-            raise ValueError(f"the number {number} is out of range")
+            shown = number if len(number) <= 40 else f"{number[:20]}…{number[-10:]} ({len(number):,} characters)"
+            raise ValueError(f"the number {shown} is out of range")
         return r
 
     def integer(number: str) -> int:
-        if len(number.lstrip("-").lstrip("0")) > MAX_INT_DIGITS:
+        count()
+        digits = len(number.lstrip("-").lstrip("0"))
+        if digits > MAX_INT_DIGITS:
             raise _IntTooLong
+        work = int_text_work(digits)
+        if work:
+            meter.add(work)  # reading it is quadratic: many long numbers are many steps, and polled
         return int(number)
 
     try:
@@ -361,7 +383,10 @@ def _contains(rt: Runtime, args: list[Any], span: Any) -> bool:
         return n in h
     if t is list:
         if type(n) is not list and type(n) is not dict:
-            return any(dal_eq(x, n) for x in h)
+            if type(n) is not str or len(n) <= LONG_TEXT:
+                return any(dal_eq(x, n) for x in h)
+            meter = _poll(rt, span)
+            return any(dal_eq(x, n, meter) for x in h)
         poll = _poll(rt, span)
         unequal: set[int] = set()  # lists and maps already compared: a list holding one many times
         for x in h:
@@ -593,7 +618,8 @@ def _find(rt: Runtime, args: list[Any], span: Any) -> int:
         return h.find(needle, start)
     if type(h) is list:
         if type(needle) is not list and type(needle) is not dict:
-            return next((i for i in range(start, len(h)) if dal_eq(h[i], needle)), -1)
+            meter = _poll(rt, span) if type(needle) is str and len(needle) > LONG_TEXT else None
+            return next((i for i in range(start, len(h)) if dal_eq(h[i], needle, meter)), -1)
         poll = _poll(rt, span)
         unequal: set[int] = set()  # as in `contains`: a list holding one value many times compares it once
         for i in range(start, len(h)):
@@ -621,7 +647,7 @@ def _format(rt: Runtime, args: list[Any], span: Any) -> str:
     template, values = args[0], args[1:]
     _want(template, str, "string", "format", "as its template")
     try:
-        pieces, count = parse_template(template)
+        pieces, count = parse_template(template, _poll(rt, span))
     except TemplateError as e:
         raise DalRuntimeError(e.message, help=e.help) from None
     if count != len(values):
@@ -669,8 +695,13 @@ def _round(rt: Runtime, args: list[Any], span: Any) -> Any:
         return round(x)
     digits = args[1]
     _want(digits, int, "integer", "round", "for its digits")
-    r = round(x, max(-400, min(digits, 400)))  # beyond that nothing changes (floats hold ~17 digits)
-    return r
+    if type(x) is int:
+        if digits >= 0:
+            return x
+        if -digits > MAX_INT_DIGITS + 1:  # a unit larger than any DAL integer (and no huge power to build)
+            return 0
+        return check_int(round(x, digits))  # rounding up may add a digit
+    return round(x, max(-400, min(digits, 400)))  # beyond that nothing changes for a float (at most 1.8e308)
 
 
 @builtin("sum(list)", 1)
@@ -700,10 +731,11 @@ def _order_kind(v: Any) -> str | None:
     return "number" if t is int or t is float else "string" if t is str else None
 
 
-def _ordered(values: list[Any], fn: str, what: str, poll: Callable[[], None]) -> None:
-    """Values that `<` can order: all numbers, or all strings (DAL orders nothing else)."""
+def _ordered(values: list[Any], fn: str, what: str, poll: Callable[[], None]) -> bool:
+    """Values that `<` can order: all numbers, or all strings (DAL orders nothing else). True when two
+    or more are strings longer than LONG_TEXT: comparing them is work the Meter charges."""
     if not values:
-        return
+        return False
     first = _order_kind(values[0])
     for i, v in enumerate(values):
         if not i & 0x3FFF:
@@ -715,6 +747,39 @@ def _ordered(values: list[Any], fn: str, what: str, poll: Callable[[], None]) ->
         if kind != first:
             raise DalTypeError(f"`{fn}` orders numbers with numbers and strings with strings, but {what} 0 is "
                                f"{a_type_name(values[0])} and {what} {i} is {a_type_name(v)}")
+    if first != "string":
+        return False
+    long_ones = 0
+    for v in values:
+        if len(v) > LONG_TEXT:
+            long_ones += 1
+            if long_ones == 2:
+                return True
+    return False
+
+
+class _Metered:
+    """A string in a sort (or min, max) whose comparisons are charged: each costs the shorter length,
+    which bounds the characters it reads (only long pairs count, as in dal_eq)."""
+
+    __slots__ = ("v", "meter")
+
+    def __init__(self, v: str, meter: Meter) -> None:
+        self.v = v
+        self.meter = meter
+
+    def _work(self, other: _Metered) -> None:
+        n = min(len(self.v), len(other.v))
+        if n > LONG_TEXT:
+            self.meter.add(n)
+
+    def __lt__(self, other: _Metered) -> bool:
+        self._work(other)
+        return self.v < other.v
+
+    def __gt__(self, other: _Metered) -> bool:
+        self._work(other)
+        return self.v > other.v
 
 
 def _extreme(rt: Runtime, args: list[Any], span: Any, fn: str, pick: Callable[..., Any]) -> Any:
@@ -726,7 +791,9 @@ def _extreme(rt: Runtime, args: list[Any], span: Any, fn: str, pick: Callable[..
         what = "item"
     else:
         xs, what = args, "argument"
-    _ordered(xs, fn, what, _poll(rt, span))
+    meter = _poll(rt, span)
+    if _ordered(xs, fn, what, meter):
+        return pick(xs, key=lambda v: _Metered(v, meter))
     return pick(xs)
 
 
@@ -774,18 +841,21 @@ def _sort(rt: Runtime, args: list[Any], span: Any, call: Callable[[Any, list[Any
     xs = args[0]
     _want(xs, list, "list", "sort", "as its first argument")
     rt.limits.new(len(xs), "`sort`")
+    meter = _poll(rt, span)
     if len(args) == 1:
-        keys = list(xs)
-        _ordered(keys, "sort", "item", _poll(rt, span))
+        if _ordered(xs, "sort", "item", meter):
+            return sorted(xs, key=lambda v: _Metered(v, meter))
+        return sorted(xs)
+    key = args[1]
+    if type(key) is not Function and type(key) is not Builtin:
+        raise DalTypeError(f"`sort` needs a function as its key, got {type_name(key)}")
+    items = list(xs)  # the key may change the list: sort what it held when sort was called
+    keys = [call(key, [x], span) for x in items]
+    if _ordered(keys, "sort", "key of item", meter):
+        order = sorted(range(len(items)), key=lambda i: _Metered(keys[i], meter))
     else:
-        key = args[1]
-        if type(key) is not Function and type(key) is not Builtin:
-            raise DalTypeError(f"`sort` needs a function as its key, got {type_name(key)}")
-        items = list(xs)  # the key may change the list: sort what it held when sort was called
-        keys = [call(key, [x], span) for x in items]
-        _ordered(keys, "sort", "key of item", _poll(rt, span))
-        return [items[i] for i in sorted(range(len(items)), key=keys.__getitem__)]
-    return sorted(xs)
+        order = sorted(range(len(items)), key=keys.__getitem__)
+    return [items[i] for i in order]
 
 
 @builtin("items(map)", 1)
@@ -866,9 +936,12 @@ def _sleep(rt: Runtime, args: list[Any], span: Any) -> None:
     _number(seconds, "sleep", "a number of seconds")
     if seconds < 0:
         raise DalRuntimeError(f"`sleep` needs 0 seconds or more, got {seconds}")
-    seconds = float(seconds)
+    try:
+        seconds = float(seconds)
+    except OverflowError:  # an integer beyond any float
+        seconds = math.inf
     if not math.isfinite(seconds):
-        raise DalRuntimeError("`sleep` needs a finite number of seconds")
+        raise DalRuntimeError("`sleep` needs a finite number of seconds", help="no run waits that long: sleep less")
     rt.host.observe(f"sleep({seconds:g})", lambda: rt.sleep(seconds, span))
 
 

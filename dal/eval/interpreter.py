@@ -127,6 +127,12 @@ class Engine:
         rt = self.rt
         rt.filename, rt.source = checked.filename, checked.source
 
+        def late_interrupt(span: ast.Span) -> None:
+            """An interrupt asked for during the last step (which no later step saw) still stops the run:
+            Ctrl-C is never answered with `completed`."""
+            if rt.interrupt_reason is not None:
+                rt.over_limit(span)
+
         def go() -> Outcome:
             try:
                 code = self.compile(checked)
@@ -146,8 +152,14 @@ class Engine:
         def run(code: Callable[[], Any]) -> Outcome:
             try:
                 code()
+                end = checked.program.body[-1].span if checked.program.body else checked.program.span
+                late_interrupt(end)
                 return Outcome("completed")
             except FinishSignal as s:
+                try:
+                    late_interrupt(s.span)
+                except Interrupted as e:
+                    return Outcome("interrupted", _with_source(e, checked), ended_by="interrupt")
                 return Outcome("completed", result=s.value, ended_by="finish")
             except FailSignal as s:
                 return Outcome("failed", result=s.value, ended_by="fail")

@@ -107,9 +107,9 @@ def _compare(symbol: str, fn: Any) -> Any:
 
 
 def poller(comp: Any, span: Any) -> Any:
-    """What a long walk over a value calls now and then: stop there if the script was asked to stop."""
-    rt = comp.rt
-    return lambda: rt.poll(span)
+    """What a long walk over a value calls now and then (stop there if the script was asked to stop), and
+    charges for the long strings it compares."""
+    return comp.rt.meter(span)
 
 
 def _eq(a: Any, b: Any, span: Any, comp: Any) -> bool:

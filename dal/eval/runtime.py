@@ -23,7 +23,7 @@ from dal.core.defaults import MAX_DEPTH, MAX_STEPS
 from dal.core.errors import BudgetExhausted, DalRuntimeError, Interrupted
 from dal.core.records import Record
 from dal.eval.host import Host, NullHost
-from dal.eval.values import DEFAULT_MAX_MEMORY, Limits, size_text
+from dal.eval.values import DEFAULT_MAX_MEMORY, Limits, Meter, size_text
 from dal.syntax.ast import Span
 
 CHECK_EVERY = 20_000  # steps between clock / interrupt checks
@@ -293,6 +293,17 @@ class Runtime:
         # An interrupt or the watchdog may have set limit to -1 while it was being recomputed: keep it.
         if self.interrupt_reason is not None or self.tripped is not None:
             self.limit = -1
+
+    def charge(self, steps: int, span: Span) -> None:
+        """Charge `steps` for work a builtin did (a Meter's units): as a statement's charge, past the
+        limit it raises (a budget, an interrupt) or looks at the clock and lets the work go on."""
+        self.steps += steps
+        if self.steps > self.limit:
+            self.over_limit(span)
+
+    def meter(self, span: Span) -> Meter:
+        """The Meter of one builtin call at `span`: charges its work here and polls as it goes."""
+        return Meter(lambda: self.poll(span), lambda steps: self.charge(steps, span))
 
     def poll(self, span: Span) -> None:
         """For one step that works long (a comparison, a text of a large value): stop now if an interrupt

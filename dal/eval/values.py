@@ -274,6 +274,54 @@ _END = object()
 _POLL_EVERY = 1 << 14  # items between two calls of `poll` in a long walk (Ctrl-C, the time budget)
 _CHUNK = 1 << 10
 
+# Work inside one builtin call that items do not measure, charged as steps (docs/language.md, "Step
+# accounting"): comparing two strings of more than LONG_TEXT characters costs their shorter length in
+# units, writing or reading an integer of more than LONG_INT digits costs digits² / 8 (CPython converts
+# in quadratic time), and every WORK_UNIT units of one call are one step. Below those sizes a piece of
+# work is cheap enough that the item count bounds it, and the counts of ordinary scripts do not change.
+WORK_UNIT = 4096
+LONG_TEXT = 256
+LONG_INT = 1000
+
+
+def int_text_work(digits: int) -> int:
+    """The units of converting an integer of `digits` digits to or from text."""
+    return digits * digits // 8 if digits > LONG_INT else 0
+
+
+class Meter:
+    """The work of one builtin call: `add(units)` charges a step for every WORK_UNIT units (through
+    `charge`, which may raise: a budget, an interrupt) and polls the clock and Ctrl-C as it goes; calling
+    the meter only polls. Deterministic: the charge depends on the values, never on the machine."""
+
+    __slots__ = ("poll", "charge", "work", "charged")
+
+    def __init__(self, poll: Callable[[], None], charge: Callable[[int], None]) -> None:
+        self.poll = poll
+        self.charge = charge
+        self.work = 0
+        self.charged = 0
+
+    def __call__(self) -> None:
+        self.poll()
+
+    def add(self, units: int) -> None:
+        self.work += units
+        due = self.work // WORK_UNIT - self.charged
+        if due > 0:
+            self.charged += due
+            self.charge(due)
+        else:
+            self.poll()
+
+
+def _add_work(poll: Callable[[], None] | None, units: int) -> None:
+    add = getattr(poll, "add", None)
+    if add is not None:
+        add(units)
+    elif poll is not None:
+        poll()
+
 
 class _TooLong(Exception):
     pass
@@ -366,6 +414,8 @@ def json_text(
                 piece = _scalar_text(cur, strict)
                 append(piece)
                 size += len(piece)
+                if tc is int and len(piece) > LONG_INT:
+                    _add_work(poll, int_text_work(len(piece) - (piece[0] == "-")))
             if size > budget:
                 raise _TooLong
             if len(out) >= _CHUNK:
@@ -415,7 +465,10 @@ def display(v: Any, limits: Limits | None = None, what: str = "showing this valu
     if t is str:
         return v
     if t is int:
-        return str(v)
+        text = str(v)
+        if len(text) > LONG_INT:
+            _add_work(poll, int_text_work(len(text) - (text[0] == "-")))
+        return text
     if t is not list and t is not dict:
         summary = getattr(v, "summary", None)
         if summary is not None:
@@ -472,6 +525,13 @@ def _map_pairs(x: dict[str, Any], y: dict[str, Any]) -> Iterator[tuple[Any, Any]
         yield xv, get(k, _MISSING)
 
 
+def _text_eq_work(a: str, b: str, poll: Callable[[], None]) -> None:
+    """Two strings of one length are compared character by character (others at once, by length)."""
+    n = len(a)
+    if n > LONG_TEXT and n == len(b) and a is not b:
+        _add_work(poll, n)
+
+
 def dal_eq(a: Any, b: Any, poll: Callable[[], None] | None = None) -> bool:
     """Structural equality. Booleans are not numbers; a run result equals its summary.
 
@@ -479,11 +539,13 @@ def dal_eq(a: Any, b: Any, poll: Callable[[], None] | None = None) -> bool:
     again is either being compared further up (a value that contains itself: counted as equal) or was
     found equal already (an unequal pair ends the whole comparison). So values that share parts cost
     what their distinct parts cost, however many paths lead to them. `poll` is called now and then
-    during a long walk (Ctrl-C, the time budget)."""
+    during a long walk (Ctrl-C, the time budget); a Meter is also charged for long strings compared."""
     if a is b:
         return True
     ta, tb = type(a), type(b)
     if not ((ta is list and tb is list) or (ta is dict and tb is dict)):
+        if poll is not None and ta is str and tb is str:
+            _text_eq_work(a, b, poll)
         return _scalar_eq(a, b)
     seen: set[tuple[int, int]] = set()
     stack: list[Any] = [iter(((a, b),))]
@@ -502,6 +564,8 @@ def dal_eq(a: Any, b: Any, poll: Callable[[], None] | None = None) -> bool:
                 if not x:
                     continue
             else:
+                if poll is not None and tx is str and ty is str:
+                    _text_eq_work(x, y, poll)
                 if not _scalar_eq(x, y):
                     return False
                 continue

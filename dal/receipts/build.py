@@ -10,7 +10,10 @@ from typing import Any
 
 SCHEMA = "dal.receipt/v1"
 
-_OMIT: Any = object()  # a key some receipts do not have (slept_ms, policy, sandbox, args, rerun)
+_OMIT: Any = object()  # a key some receipts do not have (slept_ms, policy, sandbox, args, rerun, output)
+# A text in a receipt (an effect's summary, a loop's evidence, a command) longer than this is cut there:
+# receipts are for people, and the journal keeps each output whole (docs/receipts.md).
+RECEIPT_TEXT_LIMIT = 8192
 
 
 def effect_item(
@@ -90,10 +93,12 @@ def run_receipt(
     sandbox: dict[str, Any] | None = _OMIT,
     args: dict[str, Any] = _OMIT,
     rerun: str = _OMIT,
+    undelivered: str = _OMIT,
 ) -> dict[str, Any]:
-    """A run receipt from a run's facts. `slept_ms`, `policy`, `sandbox`, `args` (the script's arguments)
-    and `rerun` are left out when not given (a receipt rebuilt from the journal knows no sandbox; a REPL
-    session has no command line)."""
+    """A run receipt from a run's facts. `slept_ms`, `policy`, `sandbox`, `args` (the script's arguments),
+    `rerun` and `undelivered` (the script's output its reader never got: `output.undelivered`) are left out
+    when not given (a receipt rebuilt from the journal knows no sandbox; a REPL session has no command
+    line). Every text longer than RECEIPT_TEXT_LIMIT is cut there, saying how much was cut."""
     receipt: dict[str, Any] = {
         "schema": SCHEMA,
         "run_id": run_id,
@@ -126,4 +131,19 @@ def run_receipt(
     for name, value in (("policy", policy), ("sandbox", sandbox), ("args", args), ("rerun", rerun)):
         if value is not _OMIT:
             receipt[name] = value
-    return receipt
+    if undelivered is not _OMIT:
+        receipt["output"] = {"undelivered": undelivered}
+    return bounded(receipt)
+
+
+def bounded(value: Any) -> Any:
+    """`value` (a receipt) with every text longer than RECEIPT_TEXT_LIMIT cut there, saying how much."""
+    if isinstance(value, str):
+        if len(value) <= RECEIPT_TEXT_LIMIT:
+            return value
+        return value[:RECEIPT_TEXT_LIMIT] + f"… ({len(value) - RECEIPT_TEXT_LIMIT:,} more characters not kept here)"
+    if isinstance(value, dict):
+        return {k: bounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [bounded(v) for v in value]
+    return value

@@ -26,7 +26,7 @@ Store errors are StoreError (dal/receipts/store.py) with a message that names th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 Row = dict[str, Any]
@@ -114,8 +114,9 @@ class RunStore(Protocol):
         """The runs of `key`, newest first in the order the store recorded them (not by run id)."""
         ...
 
-    def newest_run_of_key(self, key: str) -> Row | None:
-        """The run of `key` that decides what its next invocation does (rejected runs do not count)."""
+    def newest_run_of_key(self, key: str, visible: Callable[[Row], bool] | None = None) -> Row | None:
+        """The run of `key` that decides what its next invocation does (rejected runs do not count; with
+        `visible`, given a run_row(), only runs it accepts)."""
         ...
 
     def list_runs(self, *, status: str | None = None, operation: str | None = None, key: str | None = None,

@@ -293,14 +293,36 @@ class JobQueue:
 
     # -- claiming, leases, fencing -------------------------------------------------------------------
 
+    def running_leases(self, queues: Sequence[str], host: str) -> list[tuple[int, int, float, str | None]]:
+        """(job_id, lease_epoch, lease_until, lease_owner) of the running jobs a worker of `queues` on `host`
+        could take over: what a worker watches to see a lease go unrenewed (dal/worker/worker.py)."""
+        marks = ", ".join("?" * len(queues))
+        return self._read("watching the leases", lambda c: [tuple(r) for r in c.execute(
+            f"SELECT job_id, lease_epoch, lease_until, lease_owner FROM jobs WHERE state = 'running'"
+            f" AND queue IN ({marks}) AND (movable = 1 OR host = ?)", (*queues, host)).fetchall()], [])
+
     def claim(self, *, owner: str, queues: Sequence[str], host: str, lease: float,
-              now: float | None = None) -> dict[str, Any] | None:
+              now: float | None = None,
+              stale: Sequence[tuple[int, int, float]] | None = None) -> dict[str, Any] | None:
         """Take the best job whose time has come, in one statement: the highest priority, then the earliest
         run_at; a ready or scheduled job, or a running one whose lease ran out (a takeover: took_over and
         stale_since keep who had it). A job that is not movable is only claimed on the host that submitted
-        it. Returns the claimed job (its new lease_epoch is the fence), or None."""
+        it. Returns the claimed job (its new lease_epoch is the fence), or None.
+
+        `stale`: the (job_id, lease_epoch, lease_until) of running jobs the caller itself saw go unrenewed
+        for a whole lease of its own monotonic clock; only those are taken over, and only while their lease
+        is still exactly as seen (a renewal in between keeps the job where it is). A worker always passes
+        it, so that no worker judges a lease by comparing its wall clock with the holder's (a clock stepped
+        ahead would take over live jobs). None: the lease's end compared with `now` (tests of the table)."""
         now = time.time() if now is None else now
         marks = ", ".join("?" * len(queues))
+        if stale is None:
+            running, running_args = "lease_until < ?", [now]
+        elif stale:
+            running = "(" + " OR ".join(["(job_id = ? AND lease_epoch = ? AND lease_until = ?)"] * len(stale)) + ")"
+            running_args = [v for triple in stale for v in triple]
+        else:
+            running, running_args = "0 = 1", []
         sql = (
             "UPDATE jobs SET state = 'running', lease_owner = ?, lease_until = ?, lease_epoch = lease_epoch + 1,"
             " attempts = attempts + 1, updated_at = ?,"
@@ -310,13 +332,13 @@ class JobQueue:
             " || ' (its lease ran out)' ELSE note END,"
             " holder = NULL"
             " WHERE job_id = (SELECT job_id FROM jobs WHERE"
-            f" ((state IN {_in(TRANSITIONS['claim'][0])} AND run_at <= ?) OR (state = 'running' AND lease_until < ?))"
+            f" ((state IN {_in(TRANSITIONS['claim'][0])} AND run_at <= ?) OR (state = 'running' AND {running}))"
             f" AND queue IN ({marks}) AND (movable = 1 OR host = ?)"
             " ORDER BY priority DESC, run_at, job_id LIMIT 1)"
             " RETURNING *"
         )
         with self._tx("claiming a job") as c:
-            got = _dicts(c.execute(sql, (owner, now + lease, now, now, now, *queues, host)))
+            got = _dicts(c.execute(sql, (owner, now + lease, now, now, *running_args, *queues, host)))
         return got[0] if got else None
 
     def heartbeat(self, fence: Fence, lease: float, now: float | None = None) -> bool:

@@ -6,6 +6,11 @@ expanded, a relative path is taken from the current directory (as a path typed o
 and with nothing given the store is `WORKSPACE/.dal/dal.db`. A URL names a store kind (`sqlite:///abs`
 is a path); any other kind is refused with a message saying which kinds exist, so that a future
 `postgresql://` location fails clearly today rather than becoming a file named `postgresql:`.
+
+The path is canonical (symlinks resolved, `os.path.realpath`): the same store reached by two paths (a
+symlink to the file or to a folder above it, `$DAL_STORE` in cron and `--store` by hand) is one path, so
+its key locks (`locks_folder`, beside the resolved file) are one folder and one key has one runner.
+Two bind mounts of one folder are still two paths; keep one store at one place.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ class StoreLocation(FrozenRecord):
         if not text:
             text, origin = env.get(STORE_ENV) or None, "env"
         if not text:
-            return cls("sqlite", os.path.abspath(os.path.join(os.fspath(workspace), DEFAULT_STORE)), "default")
+            return cls("sqlite", os.path.realpath(os.path.join(os.fspath(workspace), DEFAULT_STORE)), "default")
         where = {"given": "the store location", "env": STORE_ENV}[origin]
         kind, sep, rest = text.partition("://")
         if sep and kind and kind.isalnum():
@@ -74,7 +79,7 @@ class StoreLocation(FrozenRecord):
         path = os.path.expanduser(text)
         if not os.path.isabs(path):
             path = os.path.join(os.fspath(cwd) if cwd is not None else os.getcwd(), path)
-        return cls("sqlite", os.path.normpath(path), origin)
+        return cls("sqlite", os.path.realpath(path), origin)
 
     @property
     def file(self) -> Path:
@@ -92,6 +97,12 @@ class StoreLocation(FrozenRecord):
 
     def __str__(self) -> str:
         return self.path
+
+
+def locks_folder(store: str | os.PathLike[str]) -> Path:
+    """The folder of a store's key locks: `locks/` beside the store file with every symlink resolved, so
+    that every path to one store agrees on it (dal/receipts/oplock.py)."""
+    return Path(os.path.realpath(os.fspath(store))).parent / "locks"
 
 
 def open_store(location: StoreLocation, *, readonly: bool = False, timeout: float | None = None) -> Store:

@@ -42,6 +42,10 @@ from dal.receipts.render import (
 def render_markdown(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str, Any]] = ()) -> str:
     """The markdown receipt of a run, ending with a newline. `decisions` (Store.approvals() rows) are
     listed when given: the file written at the end of a run has none yet."""
+    from dal.core.visible import visible_data
+
+    # People `cat` it: no control character from the script or its programs reaches their terminal.
+    receipt, decisions = visible_data(receipt), visible_data(decisions)
     lines = ["# Tool-loop receipt", "", f"- operation: {receipt['operation']}"]
     if receipt.get("args"):  # the script's arguments: what this run was asked to do
         lines.append(f"- args: {one_line(args_text(receipt['args']))}")

@@ -1,8 +1,13 @@
 """One key, one runner: an exclusive lock per operation key, the SQLite store's operation lock
 (`Store.operation_lock`): flock files in `<store dir>/locks`.
 
-`flock` locks belong to the open file: the kernel releases them when the holder exits, however it
-exits (kill -9 included), so a dead holder never blocks the key and its run becomes resumable.
+`flock` locks belong to the open file description: the kernel releases them when the holder exits,
+however it exits (kill -9 included), so a dead holder never blocks the key and its run becomes resumable.
+Each KeyLock opens the file itself, so two threads of one process exclude each other as two processes do.
+
+A run without a key has no key lock while it runs; `live_here` tells a resume in the same process (a host
+running scripts in threads) that the run it names is still executing in another thread, which its pid,
+this process's own, cannot tell.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -73,3 +79,24 @@ class KeyLock:
             finally:
                 os.close(self._fd)
                 self._fd = None
+
+
+_LIVE: set[str] = set()
+_LIVE_GUARD = threading.Lock()
+
+
+def mark_live(run_id: str) -> None:
+    """`run_id` executes in this process (until unmark_live)."""
+    with _LIVE_GUARD:
+        _LIVE.add(run_id)
+
+
+def unmark_live(run_id: str) -> None:
+    with _LIVE_GUARD:
+        _LIVE.discard(run_id)
+
+
+def live_here(run_id: str) -> bool:
+    """Whether `run_id` is executing in a thread of this process right now."""
+    with _LIVE_GUARD:
+        return run_id in _LIVE

@@ -5,6 +5,7 @@ implementation answers them the same way. The SQLite store exposes them as its m
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,17 +20,23 @@ def attempt_of(row: dict[str, Any] | None) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-def newest_run_of_key(store: RunStore, key: str) -> dict[str, Any] | None:
+def newest_run_of_key(store: RunStore, key: str,
+                      visible: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any] | None:
     """The newest run of `key` that decides what the next invocation does. Runs that executed nothing
     are passed over: a rejected run (a broken script run under a completed key does not reopen it), and
     a duplicate or rejected invocation the store recorded the start of but not the end (it died, or the
-    store refused its receipt), which must not read as an operation left half done."""
+    store refused its receipt), which must not read as an operation left half done. `visible` (given a
+    `run_row()`): only runs it accepts count."""
 
     def counts(row: dict[str, Any]) -> bool:
         if row["status"] == "rejected":
             return False
-        if row["status"] == "running":
+        info: dict[str, Any] = {}
+        if row["status"] == "running" or visible is not None:
             info = store.run_row(row["run_id"]) or {}
+        if visible is not None and not visible(info):
+            return False
+        if row["status"] == "running":
             kind = attempt_of(info)
             return kind not in ("duplicate", "rejected")
         return True
@@ -53,7 +60,12 @@ def find_run(store: RunStore, ref: str) -> dict[str, Any]:
         ids = store.run_ids_with_prefix(ref)
         if ref in ids or len(ids) == 1:
             return store.run_row(ref if ref in ids else ids[0]) or {}
-    elif ref and ref != "latest":
+    elif ref == "latest":
+        # The newest run, finished or not: the one `dal receipt show latest` shows (one meaning everywhere).
+        rows = store.list_runs(limit=1)
+        if rows:
+            return store.run_row(rows[0]["run_id"]) or rows[0]
+    elif ref:
         newest = newest_run_of_key(store, ref)
         if newest is not None:
             return store.run_row(newest["run_id"]) or newest

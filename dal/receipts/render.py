@@ -43,11 +43,10 @@ _EXIT_WORDS = {
 
 
 def use_colour(stream: TextIO) -> bool:
-    """Colour only for a terminal, and never when NO_COLOR is set (https://no-color.org)."""
-    if os.environ.get("NO_COLOR"):
-        return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
+    """Colour as for diagnostics (dal.core.diagnostics.want_color: --color, NO_COLOR, a terminal)."""
+    from dal.core.diagnostics import want_color
+
+    return want_color(stream)
 
 
 # -- what a receipt says, shared by render() and render_markdown() ------------------------------------
@@ -170,8 +169,22 @@ def evidence_of(receipt: Mapping[str, Any]) -> tuple[Evidence, int]:
         return [(i, one_line(e["operation"]), one_line(e.get("outcome"))) for i, e in enumerate(records, 1)], omitted
     effects = receipt.get("effects") or {}
     items = effects.get("items") or []
-    shown = [(i, one_line(e["command"]), one_line(e.get("summary", ""))) for i, e in enumerate(items, 1)]
+    shown = [(i, one_line(e["command"]), one_line(_effect_outcome(e))) for i, e in enumerate(items, 1)]
     return shown, effects.get("omitted") or 0
+
+
+def _effect_outcome(item: Mapping[str, Any]) -> str:
+    """An effect's outcome as evidence: what DAL saw, or, for one a person resolved, what that person said
+    (DAL did not see it happen), and who approved one that needed approval."""
+    import re
+
+    reason = str(item.get("reason") or "")
+    said = re.search(r"resolved as (done|failed) by (.+)$", reason)
+    if said:
+        return f"resolved as {said.group(1)} by {said.group(2)}: a person's word, not observed by DAL"
+    summary = str(item.get("summary", ""))
+    approved = re.search(r"approved by (.+)$", reason)
+    return f"{summary} (approved by {approved.group(1)})" if approved else summary
 
 
 def evidence_lines(receipt: Mapping[str, Any], indent: str = "") -> list[str]:
@@ -226,13 +239,63 @@ def _rerun(receipt: Mapping[str, Any]) -> str:
 
 
 def _where(error: Mapping[str, Any]) -> str:
+    """FILE:LINE:COL, or just FILE for an error of the whole script (line 0: e.g. it ended early)."""
+    if not error.get("line"):
+        return str(error.get("file"))
     return f"{error.get('file')}:{error.get('line')}:{error.get('column')}"
 
 
 def describe_decision(decision: Mapping[str, Any]) -> str:
-    """`effect 4: approved by ana at 2026-…Z (checked the recipients)`, from a row of Store.approvals()."""
-    text = f"effect {decision.get('seq')}: {decision.get('decision')} by {decision.get('who')} at {decision.get('at')}"
+    """`effect 4: approved by ana at 2026-…Z (checked the recipients)`, from a row of Store.approvals(). A
+    resolution is a person's statement, not something DAL saw, and reads as one."""
+    verdict, who, at = decision.get("decision"), decision.get("who"), decision.get("at")
+    said = {
+        "resolved:done": f"{who} said it took effect (resolved as done; DAL did not observe it)",
+        "resolved:failed": f"{who} said it did not take effect (resolved as failed; DAL did not observe it)",
+        "resolved:retry": f"{who} said to run it again (resolved as retry)",
+    }.get(str(verdict), f"{verdict} by {who}")
+    text = f"effect {decision.get('seq')}: {said} at {at}"
     return text + (f" ({one_line(decision['note'], 100)})" if decision.get("note") else "")
+
+
+def intent_text(receipt: Mapping[str, Any]) -> str | None:
+    """What the run set out to do, in the script's words where it gave them: the `path` (or `target`) and
+    `status` of the result it finished with (the article's `{"path": ..., "status": ...}`)."""
+    result = receipt.get("result")
+    if not isinstance(result, Mapping):
+        return None
+    target = next((result[k] for k in ("path", "target", "destination") if isinstance(result.get(k), str)), None)
+    return f"the script's target: {one_line(target, 100)}" if target else None
+
+
+def boundary_text(receipt: Mapping[str, Any]) -> str | None:
+    """What the run could touch: the programs it ran and where it wrote (the effects' own record)."""
+    items = (receipt.get("effects") or {}).get("items") or []
+    programs: dict[str, None] = {}
+    writes: dict[str, None] = {}
+    denied = 0
+    for e in items:
+        if e.get("status") == "denied":
+            denied += 1
+            continue
+        word = str(e.get("command", "")).split(" ", 1)[0]
+        if word:
+            programs.setdefault(word, None)
+        for w in e.get("writes") or []:
+            writes.setdefault(str(w), None)
+    if not items:
+        return None
+    # The policy's reading of each command (what it runs, where it may write), not what was observed.
+    parts = [f"programs {', '.join(list(programs)[:8])}{' …' if len(programs) > 8 else ''}"] if programs else []
+    ws = str(receipt.get("workspace") or "")
+    shown = [os.path.relpath(w, ws) if ws and w.startswith(ws + "/") else w for w in writes]
+    if shown:
+        parts.append(f"writes {', '.join(shown[:3])}{f' and {len(shown) - 3} more' if len(shown) > 3 else ''}")
+    else:
+        parts.append("writes nothing")
+    if denied:
+        parts.append(f"{denied} command{'' if denied == 1 else 's'} denied")
+    return " · ".join(parts)
 
 
 def next_action(
@@ -263,6 +326,12 @@ def next_action(
     if decided:
         d = decided[-1]
         return f"`dal resume {rid}` (effect {d['seq']} was {d.get('decision')} by {d.get('who')})"
+    if pending and status in ("completed", "rejected"):
+        # A completed run takes no decision and no resume (a REPL session that ended with an effect
+        # held): naming `dal approve` here would send a person to a command that refuses.
+        e = pending[-1]
+        return (f"nothing to resume: `{e['command']}` was held for approval when the run ended ({status}) and "
+                "never ran; run it again (a new run or session) to ask for approval again")
     if pending:
         e = pending[-1]
         return (
@@ -316,18 +385,21 @@ def next_action(
             f"with `dal receipt show {rid} --json`"
         )
     artifacts = receipt.get("artifacts") or []
-    if artifacts:
-        shown = ", ".join(f"inspect {_q(a['path'])} ({a['state']})" for a in artifacts[:3])
-        return shown + (f": {blocker}" if blocker else "")
     if status == "exhausted":
         why = f"{one_line(error.get('message'))} at {_where(error)}" if error else "a budget ran out"
         import re
 
         named = re.search(r"\((--[a-z-]+)[ )]", (error or {}).get("message") or "")
-        flag = named.group(1) if named else "--max-steps/--max-effects/--timeout"
+        flag = named.group(1) if named else "--max-steps"
+        look = ", ".join(_q(a["path"]) for a in artifacts[:3])
         return (
-            f"inspect the evidence ({why}); fix the loop or raise {flag}, then `{_rerun(receipt)}`"
+            f"inspect {look + ' and ' if look else ''}the evidence ({why}); if the work is legitimate, "
+            f"`dal resume {rid} {flag} N` continues it from its journal with a bigger budget; else fix the loop, "
+            f"then `{_rerun(receipt)}`"
         )
+    if artifacts:
+        shown = ", ".join(f"inspect {_q(a['path'])} ({a['state']})" for a in artifacts[:3])
+        return shown + (f": {blocker}" if blocker else "")
     return "inspect the evidence above" + (f": {blocker}" if blocker else "") + f" (`dal receipt show {rid} --json`)"
 
 
@@ -366,7 +438,6 @@ def policy_text(receipt: Mapping[str, Any], *, where: bool = False) -> str | Non
     start of its SHA-256, or "default policy"; where it came from when the run continued an operation;
     and the notices (a policy file changed since the operation started). `where`: name the workspace
     too. None for a receipt without."""
-    import os
 
     policy = receipt.get("policy")
     if not isinstance(policy, Mapping):
@@ -401,6 +472,10 @@ def render(
 ) -> str:
     """`dal receipt show`: status line, facts, numbered evidence, artifacts, external effect, error,
     loops, the decisions people recorded (Store.approvals()), and `next:`."""
+    from dal.core.visible import visible_data
+
+    # What the script and its programs wrote, shown, never played by the terminal (dal/core/visible.py).
+    receipt, decisions = visible_data(receipt), visible_data(decisions)
 
     def paint(code: str, text: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if colour else text
@@ -417,6 +492,12 @@ def render(
         facts.append(("args", one_line(args_text(receipt["args"]))))
     if receipt.get("key") and receipt.get("key") != receipt.get("operation"):
         facts.append(("key", receipt["key"]))
+    intent = intent_text(receipt)
+    if intent:
+        facts.append(("intent", intent))
+    boundary = boundary_text(receipt)
+    if boundary:
+        facts.append(("boundary", boundary))
     own = script_status(receipt)
     if own and own != status:
         facts.append(("result", own))

@@ -59,6 +59,10 @@ FULL_CHECK_ALWAYS = 2 << 20
 # Opening for write refuses to start with less free space than this beside the store: a run journals
 # before it acts, and a journal entry that cannot be written stops the run.
 MIN_FREE_BYTES = 1 << 20
+# Room kept for recording how a run ends: a file of this size beside the store (`<store>-reserve`), made
+# when the store is opened for writing and freed by the runner when the disk fills, so that the run's
+# receipt is still stored (docs/durability.md, "A full disk").
+RESERVE_BYTES = 4 << 20
 
 T = TypeVar("T")
 
@@ -249,6 +253,9 @@ def damaged(path: Path, what: str) -> StoreDamaged:
 
 def describe_error(exc: BaseException, path: Path, doing: str) -> StoreError:
     """Turn a SQLite error into a StoreError a user can act on."""
+    if isinstance(exc, UnicodeEncodeError):  # a value handed in (a lone surrogate), not the store's text
+        return StoreError(f"a value to be stored while {doing} is not valid Unicode text (a lone surrogate at "
+                          f"character {exc.start}): nothing was written, and the run store {path} is fine", path)
     if isinstance(exc, UnicodeError):
         return damaged(path, f"it holds text that is not valid UTF-8 (found while {doing})")
     msg = str(exc)
@@ -451,6 +458,41 @@ class Store:
             self._migrate(version)
         self._schema = SCHEMA_VERSION
         self._seal_on_close = True
+        self._keep_reserve()
+
+    # -- the reserve: room to record a run's end on a full disk ----------------------------------------
+
+    @property
+    def reserve_path(self) -> Path:
+        return Path(str(self.path) + "-reserve")
+
+    def _keep_reserve(self) -> None:
+        """Make the reserve file when it is missing (best effort: a disk without the room has none)."""
+        path = self.reserve_path
+        if path.exists():
+            return
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, RESERVE_BYTES)  # real blocks, not a sparse file
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+    def free_reserve(self) -> bool:
+        """Give the reserve's room back to the filesystem (the disk is full and a run's end must be
+        recorded); True when there was one. The next open for writing makes it again."""
+        try:
+            os.unlink(self.reserve_path)
+            return True
+        except OSError:
+            return False
 
     def _create(self) -> None:
         """Make a new, migrated store at self.path without ever leaving a half-made one there: it is built
@@ -1223,7 +1265,7 @@ class Store:
         with self._write(f"journaling the result of effect {seq} of {run_id}") as c:
             cur = c.execute(
                 "UPDATE effects SET result = ?, status = ?, result_at = ? WHERE run_id = ? AND seq = ?",
-                (_dumps(result_json), status, utc_timestamp(), run_id, seq),
+                (_dumps(_pack_result(result_json)), status, utc_timestamp(), run_id, seq),
             )
             if cur.rowcount == 0:
                 raise StoreError(
@@ -1252,7 +1294,7 @@ class Store:
                     "intent_at": intent_at,
                     "result_at": result_at,
                     "detail": None if detail is None else json.loads(detail),
-                    "result": None if result is None else json.loads(result),
+                    "result": None if result is None else _unpack_result(json.loads(result)),
                 }
                 for seq, command, cls, status, intent_at, result_at, detail, result in rows
             ]
@@ -1411,11 +1453,12 @@ class Store:
 
     # -- queries and the operation lock (the store contract: dal/receipts/contract.py) ---------------
 
-    def newest_run_of_key(self, key: str) -> dict[str, Any] | None:
+    def newest_run_of_key(self, key: str,
+                          visible: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any] | None:
         """The newest run of `key` that decides what its next invocation does (dal/receipts/queries.py)."""
         from dal.receipts.queries import newest_run_of_key
 
-        return newest_run_of_key(self, key)
+        return newest_run_of_key(self, key, visible)
 
     def find_run(self, ref: str) -> dict[str, Any]:
         """The run `ref` names, as run_row() gives it, receipt or not (dal/receipts/queries.py)."""
@@ -1424,21 +1467,46 @@ class Store:
         return find_run(self, ref)
 
     def operation_lock(self, key: str) -> KeyLock:
-        """The exclusive lock of operation `key` (a flock file in `<store dir>/locks`, released by the
-        kernel when its holder exits, kill -9 included). Raises OSError when the folder cannot be made."""
+        """The exclusive lock of operation `key` (a flock file in `locks/` beside the store file with every
+        symlink resolved, so every path to one store agrees on it; released by the kernel when its holder
+        exits, kill -9 included). Raises OSError when the folder cannot be made."""
+        from dal.receipts.location import locks_folder
         from dal.receipts.oplock import KeyLock
 
-        return KeyLock(self.path.parent / "locks", key)
+        return KeyLock(locks_folder(self.path), key)
 
     def locks_where(self) -> str:
         """Where the operation locks are, for messages."""
-        return str(self.path.parent / "locks")
+        from dal.receipts.location import locks_folder
+
+        return str(locks_folder(self.path))
 
     def jobs(self) -> JobQueue:
         """The job queue in this store, over this connection."""
         from dal.receipts.jobs import JobQueue
 
         return JobQueue.of(self)
+
+
+def _stdout_summary(stdout: str) -> str:
+    return stdout[:-1] if stdout.endswith("\n") else stdout
+
+
+def _pack_result(result: Any) -> Any:
+    """A journaled result as stored: a summary that is the output itself (a command that completed with
+    output) is not kept twice; `summary_is_stdout` says so and `_unpack_result` gives it back."""
+    if (isinstance(result, dict) and isinstance(result.get("stdout"), str) and result["stdout"]
+            and result.get("summary") == _stdout_summary(result["stdout"])):
+        out = {k: v for k, v in result.items() if k != "summary"}
+        out["summary_is_stdout"] = True
+        return out
+    return result
+
+
+def _unpack_result(result: Any) -> Any:
+    if isinstance(result, dict) and result.pop("summary_is_stdout", False) is True:
+        result["summary"] = _stdout_summary(result.get("stdout") or "")
+    return result
 
 
 def _check_fence(conn: sqlite3.Connection, fence: Any) -> None:

@@ -119,6 +119,7 @@ class Repl:
         self._input = input
         self._output = output
         self._prompt: PromptSession[str] | None = None
+        self.errors = 0  # inputs that failed (piped input exits 1 after any)
         try:
             self._execute_takes_filename = "filename" in inspect.signature(session.execute).parameters
         except (TypeError, ValueError):
@@ -196,7 +197,7 @@ class Repl:
                 ),
                 multiline=True,
                 lexer=PygmentsLexer(DalLexer),
-                completer=DalCompleter(self._names, META_COMMANDS),
+                completer=DalCompleter(self._names, META_COMMANDS, fields=self._fields),
                 complete_while_typing=True,
                 auto_suggest=AutoSuggestFromHistory(),
                 history=self.history,
@@ -211,6 +212,11 @@ class Repl:
 
     def _names(self) -> Iterable[str]:
         return self.session.names()
+
+    def _fields(self, name: str) -> Iterable[str]:
+        """The keys of the map `name` holds now (Tab after `state.`)."""
+        value = getattr(self.session.engine, "globals", {}).get(name)
+        return sorted(k for k in value if isinstance(k, str)) if isinstance(value, dict) else ()
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -236,19 +242,35 @@ class Repl:
         return 0
 
     def run_plain(self, lines: Iterable[str]) -> int:
-        """The same loop for input that is not a terminal (`dal repl < file`): no prompt, no editing."""
+        """The same loop for input that is not a terminal (`dal repl < file`): no prompt, no editing.
+        Errors name the input's own lines (`<stdin>:4:9`), and the exit is 1 when any input failed, so
+        that a pipeline notices."""
         pending = ""
+        start = line_no = 1
+        self.errors = 0
         for line in lines:
+            if not pending:
+                start = line_no
             pending += line
+            line_no += 1
             if pending.strip().startswith(":") or self.is_complete(pending):
-                keep_going = self.handle(pending)
+                keep_going = self._handle_at(pending, start)
                 pending = ""
                 if not keep_going:
                     break
         if pending.strip():
-            self.handle(pending)
+            self._handle_at(pending, start)
         self.close()
-        return 0
+        return 1 if self.errors else 0
+
+    def _handle_at(self, text: str, line: int) -> bool:
+        """handle() for piped input starting at `line`: the blank lines in front put every error's line
+        where it is in the input."""
+        if text.strip().startswith(":"):
+            return self.handle(text)
+        if text.strip():
+            self.evaluate("\n" * (line - 1) + text, filename="<stdin>")
+        return True
 
     def close(self) -> None:
         """End the session's run (its run receipt), if the session knows how."""
@@ -362,6 +384,7 @@ class Repl:
     def show_error(self, error: BaseException) -> None:
         from dal.core.errors import DalError
 
+        self.errors += 1
         if isinstance(error, DalError) and error.kind != "internal":
             from dal.core.diagnostics import render
 
@@ -396,7 +419,12 @@ class Repl:
         elif command == ":load":
             self.load(arg)
         else:
-            self.write(f"unknown command {command}; :help lists the commands")
+            import difflib
+
+            self.errors += 1
+            close = difflib.get_close_matches(command, [*META_COMMANDS, *_ALIASES], n=1, cutoff=0.6)
+            hint = f" (did you mean {_ALIASES.get(close[0], close[0])}?)" if close else ""
+            self.write(f"unknown command {command}{hint}; :help lists the commands")
         return True
 
     def help(self, topic: str = "") -> str:

@@ -1,8 +1,8 @@
 """Whether a REPL input is complete, decided by the grammar's own LALR parser.
 
 An input is incomplete when the parser runs out of tokens while a block, list, map, call or
-parenthesis is open, or when the last line ends inside a string. Anything else (a complete input
-or a real syntax error) is run, so the error shows at once.
+parenthesis is open. Anything else (a complete input or a real syntax error, an unterminated string
+among them: a DAL string cannot span lines) is run, so the error shows at once.
 """
 
 from __future__ import annotations
@@ -52,10 +52,8 @@ def _attempt(parser: Parser, source: str, start: str) -> str:
         parser.parse(source, start=start)
     except UnexpectedToken as e:
         return "open" if e.token.type == "$END" else "error"
-    except UnexpectedCharacters as e:
-        # A quote the lexer cannot match opens a string that runs to the end of the input.
-        rest = source[e.pos_in_stream :]
-        return "open" if rest.startswith('"') and "\n" not in rest else "error"
+    except UnexpectedCharacters:
+        return "error"  # an unterminated `"` too: strings end on their line, so Enter cannot finish it
     except Exception:
         return "error"
     return "ok"

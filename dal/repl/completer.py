@@ -65,9 +65,11 @@ def inside_string_or_comment(text: str) -> bool:
 class DalCompleter(Completer):
     """Completes DAL code, and `:commands` at the start of an input."""
 
-    def __init__(self, names: Callable[[], Iterable[str]], meta_commands: dict[str, str]) -> None:
+    def __init__(self, names: Callable[[], Iterable[str]], meta_commands: dict[str, str],
+                 fields: Callable[[str], Iterable[str]] | None = None) -> None:
         self._names = names
         self._meta = meta_commands
+        self._fields = fields  # name -> the keys of the map it holds (Tab after `state.`)
         self._paths = PathCompleter(expanduser=True)
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterator[Completion]:
@@ -80,8 +82,11 @@ class DalCompleter(Completer):
         m = _IDENT_AT_END.search(text)
         prefix = m.group() if m else ""
         before = text[: len(text) - len(prefix)]
-        if before.endswith(".") or before[-1:].isdigit():
-            return  # a field name or a number: nothing we know statically
+        if before.endswith("."):
+            yield from self._complete_field(before[:-1], prefix)
+            return
+        if before[-1:].isdigit():
+            return  # a number
         if _PARAM_TYPE_AT.search(before):  # `param name: ` takes one of the argument types
             for kind in PARAM_TYPES:
                 if kind.startswith(prefix) and (complete_event.completion_requested or kind != prefix):
@@ -90,6 +95,19 @@ class DalCompleter(Completer):
         if not prefix and not complete_event.completion_requested:
             return
         yield from self._complete_word(prefix, complete_event.completion_requested)
+
+    def _complete_field(self, before: str, prefix: str) -> Iterator[Completion]:
+        """After `name.`: the keys of the map `name` holds now (a field of a field is not looked into)."""
+        owner = _IDENT_AT_END.search(before)
+        if self._fields is None or owner is None or before[: owner.start()].endswith("."):
+            return
+        try:
+            keys = list(self._fields(owner.group()))
+        except Exception:  # completion must never break the prompt
+            return
+        for key in keys:
+            if key.startswith(prefix) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                yield Completion(key, -len(prefix), display_meta="field")
 
     def _complete_word(self, prefix: str, requested: bool) -> Iterator[Completion]:
         def fits(name: str) -> bool:

@@ -82,8 +82,9 @@ def describe_policy(policy: Any) -> tuple[str, str]:
 
 def save_session_receipt(session: Any, wiring: SessionWiring, spec: Any, status: str = "completed") -> Any:
     """Write one run receipt for the whole REPL session (its effects and loop receipts), so that the
-    session shows in `dal receipts` like any run. Nothing is written for a session that ran nothing.
-    Returns the receipt's markdown path, or None."""
+    session shows in `dal receipts` like any run. Nothing is written (no .dal/, no run) for a session that
+    called no run(): evaluating `1 + 1` touches nothing, so there is nothing to account for. Returns the
+    receipt's markdown path, or None."""
     import hashlib
     import time
     from pathlib import Path
@@ -96,10 +97,10 @@ def save_session_receipt(session: Any, wiring: SessionWiring, spec: Any, status:
     from dal.runner.runner import artifact_of
 
     inputs = getattr(session, "_inputs", 0)
-    if not inputs:
-        return None
     handlers = wiring.effect_handlers
     items = [i for h in handlers for i in h.items]
+    if not inputs or not any(getattr(h, "count", 0) for h in handlers):
+        return None
     writes: dict[str, None] = {}
     for h in handlers:
         writes.update(h.writes)

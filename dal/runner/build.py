@@ -110,6 +110,23 @@ def _inline(source: str, workspace: str, filename: str | None) -> str:
     return str(script)
 
 
+# The spec's extension that pins a run to one text of its script (see pin_script; the runner checks it).
+SCRIPT_DIGEST = "script_sha256"
+
+
+def pin_script(spec: RunSpec, source: str) -> RunSpec:
+    """`spec`, made to run exactly `source` — the text that was checked when a job was submitted or a
+    schedule added — whatever the script file holds later: the text is kept content-addressed in the
+    workspace's `.dal/scripts/` (which no script may write) and its sha256 goes into the spec, so the
+    runner refuses a kept file that no longer has it. The spec's `filename` still names the script as the
+    operator gave it (diagnostics, receipts)."""
+    import hashlib
+
+    digest = hashlib.sha256(source.encode("utf-8")).hexdigest()
+    path = _inline(source, spec.workspace, f"sha256-{digest}.dal")
+    return spec.evolve(script=path, extensions={**spec.extensions, SCRIPT_DIGEST: digest})
+
+
 def build_spec(
     script: str | os.PathLike[str] | None,
     *,
@@ -303,7 +320,13 @@ def resume_spec(
     if not os.path.isabs(filename) and here != base.cwd:
         # The same file, named as the run named it when that still works from here.
         filename = os.path.relpath(base.script, here) if base.script.startswith(here + os.sep) else base.script
+    extensions = base.extensions
+    if SCRIPT_DIGEST not in extensions and stored.sha256:
+        # A resume runs the text the run ran, not whatever another script wrote into the file since: a
+        # changed file is refused (the runner checks the digest).
+        extensions = {**extensions, SCRIPT_DIGEST: stored.sha256}
     return base.evolve(
+        extensions=extensions,
         filename=filename,
         cwd=here,
         store=store,

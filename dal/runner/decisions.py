@@ -248,10 +248,12 @@ def _starting(store: Store, key: str | None) -> int | None:
     import os
 
     from dal.core.digest import sha256
+    from dal.receipts.location import locks_folder
 
     if not key:
         return None
-    path = store.path.parent / "locks" / f"{sha256(key.encode('utf-8')).hexdigest()[:24]}.lock"
+    # The store's lock folder (Store.operation_lock), without making it: this only looks.
+    path = locks_folder(store.path) / f"{sha256(key.encode('utf-8')).hexdigest()[:24]}.lock"
     try:
         st = path.stat()
         with open("/proc/locks", encoding="ascii", errors="replace") as f:

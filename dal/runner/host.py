@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 class RunHost(NullHost):
     """The host of one runtime; see the module docstring. Output, loop exits and the clock as NullHost."""
 
-    __slots__ = ("_getenv", "_on_operation", "effects")
+    __slots__ = ("_getenv", "_on_denied", "_on_operation", "effects")
 
     def __init__(
         self,
@@ -31,10 +31,14 @@ class RunHost(NullHost):
         recorder: Any = None,  # a LoopRecorder (or anything with its loop_exit), or None
         getenv: Callable[[str], str | None] | None = None,
         on_operation: Callable[[str, Span], OperationVerdict] | None = None,
+        on_denied: Callable[[Any, Span], Any] | None = None,
     ) -> None:
         super().__init__(write, recorder)
         self._getenv = getenv
         self._on_operation = on_operation
+        # Told at once of each denied run() (its result and place): the script goes on with a `denied`
+        # result, so a person watching would otherwise learn of it only from the receipt.
+        self._on_denied = on_denied
         self.effects: EffectHandler | None = None
 
     def attach(self, handler: EffectHandler) -> None:
@@ -46,7 +50,10 @@ class RunHost(NullHost):
     def run_effect(self, command: str, span: Span, argv: tuple[str, ...] | None = None) -> Any:
         if self.effects is None:
             return super().run_effect(command, span, argv)
-        return self.effects(command, span, argv)
+        result = self.effects(command, span, argv)
+        if self._on_denied is not None and result.status == "denied":
+            self._on_denied(result, span)
+        return result
 
     def observe(self, what: str, produce: Callable[[], Any]) -> Any:
         return produce() if self.effects is None else self.effects.observe(what, produce)

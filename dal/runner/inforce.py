@@ -22,7 +22,8 @@ from dal.core.records import ValueRecord
 from dal.effects.policy import Policy, PolicyError
 from dal.runner.spec import SpecError
 
-__all__ = ["ADDITIVE_FLAGS", "Adopted", "adopt", "additions_of", "protect_run", "receipt_policy", "stored_policy"]
+__all__ = ["ADDITIVE_FLAGS", "Adopted", "adopt", "additions_of", "policy_digest", "protect_run", "receipt_policy",
+           "stored_policy"]
 
 # The flags a later run of an operation may add to its stored policy (all of them widen; none narrows).
 ADDITIVE_FLAGS = ("allow_run", "allow_read", "allow_write", "allow_net", "require_approval", "allow_env")
@@ -43,10 +44,22 @@ class Adopted(ValueRecord):
 
 def protect_run(policy: Policy, store: Path, receipts: Path) -> Policy:
     """`policy` with the store (its file, SQLite's side files and the lock folder) and the receipts folder
-    added to the protected set, wherever `--store`, `$DAL_STORE` and `--receipts` put them."""
+    added to the protected and the hidden set, wherever `--store`, `$DAL_STORE` and `--receipts` put them."""
+    from dal.receipts.location import locks_folder
+
     db = os.path.realpath(store)
-    return policy.protecting([db, db + "-wal", db + "-shm", db + "-journal", os.path.join(os.path.dirname(db), "locks"),
-                              os.path.realpath(receipts)])
+    # Hidden too: the store journals env() values and every command's output (docs/policy.md).
+    sides = [db + side for side in ("-wal", "-shm", "-journal", "-seal", "-reserve")]
+    return policy.hiding([db, *sides, str(locks_folder(db)), os.path.realpath(receipts)])
+
+
+def policy_digest(policy: Policy) -> str:
+    """A short digest of everything a policy allows and protects (its stored JSON), to name it in a message."""
+    import json
+
+    from dal.core.digest import sha256
+
+    return sha256(json.dumps(policy.to_json(), sort_keys=True).encode("utf-8")).hexdigest()[:16]
 
 
 def stored_policy(row: dict[str, Any] | None) -> Policy | None:

@@ -27,7 +27,9 @@ from dal.receipts.store import Store
 from dal.runner.effects import Prior
 
 NEW, RESUME, RETRY = "new", "resume", "retry"
-CHAIN_LIMIT = 10_000
+# The chain is read from the store this many runs at a time; it has no length limit: a journal never
+# drops a run, however many attempts ended before their first effect.
+CHAIN_PAGE = 1_000
 
 
 class OperationJournal(ValueRecord):
@@ -60,10 +62,20 @@ def chain(store: Store, run_id: str) -> list[dict[str, Any]]:
     `previous_run` to the run that began the journal. A run stored without a kind continues the one
     before it, which never drops a journaled effect."""
     out: list[dict[str, Any]] = []
-    for row in store.lineage(run_id, limit=CHAIN_LIMIT):
-        out.append(row)
-        if attempt_of(row) == NEW:
-            break
+    seen: set[str] = set()
+    at: str | None = run_id
+    while at is not None:
+        rows = store.lineage(at, limit=CHAIN_PAGE)
+        for row in rows:
+            if row["run_id"] in seen:  # a damaged store whose runs continue each other in a circle
+                return out
+            seen.add(row["run_id"])
+            kind = attempt_of(row)
+            row["policy"] = None  # only the kind is needed here; a long chain must not hold every spec
+            out.append(row)
+            if kind == NEW:
+                return out
+        at = rows[-1]["previous_run"] if len(rows) == CHAIN_PAGE else None
     return out
 
 
@@ -121,9 +133,11 @@ def newest_of(store: Store, row: dict[str, Any]) -> dict[str, Any]:
         newest = store.newest_run_of_key(row["key"])
         if newest is not None:
             return store.run_row(newest["run_id"]) or newest
-    for _ in range(CHAIN_LIMIT):
-        later = store.run_row(row["resumed_by"]) if row.get("resumed_by") else None
+    seen = {row.get("run_id")}
+    while row.get("resumed_by") and row["resumed_by"] not in seen:
+        later = store.run_row(row["resumed_by"])
         if later is None:
             break
+        seen.add(later["run_id"])
         row = later
     return row

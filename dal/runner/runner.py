@@ -9,6 +9,7 @@ store, a busy key) raise `RunnerError` with a message naming the file or the key
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -32,13 +33,14 @@ from dal.receipts.build import effect_item, run_receipt, unjournaled_item
 from dal.receipts.compact import compact
 from dal.receipts.files import write_receipt_files
 from dal.receipts.ids import new_run_id, utc_timestamp
-from dal.receipts.oplock import KeyBusy
+from dal.receipts.oplock import KeyBusy, live_here, mark_live, unmark_live
 from dal.receipts.retry import derive_retry
 from dal.receipts.schema import ReceiptSchemaError
 from dal.receipts.store import RunContinued, Store, StoreError, StoreGone
 from dal.runner.effects import EffectHandler, rerunnable
 from dal.runner.host import RunHost
-from dal.runner.inforce import Adopted, adopt, protect_run, receipt_policy, stored_policy
+from dal.runner.inforce import Adopted, adopt, policy_digest, protect_run, receipt_policy, stored_policy
+from dal.runner.opkeys import script_key_problem
 from dal.runner.recorder import LoopRecorder
 from dal.runner.spec import RunHooks, RunSpec, SpecError
 from dal.runner.stored import StoredRun, run_record
@@ -57,6 +59,11 @@ EXIT_BY_STATUS = {
 }
 RESUMABLE = frozenset({"waiting", "interrupted", "running"})
 _SHA_LIMIT = 64 * 1024 * 1024
+# What one run may journal of command output (stdout and stderr of its effects, copies a resume makes of
+# earlier results not counted); past it the next effect does not start and the run stops, resumable.
+# DAL_RUN_STORE_LIMIT (bytes, or 512M, 2G) sets it (docs/durability.md, "How much a run stores").
+RUN_STORE_LIMIT = 256 << 20
+STORE_LIMIT_ENV = "DAL_RUN_STORE_LIMIT"
 
 
 class RunnerError(Exception):
@@ -244,6 +251,7 @@ class _RunState:
         self.store: Store | None = None
         self.lock: OperationLock | None = None
         self.key: str | None = spec.key
+        self.key_by_script = False  # the key came from operation("K") in the script, not from the operator
         self.previous: dict[str, Any] | None = None
         self.attempts: dict[str, int] | None = None
         self.begun = False
@@ -293,6 +301,19 @@ class _RunState:
                 f"operation {operation!r} started in workspace {stored.workspace}, and this run's workspace is "
                 f"{self.workspace}: continue it there (--workspace {stored.workspace}), or use another key"
             )
+        if self.key_by_script:
+            # The script chose the key: it may continue the operation only under the very policy it would
+            # run under anyway, or operation("K") would hand a script K's wider policy (docs/policy.md).
+            own = self.protect(self.spec.policy)
+            if own != stored:
+                raise RunnerError(
+                    f"operation({quote(operation)}) in the script would continue operation {operation!r} (run "
+                    f"{prev['run_id']}), which runs under the policy it started with (policy {policy_digest(stored)}"
+                    f"), and this run's policy is another (policy {policy_digest(own)}): a key the script chooses "
+                    f"continues an operation only under the same policy. Nothing more ran. To continue it, the "
+                    f"operator runs `dal resume {prev['run_id']}` or `dal run --key {operation} SCRIPT`; or use "
+                    "another key"
+                )
         try:
             self.adopted = adopt(stored, prev["run_id"], self.spec.policy, self.spec.policy_flags, operation)
         except PolicyError as e:
@@ -331,12 +352,15 @@ class _RunState:
             self.store = store
         return self.store
 
-    def enter_key(self, key: str, handler: EffectHandler | None, resuming: str | None = None) -> None:
+    def enter_key(self, key: str, handler: EffectHandler | None, resuming: str | None = None,
+                  by_script: bool = False) -> None:
         """Lock the key; decide new attempt, resume, retry or skip from the key's newest run.
 
-        `resuming`: the run `dal resume` named; it must still be the key's newest run."""
+        `resuming`: the run `dal resume` named; it must still be the key's newest run. `by_script`: the
+        script chose the key (operation("K")): only runs of the same script count (see `_visible`)."""
         store = self.open_store()
         self.key = key
+        self.key_by_script = by_script
         try:
             self.lock = store.operation_lock(key)
             self.lock.acquire(self.run_id, self.spec.wait)
@@ -348,7 +372,7 @@ class _RunState:
             raise RunnerError(f"cannot lock operation {key!r} in {store.locks_where()}: "
                               f"{e.strerror or e}") from None
         try:
-            prev = store.newest_run_of_key(key)
+            prev = store.newest_run_of_key(key, visible=self._visible)
         except StoreError as e:
             raise RunnerError(str(e)) from None
         if resuming is not None and (prev is None or prev["run_id"] != resuming):
@@ -434,6 +458,16 @@ class _RunState:
             if attempt_of(row) == RETRY:
                 return "retry"
         return "resume"
+
+    def _visible(self, row: dict[str, Any]) -> bool:
+        """Whether a run of this run's key belongs to the operation this run may continue or skip. A key
+        chosen by a script's operation("K") names an operation of that script only: runs of K by another
+        script do not count for it, and a script-chosen K of another script does not count for an operator's
+        `--key K` (so that a script cannot complete, and so skip, the operator's job of that key)."""
+        if not self.key_by_script and not StoredRun.key_by_script(row):
+            return True
+        theirs = StoredRun.script_of(row)
+        return theirs is None or os.path.realpath(theirs) == os.path.realpath(self.spec.script)
 
     def _attempts_so_far(self, prev: dict[str, Any] | None) -> dict[str, int]:
         """The counts of the key's invocations before this one, from the newest receipt of the key; a
@@ -525,7 +559,7 @@ class _RunState:
             previous_run=self.previous["run_id"] if continues and self.previous else None,
             policy=run_record(self.spec.evolve(policy=self.policy, key=self.key), self.kind, self.sha256,
                               self.adopted.from_run if self.adopted is not None else None,
-                              self.adopted.added if self.adopted is not None else None),
+                              self.adopted.added if self.adopted is not None else None, self.key_by_script),
         )
         self.begun = True
 
@@ -561,6 +595,9 @@ class _BeginFirst:
         self._begin = begin
         self._keyed = keyed
         self._fence = fence  # a job's lease (dal worker): an intent or hold is written only while it holds
+        self._limit = run_store_limit()
+        self.stored = 0  # bytes of command output this run journaled (not counting copies of earlier results)
+        self._copies: set[int] = set()  # effects whose journaled result is a copy a resume makes
 
     def journal_hold(self, *args: Any, **kw: Any) -> dict[str, Any] | None:
         # A gate's transaction may journal the intent of the effect a person just approved: fsynced.
@@ -576,7 +613,15 @@ class _BeginFirst:
     def journal_intent(self, *args: Any, durable: bool = False, **kw: Any) -> None:
         if self._fence is not None:
             kw["fence"] = self._fence
-        if self._keyed() or (kw.get("detail") or {}).get("kind") != "value":
+        detail = kw.get("detail") or {}
+        if detail.get("replayed"):
+            self._copies.add(args[1])
+        elif detail.get("kind") != "value" and self.stored > self._limit:
+            raise StoreError(
+                f"this run has journaled {self.stored:,} bytes of command output, more than one run may store "
+                f"({self._limit:,} bytes; {STORE_LIMIT_ENV} sets it), so effect {args[1]} does not start. "
+                "Resume the run to go on (a resume journals afresh), or raise the limit", None)
+        if self._keyed() or detail.get("kind") != "value":
             # now()/env() before operation("K") must not record the run without its key: a run with no
             # key yet is recorded at its first effect (values journaled before wait under its id).
             self._begin()
@@ -591,6 +636,18 @@ class _BeginFirst:
 
     def journal_result(self, *args: Any, **kw: Any) -> None:
         self._store.journal_result(*args, **kw)
+        result = args[2] if len(args) > 2 else kw.get("result_json")
+        if isinstance(result, dict) and args[1] not in self._copies:
+            self.stored += sum(len(result.get(k) or "") for k in ("stdout", "stderr") if isinstance(result.get(k), str))
+
+
+def run_store_limit() -> int:
+    """The most command output one run journals: $DAL_RUN_STORE_LIMIT (bytes, or with K, M, G), else
+    RUN_STORE_LIMIT. A value DAL cannot read leaves the default."""
+    text = os.environ.get(STORE_LIMIT_ENV, "").strip().upper()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1) if text else 1
+    digits = text[:-1] if scale > 1 else text
+    return int(digits) * scale if digits.isdigit() and int(digits) > 0 else RUN_STORE_LIMIT
 
 
 def pid_alive(pid: Any) -> bool:
@@ -643,6 +700,10 @@ def _lock_keyless(run: _RunState, store: Store, prev: dict[str, Any]) -> None:
     if info.get("resumed_by"):
         raise RunnerError(f"run {prev['run_id']} was already continued by run {info['resumed_by']}: "
                           "resume or inspect that one instead")
+    if prev["status"] == "running" and live_here(prev["run_id"]):
+        raise RunnerError(f"run {prev['run_id']} is still running in another thread of this process",
+                          exit_code=3)
+    # Our own pid without a live thread: the run ended here without its receipt (dal test's simulated crash).
     if prev["status"] == "running" and info.get("pid") != os.getpid() and run_alive(info):
         raise RunnerError(f"run {prev['run_id']} is still running in process {info['pid']}", exit_code=3)
 
@@ -671,9 +732,11 @@ def _unreached(handler: EffectHandler, outcome: Outcome, checked: Any) -> Outcom
 def execute(spec: RunSpec, hooks: RunHooks | None = None) -> RunReport:
     """Run `spec` and return its receipt. Raises RunnerError only for problems outside the script."""
     run = _RunState(spec, hooks if hooks is not None else RunHooks())
+    mark_live(run.run_id)
     try:
         return _execute(run)
     finally:
+        unmark_live(run.run_id)
         run.release()
 
 
@@ -691,6 +754,20 @@ def _read_source(spec: RunSpec) -> str:
         raise RunnerError(f"cannot read {name}: {e.strerror}") from None
 
 
+def _check_pinned(spec: RunSpec, digest: str) -> None:
+    """A job, a schedule slot and a resume run only the text their run was specified with
+    (dal.runner.build.pin_script): a script rewritten since — by another script of the workspace, say,
+    to run under this run's wider policy — is refused before anything runs."""
+    pinned = spec.extensions.get("script_sha256")
+    if not isinstance(pinned, str) or pinned == digest:
+        return
+    what = "it was submitted or scheduled" if spec.resume is None else f"run {spec.resume} ran it"
+    raise RunnerError(
+        f"{spec.filename} changed since {what} (its sha256 was {pinned[:12]}..., now {digest[:12]}...): "
+        "nothing ran. This run may only run that text, under the policy given for it. Put the script back, or "
+        "start the work over with the changed script (submit it again, or `dal run --key KEY --new-attempt`)")
+
+
 def _execute(run: _RunState) -> RunReport:
     spec, hooks = run.spec, run.hooks
     if spec.key is not None and (at := surrogate_at(spec.key)) is not None:
@@ -698,6 +775,7 @@ def _execute(run: _RunState) -> RunReport:
                           f"(a lone surrogate at character {at})")
     source = _read_source(spec)
     run.sha256 = _sha256_text(source)
+    _check_pinned(spec, run.sha256)
     from dal.receipts.files import probe_receipts_dir
 
     problem = probe_receipts_dir(spec.receipts_dir(), run.workspace)
@@ -727,6 +805,7 @@ def _execute(run: _RunState) -> RunReport:
 
     recorder = LoopRecorder(on_receipt=hooks.on_loop_receipt)
     stopped: list[RunnerError] = []  # operation("K") found the key busy: reported once the script stopped
+    got: dict[str, str] = {}  # the signal (or SIGPIPE of a closed output) that stopped the run
 
     def on_operation(key: str, span: Any) -> OperationVerdict:
         if run.key is not None:
@@ -736,8 +815,10 @@ def _execute(run: _RunState) -> RunReport:
                     f"({run.key!r})"
                 )
             return PROCEED
+        if (problem := script_key_problem(key)) is not None:
+            raise DalRuntimeError(problem)
         try:
-            run.enter_key(key, handler)
+            run.enter_key(key, handler, by_script=True)
         except RunnerError as e:
             stopped.append(e)  # not the script's failure: the runner reports it as the run's end
             return OperationVerdict(stop=str(e))
@@ -754,8 +835,16 @@ def _execute(run: _RunState) -> RunReport:
             return OperationVerdict(skip_of=run.skipped_of or "")
         return PROCEED
 
-    host = RunHost(write=hooks.write or sys.stdout.write, recorder=recorder, getenv=run.getenv,
-                   on_operation=on_operation)
+    on_denied = None
+    if hooks.on_denied is not None:
+        def on_denied(result: Any, span: Any) -> None:
+            hooks.on_denied(EffectDenied(result.command, result.decision.reason, span, filename=filename,
+                                         source=source))
+
+    # The writer is the host's before the runtime exists; a closed pipe interrupts the runtime built next.
+    write = _stop_on_closed_pipe(hooks.write or sys.stdout.write, got, lambda why: rt.interrupt(why))
+    host = RunHost(write=write, recorder=recorder, getenv=run.getenv, on_operation=on_operation,
+                   on_denied=on_denied)
     rt = Runtime(max_steps=spec.max_steps, timeout=spec.timeout, host=host, max_memory=spec.max_memory,
                  args=bound)
     ctx = effect_context(spec, run.policy)
@@ -792,7 +881,6 @@ def _execute(run: _RunState) -> RunReport:
     if run.kind == "duplicate":
         return _finish(run, source, operation, Outcome("skipped", ended_by="skip"), rt, handler, recorder)
 
-    got: dict[str, str] = {}
     restore: dict[int, Any] = {}
     if hooks.handle_signals and threading.current_thread() is threading.main_thread():
 
@@ -817,9 +905,40 @@ def _execute(run: _RunState) -> RunReport:
     report.signal_name = got.get("signal")
     if report.exit_code == 2:
         return report
-    if report.receipt["status"] == "interrupted" and got.get("signal") == "SIGTERM":
-        report.exit_code = 143
+    if report.receipt["status"] == "interrupted" and got.get("signal") in ("SIGTERM", "SIGPIPE"):
+        report.exit_code = 143 if got["signal"] == "SIGTERM" else 141
     return report
+
+
+def _stop_on_closed_pipe(write: Callable[[str], Any], got: dict[str, str],
+                         interrupt: Callable[[str], Any]) -> Callable[[str], Any]:
+    """The script's output, where a reader that went away (`dal run x | head -2`) stops the run as SIGPIPE
+    stops a Unix tool: at its next step (`interrupt` asks the runtime), `interrupted` with its receipt, and
+    later output is dropped."""
+
+    def guarded(text: str) -> Any:
+        if "signal" in got and got["signal"] == "SIGPIPE":
+            return None
+        try:
+            return write(text)
+        except BrokenPipeError:
+            got["signal"] = "SIGPIPE"
+            interrupt("SIGPIPE")
+            return None
+
+    return guarded
+
+
+class EffectDenied(DalError):
+    """Not raised: what `RunHooks.on_denied` is handed for a denied run() (located, rendered as a warning)."""
+
+    kind = "denied"
+
+    def __init__(self, command: str, reason: str, span: Any, *, filename: str, source: str) -> None:
+        super().__init__(f"run({json.dumps(command, ensure_ascii=False)}) was denied: {reason}", span,
+                         filename=filename, source=source)
+        self.command = command
+        self.reason = reason
 
 
 def _sandbox_json(handler: EffectHandler | None) -> dict[str, Any] | None:
@@ -847,6 +966,8 @@ def _finish(
         run.skipped_of = run.skipped_of or (outcome.result if isinstance(outcome.result, str) else None)
         run.kind = "duplicate"
     error = outcome.error
+    if error is not None and error.kind == "store" and _disk_full(error.message):
+        _free_reserve(run)  # the disk filled up: use the room kept to record how the run ended
     if handler is not None and handler.unjournaled is not None:
         _journal_late(run, handler, error)
     result_value = outcome.result if status != "skipped" else None
@@ -893,6 +1014,11 @@ def _finish(
     finished = utc_timestamp()
     rerun = spec.evolve(key=run.key).command_line(keep_new_attempt=status == "rejected")
     artifacts = [artifact_of(run.workspace, p) for p in (handler.writes if handler else {})]
+    error_json = error.to_json() if error is not None else None
+    if error is not None and error.kind == "internal" and error_json is not None:
+        error_json["message"] = error.message
+    undelivered = getattr(run.hooks.write, "undelivered", None)  # dal.core.outwrite.StreamWriter
+    lost = undelivered() if callable(undelivered) else None
     receipt = run_receipt(
         run_id=run.run_id,
         operation=operation,
@@ -915,7 +1041,7 @@ def _finish(
         external_effect=external,
         retry=retry,
         blocker=blocker,
-        error=error.to_json() if error is not None else None,
+        error=error_json,
         result=compact(result_value, max_items=50, depth=6, max_nodes=1000),
         loops=recorder.receipts() if recorder else [],
         attempts=attempts,
@@ -925,9 +1051,8 @@ def _finish(
         sandbox=_sandbox_json(handler),
         **({"args": spec.args} if spec.args else {}),
         **({"rerun": rerun} if rerun is not None else {}),
+        **({"undelivered": lost} if isinstance(lost, str) else {}),
     )
-    if error is not None and error.kind == "internal":
-        receipt["error"]["message"] = error.message
     exit_code = EXIT_BY_STATUS[status]
     if error is not None and error.kind == "store":
         exit_code = 2  # the run store could not be used (docs/cli.md): the run stopped, resumable
@@ -938,7 +1063,12 @@ def _finish(
         store = run.open_store()
         run.begin(operation)
         try:
-            store.save_receipt(receipt)
+            try:
+                store.save_receipt(receipt)
+            except StoreError as e:
+                if not (_disk_full(str(e)) and _free_reserve(run)):
+                    raise
+                store.save_receipt(receipt)  # the disk is full: again, in the room the reserve kept
         except ReceiptSchemaError as e:
             # A receipt DAL built that breaks its own schema is a bug in DAL: keep it anyway, then say so.
             store.save_receipt(receipt, validate=False)
@@ -952,7 +1082,12 @@ def _finish(
     files_problem: OSError | None = None
     files_error = None
     try:
-        json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace)
+        try:
+            json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace)
+        except OSError as e:
+            if not (e.errno == errno.ENOSPC and _free_reserve(run)):
+                raise
+            json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace)
     except OSError as e:
         files_problem = e
         if store_problem is None:
@@ -969,6 +1104,19 @@ def _finish(
         problem, next_step = _unrecorded(run, receipt, store_problem, json_path, files_problem)
         return RunReport(receipt, 2, error, json_path, md_path, store_problem=problem, next_step=next_step)
     return RunReport(receipt, exit_code, error, json_path, md_path, files_error=files_error)
+
+
+def _disk_full(message: str) -> bool:
+    low = message.lower()
+    return "disk is full" in low or "no space left" in low
+
+
+def _free_reserve(run: _RunState) -> bool:
+    """Free the store's reserve file (Store.free_reserve); True when that gave room back."""
+    try:
+        return run.open_store().free_reserve()
+    except (StoreError, RunnerError):
+        return False
 
 
 def _journal_late(run: _RunState, handler: EffectHandler, error: DalError | None) -> None:

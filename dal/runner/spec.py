@@ -276,7 +276,7 @@ class RunSpec(FrozenRecord):
             argv += ["--store", self._here(self.store.path)]
         if self.receipts is not None:
             argv += ["--receipts", self._here(self.receipts)]
-        if self.wait is not None:
+        if self.wait is not None and not self.extensions.get("host_wait"):  # a worker's own wait: not a flag
             argv += ["--wait", f"{self.wait:g}"]
         script = self.filename if not os.path.isabs(self.filename) else self._here(self.script)
         argv.append(script if not script.startswith("-") else "./" + script)
@@ -296,7 +296,8 @@ class RunHooks(FrozenRecord):
     (`fence`: dal worker's runs journal only while it holds) and `dal test`'s hooks (scripted effect
     results, a simulated crash)."""
 
-    __slots__ = ("write", "on_loop_receipt", "notify", "handle_signals", "fake", "simulate_crash", "fence")
+    __slots__ = ("write", "on_loop_receipt", "notify", "handle_signals", "fake", "simulate_crash", "fence",
+                 "on_denied")
 
     def __init__(
         self,
@@ -307,6 +308,7 @@ class RunHooks(FrozenRecord):
         fake: Callable[..., Any] | None = None,  # dal test: (command, decision) -> EffectResult | None
         simulate_crash: tuple[str, int] | None = None,  # dal test: raise SimulatedCrash at (boundary, seq)
         fence: Any = None,  # a run of a job (dal worker): dal.receipts.jobs.Fence, checked by every intent
+        on_denied: Callable[[Any], Any] | None = None,  # each run() the policy (or a person) denied: a DalError
     ) -> None:
         init = object.__setattr__
         init(self, "write", write)
@@ -316,3 +318,4 @@ class RunHooks(FrozenRecord):
         init(self, "fake", fake)
         init(self, "simulate_crash", simulate_crash)
         init(self, "fence", fence)
+        init(self, "on_denied", on_denied)

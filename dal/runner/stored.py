@@ -6,7 +6,8 @@ The run's row keeps it as JSON (the column is named `policy`, for the store's fi
     {"spec": RunSpec.to_json(),      # how the run was specified; its `policy` is the policy in force
      "attempt": "new",               # new | resume | retry | duplicate | rejected (dal/runner/journal.py)
      "sha256": "...",                # of the script's text as it ran
-     "adopted_from": "run_..." | null, "added": {...}}   # the stored policy adopted, and what flags added
+     "adopted_from": "run_..." | null, "added": {...},   # the stored policy adopted, and what flags added
+     "key_by": "script"}             # present when the script chose the key (operation("K")), not the operator
 
 Rows stored before the spec existed (`{"launch": {...}, "args": {...}, "in_force": {...}, ...}`) are still
 read: `StoredRun.of` gives the same facts from them, and `spec` is rebuilt from the launch and the flags by
@@ -59,6 +60,18 @@ class StoredRun(ValueRecord):
 
     attempt_of = staticmethod(attempt_of)  # dal/receipts/queries.py: the stores read it too
 
+    @staticmethod
+    def key_by_script(row: dict[str, Any] | None) -> bool:
+        """Whether the run's key was chosen by its script (operation("K") with no key from the operator)."""
+        return ((row or {}).get("policy") or {}).get("key_by") == "script"
+
+    @staticmethod
+    def script_of(row: dict[str, Any] | None) -> str | None:
+        """The absolute path of the script the run ran (None for a row stored before specs existed)."""
+        spec = ((row or {}).get("policy") or {}).get("spec")
+        script = spec.get("script") if isinstance(spec, dict) else None
+        return script if isinstance(script, str) else None
+
     def budget(self, name: str) -> Any:
         """A budget the run was started with (max_steps, max_effects, timeout, max_memory), or None."""
         if self.spec is not None:
@@ -67,11 +80,14 @@ class StoredRun(ValueRecord):
 
 
 def run_record(spec: RunSpec, attempt: str, sha256: str | None, adopted_from: str | None,
-               added: dict[str, Any] | None) -> dict[str, Any]:
+               added: dict[str, Any] | None, key_by_script: bool = False) -> dict[str, Any]:
     """What the store keeps of a run's start (begin_run's `policy`): `spec` as it runs, with the policy in
     force."""
-    return {"spec": spec.to_json(), "attempt": attempt, "sha256": sha256, "adopted_from": adopted_from,
-            "added": added or {}}
+    out = {"spec": spec.to_json(), "attempt": attempt, "sha256": sha256, "adopted_from": adopted_from,
+           "added": added or {}}
+    if key_by_script:
+        out["key_by"] = "script"
+    return out
 
 
 def _str(v: Any) -> str | None:

@@ -9,6 +9,9 @@ almost always a mistake, and DAL says so instead of guessing.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 MAX_INDEX_DIGITS = 4  # `{9999}`: far more values than a call passes, and no large number to read
 
 
@@ -25,15 +28,29 @@ class TemplateError(Exception):
 _BRACE_HELP = "write `{{` or `}}` for a brace; a placeholder is `{}` or `{0}`, `{1}`..."
 
 
-def parse_template(text: str) -> tuple[list[str | int], int]:
-    """The template's pieces (literal text, or the position of a value) and how many values it takes."""
+_BRACE = re.compile(r"[{}]")
+POLL_EVERY = 1 << 16  # characters of template read between two calls of `poll`
+
+
+def parse_template(text: str, poll: Callable[[], None] | None = None) -> tuple[list[str | int], int]:
+    """The template's pieces (literal text, or the position of a value) and how many values it takes.
+
+    One pass: every search starts where the last one ended, so the time is linear in the length of the
+    text (a template of `{{` is a million pieces, not a million scans to its end). `poll` is called every
+    POLL_EVERY characters (the builtin passes Ctrl-C and the time budget; `dal check` none)."""
     pieces: list[str | int] = []
     literal: list[str] = []
     auto = explicit = 0
     used: set[int] = set()
     i, n = 0, len(text)
+    next_poll = POLL_EVERY
+    search = _BRACE.search
     while i < n:
-        j = min((k for k in (text.find("{", i), text.find("}", i)) if k >= 0), default=n)
+        if poll is not None and i >= next_poll:
+            poll()
+            next_poll = i + POLL_EVERY
+        m = search(text, i)
+        j = m.start() if m is not None else n
         if j > i:
             literal.append(text[i:j])
         if j == n:
@@ -45,10 +62,11 @@ def parse_template(text: str) -> tuple[list[str | int], int]:
             continue
         if ch == "}":
             raise TemplateError(f"a lone `}}` in the template, at character {j}", j, _BRACE_HELP)
-        close = text.find("}", j + 1)
-        inner = text[j + 1 : close] if close >= 0 else None
-        if inner is None or "{" in inner:
+        m = search(text, j + 1)  # the brace after this one: it must close it
+        if m is None or m.group() == "{":
             raise TemplateError(f"a `{{` that no `}}` closes in the template, at character {j}", j, _BRACE_HELP)
+        close = m.start()
+        inner = text[j + 1 : close]
         if inner == "":
             index = auto
             auto += 1
@@ -67,12 +85,13 @@ def parse_template(text: str) -> tuple[list[str | int], int]:
             pieces.append("".join(literal))
             literal = []
         pieces.append(index)
-        used.add(index)
+        if explicit:
+            used.add(index)  # `{}` uses every value up to `auto`: nothing to remember
         i = close + 1
     if literal:
         pieces.append("".join(literal))
     count = auto if auto else (max(used) + 1 if used else 0)
-    unused = sorted(set(range(count)) - used)
+    unused = sorted(set(range(count)) - used) if explicit else []
     if unused:
         raise TemplateError(f"the template never uses value {{{unused[0]}}}", None,
                             "every value given to format must appear in the template")

@@ -56,14 +56,53 @@ class Fake:
         return r
 
 
+def _within(path: str, roots: Iterable[str]) -> bool:
+    import os
+
+    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def beyond(policy: Policy, ceiling: Policy) -> list[str]:
+    """What `policy` allows that `ceiling` does not, one phrase each (empty: it is as narrow or narrower).
+    A program is runnable when allowed or allowed with approval; an approval the ceiling requires must
+    stay required; roots must lie inside the ceiling's; classing a program as a read or idempotent (so
+    that DAL runs it again on a retry) is DAL being less careful, so it must be the ceiling's too."""
+    out: list[str] = []
+    runnable = (policy.allowed | policy.approval) - policy.denied
+    may = (ceiling.allowed | ceiling.approval) - ceiling.denied
+    if extra := sorted(runnable - may):
+        out.append("running " + ", ".join(extra))
+    if unapproved := sorted((ceiling.approval & runnable) - policy.approval):
+        out.append("running " + ", ".join(unapproved) + " without approval")
+    if reads := [r for r in policy.read_roots if not _within(r, ceiling.read_roots)]:
+        out.append("reading " + ", ".join(reads))
+    if writes := [r for r in policy.write_roots if not _within(r, ceiling.write_roots)]:
+        out.append("writing " + ", ".join(writes))
+    if env := sorted(policy.env_allow - ceiling.env_allow):
+        out.append("env() of " + ", ".join(env))
+    if policy.allow_net and not ceiling.allow_net:
+        out.append("the network")
+    ceiling_rules = {r.name: r for r in ceiling.rules}
+    for r in policy.rules:
+        c = ceiling_rules.get(r.name)
+        if r.idempotent and not (c is not None and c.idempotent):
+            out.append(f"classing {r.name} as idempotent")
+        if r.effect_class == "read" and not (c is not None and c.effect_class == "read"):
+            out.append(f"classing {r.name} as a read")
+    return out
+
+
 class TestSession:
     """What the test builtins share while one test script runs."""
 
     __test__ = False  # not a pytest class
 
     def __init__(self, test_path: Path, workspace: Path, allow_env: Iterable[str] = (),
-                 unsandboxed_as_root: bool = False) -> None:
+                 unsandboxed_as_root: bool = False, ceiling: Policy | None = None) -> None:
         self.test_path = test_path
+        # What the operator gave `dal test` (its command line, else the project's dal.toml): the policy of
+        # every workflow the test invokes may only be narrower. The test script is as untrusted as any.
+        self.ceiling = ceiling
         self.unsandboxed_as_root = unsandboxed_as_root  # `dal test --unsandboxed-as-root`
         self.test_dir = test_path.resolve().parent
         self.workspace = workspace
@@ -142,6 +181,12 @@ class TestSession:
                               args=args, **self.policy_options(policy))
         except SpecError as e:
             raise DalRuntimeError(str(e)) from None
+        if self.ceiling is not None and (wider := beyond(spec.policy, self.ceiling)):
+            raise DalRuntimeError(
+                f"the policy this invoke asks for allows {'; '.join(wider)}, which `dal test` was not given "
+                f"({self.ceiling.source}): a test may only narrow the policy of the workflows it invokes",
+                help="the operator grants more on dal test's command line (--allow-run, --allow-read, "
+                "--allow-write, --allow-net, --require-approval, --allow-env, --policy FILE)")
         return self.start(spec, key, crash)
 
     def resume(self, run_id: str, *, max_steps: int | None, crash: tuple[str, int] | None) -> dict[str, Any]:
@@ -501,10 +546,12 @@ class TestResult:
 
 
 def run_test_file(path: Path, *, keep: bool = False, max_steps: int = defaults.MAX_STEPS,
-                  allow_env: Iterable[str] = (), unsandboxed_as_root: bool = False) -> TestResult:
+                  allow_env: Iterable[str] = (), unsandboxed_as_root: bool = False,
+                  policy_file: Path | None = None, policy_flags: dict[str, Any] | None = None) -> TestResult:
     """Run one test script in a fresh temporary workspace (removed afterwards unless `keep`). `allow_env`:
     variables env() may read, in the test script and in every workflow it invokes (`--allow-env`);
-    `unsandboxed_as_root`: `dal test --unsandboxed-as-root`."""
+    `unsandboxed_as_root`: `dal test --unsandboxed-as-root`. `policy_file` (else the dal.toml of the test's
+    project, if any) and `policy_flags` (`dal test --allow-run` ...): the ceiling of every invoke's policy."""
     t0 = time.monotonic()
     try:
         source = path.read_text(encoding="utf-8")
@@ -516,12 +563,18 @@ def run_test_file(path: Path, *, keep: bool = False, max_steps: int = defaults.M
     workspace = Path(tempfile.mkdtemp(prefix="dal-test-")).resolve()
     buf = io.StringIO()
     try:
+        from dal.effects import PolicyError
         from dal.runner.effects import EffectHandler
 
+        try:
+            ceiling = Policy.load(workspace, policy_file or _project_policy(path), **(policy_flags or {}),
+                                  allow_env=allow_env)
+        except PolicyError as e:
+            return TestResult(path, False, time.monotonic() - t0, message=f"the policy dal test was given: {e}")
         # The test's own run() calls (fixtures) run for real under the workspace's policy, unjournaled.
         own = Policy.load(workspace, allow_env=allow_env)
-        host = _TestHost(TestSession(path, workspace, allow_env, unsandboxed_as_root), write=buf.write,
-                         getenv=own.getenv)
+        host = _TestHost(TestSession(path, workspace, allow_env, unsandboxed_as_root, ceiling=ceiling),
+                         write=buf.write, getenv=own.getenv)
         rt = Runtime(max_steps=max_steps, host=host)
         host.attach(EffectHandler(rt, EffectContext(policy=own, unsandboxed_as_root=unsandboxed_as_root)))
         outcome = Engine(rt, TEST_BUILTINS).execute(checked)  # type: ignore[arg-type]
@@ -541,6 +594,14 @@ def run_test_file(path: Path, *, keep: bool = False, max_steps: int = defaults.M
     else:
         msg = f"the test ended as {outcome.status}"
     return TestResult(path, False, took, message=msg, output=buf.getvalue(), workspace=kept)
+
+
+def _project_policy(test: Path) -> Path | None:
+    """The dal.toml of the project the test belongs to (the nearest workspace from its folder up)."""
+    from dal.runner.workspace import find_workspace
+
+    found = find_workspace(None, start=test.resolve().parent).path / "dal.toml"
+    return found if found.is_file() else None
 
 
 class NoTests(Exception):

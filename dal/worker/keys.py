@@ -6,11 +6,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from dal.runner.opkeys import script_key_problem
 from dal.syntax import ast
 
 
 class KeyProblem(Exception):
-    """The script's own operation key cannot be known before it runs; the message says what to do."""
+    """The script's own operation key cannot be known before it runs, or is one a script may not choose;
+    the message says what to do, `span` (when known) is the call at fault."""
+
+    def __init__(self, message: str, span: ast.Span | None = None) -> None:
+        super().__init__(message)
+        self.span = span
 
 
 def _children(node: Any) -> list[Any]:
@@ -50,10 +56,13 @@ def literal_key(program: ast.Program, args: Mapping[str, Any] | None = None) -> 
     """The key of the script's `operation("K")` calls, when every one is the same string literal (or is
     built from literals and the script's arguments `args`, bound: dal/eval/args.py); None when it calls no
     operation(). KeyProblem when a call's key is computed otherwise, or two calls name different keys,
-    or the script defines its own `operation` (then nothing here can tell what its calls mean)."""
+    or a key is one a script may not choose (dal/runner/opkeys.py: empty, not valid Unicode, DAL's own
+    prefixes; the builtin refuses the same keys when the script runs), or the script defines its own
+    `operation` (then nothing here can tell what its calls mean)."""
     keys: list[str] = []
     computed = False
     args = dict(args or {})
+    refused: KeyProblem | None = None
     stack: list[Any] = [program]
     while stack and args:  # a name declared again anywhere: a key read from it may not be the argument
         node = stack.pop()
@@ -70,10 +79,14 @@ def literal_key(program: ast.Program, args: Mapping[str, Any] | None = None) -> 
             arg = node.args[0] if len(node.args) == 1 else None
             text = _folded(arg, args) if arg is not None else None
             if text is not None:
+                if refused is None and (problem := script_key_problem(text)) is not None:
+                    refused = KeyProblem(problem, arg.span)
                 keys.append(text)
             else:
                 computed = True
         stack.extend(_children(node))
+    if refused is not None:
+        raise refused
     if computed:
         raise KeyProblem("the script computes its operation key (operation(...) of something other than a string "
                          "literal), so the job's key cannot be known before it runs: pass --key KEY (the script's "

@@ -5,7 +5,7 @@
 | retry `none` (completed; skipped: the key had completed) | done | done |
 | retry `resume` after SIGTERM or SIGINT (a worker draining) | drain | ready, nothing counted |
 | retry `resume` (interrupted, store fault), or its process died | resume | ready; RESUME_BURST in a row: backoff |
-| retry `replay` (only the script says so) | backoff / dead | scheduled (backoff, jitter); dead after max attempts |
+| retry `replay`, or `resume` of a failed run (fail()) | backoff / dead | scheduled (backoff); dead after max attempts |
 | retry `inspect` or `repair` (failed, exhausted, rejected) | park | parked until `dal job retry` |
 | retry `escalate` (an approval, an uncertain effect, the script's own) | wait | waiting until a decision exists |
 | the key is busy (another process runs it) | backoff | scheduled after one backoff step |
@@ -57,18 +57,21 @@ def for_receipt(receipt: dict[str, Any], job: dict[str, Any], now: float, base: 
         return _resume(job, now, base, f"{what}, but the store did not record its end ({store_problem})")
     if retry == "none":
         return Route("done", note=what, streak=0)
-    if retry == "resume":
+    if retry == "resume" and status in ("interrupted", "waiting"):
         if status == "interrupted" and signal_name in ("SIGTERM", "SIGINT"):
             return Route("drain", run_at=now, note=f"{what} ({signal_name}): ready again")
         return _resume(job, now, base, what)
-    if retry == "replay":
+    if retry in ("replay", "resume"):
+        # Only an interruption is not a failure. A run that failed and asks for `resume` (the script's own
+        # fail({"retry": "resume"})) is a failed attempt like a replay: --max-attempts binds whatever the
+        # script says.
         failures = int(job.get("failures") or 0) + 1
         if failures >= int(job.get("max_attempts") or 1):
             return Route("dead", failures=failures, streak=0,
-                         note=f"{what}, retry replay: {failures} of {job.get('max_attempts')} attempts failed")
+                         note=f"{what}, retry {retry}: {failures} of {job.get('max_attempts')} attempts failed")
         wait = backoff(base, failures)
         return Route("backoff", run_at=now + wait, failures=failures, streak=0,
-                     note=f"{what}, retry replay: attempt {failures + 1} of {job.get('max_attempts')} in {wait:.1f} s")
+                     note=f"{what}, retry {retry}: attempt {failures + 1} of {job.get('max_attempts')} in {wait:.1f} s")
     from dal.receipts.render import next_action  # what a person reads in `dal jobs`
 
     if retry == "escalate":

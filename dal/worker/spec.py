@@ -48,8 +48,12 @@ def request_for(spec: RunSpec, *, store: Path, key: str, fence: Any, new_attempt
     down to the journal."""
     from dal.receipts.location import StoreLocation
 
-    run = spec.evolve(key=key, store=StoreLocation.parse(store, spec.workspace), new_attempt=new_attempt,
-                      wait=KEY_WAIT)
+    location = StoreLocation.parse(store, spec.workspace)
+    if spec.store.file.resolve() == location.file.resolve():
+        location = spec.store  # as the operator chose it: the receipt's rerun names no --store it did not
+    # KEY_WAIT is the worker's, not the operator's: the receipt's rerun command leaves it out.
+    run = spec.evolve(key=key, store=location, new_attempt=new_attempt, wait=KEY_WAIT,
+                      extensions={**spec.extensions, "host_wait": True})
     return run, RunHooks(write=write, notify=notify, fence=fence)
 
 

@@ -4,7 +4,8 @@ The key's flock (dal/receipts/oplock.py, the store's operation lock) keeps one r
 machine. A worker that was paused (SIGSTOP, a debugger, a VM frozen) or hung still holds it after its
 lease ran out; its next journal write
 is fenced, so when it continues it stops and lets go. So the worker that took the job over waits for the
-lock. If the stale holder has not let go one lease period after its lease ran out, and it is exactly the
+lock. If the stale holder has not let go one more lease period later (by this worker's monotonic clock:
+it took the job over only after seeing its lease unrenewed for a whole lease), and it is exactly the
 process recorded for the earlier claim (pid, start time, boot id: the same process on this machine, not
 a later one that got its pid), it is killed with SIGKILL. Killing it is safe: it could journal no new
 effect anyway, and the journal decides what runs again (an effect it had under way with no journaled
@@ -39,14 +40,16 @@ def wait_for_key(store: Path, job: dict[str, Any], patience: float, say: Callabl
     """Return once the key of `job` (claimed by a takeover) is free, or after killing its stale holder as
     described above, or after giving up (the run then finds the key busy)."""
     from dal.core.procinfo import alive, boot_id
+    from dal.receipts.location import locks_folder
     from dal.receipts.oplock import KeyLock
 
-    lock = KeyLock(Path(store).parent / "locks", job["key"])
+    lock = KeyLock(locks_folder(store), job["key"])
     stale = json.loads(job.get("took_over") or "null") or {}
-    since = float(job.get("stale_since") or time.time())
-    deadline = max(since + patience, time.time() + 0.2)
+    # One more lease period of this worker's own (monotonic) clock: the claim was made only after this
+    # worker saw the lease go a whole lease unrenewed (Worker._stale), never by comparing wall clocks.
+    deadline = time.monotonic() + patience
     holder = _try(lock)
-    while holder is not None and time.time() < deadline:
+    while holder is not None and time.monotonic() < deadline:
         time.sleep(0.05)
         holder = _try(lock)
     if holder is None:
@@ -56,8 +59,9 @@ def wait_for_key(store: Path, job: dict[str, Any], patience: float, say: Callabl
             and alive(pid, stale.get("start"), stale.get("boot")))
     if not ours:
         return
-    say(f"job {job['job_id']}: process {pid}, which had it, still holds its key {patience:g} s after its lease "
-        "ran out: killing it (it can journal no new effect; the journal decides what runs again)")
+    say(f"job {job['job_id']}: process {pid}, which had it, still holds its key: its lease went unrenewed for "
+        f"{2 * patience:g} s as this worker measured: killing it (it can journal no new effect; the journal "
+        "decides what runs again)")
     try:
         os.kill(pid, signal.SIGKILL)
     except OSError:

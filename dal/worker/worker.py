@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import sys
@@ -75,9 +76,15 @@ class Worker:
         self._say = say or (lambda text: (sys.stderr.write(text + "\n"), sys.stderr.flush()))
         self._pipe: tuple[int, int] | None = None
         self._stop_asked = False  # (in a child) SIGTERM came before its run began
+        # job_id -> (lease_epoch, lease_until, monotonic time this worker first saw that lease): a lease
+        # is stale only once this worker has seen it unrenewed for a whole lease of its own clock.
+        self._leases: dict[int, tuple[int, float, float]] = {}
 
     def say(self, text: str) -> None:
-        self._say(f"dal worker {self.id}: {text}")
+        """One line of the worker's log. Text from a script (a blocker, an error message in a note) shows
+        its control characters escaped, so that it cannot start a line of its own that reads like the
+        worker's ("dal worker w_...: job 9 ... → done") or move the terminal's cursor."""
+        self._say(f"dal worker {self.id}: {visible(text)}")
 
     # -- start and stop ------------------------------------------------------------------------------
 
@@ -164,9 +171,11 @@ class Worker:
                         if now >= next_chores:
                             self._chores(q, now)
                             next_chores = now + min(self.poll, 1.0)
+                        stale = self._stale(q) if len(self.children) < self.concurrency else []
                         while (len(self.children) + len(claimed) < self.concurrency
                                and (self.max_jobs is None or self.claimed < self.max_jobs)):
-                            job = q.claim(owner=self.id, queues=self.queues, host=self.host, lease=self.lease, now=now)
+                            job = q.claim(owner=self.id, queues=self.queues, host=self.host, lease=self.lease, now=now,
+                                          stale=stale)
                             if job is None:
                                 break
                             self.claimed += 1
@@ -183,6 +192,24 @@ class Worker:
             else:
                 continue_after = self.poll  # a child that ends wakes the loop at once (SIGCHLD)
             self._wait(min(continue_after, max(0.0, next_beat - time.time())))
+
+    def _stale(self, q: JobQueue) -> list[tuple[int, int, float]]:
+        """The running jobs of other workers whose lease this worker has seen unchanged (not renewed) for a
+        whole lease, by its own monotonic clock. A lease's end is a time on its holder's clock; comparing it
+        with this worker's wall clock would let a clock stepped (or skewed) ahead take over live jobs."""
+        mono = time.monotonic()
+        seen: dict[int, tuple[int, float, float]] = {}
+        out: list[tuple[int, int, float]] = []
+        for job_id, epoch, until, owner in q.running_leases(self.queues, self.host):
+            if owner == self.id:
+                continue
+            prev = self._leases.get(job_id)
+            first = prev[2] if prev is not None and prev[:2] == (epoch, until) else mono
+            seen[job_id] = (epoch, until, first)
+            if mono - first >= self.lease:
+                out.append((job_id, epoch, until))
+        self._leases = seen
+        return out
 
     def _idle(self, q: JobQueue, now: float) -> bool:
         """Nothing this worker could still do: no job of its queues is ready, scheduled or running."""
@@ -337,12 +364,13 @@ class Worker:
             route = routing.Route("park", note=f"the job's specification cannot be read: {e}")
         if route is None and self._stop_asked:
             route = routing.Route("drain", run_at=now, note="the worker stopped before the run began")
+        output = _Prefixed(f"[job {job['job_id']}] ")
         if route is None:
             try:
                 report = jobspec.run_spec(
                     spec, store=self.store, key=job["key"], fence=fence,
                     new_attempt=_new_attempt(self.store, spec, job["key"]),
-                    write=_prefixed(f"[job {job['job_id']}] "),
+                    write=output,
                     notify=lambda text: self.say(f"{label}: note: {text}"),
                 )
             except RunnerError as e:
@@ -355,6 +383,8 @@ class Worker:
                                             signal_name=report.signal_name, store_problem=report.store_problem)
                 if report.error is not None and report.error.kind == "store" and not report.store_problem:
                     route = route._replace(note=f"{route.note}: {report.error.message}")
+        if (lost := output.undelivered()) is not None:
+            route = route._replace(note=f"{route.note} ({lost})")
         run = None
         if receipt is not None:
             run = {"run_id": receipt["run_id"], "status": receipt["status"], "retry": receipt["retry"]}
@@ -366,6 +396,19 @@ class Worker:
         else:
             self.say(f"{label}: {route.note} → {to}")
         return 0
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def visible(text: str) -> str:
+    """`text` on one line: newlines and other control characters as escapes (`\\n`, `\\x1b`)."""
+    def esc(m: re.Match[str]) -> str:
+        c = m.group()
+        return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c) or (
+            f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+    return _CONTROL.sub(esc, text)
 
 
 def warm() -> None:
@@ -413,18 +456,25 @@ def _new_attempt(store: Path, spec: Any, key: str) -> bool:
     return (newest["run_id"] if newest else None) == spec.extensions.get("new_attempt_of")
 
 
-def _prefixed(prefix: str) -> Callable[[str], Any]:
-    """The script's output, each line after `prefix`, on the worker's stdout."""
-    pending = [""]
+class _Prefixed:
+    """The script's output, each line after `prefix`, on the worker's stdout. A stdout nobody reads any
+    more (a log pipe that went away) loses the output, not the run (dal.core.outwrite)."""
 
-    def write(text: str) -> None:
-        pending[0] += text
-        *lines, pending[0] = pending[0].split("\n")
+    def __init__(self, prefix: str) -> None:
+        from dal.core.outwrite import StreamWriter
+
+        self.prefix = prefix
+        self.pending = ""
+        self.out = StreamWriter(sys.stdout, flush=True)
+
+    def __call__(self, text: str) -> None:
+        self.pending += text
+        *lines, self.pending = self.pending.split("\n")
         if lines:
-            sys.stdout.write("".join(f"{prefix}{line}\n" for line in lines))
-            sys.stdout.flush()
+            self.out("".join(f"{self.prefix}{line}\n" for line in lines))
 
-    return write
+    def undelivered(self) -> str | None:
+        return self.out.undelivered()
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -21,7 +21,7 @@ def test_run_returns_the_receipt_and_captures_output(tmp_path: Path) -> None:
     assert r.output == "verified after 2 attempts\n"
     assert r.result["status"] == "verified"
     assert (tmp_path / "COO-FILESYSTEM/articles/drafts/example.md").exists()
-    validate(r.to_json())
+    validate(r.to_dict())
     assert "# Tool-loop receipt" in r.to_markdown()
     assert "status: verified" in r.to_markdown()
 
@@ -58,7 +58,7 @@ def test_receipts_lists_newest_first_and_receipt_matches_cli(tmp_path: Path) -> 
         capture_output=True, text=True, cwd=tmp_path,
     )
     assert shown.returncode == 0, shown.stderr
-    assert json.loads(shown.stdout) == a.to_json()
+    assert json.loads(shown.stdout) == {"kind": "receipt", **a.to_dict()}
 
 
 def test_the_old_listing_name_warns_and_the_package_is_not_callable(tmp_path: Path) -> None:
@@ -144,4 +144,4 @@ def test_error_in_receipt_carries_the_hint(tmp_path: Path) -> None:
     r = dal.run('print("attempt " + 3)\n', workspace=tmp_path)
     assert r.error["kind"] == "type"
     assert "str(" in r.error["help"]
-    validate(r.to_json())
+    validate(r.to_dict())

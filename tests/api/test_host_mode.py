@@ -32,11 +32,14 @@ def test_stdout_is_one_valid_receipt(name: str, tmp_path: Path) -> None:
     )
     assert proc.returncode == code, proc.stderr
     receipt = json.loads(proc.stdout)
-    validate(receipt)
+    assert receipt["kind"] == "receipt"  # host mode's one field (docs/cli.md#host-mode)
+    validate(receipt)  # `kind` and `output` are optional fields of dal.receipt/v1
+    output = receipt["output"]["stdout_tail"]  # what the script printed, as the Python API's receipt.output
     assert (tmp_path / ".dal" / "receipts" / f"{receipt['run_id']}.json").exists()
     assert "Traceback" not in proc.stderr
     if name == "completed":
         assert proc.stderr == "hello\n"  # script output goes to stderr in host mode
+        assert output == "hello\n"
     if name == "fail_value":
         assert receipt["retry"] == "inspect"
         assert receipt["blocker"] == "required framing paragraph is missing"

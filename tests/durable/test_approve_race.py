@@ -49,7 +49,8 @@ def test_approve_while_a_resume_starts(make_durable) -> None:
             # It reached the gate before the decision: it waits, and approve said the next resume applies.
             assert resumer.returncode == 3 and first["status"] == "waiting", err
             assert re.search(rf"applies when you resume: (run {first['run_id']}, resuming now, reached effect "
-                             rf"2 before this decision|`dal resume {first['run_id']}`)", says), says
+                             rf"2 before this decision|`dal resume {first['run_id']}`)"
+                             rf"|applies to the run process {resumer.pid} is starting now", says), says
             again = d.cli("resume", "send")
             assert again.code == 0, (i, again)  # not lost: the next resume executes it
             seen["applied to the next resume"] += 1

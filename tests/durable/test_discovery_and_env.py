@@ -123,8 +123,10 @@ def test_env_before_operation_cannot_use_a_wider_file_than_the_operation(tmp_pat
     (tmp_path / "dal.toml").write_text(POLICY + '[env]\nallow = ["DAL_TEST_SECRET"]\n')
     assert dal("approve", "op:1", cwd=tmp_path).returncode == 0
     r = dal("run", "op.dal", cwd=tmp_path, DAL_TEST_SECRET=SECRET)
-    assert r.returncode == 1
-    assert "env() read DAL_TEST_SECRET before operation(\"op:1\")" in r.stderr
+    # The script chose the key and its policy (the new file) is not the operation's: it stops there.
+    assert r.returncode == 2
+    assert "a key the script chooses continues an operation only under the same policy" in r.stderr
+    assert SECRET not in r.stdout + r.stderr
     assert not (tmp_path / "outbox.txt").exists()  # nothing ran after it
 
 
@@ -151,7 +153,8 @@ def test_dal_test_withholds_the_secret(tmp_path: Path) -> None:
         'assert(contains(r2.output, "workflow: s3cr3t"), "an invoke that names it reads it")\n'
     )
     r = dal("test", "-v", cwd=tmp_path, DAL_TEST_SECRET=SECRET)
-    assert r.returncode == 0, r.stdout + r.stderr
+    # The test script may not grant its workflows what the operator did not give `dal test` (attack 3, 05).
+    assert r.returncode == 1 and "env() of DAL_TEST_SECRET, which `dal test` was not given" in r.stdout, r.stdout
     assert "test: null" in r.stdout and "workflow: null" in r.stdout
     assert 'withheld: ["DAL_TEST_SECRET"]' in r.stdout
     assert f"test: {SECRET}" not in r.stdout

@@ -94,7 +94,13 @@ def test_operation_in_the_script_uses_the_stored_policy(d) -> None:
     widen(d)
     waiting = d.latest()
     assert d.cli("approve", "send:3").code == 0
-    again = d.cli("run", "send.dal")  # no --key: the script names its operation
+    # No --key: the script names its operation, and its own policy (the rewritten file) is not the
+    # operation's, so it stops before any effect of it (docs/policy.md, "Keys a script chooses").
+    refused = d.cli("run", "send.dal")
+    assert refused.code == 2, refused.err
+    assert "a key the script chooses continues an operation only under the same policy" in refused.err
+    assert not (d.ws / "pwned.txt").exists() and d.lines("outbox.txt") == []
+    again = d.cli("run", "--key", "send:3", "send.dal")  # the operator asks for it
     assert again.code == 0, again.err
     assert_held_to_the_original(d, d.latest(), waiting["run_id"])
 

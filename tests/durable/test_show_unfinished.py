@@ -53,7 +53,7 @@ def test_running_then_killed(tmp_path: Path) -> None:
         p = subprocess.run([sys.executable, "-m", "dal", "receipts", "--json", *args], cwd=tmp_path,
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == 0, p.stderr
-        return json.loads(p.stdout)
+        return json.loads(p.stdout)["runs"]
 
     assert [r["status"] for r in receipts()] == ["died"]
     assert [r["status"] for r in receipts("--status", "died")] == ["died"]

@@ -133,7 +133,7 @@ ALLOW = [
     # protected paths may be read
     "cat .git/config",
     "cp .git/config config.bak",
-    "ls -la .dal .git/hooks",
+    "ls -la .git/hooks",
     "grep -c core .git/config",
     # directory operands that stay inside
     "diff notes.txt docs",

@@ -240,11 +240,11 @@ def test_root_without_a_wall_refuses_every_command_unless_the_operator_says_so(
     refused = dal.run(script, workspace=tmp_path)
     assert refused.output.splitlines()[0] == "denied" and "--unsandboxed-as-root" in refused.output
     assert not (tmp_path / "made.txt").exists()
-    assert refused.to_json()["sandbox"]["wall"] == "none" and refused.to_json()["sandbox"]["refused"] is True
+    assert refused.to_dict()["sandbox"]["wall"] == "none" and refused.to_dict()["sandbox"]["refused"] is True
     assert "commands refused" in refused.to_markdown()
     allowed = dal.run(script, workspace=tmp_path, unsandboxed_as_root=True)
     assert allowed.output.splitlines()[0] == "completed" and (tmp_path / "made.txt").exists()
-    box = allowed.to_json()["sandbox"]
+    box = allowed.to_dict()["sandbox"]
     assert box["wall"] == "none" and not box["refused"] and "--unsandboxed-as-root" in box["reason"]
     assert "commands ran without the bubblewrap wall" in allowed.to_markdown()
 
@@ -252,9 +252,9 @@ def test_root_without_a_wall_refuses_every_command_unless_the_operator_says_so(
 @walled
 def test_the_receipt_says_the_wall_held(tmp_path: Path) -> None:
     r = dal.run('print(run("echo hi"))\n', workspace=tmp_path)
-    assert r.to_json()["sandbox"] == {"wall": "bubblewrap", "reason": sandbox_status()[1], "refused": False}
+    assert r.to_dict()["sandbox"] == {"wall": "bubblewrap", "reason": sandbox_status()[1], "refused": False}
     assert "- wall:" not in r.to_markdown()  # a line only when commands ran without the wall
-    assert dal.run('print("no commands")\n', workspace=tmp_path).to_json()["sandbox"] is None
+    assert dal.run('print("no commands")\n', workspace=tmp_path).to_dict()["sandbox"] is None
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root only")

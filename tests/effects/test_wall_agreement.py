@@ -159,6 +159,9 @@ def test_the_check_and_the_wall_agree_on_every_path_of_the_corpus(tmp_path: Path
             problems.append(f"{path} is a system file, writable in the wall")
     for path in policy.protected:
         if os.path.exists(path) and P.within(path, policy.write_roots):
-            if not same(path) or view[path][1]:
+            if policy.secrecy(path):  # the run store: covered, never shown (docs/policy.md)
+                if same(path) or view[path][1]:
+                    problems.append(f"{path} records runs, but the wall shows it or lets it be written")
+            elif not same(path) or view[path][1]:
                 problems.append(f"{path} is protected, but not read-only in the wall")
     assert not problems, "\n".join(problems)

@@ -197,6 +197,6 @@ def test_a_long_string_literal_is_lexed_without_memory_per_character() -> None:
         done = subprocess.run([sys.executable, "-c", LEX_LONG_STRING, regex], capture_output=True, text=True,
                               cwd=ROOT, check=True)
         grown[regex] = int(done.stdout)  # KB
-    # The greedy group keeps a backtracking entry per character (some 600 MB for these 3 MB); a 10 MB
-    # literal took 2 GB to parse.
-    assert grown["possessive"] < 50_000 < 300_000 < grown["greedy"], grown
+    # The greedy group keeps a backtracking entry per character (some 600 MB for these 3 MB on a quiet
+    # machine, 140 MB seen on a loaded one, whose peak RSS the kernel trims); a 10 MB literal took 2 GB.
+    assert grown["possessive"] < 50_000 < 100_000 < grown["greedy"], grown

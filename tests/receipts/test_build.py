@@ -32,7 +32,7 @@ def test_an_effect_item_has_exactly_the_schemas_keys_in_its_order() -> None:
 def test_finished_crashed_and_repl_receipts_share_one_shape(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    finished = dalapi.run('run("echo one")\nlet i = 0\nwhile i < 2 { i = i + 1 }\n', workspace=ws).to_json()
+    finished = dalapi.run('run("echo one")\nlet i = 0\nwhile i < 2 { i = i + 1 }\n', workspace=ws).to_dict()
     assert finished["status"] == "completed" and len(finished["effects"]["items"]) == 1
 
     # A run whose process died after journaling one effect's intent: its receipt is rebuilt from the journal.

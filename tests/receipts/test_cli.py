@@ -60,9 +60,10 @@ def test_no_runs_yet_creates_nothing(ws: Path, capsys) -> None:
         f"no runs yet (no run store at {ws}/.dal/dal.db)\n",
         "",
     )
-    assert dal(capsys, "receipts", "--workspace", str(ws), "--json") == (0, "[]\n", "")
+    code, out, err = dal(capsys, "receipts", "--workspace", str(ws), "--json")
+    assert (code, json.loads(out), err) == (0, {"kind": "runs", "runs": []}, "")
     code, out, err = dal(capsys, "receipt", "show", "latest", "--workspace", str(ws))
-    assert code == 1 and out == "" and "no runs yet" in err
+    assert code == 2 and out == "" and "no runs yet" in err
     assert files_under(ws) == []
 
 
@@ -91,9 +92,9 @@ def test_list_filters_limit_and_json(filled: Path, capsys) -> None:
     _, out, _ = dal(capsys, "receipts", *w, "--limit", "1")
     assert out.splitlines()[-1] == "… 1 of 3 runs shown; use --limit N (0 for all)"
     _, out, _ = dal(capsys, "receipts", *w, "--json", "--operation", "nothing-like-it")
-    assert json.loads(out) == []
+    assert json.loads(out) == {"kind": "runs", "runs": []}
     _, out, _ = dal(capsys, "receipts", *w, "--json")
-    rows = json.loads(out)
+    rows = json.loads(out)["runs"]
     assert [r["status"] for r in rows] == ["waiting", "skipped", "completed"]
     assert {"run_id", "operation", "status", "retry", "started_at", "duration_ms"} <= set(rows[0])
 
@@ -112,15 +113,15 @@ def test_show_by_prefix_key_and_latest(filled: Path, receipts: dict, capsys) -> 
 def test_show_json_is_the_stored_receipt_and_md_the_markdown(filled: Path, receipts: dict, capsys) -> None:
     w = ("--workspace", str(filled))
     _, out, _ = dal(capsys, "receipt", "show", RID, "--json", *w)
-    assert json.loads(out) == receipts["article_verified"]
+    assert json.loads(out) == {"kind": "receipt", **receipts["article_verified"]}
     _, out, _ = dal(capsys, "receipt", "show", RID, "--md", *w)
     assert out == render_markdown(receipts["article_verified"])
 
 
 def test_unknown_run_is_a_clear_error(filled: Path, capsys) -> None:
     code, out, err = dal(capsys, "receipt", "show", "nope", "--workspace", str(filled))
-    assert code == 1 and out == ""
-    assert err.startswith("dal: no run, operation or key matches 'nope'") and "Traceback" not in err
+    assert code == 2 and out == ""
+    assert err.startswith("dal: error: no run, operation or key matches 'nope'") and "Traceback" not in err
 
 
 def test_inspection_writes_nothing(filled: Path, capsys) -> None:
@@ -129,8 +130,9 @@ def test_inspection_writes_nothing(filled: Path, capsys) -> None:
     dal(capsys, "receipts", *w)
     dal(capsys, "receipt", "show", "latest", *w)
     dal(capsys, "receipt", "show", RID, "--md", *w)
-    # dal.db-seal: the writer that filled the store sealed it when it closed it (dal.receipts.storefile)
-    assert files_under(filled) == before == [".dal", ".dal/dal.db", ".dal/dal.db-seal"]
+    # dal.db-seal: the writer that filled the store sealed it when it closed it (dal.receipts.storefile);
+    # dal.db-reserve: the room the writer keeps for recording a run's end on a full disk
+    assert files_under(filled) == before == [".dal", ".dal/dal.db", ".dal/dal.db-reserve", ".dal/dal.db-seal"]
 
 
 def test_store_flag_and_env(filled: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -181,7 +183,7 @@ def test_real_dal_command(filled: Path) -> None:
         env=env,
         timeout=60,
     )
-    assert proc.returncode == 0 and len(json.loads(proc.stdout)) == 3
+    assert proc.returncode == 0 and len(json.loads(proc.stdout)["runs"]) == 3
 
 
 def test_show_includes_decisions_from_the_store(filled: Path, capsys) -> None:

@@ -83,7 +83,7 @@ def killed_run(ws: Path) -> str:
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    rows = json.loads(dal(ws, "receipts", "--json").stdout)
+    rows = json.loads(dal(ws, "receipts", "--json").stdout)["runs"]
     assert [r["status"] for r in rows] == ["died"]
     return rows[0]["run_id"]
 
@@ -96,22 +96,22 @@ def test_a_reused_pid_does_not_keep_a_dead_run_running(tmp_path: Path, other: su
 
     # The run's pid now names `other`, which started at another time: the run's own process is gone.
     set_process(db, rid, other.pid, theirs + 1, boot_id())
-    assert [r["status"] for r in json.loads(dal(tmp_path, "receipts", "--json").stdout)] == ["died"]
+    assert [r["status"] for r in json.loads(dal(tmp_path, "receipts", "--json").stdout)["runs"]] == ["died"]
     assert " died " in dal(tmp_path, "receipts").stdout
-    assert json.loads(dal(tmp_path, "receipts", "--json", "--status", "running").stdout) == []
+    assert json.loads(dal(tmp_path, "receipts", "--json", "--status", "running").stdout)["runs"] == []
     shown = dal(tmp_path, "receipt", "show", rid)
     assert shown.returncode == 0 and shown.stdout.startswith(f"died  {rid}"), shown.stdout
 
     # Control: the same pid with its real start time is the run's process, still going.
     set_process(db, rid, other.pid, theirs, boot_id())
-    assert [r["status"] for r in json.loads(dal(tmp_path, "receipts", "--json").stdout)] == ["running"]
+    assert [r["status"] for r in json.loads(dal(tmp_path, "receipts", "--json").stdout)["runs"]] == ["running"]
     assert dal(tmp_path, "receipt", "show", rid).stdout.startswith(f"running  {rid}  (process {other.pid}")
     refused = dal(tmp_path, "resume", rid)
     assert refused.returncode == 3 and f"still running in process {other.pid}" in refused.stderr
 
     # A run recorded in an earlier boot died with that boot, whoever has its pid now.
     set_process(db, rid, other.pid, theirs, "00000000-0000-0000-0000-000000000000")
-    assert [r["status"] for r in json.loads(dal(tmp_path, "receipts", "--json").stdout)] == ["died"]
+    assert [r["status"] for r in json.loads(dal(tmp_path, "receipts", "--json").stdout)["runs"]] == ["died"]
 
     # `dal resume` of the dead run is not refused as "still running": it records the dead run as
     # interrupted and continues from the journal (into effect 2, `sleep 30`, where this test stops it).
@@ -122,7 +122,7 @@ def test_a_reused_pid_does_not_keep_a_dead_run_running(tmp_path: Path, other: su
     try:
         deadline = time.monotonic() + 60
         while True:
-            rows = {r["run_id"]: r["status"] for r in json.loads(dal(tmp_path, "receipts", "--json").stdout)}
+            rows = {r["run_id"]: r["status"] for r in json.loads(dal(tmp_path, "receipts", "--json").stdout)["runs"]}
             if rows.get(rid) == "interrupted" or resume.poll() is not None:
                 break
             assert time.monotonic() < deadline

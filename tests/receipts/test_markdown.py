@@ -131,7 +131,7 @@ def test_long_evidence_is_capped_with_a_count(build) -> None:
 
 def test_multiline_outcomes_stay_on_one_line(build) -> None:
     r = build.base(result={"evidence": [{"operation": "list", "outcome": "a.md\nb.md\nc.md"}]})
-    assert "1. list — a.md …\n" in render_markdown(r)
+    assert "1. list — a.md\\nb.md\\nc.md\n" in render_markdown(r)  # shown on one line, escaped
 
 
 def test_docs_show_the_same_receipts() -> None:

@@ -13,8 +13,9 @@ RID = "run_20260902T101500000Z_4f9a2c"
 NEXT = {
     "completed": "nothing to do",
     "failed": "inspect COO-FILESYSTEM/articles/drafts/example.md (exists): required framing paragraph is missing",
-    "exhausted": "inspect the evidence (step budget of 1000 used up at spin.dal:3:1); fix the loop or raise "
-    "--max-steps/--max-effects/--timeout, then `dal run article.dal`",
+    "exhausted": "inspect the evidence (step budget of 1000 used up at spin.dal:3:1); if the work is legitimate, "
+    f"`dal resume {RID} --max-steps N` continues it from its journal with a bigger budget; else fix the loop, "
+    "then `dal run article.dal`",
     "waiting": f"review `sendmail ops@example.com < report.txt`, then `dal approve {RID} --effect 4` "
     f"(or `dal deny {RID} --effect 4`) and `dal resume {RID}`",
     "interrupted": f"`dal resume {RID}`",

@@ -49,7 +49,7 @@ def test_a_locked_store_refuses_the_run_before_anything_runs(tmp_path: Path) -> 
     assert "internal" not in p.stderr
     assert host.returncode == 2 and json.loads(host.stdout)["error"]["exit_code"] == 2
     assert not (tmp_path / "marker").exists()
-    rows = json.loads(dal(tmp_path, "receipts", "--json").stdout)
+    rows = json.loads(dal(tmp_path, "receipts", "--json").stdout)["runs"]
     assert [r["key"] for r in rows] == ["k1"]  # nothing recorded for the refused runs
     assert len(list((tmp_path / ".dal" / "receipts").glob("*.json"))) == 1
     again = dal(tmp_path, "run", "--key", "k2", "--allow-run", "touch", "s.dal")

@@ -19,9 +19,9 @@ from dal.repl.completeness import is_complete
         "f(1",
         "[1,",  # a lone expression still open
         "(1 +",
-        'let s = "abc',  # the last line ends inside a string
         "if x {\n} else",
         "while i < 3 {\n  i = i + 1\n",
+        'print("x", [1,',  # an open call holding a closed string is still open
     ],
 )
 def test_open_inputs_continue(source: str) -> None:
@@ -39,6 +39,7 @@ def test_open_inputs_continue(source: str) -> None:
         "fn f() {\n  return 1\n}",
         "let x = ]",  # a real syntax error runs at once, so its caret shows
         'let s = "a\nb"',  # a string cannot span lines: an error, not an open string
+        'let s = "abc',  # ... so an unterminated one is an error at once, not a continuation (issue 15)
         "}",
         "let let",
     ],

@@ -37,6 +37,7 @@ def test_verbose_prints_each_loop_receipt_and_quiet_prints_nothing(tmp_path: Pat
 
 def test_store_and_receipts_can_be_moved(tmp_path: Path) -> None:
     (tmp_path / "s.dal").write_text(SCRIPT)
+    (tmp_path / "elsewhere").mkdir()  # DAL creates no folder for a store it is given (docs/cli.md)
     p = dal(tmp_path, "run", "s.dal", "--store", "elsewhere/runs.db", "--receipts", "out", "-q")
     assert p.returncode == 0
     assert (tmp_path / "elsewhere" / "runs.db").exists()

@@ -213,7 +213,7 @@ def test_a_tilde_in_dal_store_is_the_same_file_for_run_receipts_and_resume(ws: P
     assert ran.returncode == 3, ran.stderr
     assert (home / "s.db").is_file() and not (ws / "~").exists() and not (ws / ".dal" / "dal.db").exists()
     listed = cli("receipts", "--json", cwd=ws, env=env)
-    assert [r["key"] for r in json.loads(listed.stdout)] == ["t"], listed.stderr
+    assert [r["key"] for r in json.loads(listed.stdout)["runs"]] == ["t"], listed.stderr
     assert cli("approve", "t", cwd=ws, env=env).returncode == 0
     assert cli("resume", "t", cwd=ws, env=env).returncode == 0
     monkeypatch.setenv("HOME", str(home))

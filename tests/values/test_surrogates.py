@@ -189,7 +189,7 @@ def test_the_reported_cases_complete_and_stay_completed(tmp_path: Path, dal) -> 
         assert json.loads(shown.stdout)["result"] == receipt["result"]
         assert dal.cli("receipt", "show", receipt["run_id"], cwd=tmp_path).returncode == 0
     p = dal.cli("receipts", "--json", cwd=tmp_path)
-    assert p.returncode == 0 and {r["status"] for r in json.loads(p.stdout)} == {"completed", "skipped"}
+    assert p.returncode == 0 and {r["status"] for r in json.loads(p.stdout)["runs"]} == {"completed", "skipped"}
     # print(int("\ud800")): a located error, the receipt stored
     (tmp_path / "int.dal").write_text('print(int("\\ud800"))\n')
     p = dal.cli("run", "int.dal", cwd=tmp_path)
@@ -204,7 +204,7 @@ def test_the_reported_cases_complete_and_stay_completed(tmp_path: Path, dal) -> 
 def test_api_run_of_a_surrogate_does_not_raise(tmp_path: Path) -> None:
     r = dalapi.run('finish("\\ud800")', workspace=tmp_path)
     assert r.status == "completed" and r.result == "\ud800"
-    assert r.to_json()["result"] == "\ud800"
+    assert r.to_dict()["result"] == "\ud800"
 
 
 def test_dal_test_with_surrogates(dal_test) -> None:

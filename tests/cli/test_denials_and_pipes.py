@@ -1,0 +1,67 @@
+"""Issue 15, points 1 and 2: a denied run() is said at once on stderr, and a closed pipe ends `dal` quietly."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from dalshell import Shell
+
+
+def test_a_denied_run_is_reported_at_once_with_place_reason_and_hint(dal: Shell) -> None:
+    dal.write("s.dal", 'let r = run("ls notes/*.md")\nprint("after: " + r.status)\n')
+    p = dal("run", "s.dal")
+    assert p.returncode == 0 and p.stdout == "after: denied\n"
+    err = p.stderr
+    assert "warning[denied]: run(\"ls notes/*.md\") was denied: shell syntax not allowed: glob *" in err
+    assert " --> s.dal:1:9" in err and "^^^^" in err
+    assert "find notes -name '*.md'" in err  # the hint
+    closing = err.strip().splitlines()[-1]
+    assert closing.startswith("dal: completed") and "1 effect (1 denied)" in closing
+
+
+def test_each_denial_is_reported_before_the_script_goes_on(dal: Shell) -> None:
+    """The warning is on stderr when it happens, not at the end: the script's later output comes after it."""
+    dal.write("s.dal", 'run("curl http://example.invalid")\nprint("between")\nrun("cat /etc/passwd")\n')
+    p = dal.sh("dal run s.dal 2>&1")
+    out = p.stdout
+    first, between, second = (out.index("run(\"curl"), out.index("between"), out.index("run(\"cat /etc/passwd\")"))
+    assert first < between < second
+    assert "--allow-read=PATH" in out  # the reads-outside hint; curl's reason names its own remedy
+    assert "2 effects (2 denied)" in out
+
+
+def test_quiet_says_nothing_and_an_allowed_run_says_no_denials(dal: Shell) -> None:
+    dal.write("s.dal", 'run("ls *")\n')
+    assert dal("run", "-q", "s.dal").stderr == ""
+    dal.write("ok.dal", 'run("true")\n')
+    p = dal("run", "ok.dal")
+    assert "denied" not in p.stderr and "· 1 effect ·" in p.stderr
+
+
+def test_a_closed_pipe_ends_quietly_and_the_run_keeps_its_receipt(dal: Shell) -> None:
+    dal.write("many.dal", "for i in range(0, 100000) {\n    print(i)\n}\n")
+    p = dal.sh("dal run many.dal | head -2")
+    assert p.stdout == "0\n1\n"
+    assert p.stderr == ""  # no internal error, no traceback, nothing about Python
+    assert p.returncode == 141  # 128 + SIGPIPE, as `seq 1 100000 | head -2` under pipefail
+    shown = json.loads(dal("receipt", "show", "latest", "--json").stdout)
+    assert shown["status"] == "interrupted" and "SIGPIPE" in shown["error"]["message"]
+    with sqlite3.connect(dal.cwd / ".dal" / "dal.db") as db:
+        assert db.execute("select count(*) from runs").fetchone()[0] == 1
+
+
+def test_a_closed_pipe_on_a_listing_is_quiet_too(dal: Shell) -> None:
+    dal.write("s.dal", 'print("x")\n')
+    for _ in range(3):
+        dal("run", "-q", "s.dal")
+    p = dal.sh("dal receipts | head -1")
+    assert p.stdout.startswith("RUN") and p.stderr == ""
+
+
+def test_a_denied_argv_command_is_reported_too(dal: Shell) -> None:
+    dal.write("s.dal", 'let r = run(["cat", "/etc/passwd"])\nprint(r.status)\n')
+    p = dal("run", "s.dal")
+    assert p.returncode == 0 and p.stdout == "denied\n"
+    assert "warning[denied]: run(\"cat /etc/passwd\") was denied: reads outside the allowed roots" in p.stderr
+    assert "1 effect (1 denied)" in p.stderr

@@ -1,0 +1,165 @@
+"""Issue 15, points 3, 4 and 6: one JSON object with `kind` on stdout in every outcome, one exit-code table
+and one message prefix, and the conventions of well-kept command lines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from dalshell import Shell
+
+SCRIPT = 'print("hello")\n'
+
+
+def _one_object(stdout: str) -> dict:
+    obj = json.loads(stdout)  # exactly one JSON value, nothing else on stdout
+    assert isinstance(obj, dict) and "kind" in obj
+    return obj
+
+
+def test_every_json_command_prints_one_object_with_kind(dal: Shell) -> None:
+    dal.write("s.dal", SCRIPT)
+    run = dal("run", "--json", "s.dal")
+    receipt = _one_object(run.stdout)
+    assert run.returncode == 0 and receipt["kind"] == "receipt" and receipt["status"] == "completed"
+    assert receipt["output"] == {"stdout_tail": "hello\n"}  # the script's output, as the API's receipt.output
+    assert run.stderr == "hello\n"
+    rid = receipt["run_id"]
+    assert _one_object(dal("receipt", "show", rid, "--json").stdout)["kind"] == "receipt"
+    listed = _one_object(dal("receipts", "--json").stdout)
+    assert listed["kind"] == "runs" and [r["run_id"] for r in listed["runs"]] == [rid]
+    assert _one_object(dal("check", "--json", "s.dal").stdout) == {"kind": "diagnostics", "diagnostics": []}
+    assert _one_object(dal("policy", "check", "--json", "ls").stdout)["kind"] == "policy_decision"
+
+
+@pytest.mark.parametrize("argv", [
+    ["resume", "--json", "nope"],
+    ["receipt", "show", "--json", "nope"],
+    ["approve", "--json", "nope"],
+    ["deny", "--json", "nope"],
+    ["resolve", "--json", "nope", "--as", "done"],
+    ["run", "--json", "--jsn", "s.dal"],  # a mistyped flag next to --json
+    ["run", "--json", "missing.dal"],
+    ["receipts", "--json", "--status", "dide"],
+    ["job", "show", "9", "--json"],
+])
+def test_every_failure_in_host_mode_is_one_error_object(dal: Shell, argv: list[str]) -> None:
+    dal.write("s.dal", SCRIPT)
+    dal("run", "-q", "s.dal")  # a store exists, so "unknown run" is what is tested
+    p = dal(*argv)
+    err = _one_object(p.stdout)
+    assert err["kind"] == "error" and err["error"]["exit_code"] == p.returncode == 2
+    assert f"dal: error: {err['error']['message']}" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["receipt", "show", "nope"],
+    ["resume", "nope"],
+    ["approve", "nope"],
+    ["deny", "nope"],
+    ["resolve", "nope", "--as", "done"],
+    ["job", "show", "9"],
+    ["schedule", "remove", "nope"],
+])
+def test_an_unknown_run_exits_2_with_one_prefix_for_every_command(dal: Shell, argv: list[str]) -> None:
+    dal.write("s.dal", SCRIPT)
+    dal("run", "-q", "s.dal")
+    p = dal(*argv)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.startswith("dal: error: ")
+
+
+def test_no_runs_yet_and_a_damaged_store(dal: Shell) -> None:
+    assert dal("receipts").returncode == 0
+    shown = dal("receipt", "show", "latest")
+    assert shown.returncode == 2 and shown.stderr.startswith("dal: error: no runs yet")
+    dal.write("bad.db", "junk")
+    for argv in (["receipts"], ["receipt", "show"], ["approve", "latest"], ["resume", "latest"]):
+        p = dal(*argv, "--store", "bad.db")
+        assert p.returncode == 2 and p.stderr.startswith("dal: error: the run store"), argv
+
+
+def test_mistyped_commands_and_flags_say_did_you_mean_with_their_own_usage(dal: Shell) -> None:
+    dal.write("s.dal", SCRIPT)
+    p = dal("rn", "s.dal")
+    assert p.returncode == 2 and "(did you mean run?)" in p.stderr
+    p = dal("run", "--jsn", "s.dal")
+    assert p.returncode == 2 and p.stderr.startswith("usage: dal run ") and "(did you mean --json?)" in p.stderr
+    p = dal("receipts", "--statsu", "failed")
+    assert p.stderr.startswith("usage: dal receipts ") and "(did you mean --status?)" in p.stderr
+    p = dal("receipts", "--status", "dide")
+    assert "(did you mean died?)" in p.stderr
+
+
+def test_flags_are_never_abbreviated(dal: Shell) -> None:
+    dal.write("s.dal", SCRIPT)
+    p = dal("run", "--j", "s.dal")
+    assert p.returncode == 2 and "unrecognized arguments: --j" in p.stderr and p.stdout == ""
+    p = dal("receipts", "--wait")
+    assert p.returncode == 2 and "(did you mean --waiting?)" in p.stderr
+
+
+def test_version_help_and_colour(dal: Shell) -> None:
+    for flag in ("-V", "--version"):
+        p = dal(flag)
+        assert p.returncode == 0 and p.stdout.startswith("dal ")
+    assert dal("help").stdout == dal("--help").stdout
+    p = dal("help", "receipt", "show")
+    assert p.returncode == 0 and p.stdout.startswith("usage: dal receipt show")
+    assert dal("help", "rn").returncode == 2
+    dal.write("bad.dal", "let x = \n")
+    always = dal("check", "--color", "always", "bad.dal")
+    assert "\x1b[" in always.stderr  # NO_COLOR is set by the fixture: --color always wins
+    never = dal("--color", "never", "check", "bad.dal", env={"FORCE_COLOR": "1"})
+    assert "\x1b[" not in never.stderr and "error[" in never.stderr
+
+
+def test_check_and_fmt_take_many_files_and_folders_and_go_on_after_a_missing_one(dal: Shell) -> None:
+    dal.write("a.dal", "let x = 1\n")
+    dal.write("b.dal", "let y = \n")
+    dal.write("lib/c.dal", "print(1)\n")
+    dal.write("lib/.hidden/d.dal", "let broken = \n")
+    p = dal("check", "a.dal", "missing.dal", "b.dal", "lib")
+    assert p.returncode == 2
+    assert "a.dal: ok" in p.stderr and "dal: error: no such script: missing.dal" in p.stderr
+    assert "b.dal: 1 error" in p.stderr and "lib/c.dal: ok" in p.stderr and "d.dal" not in p.stderr
+    report = json.loads(dal("check", "--json", "missing.dal", "a.dal").stdout)
+    assert report["kind"] == "diagnostics"
+    assert [(d["file"], d["severity"]) for d in report["diagnostics"]] == [("missing.dal", "error")]
+    dal.write("lib/ugly.dal", "if true {\n  print(1)\n}\n")
+    f = dal("fmt", "--check", "lib", "missing.dal")
+    assert f.returncode == 2 and "lib/ugly.dal: would reformat" in f.stderr and "missing.dal" in f.stderr
+
+
+def test_run_reads_the_script_from_stdin(dal: Shell) -> None:
+    p = dal("run", "-", input='print("from stdin")\n')
+    assert p.returncode == 0 and p.stdout == "from stdin\n"
+    kept = list((dal.cwd / ".dal" / "scripts").glob("*.dal"))  # kept, so that a resume runs the same text
+    assert len(kept) == 1 and kept[0].read_text() == 'print("from stdin")\n'
+
+
+def test_a_given_store_in_a_missing_folder_is_refused(dal: Shell) -> None:
+    dal.write("s.dal", SCRIPT)
+    p = dal("run", "--store", "no/such/folder/runs.db", "s.dal")
+    assert p.returncode == 2 and "does not exist; DAL does not create it" in p.stderr and p.stdout == ""
+    assert not (dal.cwd / "no").exists()
+    p = dal("run", "s.dal", env={"DAL_STORE": str(dal.cwd / "typo" / "runs.db")})
+    assert p.returncode == 2 and "($DAL_STORE)" in p.stderr and not (dal.cwd / "typo").exists()
+    (dal.cwd / "there").mkdir()
+    assert dal("run", "-q", "--store", "there/runs.db", "s.dal").returncode == 0
+
+
+def test_check_warns_about_a_declared_but_unused_operation_key(dal: Shell) -> None:
+    dal.write("unused.dal", 'let operation_key = "deploy:web"\nrun("true")\n')
+    p = dal("check", "unused.dal")
+    assert p.returncode == 0 and "warning[unused-operation-key]" in p.stderr
+    assert " --> unused.dal:1:1" in p.stderr and "operation(operation_key)" in p.stderr
+    dal.write("used.dal", 'let operation_key = "deploy:web"\noperation(operation_key)\nrun("true")\n')
+    assert "warning" not in dal("check", "used.dal").stderr
+    # the warning is right: run twice, the unkeyed script repeats; the keyed one is skipped
+    assert dal("run", "-q", "unused.dal").returncode == 0 and dal("run", "-q", "unused.dal").returncode == 0
+    assert [r["status"] for r in json.loads(dal("receipts", "--json").stdout)["runs"]] == ["completed"] * 2
+    dal("run", "-q", "used.dal")
+    again = dal("run", "--json", "used.dal")
+    assert json.loads(again.stdout)["status"] == "skipped"

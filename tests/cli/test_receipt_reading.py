@@ -1,0 +1,26 @@
+"""Issue 15, point 7: the rendered receipt answers intent, boundary, attempts, evidence and the next move,
+and says who decided what."""
+
+from __future__ import annotations
+
+from dalshell import Shell
+
+
+def test_a_resumed_run_says_who_approved_and_what_it_could_touch(dal: Shell) -> None:
+    dal.write("send.dal",
+              'operation("send:1")\nrun("touch sent.txt")\nfinish({"path": "sent.txt", "status": "sent"})\n')
+    first = dal("run", "--require-approval", "touch", "send.dal")
+    assert first.returncode == 3 and "dal: next:" in first.stderr
+    assert dal("approve", "latest", "--note", "checked the recipients").returncode == 0
+    resumed = dal("resume", "latest")
+    assert resumed.returncode == 0, resumed.stderr
+    shown = dal("receipt", "show", "latest").stdout
+    facts = {line.split(None, 1)[0]: line.split(None, 1)[1] for line in shown.splitlines()[1:] if line[:2] == "  "
+             and not line[2:3].isdigit() and len(line.split(None, 1)) == 2}
+    assert facts["intent"] == "the script's target: sent.txt"
+    assert facts["boundary"] == "programs touch · writes sent.txt"
+    assert "1. touch sent.txt — command completed (approved by " in shown
+    decisions = shown[shown.index("\ndecisions\n"):]
+    assert "effect 1: approved by " in decisions and "(checked the recipients)" in decisions
+    assert "\nnext: nothing to do" in shown
+    assert "· 1 effect ·" in resumed.stderr  # one, not "1 effects"
