@@ -409,6 +409,37 @@ def _program(name: str, policy: Policy) -> str:
     return exe
 
 
+def _stage_effects(use: ArgUse | None) -> tuple[bool, bool]:
+    """(whether the command may make links or move names, whether it writes paths its arguments name) --
+    redirections aside: DAL opens those itself, before any stage starts, without following a link."""
+    if use is None:  # a program without a model may do either
+        return True, True
+    git = use.git
+    changes = use.changes_names or bool(getattr(git, "writes_worktree", False))
+    writes = bool(use.writes or use.writes_nofollow or use.places or use.links or changes
+                  or getattr(git, "writes_repo", False))  # fmt: skip
+    return changes, writes
+
+
+def _check_pipelines(plan: CommandList, stages: dict[int, tuple[bool, bool]]) -> None:
+    """The stages of one pipeline run at the same time, and each was checked before any started: one that
+    makes a link or moves a name (`cp -l app/dal.toml x`) would let another stage write through it
+    (`sort -o x`) unchecked. So a pipeline may not hold a stage that changes names next to another stage
+    that writes a path (docs/policy.md, "Pipelines")."""
+    for pipeline in plan.items:
+        cmds = pipeline.commands
+        if len(cmds) < 2:
+            continue
+        for i, cmd in enumerate(cmds):
+            if not stages[id(cmd)][0]:
+                continue
+            other = next((c for j, c in enumerate(cmds) if j != i and stages[id(c)][1]), None)
+            if other is not None:
+                raise _Denied(f"{cmd.argv[0]} makes links or moves names while {other.argv[0]} writes in the same "
+                              "pipeline, which was checked before either started; run them as separate commands "
+                              "(`&&` or `;`), so that each is checked against the tree the one before left")
+
+
 def check_command(command: str, policy: Policy, *, plan: CommandList | None = None) -> Decision:
     """Decide whether `command` may run under `policy`. Never raises: a problem is a denial. `plan`: the
     plan to check in place of parsing `command` (check_argv's, with `command` only its display)."""
@@ -471,6 +502,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
     def is_dir(p: str) -> bool:
         return os.path.isdir(os.path.join(ws, p))
 
+    stages: dict[int, tuple[bool, bool]] = {}  # id(cmd) -> (changes names, writes through its arguments)
     for cmd in plan.simple_commands():
         name = cmd.argv[0]
         executables[name] = _program(name, policy)
@@ -491,6 +523,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
                 part_class = "external"
         part_reads, part_writes = _check_paths(cmd, use, policy)
         resolved_writes += part_writes
+        stages[id(cmd)] = _stage_effects(use)
         reads += (P.display(r, ws) for r in part_reads)
         writes += (P.display(w, ws) for w in part_writes if w != P.NULL_DEVICE)
         if any(r.target is not None and r.op != "<" and _write_counts(r.target, ws) for r in cmd.redirects):
@@ -511,6 +544,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
                 approvals.append(name)
 
     _check_git_dirs(resolved_writes, policy)  # the whole run(): one stage may make objects/, another HEAD
+    _check_pipelines(plan, stages)
     common = dict(
         effect_class=klass,
         idempotent=idempotent,
