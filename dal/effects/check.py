@@ -10,6 +10,7 @@ import functools
 import os
 import shutil
 import stat
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
@@ -116,14 +117,25 @@ def _deny_linked(shown: str, st: os.stat_result) -> None:
 
 def _walk(top: str, policy: Policy, skips: tuple[str, ...] = ()) -> Iterator[tuple[str, str, os.stat_result]]:
     """(path, path relative to `top`, lstat) of everything below the directory `top`, never following a
-    symlink; past _TREE_LIMIT entries the command is denied rather than half checked."""
+    symlink; past _TREE_LIMIT entries -- for the whole command, every walk of every operand together
+    (`grep -r x d d d ...` walks d once per operand) -- the command is denied rather than half checked."""
     try:
-        yield from t.walk(top, _TREE_LIMIT, skips)
+        for entry in t.walk(top, _TREE_LIMIT - _spent.n, skips):
+            _spent.n += 1
+            yield entry
     except t.TooMany:
-        raise _Denied(f"{P.display(top, policy.workspace)}: more than {_TREE_LIMIT} entries to check") from None
+        raise _Denied(f"{P.display(top, policy.workspace)}: more than {_TREE_LIMIT} entries to check in one "
+                      "command") from None
 
 
 _TREE_LIMIT = 100_000
+
+
+class _Spent(threading.local):
+    n = 0  # entries the current command's check has walked so far
+
+
+_spent = _Spent()
 
 
 def _check_tree(top: str, policy: Policy) -> None:
@@ -156,8 +168,9 @@ def _check_entries(raw: str, policy: Policy) -> list[str]:
         names = sorted(os.listdir(P.resolve(raw, policy.workspace)))
     except OSError:
         return []
-    if len(names) > _TREE_LIMIT:
-        raise _Denied(f"{raw}: more than {_TREE_LIMIT} entries to check")
+    _spent.n += len(names)
+    if _spent.n > _TREE_LIMIT:
+        raise _Denied(f"{raw}: more than {_TREE_LIMIT} entries to check in one command")
     return [_check_path(os.path.join(raw, name), "read", policy) for name in names]
 
 
@@ -373,6 +386,7 @@ def recheck(cmd: SimpleCommand, policy: Policy) -> str | None:
     is now.
     """
     ws = policy.workspace
+    _spent.n = 0
     try:
         use = analyze_argv(cmd.argv, lambda p: os.path.isdir(os.path.join(ws, p)))
         if use is not None and use.unsafe:
@@ -482,10 +496,24 @@ def check_argv(words: Sequence[str], policy: Policy) -> Decision:
     return check_command(shown, policy, plan=plan)
 
 
+# Fixed bounds on one command, checked first (docs/policy.md, "Limits"): the length keeps the check's own time
+# small, whatever the script builds; the arguments of one program stay under bubblewrap's 9000 for a stage.
+MAX_COMMAND_BYTES = 256 * 1024
+MAX_WORDS = 4096
+
+
 def _check(command: str, policy: Policy, given: CommandList | None = None) -> Decision:
     if not isinstance(command, str):
         raise _Denied("command is not a string")
+    _spent.n = 0
+    size = len(command.encode("utf-8", errors="surrogateescape"))  # for words, their shell quoting
+    if size > MAX_COMMAND_BYTES:
+        raise _Denied(f"the command is {size} bytes long; one run() takes at most {MAX_COMMAND_BYTES} (write long "
+                      "content to a file with several commands, or pass a file)")
     plan = parse_command(command) if given is None else given
+    for c in plan.simple_commands():
+        if len(c.argv) > MAX_WORDS:
+            raise _Denied(f"{c.argv[0]} has {len(c.argv)} arguments; a program in one run() takes at most {MAX_WORDS}")
     if len(plan.simple_commands()) > policy.limit("max_commands"):  # bounds the processes one run() starts
         raise _Denied(f"{len(plan.simple_commands())} simple commands in one run(); [limits] max_commands allows "
                       f"{policy.limit('max_commands')}")
