@@ -68,7 +68,21 @@ def find_program(name: str) -> str | None:
 
 
 def _check_path(raw: str, kind: str, policy: Policy) -> str:
-    """Return the resolved path of `raw` if `kind` ("read", "write", "write_nofollow") is allowed there."""
+    """Return the resolved path of `raw` if `kind` ("read", "write", "write_nofollow") is allowed there.
+    Within one command a path is checked once however often it is named, and at most _PATH_LIMIT distinct
+    ones are: the check's time stays bounded whatever the script builds."""
+    key = (raw, kind)
+    done = _spent.paths.get(key)
+    if done is not None:
+        return done
+    if len(_spent.paths) >= _PATH_LIMIT:
+        raise _Denied(f"more than {_PATH_LIMIT} paths to check in one command")
+    resolved = _check_path_once(raw, kind, policy)
+    _spent.paths[key] = resolved
+    return resolved
+
+
+def _check_path_once(raw: str, kind: str, policy: Policy) -> str:
     ws = policy.workspace
     resolved = P.resolve(raw, ws, follow_final=kind != "write_nofollow")
     why = P.special_denial(raw, resolved)
@@ -129,10 +143,18 @@ def _walk(top: str, policy: Policy, skips: tuple[str, ...] = ()) -> Iterator[tup
 
 
 _TREE_LIMIT = 100_000
+_PATH_LIMIT = 16_384
 
 
 class _Spent(threading.local):
-    n = 0  # entries the current command's check has walked so far
+    """What the check of the current command has spent: entries walked, paths checked (with their result)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.n = 0
+        self.paths: dict[tuple[str, str], str] = {}
 
 
 _spent = _Spent()
@@ -386,7 +408,7 @@ def recheck(cmd: SimpleCommand, policy: Policy) -> str | None:
     is now.
     """
     ws = policy.workspace
-    _spent.n = 0
+    _spent.reset()
     try:
         use = analyze_argv(cmd.argv, lambda p: os.path.isdir(os.path.join(ws, p)))
         if use is not None and use.unsafe:
@@ -401,7 +423,7 @@ def recheck(cmd: SimpleCommand, policy: Policy) -> str | None:
 def check_redirect_target(raw: str, write: bool, policy: Policy) -> str | None:
     """Resolve a redirection target again at open time; None if it is no longer allowed."""
     try:
-        return _check_path(raw, "write" if write else "read", policy)
+        return _check_path_once(raw, "write" if write else "read", policy)  # the tree as it is now, no cache
     except _Denied:
         return None
 
@@ -505,7 +527,7 @@ MAX_WORDS = 4096
 def _check(command: str, policy: Policy, given: CommandList | None = None) -> Decision:
     if not isinstance(command, str):
         raise _Denied("command is not a string")
-    _spent.n = 0
+    _spent.reset()
     size = len(command.encode("utf-8", errors="surrogateescape"))  # for words, their shell quoting
     if size > MAX_COMMAND_BYTES:
         raise _Denied(f"the command is {size} bytes long; one run() takes at most {MAX_COMMAND_BYTES} (write long "

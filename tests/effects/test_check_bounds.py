@@ -94,3 +94,25 @@ def test_the_tree_walk_budget_is_per_command_not_per_operand(tmp_path: Path, mon
     assert check_command("grep -r x d d d", policy).allowed  # the budget starts again for each command
     d = check_command("grep -r x d d && grep -r x d d", policy)
     assert not d.allowed, "two list members are one command"
+
+
+def test_paths_are_checked_once_each_and_bounded_per_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(check, "_PATH_LIMIT", 50)
+    policy = Policy.load(tmp_path)
+    assert check_command("cat " + "a " * 3000, policy).allowed  # one path, named 3000 times
+    assert check_command(" && ".join(["cat " + " ".join(f"n{i}" for i in range(40))] * 3), policy).allowed
+    d = check_command("cat " + " ".join(f"n{i}" for i in range(60)), policy)
+    assert not d.allowed and "more than 50 paths to check in one command" in d.reason
+
+
+def test_a_redirection_is_checked_against_the_tree_at_open_time_not_the_cache(tmp_path: Path) -> None:
+    """The per-command cache must not answer the check made when DAL opens a redirection: a symlink that
+    appeared since the command was checked is seen there."""
+    import os
+
+    (tmp_path / "out").mkdir()
+    policy = Policy.load(tmp_path)
+    assert check_command("echo x > out/f", policy).allowed
+    os.rename(tmp_path / "out", tmp_path / "out.old")
+    os.symlink("/etc", tmp_path / "out")
+    assert check.check_redirect_target("out/f", True, policy) is None
