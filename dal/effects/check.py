@@ -448,8 +448,10 @@ def _program(name: str, policy: Policy) -> str:
 def _stage_effects(use: ArgUse | None) -> tuple[bool, bool]:
     """(whether the command may make links or move names, whether it writes paths its arguments name) --
     redirections aside: DAL opens those itself, before any stage starts, without following a link."""
-    if use is None:  # a program without a model may do either
-        return True, True
+    if use is None:
+        # A program without a model may write anything its arguments say. It could make a link too, but the
+        # policy trusts it with its arguments anyway (it could write the file itself): the wall holds it.
+        return False, True
     git = use.git
     changes = use.changes_names or bool(getattr(git, "writes_worktree", False))
     writes = bool(use.writes or use.writes_nofollow or use.places or use.links or changes
@@ -471,8 +473,8 @@ def _check_pipelines(plan: CommandList, stages: dict[int, tuple[bool, bool]]) ->
                 continue
             other = next((c for j, c in enumerate(cmds) if j != i and stages[id(c)][1]), None)
             if other is not None:
-                raise _Denied(f"{cmd.argv[0]} makes links or moves names while {other.argv[0]} writes in the same "
-                              "pipeline, which was checked before either started; run them as separate commands "
+                raise _Denied(f"{cmd.argv[0]} makes links or moves names while {other.argv[0]} writes paths in the "
+                              "same pipeline, which was checked before either started; run them as separate commands "
                               "(`&&` or `;`), so that each is checked against the tree the one before left")
 
 
