@@ -139,7 +139,8 @@ CASES: list[tuple[str, set[str] | None, set[str] | None]] = [
     ("cp -T A C", {"A"}, {"C"}),
     ("cp --parents D/A E", {"D/A"}, {"E/D", "E/D/A"}),  # and every folder it makes on the way
     ("cp --parents ./D//A E", {"D/A"}, {"E/D", "E/D/A"}),
-    # a source ending in `.` (or `..`: test_hostile_cp.py) is copied into the destination itself (cp.c)
+    # a source ending in `.` (or `..`: the hostile corpus, cp-r-dotdot-into-git) is copied into the
+    # destination itself (cp.c)
     ("cp -r D/. E", {"D"}, {"E"}),
     ("cp -r D F", {"D"}, {"F"}),
     ("cp -b A B", {"A"}, {"B", "B~", "B.~1~"}),
