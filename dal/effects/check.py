@@ -447,7 +447,8 @@ def _program(name: str, policy: Policy) -> str:
 
 def _stage_effects(use: ArgUse | None) -> tuple[bool, bool]:
     """(whether the command may make links or move names, whether it writes paths its arguments name) --
-    redirections aside: DAL opens those itself, before any stage starts, without following a link."""
+    redirections aside: DAL opens those itself, following no symlink it has not checked and refusing a
+    file with other links (safeopen.py)."""
     if use is None:
         # A program without a model may write anything its arguments say. It could make a link too, but the
         # policy trusts it with its arguments anyway (it could write the file itself): the wall holds it.

@@ -11,6 +11,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ def _special_bits(path: Path) -> int:
 @pytest.fixture()
 def ws(tmp_path: Path) -> Path:
     # Under /var/tmp: the wall hides the host's /tmp behind its own.
-    d = Path(shutil.os.path.realpath("/var/tmp")) / f"dal-suid-{tmp_path.name}"
+    d = Path(os.path.realpath("/var/tmp")) / f"dal-suid-{tmp_path.name}"
     d.mkdir()
     d.chmod(0o755)
     yield d
@@ -88,3 +89,45 @@ def test_ordinary_modes_still_work(ws: Path, wall: bool) -> None:
     assert stat.S_IMODE(os.lstat(ws / "f").st_mode) == 0o755
     assert stat.S_IMODE(os.lstat(ws / "d").st_mode) == 0o700
     assert stat.S_IMODE(os.lstat(ws / "g").st_mode) == 0o600
+
+
+_AS_NOBODY = r"""
+import os, stat, sys
+from dal.effects import EffectContext, Policy, run_effect
+ws = sys.argv[1]
+for wall in (True, False):
+    with open(os.path.join(ws, "dal.toml"), "w") as f:
+        f.write('[run]\nallow = ["sh"]\n')
+    ctx = EffectContext(policy=Policy.load(ws), use_sandbox=wall, timeout=20)
+    r = run_effect("sh -c 'cp /usr/bin/id suid && chmod 4755 suid'", ctx)
+    mode = os.lstat(os.path.join(ws, "suid")).st_mode
+    print("wall" if wall else "nowall", r.status, oct(stat.S_IMODE(mode)))
+    os.unlink(os.path.join(ws, "suid"))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("runuser"),
+                    reason="needs root to become an unprivileged user")  # fmt: skip
+def test_as_an_unprivileged_user_no_setuid_file_either(ws: Path) -> None:
+    """As another user the file would be setuid to that user: the same filter holds. The test becomes
+    nobody in a private mount namespace where this interpreter is reachable (it may live under /root)."""
+    os.chown(ws, 65534, 65534)
+    exe = os.path.realpath(sys.executable)
+    hidden = [p for p in ("/root",) if exe.startswith(p + "/")]
+    setup = "mount --make-rprivate / && "
+    if hidden:  # /root is mode 700: show only the interpreter's tree to the user
+        top = "/".join(exe.split("/")[:3])  # e.g. /root/.pyenv
+        setup += (f"mkdir -p /tmp/.dal-py && mount --bind {top} /tmp/.dal-py && mount -t tmpfs -o mode=755 tmpfs "
+                  f"/root && mkdir -p {top} && mount --bind /tmp/.dal-py {top} && ")
+    src = Path(__file__).resolve().parents[2]
+    r = subprocess.run(["unshare", "-m", "--", "sh", "-c", setup + 'exec runuser -u nobody -- "$@"', "sh",
+                        sys.executable, "-c", _AS_NOBODY, str(ws)],
+                       capture_output=True, text=True, timeout=120, cwd=src,
+                       env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONPATH": str(src),
+                            "HOME": str(ws)})  # fmt: skip
+    lines = r.stdout.split()
+    assert r.returncode == 0 and len(lines) == 6, r.stdout + r.stderr
+    walled = ["wall", "nowall"] if HAVE_BWRAP else ["nowall"]
+    for which in walled:
+        i = lines.index(which)
+        assert lines[i + 2] == "0o755", f"{which}: {lines[i:i + 3]}"
