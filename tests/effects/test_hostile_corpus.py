@@ -380,15 +380,17 @@ CASES = [
          control=True),  # fmt: skip
     Case("cp-r-dot-into-git", ("mkdir -p t", "printf '../.evil\\n' > t/commondir", "cp -r t/. vendor/lib/.git"),
          setup=_nested_policy_and_repo, control=True),  # fmt: skip
+    # (no control for these: under bash they are a race -- sort creates its output when it starts -- that the
+    # attacker wins often, not always; DAL's answer, a denial at check time, does not depend on it)
     Case("pipeline-hard-link-then-write", (_SH_POLICY, "cp -l app/dal.toml x | true | true | true | true | true | "
                                            "true | true | true | sort -o x - payload.txt"),
-         setup=_nested_policy_and_repo, control=True),  # fmt: skip
+         setup=_nested_policy_and_repo),  # fmt: skip
     Case("pipeline-symlink-then-write", (_SH_POLICY, "cp -s {WS}/app/dal.toml x | true | true | true | true | "
                                          "true | true | true | true | sort -o x - payload.txt"),
-         setup=_nested_policy_and_repo, control=True),  # fmt: skip
+         setup=_nested_policy_and_repo),  # fmt: skip
     Case("pipeline-mv-then-write", (_SH_POLICY, "cp -s {WS}/app/dal.toml y", "mv y z | true | true | true | true | "
                                     "true | true | true | sort -o z payload.txt"),
-         setup=_nested_policy_and_repo, control=True),  # fmt: skip
+         setup=_nested_policy_and_repo),  # fmt: skip
     # 6. git options that run programs or take paths
     Case("git-grep-pager", ("git grep --open-files-in-pager='touch pwned' TODO",), allow=GIT, control=True),
     Case("git-grep-pager-abbreviated", ("git grep --open='touch pwned' TODO",), allow=GIT),
