@@ -41,6 +41,10 @@ def test_latest_names_the_killed_run_for_show_and_resume(dal: Shell) -> None:
     assert json.loads(dal("receipts", "--json", "--status", "died").stdout)["runs"][0]["run_id"] == rid
     approve = dal("approve", "latest")  # nothing waits for approval: refused, about that run, not "no runs"
     assert approve.returncode == 2 and rid in approve.stderr and "no finished runs" not in approve.stderr
+    # the decision commands call it what the list calls it: died, not running, and say the way on
+    for decide in (approve, dal("deny", "latest"), dal("resolve", "latest", "--as", "done")):
+        assert f"run {rid} died" in decide.stderr and "running" not in decide.stderr, decide.stderr
+        assert f"`dal resume {rid}` continues it" in decide.stderr
     dal.write("go", "")
     resumed = dal("resume", "latest")
     assert resumed.returncode == 0 and "resumed" in resumed.stdout, resumed.stderr
