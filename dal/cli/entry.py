@@ -37,11 +37,13 @@ def command_started(*, one_shot: bool = False) -> None:
     builds one script (or checks a few) and exits, so what it builds may stay out of the garbage
     collector's way for good (dal/core/gcpause.py); not the REPL or `dal test`, which run one after another."""
     if _installed:
-        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
         if one_shot:
+            # Imported while a Ctrl-C still exits at once: an import that a KeyboardInterrupt cut short
+            # printed a traceback (issue 13).
             from dal.core import gcpause
 
             gcpause.keep_frozen = True
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
 
 
 def command_done() -> None:

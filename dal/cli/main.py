@@ -40,6 +40,7 @@ common commands:
   dal submit script.dal / dal worker
                                 queue a run / run queued jobs (dal jobs, dal schedule)
   dal repl                      interactive session (also: `dal` alone on a terminal)
+  dal completion bash|zsh|fish  print a shell completion script
 """
 
 
@@ -145,6 +146,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                            description="`dal help` is `dal --help`; `dal help CMD [SUB]` is `dal CMD [SUB] --help`.")
         h.add_argument("topic", nargs="*", metavar="COMMAND")
         h.set_defaults(func=lambda args: _cmd_help(p, args.topic))
+        from dal.cli import completion_cmd
+
+        completion_cmd.register(sub, p)
     return p
 
 

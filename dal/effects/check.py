@@ -10,6 +10,7 @@ import functools
 import os
 import shutil
 import stat
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
@@ -67,7 +68,21 @@ def find_program(name: str) -> str | None:
 
 
 def _check_path(raw: str, kind: str, policy: Policy) -> str:
-    """Return the resolved path of `raw` if `kind` ("read", "write", "write_nofollow") is allowed there."""
+    """Return the resolved path of `raw` if `kind` ("read", "write", "write_nofollow") is allowed there.
+    Within one command a path is checked once however often it is named, and at most _PATH_LIMIT distinct
+    ones are: the check's time stays bounded whatever the script builds."""
+    key = (raw, kind)
+    done = _spent.paths.get(key)
+    if done is not None:
+        return done
+    if len(_spent.paths) >= _PATH_LIMIT:
+        raise _Denied(f"more than {_PATH_LIMIT} paths to check in one command")
+    resolved = _check_path_once(raw, kind, policy)
+    _spent.paths[key] = resolved
+    return resolved
+
+
+def _check_path_once(raw: str, kind: str, policy: Policy) -> str:
     ws = policy.workspace
     resolved = P.resolve_path(raw, ws, follow_final=kind != "write_nofollow")
     why = P.special_denial(raw, resolved)
@@ -119,14 +134,33 @@ def _deny_linked(shown: str, st: os.stat_result) -> None:
 
 def _walk(top: str, policy: Policy, skips: tuple[str, ...] = ()) -> Iterator[tuple[str, str, os.stat_result]]:
     """(path, path relative to `top`, lstat) of everything below the directory `top`, never following a
-    symlink; past _TREE_LIMIT entries the command is denied rather than half checked."""
+    symlink; past _TREE_LIMIT entries -- for the whole command, every walk of every operand together
+    (`grep -r x d d d ...` walks d once per operand) -- the command is denied rather than half checked."""
     try:
-        yield from t.walk(top, _TREE_LIMIT, skips)
+        for entry in t.walk(top, _TREE_LIMIT - _spent.n, skips):
+            _spent.n += 1
+            yield entry
     except t.TooMany:
-        raise _Denied(f"{P.display(top, policy.workspace)}: more than {_TREE_LIMIT} entries to check") from None
+        raise _Denied(f"{P.display(top, policy.workspace)}: more than {_TREE_LIMIT} entries to check in one "
+                      "command") from None
 
 
 _TREE_LIMIT = 100_000
+_PATH_LIMIT = 16_384
+
+
+class _Spent(threading.local):
+    """What the check of the current command has spent: entries walked, paths checked (with their result)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.n = 0
+        self.paths: dict[tuple[str, str], str] = {}
+
+
+_spent = _Spent()
 
 
 def _check_tree(top: str, policy: Policy) -> None:
@@ -163,8 +197,9 @@ def _check_entries(raw: str, policy: Policy) -> list[str]:
         names = sorted(os.listdir(P.resolve_path(raw, policy.workspace)))
     except OSError:
         return []
-    if len(names) > _TREE_LIMIT:
-        raise _Denied(f"{raw}: more than {_TREE_LIMIT} entries to check")
+    _spent.n += len(names)
+    if _spent.n > _TREE_LIMIT:
+        raise _Denied(f"{raw}: more than {_TREE_LIMIT} entries to check in one command")
     return [_check_path(os.path.join(raw, name), "read", policy) for name in names]
 
 
@@ -380,6 +415,7 @@ def recheck(cmd: SimpleCommand, policy: Policy) -> str | None:
     is now.
     """
     ws = policy.workspace
+    _spent.reset()
     try:
         use = analyze_argv(cmd.argv, lambda p: os.path.isdir(os.path.join(ws, p)))
         if use is not None and use.unsafe:
@@ -394,7 +430,7 @@ def recheck(cmd: SimpleCommand, policy: Policy) -> str | None:
 def check_redirect_target(raw: str, write: bool, policy: Policy) -> str | None:
     """Resolve a redirection target again at open time; None if it is no longer allowed."""
     try:
-        return _check_path(raw, "write" if write else "read", policy)
+        return _check_path_once(raw, "write" if write else "read", policy)  # the tree as it is now, no cache
     except _Denied:
         return None
 
@@ -414,6 +450,40 @@ def _program(name: str, policy: Policy) -> str:
     if exe is None:
         raise _Denied(f"{name} not found on the trusted PATH {TRUSTED_PATH}")
     return exe
+
+
+def _stage_effects(use: ArgUse | None) -> tuple[bool, bool]:
+    """(whether the command may make links or move names, whether it writes paths its arguments name) --
+    redirections aside: DAL opens those itself, following no symlink it has not checked and refusing a
+    file with other links (safeopen.py)."""
+    if use is None:
+        # A program without a model may write anything its arguments say. It could make a link too, but the
+        # policy trusts it with its arguments anyway (it could write the file itself): the wall holds it.
+        return False, True
+    git = use.git
+    changes = use.changes_names or bool(getattr(git, "writes_worktree", False))
+    writes = bool(use.writes or use.writes_nofollow or use.places or use.links or changes
+                  or getattr(git, "writes_repo", False))  # fmt: skip
+    return changes, writes
+
+
+def _check_pipelines(plan: CommandList, stages: dict[int, tuple[bool, bool]]) -> None:
+    """The stages of one pipeline run at the same time, and each was checked before any started: one that
+    makes a link or moves a name (`cp -l app/dal.toml x`) would let another stage write through it
+    (`sort -o x`) unchecked. So a pipeline may not hold a stage that changes names next to another stage
+    that writes a path (docs/policy.md, "Pipelines")."""
+    for pipeline in plan.items:
+        cmds = pipeline.commands
+        if len(cmds) < 2:
+            continue
+        for i, cmd in enumerate(cmds):
+            if not stages[id(cmd)][0]:
+                continue
+            other = next((c for j, c in enumerate(cmds) if j != i and stages[id(c)][1]), None)
+            if other is not None:
+                raise _Denied(f"{cmd.argv[0]} makes links or moves names while {other.argv[0]} writes paths in the "
+                              "same pipeline, which was checked before either started; run them as separate commands "
+                              "(`&&` or `;`), so that each is checked against the tree the one before left")
 
 
 def check_command(command: str, policy: Policy, *, plan: CommandList | None = None) -> Decision:
@@ -458,10 +528,24 @@ def check_argv(words: Sequence[str], policy: Policy) -> Decision:
     return check_command(shown, policy, plan=plan)
 
 
+# Fixed bounds on one command, checked first (docs/policy.md, "Limits"): the length keeps the check's own time
+# small, whatever the script builds; the arguments of one program stay under bubblewrap's 9000 for a stage.
+MAX_COMMAND_BYTES = 256 * 1024
+MAX_WORDS = 4096
+
+
 def _check(command: str, policy: Policy, given: CommandList | None = None) -> Decision:
     if not isinstance(command, str):
         raise _Denied("command is not a string")
+    _spent.reset()
+    size = len(command.encode("utf-8", errors="surrogateescape"))  # for words, their shell quoting
+    if size > MAX_COMMAND_BYTES:
+        raise _Denied(f"the command is {size} bytes long; one run() takes at most {MAX_COMMAND_BYTES} (write long "
+                      "content to a file with several commands, or pass a file)")
     plan = parse_command(command) if given is None else given
+    for c in plan.simple_commands():
+        if len(c.argv) > MAX_WORDS:
+            raise _Denied(f"{c.argv[0]} has {len(c.argv)} arguments; a program in one run() takes at most {MAX_WORDS}")
     if len(plan.simple_commands()) > policy.limit("max_commands"):  # bounds the processes one run() starts
         raise _Denied(f"{len(plan.simple_commands())} simple commands in one run(); [limits] max_commands allows "
                       f"{policy.limit('max_commands')}")
@@ -478,6 +562,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
     def is_dir(p: str) -> bool:
         return os.path.isdir(os.path.join(ws, p))
 
+    stages: dict[int, tuple[bool, bool]] = {}  # id(cmd) -> (changes names, writes through its arguments)
     for cmd in plan.simple_commands():
         name = cmd.argv[0]
         executables[name] = _program(name, policy)
@@ -498,6 +583,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
                 part_class = "external"
         part_reads, part_writes = _check_paths(cmd, use, policy)
         resolved_writes += part_writes
+        stages[id(cmd)] = _stage_effects(use)
         reads += (P.display(r, ws) for r in part_reads)
         writes += (P.display(w, ws) for w in part_writes if w != P.NULL_DEVICE)
         if any(r.target is not None and r.op != "<" and _write_counts(r.target, ws) for r in cmd.redirects):
@@ -518,6 +604,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
                 approvals.append(name)
 
     _check_git_dirs(resolved_writes, policy)  # the whole run(): one stage may make objects/, another HEAD
+    _check_pipelines(plan, stages)
     common = dict(
         effect_class=klass,
         idempotent=idempotent,

@@ -20,6 +20,7 @@ from typing import Any
 
 import attrs
 
+from dal.effects import seccomp
 from dal.effects.check import Decision, recheck
 from dal.effects.limits import Cgroup, CommandLimits, describe_signal_limit
 from dal.effects.policy import DEFAULT_TOOLSET_NAMES, TRUSTED_PATH, Policy
@@ -335,11 +336,25 @@ def _spawn_bare(cmd: SimpleCommand, run: _CommandRun, fds: dict[int, int], pgid:
             env=run.bare_env(),
             close_fds=True,
             process_group=pgid,
-            preexec_fn=run.limits.preexec(run.cgroup),
+            preexec_fn=_preexec(run),
         )
     except OSError as e:
         os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode())
         return 127
+
+
+def _preexec(run: _CommandRun) -> Callable[[], None]:
+    """The child's set-up without the wall: its limits, then the filter against set-user-ID files."""
+    limits = run.limits.preexec(run.cgroup)
+    if not seccomp.available():
+        return limits
+    filt = seccomp.install()
+
+    def setup() -> None:
+        limits()
+        filt()
+
+    return setup
 
 
 _CHILD_PID = re.compile(rb'"child-pid":\s*(\d+)')
@@ -348,12 +363,13 @@ _CHILD_PID = re.compile(rb'"child-pid":\s*(\d+)')
 class _Held:
     """A stage inside the wall whose bubblewrap waits on its block fd for DAL to set its limits."""
 
-    __slots__ = ("proc", "info_r", "block_w")
+    __slots__ = ("proc", "info_r", "block_w", "name")
 
-    def __init__(self, proc: subprocess.Popen, info_r: int, block_w: int) -> None:
+    def __init__(self, proc: subprocess.Popen, info_r: int, block_w: int, name: str) -> None:
         self.proc = proc
         self.info_r = info_r
         self.block_w = block_w
+        self.name = name
 
 
 def _spawn_walled(
@@ -368,15 +384,23 @@ def _spawn_walled(
     block_r, block_w = os.pipe()
     passwd, group = _identity()
     data = []
-    for content in (passwd, group):
+    contents = (passwd, group, seccomp.program()) if seccomp.available() else (passwd, group)
+    for content in contents:
         r, w = os.pipe()
         os.write(w, content)  # a few hundred bytes: never more than the pipe holds
         os.close(w)
         data.append(r)
     child = [info_w, block_r, *data]
+    argv = wall.argv(list(cmd.argv), (data[0], data[1]), info_w, block_r, data[2] if len(data) > 2 else None)
+    if len(argv) > _BWRAP_MAX_ARGS:
+        for fd in (*child, info_r, block_w):
+            os.close(fd)
+        os.write(fds[2], f"dal: {cmd.argv[0]}: denied at start: the wall takes at most {_BWRAP_MAX_ARGS} arguments, "
+                         f"and this command with the wall's own needs {len(argv)}\n".encode())
+        return 126
     try:
         proc = subprocess.Popen(
-            wall.argv(list(cmd.argv), (data[0], data[1]), info_w, block_r),
+            argv,
             stdin=fds[0],
             stdout=fds[1],
             stderr=fds[2],
@@ -394,22 +418,33 @@ def _spawn_walled(
     finally:
         for fd in child:
             os.close(fd)
-    run.held.append(_Held(proc, info_r, block_w))
+    run.held.append(_Held(proc, info_r, block_w, cmd.argv[0]))
     return proc
 
 
+# bubblewrap refuses a command line of more than 9000 arguments (its own options included) and exits at once.
+_BWRAP_MAX_ARGS = 9000
+
+
 def _release(run: _CommandRun) -> bool:
-    """Give each held stage its limits and cgroup, then let it start; False if the deadline passed first."""
+    """Give each held stage its limits and cgroup, then let it start; False if the deadline passed first.
+    A stage whose bubblewrap exited before starting its program (it says why on the stage's stderr) is
+    left to be reaped as a failed stage."""
     cg = run.cgroup
     for held in run.held:
         pid = _read_child_pid(held.info_r, run.deadline)
         if pid is _LATE:
             return False
-        if pid is not None:
-            run.limits.apply(pid, with_nproc=cg is None or not cg.bounds_processes)
-            if cg is not None:
-                cg.add(pid)
-        os.write(held.block_w, b"\0")  # let the program start (if bubblewrap failed instead, it has exited)
+        if pid is None:
+            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n".encode())
+            continue
+        run.limits.apply(pid, with_nproc=cg is None or not cg.bounds_processes)
+        if cg is not None:
+            cg.add(pid)
+        try:
+            os.write(held.block_w, b"\0")  # let the program start
+        except OSError:  # bubblewrap died meanwhile (EPIPE): the stage fails, it does not crash DAL
+            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n".encode())
     return True
 
 

@@ -48,6 +48,9 @@ class ArgUse:
     links: tuple[tuple[str, str], ...] = ()
     # git: what the checker must look at in the repository (a gitmodel.GitUse).
     git: object | None = None
+    # Makes symlinks or hard links, or moves names, while it runs (cp -l/-s/-P/-r, mv): another stage of
+    # the same pipeline, checked before this one started, could then write through what it made.
+    changes_names: bool = False
 
 
 class Unsafe(Exception):
@@ -285,12 +288,43 @@ def _copy_targets(p: Parsed, is_dir: Callable[[str], bool], verb: str) -> tuple[
         into = not p.has("-T", "--no-target-directory") and (len(sources) > 1 or is_dir(dest))
     if not into:
         return sources, [dest]
-    parents = p.has("--parents")
     written = []
+    if p.has("--parents"):
+        for s in sources:
+            written.append(_parents_target(dest, s, verb))
+        return sources, written
     for s in sources:
-        name = s if parents else os.path.basename(s.rstrip("/")) or s
-        written.append(os.path.join(dest, name))
+        name = os.path.basename(s.rstrip("/")) or s
+        # GNU cp (cp.c, do_copy): a source whose last component is `..` is copied to the target directory
+        # itself, not to DIR/..; one ending in `.` lands in DIR/. -- the same directory. Either way the
+        # source's entries appear directly in DEST.
+        written.append(dest if verb == "cp" and name in (".", "..") else os.path.join(dest, name))
     return sources, written
+
+
+def _parents_target(dest: str, source: str, verb: str) -> str:
+    """`cp --parents SRC DIR` writes DIR/SRC -- the whole source name, a leading `/` dropped (DIR/ABS/SRC) --
+    and makes every directory on the way. A `..` in SRC would make cp create directories under one name
+    and then write through `..` somewhere else, so it is refused."""
+    parts = [c for c in source.split("/") if c not in ("", ".")]
+    if ".." in parts:
+        raise Unsafe(f"{verb} --parents {source}: a source with `..` in it writes outside the names the check sees")
+    if not parts:
+        raise Unsafe(f"{verb} --parents {source}: no file name to copy")
+    return os.path.join(dest, *parts)
+
+
+def _parents_dirs(p: Parsed, written: list[str]) -> tuple[str, ...]:
+    """The directories `cp --parents` creates on the way to each written path (DIR/a, DIR/a/b, ...)."""
+    if not p.has("--parents"):
+        return ()
+    dest = (p.values("-t", "--target-directory") or [p.operands[-1] if p.operands else ""])[0]
+    out: list[str] = []
+    for w in written:
+        rel = os.path.relpath(w, dest) if dest else w
+        parts = rel.split("/")[:-1]
+        out += (os.path.join(dest, *parts[: k + 1]) for k in range(len(parts)))
+    return tuple(dict.fromkeys(out))
 
 
 def _backups(p: Parsed, written: list[str]) -> tuple[str, ...]:
@@ -323,25 +357,37 @@ def _cp_copies_links(p: Parsed) -> bool:
     return mode == "P"
 
 
+def _cp_idempotent(p: Parsed) -> bool:
+    """Whether running the same cp twice leaves what running it once does (a retry, or a resume after an
+    unknown outcome, runs it again). Not so for a recursive copy (the second `cp -r src dst` copies into
+    dst/src once dst exists), a copy that makes backups (each run renames the last copy away, numbered
+    backups grow), or one that makes links (-l, -s: the second fails, the name exists)."""
+    if p.has("-r", "-R", "-a", "--recursive", "--archive", "-l", "--link", "-s", "--symbolic-link"):
+        return False
+    return not _backups(p, ["x"])
+
+
 def _cp(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
     sources, written = _copy_targets(p, is_dir, "cp")
     recursive = p.has("-r", "-R", "-a", "--recursive", "--archive")
     pairs = list(zip(sources, written, strict=False)) if len(sources) == len(written) else []
+    made = _parents_dirs(p, written)
     if p.has("-s", "--symbolic-link"):  # makes symlinks whose text is the source as written
-        return ArgUse(reads=tuple(sources), writes=(*written, *_backups(p, written)),
-                      links=tuple((w, s) for s, w in pairs),
+        return ArgUse(reads=tuple(sources), writes=(*made, *written, *_backups(p, written)),
+                      links=tuple((w, s) for s, w in pairs), changes_names=True,
                       places=tuple((s, w, "copy") for s, w in pairs if recursive and is_dir(s)))  # fmt: skip
     how = "copy" if _cp_copies_links(p) else "copy-deref"
     places = tuple((s, w, how) for s, w in pairs if recursive or how == "copy")
-    return ArgUse(reads=tuple(sources), writes=(*written, *_backups(p, written)), writes_into_trees=recursive,
-                  places=places)  # fmt: skip
+    return ArgUse(reads=tuple(sources), writes=(*made, *written, *_backups(p, written)),
+                  writes_into_trees=recursive, places=places,
+                  changes_names=how == "copy" or p.has("-l", "--link"))  # fmt: skip
 
 
 def _mv(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
     sources, written = _copy_targets(p, is_dir, "mv")
     pairs = zip(sources, written, strict=False) if len(sources) == len(written) else ()
     return ArgUse(reads=tuple(sources), writes=(*written, *_backups(p, written)), writes_nofollow=tuple(sources),
-                  places=tuple((s, w, "move") for s, w in pairs))  # fmt: skip
+                  places=tuple((s, w, "move") for s, w in pairs), changes_names=True)  # fmt: skip
 
 
 _UINTMAX = 2**64 - 1
@@ -676,6 +722,7 @@ def _models() -> dict[str, ProgramModel]:
             ),
             unsafe=_CP_UNSAFE,
             custom=_cp,
+            idempotent=_cp_idempotent,
         ),
         ProgramModel(
             "mv",

@@ -55,6 +55,18 @@ class EffectResult:
             return self.stdout[:-1] if self.stdout.endswith("\n") else self.stdout
         return "command completed" + (f"; limit reached: {self.limit}" if self.limit else "")
 
+    @property
+    def evidence(self) -> str:
+        """The summary as a receipt's evidence: the command's output when it printed any (what the script
+        looked at), else DAL's words naming the command ("`touch a` completed", "`ls *` denied: ..."),
+        so that `record(state, "create", r)` says which command it was."""
+        summary = self.summary
+        if self.ok and self.stdout:
+            return summary
+        if summary.startswith("command "):
+            return f"`{self.command}` {summary[len('command '):]}"
+        return f"`{self.command}` {summary}"
+
     def __str__(self) -> str:
         return self.summary
 
@@ -64,7 +76,7 @@ class EffectResult:
             return self.ok
         if name == "summary":
             return self.summary
-        if name in ("code", "stdout", "stderr", "status", "limit"):
+        if name in ("command", "code", "stdout", "stderr", "status", "limit"):
             return getattr(self, name)
         raise KeyError(name)
 

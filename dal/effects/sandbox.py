@@ -217,15 +217,18 @@ class Wall:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def argv(self, argv: list[str], data_fds: tuple[int, int], info_fd: int, block_fd: int) -> list[str]:
+    def argv(self, argv: list[str], data_fds: tuple[int, int], info_fd: int, block_fd: int,
+             seccomp_fd: int | None = None) -> list[str]:
         """The whole command line: bubblewrap, the view, the synthetic passwd and group read from
-        `data_fds`, the descriptors for the start-up handshake, then the program's own argv."""
+        `data_fds`, the descriptors for the start-up handshake, the seccomp filter (seccomp.py) to read from
+        `seccomp_fd`, then the program's own argv."""
         passwd_fd, group_fd = data_fds
         identity = [
             "--perms", "0644", "--ro-bind-data", str(passwd_fd), "/etc/passwd",
             "--perms", "0644", "--ro-bind-data", str(group_fd), "/etc/group",
         ] if self.own_identity else []
-        return [BWRAP, *self._argv_head, *identity, *self._argv_tail, "--info-fd", str(info_fd), "--block-fd",
+        filt = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
+        return [BWRAP, *self._argv_head, *identity, *self._argv_tail, *filt, "--info-fd", str(info_fd), "--block-fd",
                 str(block_fd), "--", *argv]
 
     def _bind(self, path: str, writable: bool) -> list[str]:

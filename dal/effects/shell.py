@@ -432,6 +432,8 @@ _NEWLINE_OUTSIDE_QUOTES = re.compile(rb"\n")
 
 
 def _check_newlines(root: tree_sitter.Node, src: bytes) -> None:
+    """Deny a newline outside quotes. Linear in the command: the quoted spans, sorted, are walked once
+    alongside the newlines (a command of many quoted newlines must not make the check quadratic)."""
     if b"\n" not in src:
         return
     quoted: list[tuple[int, int]] = []
@@ -442,9 +444,14 @@ def _check_newlines(root: tree_sitter.Node, src: bytes) -> None:
             quoted.append((n.start_byte, n.end_byte))
         else:
             stack.extend(n.children)
+    quoted.sort()
+    k = 0
     for m in _NEWLINE_OUTSIDE_QUOTES.finditer(src):
-        if not any(a <= m.start() < b for a, b in quoted):
-            cont = m.start() > 0 and src[m.start() - 1 : m.start()] == b"\\"
+        pos = m.start()
+        while k < len(quoted) and quoted[k][1] <= pos:
+            k += 1  # spans ending before this newline cannot hold it, nor any later one
+        if not (k < len(quoted) and quoted[k][0] <= pos):
+            cont = pos > 0 and src[pos - 1 : pos] == b"\\"
             raise ShellDenied("line continuation" if cont else "newline separator")
 
 

@@ -975,8 +975,10 @@ def _record(rt: Runtime, args: list[Any], span: Any) -> Any:
         attempt = state["attempt"]
         if type(attempt) not in (bool, int, float, type(None)) and not (type(attempt) is str and len(attempt) <= 400):
             attempt = describe(attempt)  # receipts hold a bounded text of anything larger
-        rt.add_evidence({"kind": "record", "operation": describe(operation), "outcome": describe(outcome),
-                         "attempt": attempt})
+        # a run() result: its summary naming its command
+        said = getattr(outcome, "evidence", None) if type(getattr(outcome, "summary", None)) is str else None
+        said = describe(said if type(said) is str else outcome)
+        rt.add_evidence({"kind": "record", "operation": describe(operation), "outcome": said, "attempt": attempt})
     return state
 
 

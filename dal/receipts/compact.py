@@ -34,7 +34,8 @@ def compact(
     `{"$elided": "map", "size": N, "keys": [...], "head": {...}}`, `{"$elided": "string", "length": N,
     "head": "..."}`; a container below `depth` levels keeps only its size, and one met again inside
     itself shows as the string `<cycle>`. A value with a `summary` attribute (a run() result) shows as that
-    string, a value with `dal_repr()` (a function) as its repr. Takes DAL values as they are: its work is
+    string (its `evidence` text when it has one: DAL's words name the command), a value with `dal_repr()`
+    (a function) as its repr. Takes DAL values as they are: its work is
     bounded by the limits, whatever the size, depth or sharing of `value`.
     """
     walker = _Walker(max(1, max_items), max(1, max_string), max(0, depth), max(1, max_nodes))
@@ -73,7 +74,8 @@ class _Walker:
                 self.open.discard(id(value))
         summary = getattr(value, "summary", None)
         if isinstance(summary, str):
-            return self.string(summary)
+            evidence = getattr(value, "evidence", None)  # a run() result: its summary naming its command
+            return self.string(evidence if isinstance(evidence, str) else summary)
         dal_repr = getattr(value, "dal_repr", None)
         if callable(dal_repr):
             return self.string(str(dal_repr()))

@@ -65,6 +65,8 @@ def held_effect(store: Store, run: dict[str, Any], effect: int | None, want: str
                                   + "nothing waits for a decision")
         raise DecisionRefused(f"run {rid} is {run['status']}, not waiting for a decision")
     live = run["status"] == "running" and run_alive(run)
+    # A run marked running whose process is gone is `died`, as the list and `receipt show` say.
+    status = "died" if run["status"] == "running" and not live else run["status"]
     effects = {seq: p for seq, p in journal.load(store, rid).entries.items() if seq > 0}
     states = {seq: _state(p, rid if live else None) for seq, p in effects.items()}
     what = _LABELS[want]
@@ -77,7 +79,10 @@ def held_effect(store: Store, run: dict[str, Any], effect: int | None, want: str
     if effect is None:
         held = [seq for seq in sorted(effects) if states[seq] in _LABELS]
         if not held:
-            raise DecisionRefused(f"run {rid} is {run['status']} but no effect of it is {what}")
+            if status == "died":
+                raise DecisionRefused(f"run {rid} died (its process is gone) and no effect of it is {what}; "
+                                      f"`dal resume {rid}` continues it")
+            raise DecisionRefused(f"run {rid} is {status} but no effect of it is {what}")
         seq = held[-1]
     else:
         if effect not in effects:

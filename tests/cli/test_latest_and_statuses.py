@@ -14,7 +14,11 @@ from dalshell import DAL, Shell
 
 def _killed_keyed_run(dal: Shell) -> str:
     dal.write("slow.dal", 'operation("k1")\nrun("touch a")\nsleep(0.3)\nprint("slept")\n')
-    dal.write("hang.dal", 'operation("k1")\nrun("touch a")\nsleep(60)\n')
+    # It waits for a file `go` (a read each tenth of a second): killed while it waits, its resume finds
+    # `go` and ends, with the same script text (a resume runs only the text its run ran).
+    dal.write("hang.dal", 'operation("k1")\nrun("touch a")\nlet i = 0\nwhile i < 600 {\n'
+              '    if run("test -e go").ok { break }\n    sleep(0.1)\n    i = i + 1\n}\n'
+              'print("resumed")\n')
     env = {k: v for k, v in os.environ.items() if k != "DAL_STORE"}
     proc = subprocess.Popen([str(DAL), "run", "hang.dal"], cwd=dal.cwd, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -37,7 +41,11 @@ def test_latest_names_the_killed_run_for_show_and_resume(dal: Shell) -> None:
     assert json.loads(dal("receipts", "--json", "--status", "died").stdout)["runs"][0]["run_id"] == rid
     approve = dal("approve", "latest")  # nothing waits for approval: refused, about that run, not "no runs"
     assert approve.returncode == 2 and rid in approve.stderr and "no finished runs" not in approve.stderr
-    dal.write("hang.dal", 'operation("k1")\nrun("touch a")\nprint("resumed")\n')  # the same first effect
+    # the decision commands call it what the list calls it: died, not running, and say the way on
+    for decide in (approve, dal("deny", "latest"), dal("resolve", "latest", "--as", "done")):
+        assert f"run {rid} died" in decide.stderr and "running" not in decide.stderr, decide.stderr
+        assert f"`dal resume {rid}` continues it" in decide.stderr
+    dal.write("go", "")
     resumed = dal("resume", "latest")
     assert resumed.returncode == 0 and "resumed" in resumed.stdout, resumed.stderr
     later = dal("receipts", "--status", "resumed")

@@ -55,3 +55,20 @@ def test_a_run_in_another_store_says_so_in_its_closing_line(dal: Shell) -> None:
     plain = dal("run", "s.dal")
     assert "· store" not in plain.stderr
     assert json.loads(dal("receipts", "--json").stdout)["runs"][0]["status"] == "completed"
+
+
+def test_check_warns_about_now_and_env_read_before_operation(dal: Shell) -> None:
+    # Durability finding 12c: a value read before operation("K") is not replayed on resume, so the
+    # operation stops with a divergence; dal check says so at the read, and --key is the way out.
+    dal.write("s.dal", 'let t = now()\noperation("K")\nrun("printf \'at " + str(t) + "\\n\' >> a.log")\n'
+              'run("echo sent | tee -a outbox.txt")\n')
+    dal.write("fine.dal", 'fn stamp() { return now() }\noperation("K")\nlet t = now()\nprint(stamp(), env("HOME"))\n')
+    check = dal("check", "s.dal", "fine.dal")
+    assert check.returncode == 0 and check.stderr.count("warning[read-before-operation]") == 1
+    assert "`now()` is read before operation()" in check.stderr and "--> s.dal:1:9" in check.stderr
+    assert "fine.dal: ok\n" in check.stderr
+    # the limit the warning names, executed: the resumed run diverges at effect 1 and sends nothing
+    assert dal("run", "--require-approval=tee", "s.dal").returncode == 3
+    assert dal("approve", "K").returncode == 0
+    resumed = dal("run", "--require-approval=tee", "s.dal")
+    assert "error[divergence]" in resumed.stderr and not (dal.cwd / "outbox.txt").exists()

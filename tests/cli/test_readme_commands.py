@@ -40,3 +40,23 @@ def test_bench_run_under_a_python_without_dal_uses_the_clones_venv() -> None:
                        timeout=120)
     assert p.returncode == 0, p.stderr
     assert "ModuleNotFoundError" not in p.stderr and "--no-peers" in p.stdout
+
+
+def test_the_readme_taste_is_keyed_and_a_second_run_is_skipped(tmp_path: Path) -> None:
+    # Point 8: the docs show the keyed form that actually passes the key (operation(...)): the README's
+    # taste runs as written with the installed dal, and its second run is skipped, not repeated.
+    from dalshell import Shell
+
+    taste = re.search(r"```dal\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    assert taste and "operation(" in taste.group(1)
+    dal = Shell(tmp_path)
+    dal.write("taste.dal", taste.group(1))
+    check = dal("check", "taste.dal")
+    assert check.returncode == 0 and "warning" not in check.stderr
+    first, second = dal("run", "taste.dal"), dal("run", "taste.dal")
+    assert first.returncode == 0 and (tmp_path / "report.md").exists()
+    assert second.returncode == 0 and "dal: skipped (operation 'ensure-report' already completed" in second.stderr
+    # the article's file, kept as printed, still runs, and `dal check` names its unused key
+    article = dal("check", str(REPO / "examples" / "article_loop.dal"))
+    assert article.returncode == 0 and "warning[unused-operation-key]" in article.stderr
+    assert "operation(operation_key)" in article.stderr

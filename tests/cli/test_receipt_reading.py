@@ -3,6 +3,8 @@ and says who decided what."""
 
 from __future__ import annotations
 
+import json
+
 from dalshell import Shell
 
 
@@ -24,3 +26,18 @@ def test_a_resumed_run_says_who_approved_and_what_it_could_touch(dal: Shell) -> 
     assert "effect 1: approved by " in decisions and "(checked the recipients)" in decisions
     assert "\nnext: nothing to do" in shown
     assert "· 1 effect ·" in resumed.stderr  # one, not "1 effects"
+
+
+def test_recorded_run_result_names_its_command_in_the_receipt(dal: Shell) -> None:
+    # Point 7: the script's own record(...) of a run() result says which command it was, not only
+    # "command completed"; a result with output stays its output; the script can read r.command.
+    dal.write("made.dal", 'let state = {"attempt": 1, "evidence": []}\n'
+              'let seen = run("echo missing")\nstate = record(state, "check", seen)\n'
+              'let made = run("touch made.txt")\nstate = record(state, "create", made)\n'
+              'print(made.command)\nfinish(state)\n')
+    done = dal("run", "made.dal")
+    assert done.returncode == 0 and done.stdout == "touch made.txt\n"
+    shown = dal("receipt", "show", "latest").stdout
+    assert "1. check — missing\n" in shown and "2. create — `touch made.txt` completed\n" in shown
+    body = json.loads(dal("receipt", "show", "latest", "--json").stdout)
+    assert body["result"]["evidence"][1]["outcome"] == "`touch made.txt` completed"

@@ -14,7 +14,7 @@ def normalise(text: str) -> str:
     text = re.sub(r"run_\d{8}T\d{9}Z_[0-9a-f]{6}", "run_ID", text)
     text = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", "TIME", text)
     text = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ", "TIME", text)
-    return re.sub(r"\b\d+ ms\b", "N ms", text)
+    return re.sub(r"\b\d+(?:\.\d+)? m?s\b", "N ms", text)  # a loaded machine takes seconds
 
 
 def block_after(doc: str, marker: str) -> str:

@@ -3,7 +3,8 @@
 A fresh process because the attacks read the DAL process's own /proc/PID/environ: the secret must be in
 its environment from the start (a variable set later in a running process does not show there). The
 process stands for `dal run`: it makes the workspace's `trap_proc/environ` link point at its own environ
-and puts its pid where the script and the patch say {DALPID}, as an attacker who guessed it would.
+and puts its pid where the script and the patch say {DALPID}, as an attacker who guessed it would (and the
+workspace's absolute path where the script says {WS}).
 
     python hostile_launcher.py JOB.json    # writes {"stdout": ..., "receipt": ...} to JOB["out"]
 """
@@ -32,7 +33,7 @@ def main(job_path: str) -> None:
     if patch.exists():
         patch.write_text(patch.read_text().replace("{DALPID}", pid))
     script = Path(job["script"])
-    script.write_text(script.read_text().replace("{DALPID}", pid))
+    script.write_text(script.read_text().replace("{DALPID}", pid).replace("{WS}", str(ws)))
     buf = io.StringIO()
     spec = build_spec(script, workspace=ws, policy_flags={"allow_run": job["allow"]}, use_sandbox=job["wall"],
                       effect_timeout=10)

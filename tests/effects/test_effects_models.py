@@ -137,7 +137,11 @@ CASES: list[tuple[str, set[str] | None, set[str] | None]] = [
     ("cp A D", {"A"}, {"D/A"}),
     ("cp -t D A B", {"A", "B"}, {"D", "D/A", "D/B"}),  # -t DIR: the folder is checked as written too
     ("cp -T A C", {"A"}, {"C"}),
-    ("cp --parents D/A E", {"D/A"}, {"E/D/A"}),
+    ("cp --parents D/A E", {"D/A"}, {"E/D", "E/D/A"}),  # and every folder it makes on the way
+    ("cp --parents ./D//A E", {"D/A"}, {"E/D", "E/D/A"}),
+    # a source ending in `.` (or `..`: the hostile corpus, cp-r-dotdot-into-git) is copied into the
+    # destination itself (cp.c)
+    ("cp -r D/. E", {"D"}, {"E"}),
     ("cp -r D F", {"D"}, {"F"}),
     ("cp -b A B", {"A"}, {"B", "B~", "B.~1~"}),
     ("cp -S .bak A B", {"A"}, {"B", "B.bak", "B.~1~"}),

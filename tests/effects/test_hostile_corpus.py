@@ -131,7 +131,8 @@ def _files(top: Path, skip: Path | None = None) -> dict[str, bytes | str]:
 
 def _protected(ws: Path) -> dict[str, bytes | str]:
     keep = {}
-    for rel in ("dal.toml", ".gitconfig"):
+    for rel in ("dal.toml", ".gitconfig", ".git/commondir", "app/dal.toml", "vendor/lib/.git/config",
+                "vendor/lib/.git/commondir"):
         p = ws / rel
         keep[rel] = p.read_bytes() if p.exists() else "absent"
     for rel in (".git/config", ".git/hooks", ".git/info"):
@@ -306,6 +307,18 @@ _REBASE_STATE = ("mkdir -p .git/rebase-merge", "printf 'exec touch pwned\\n' > .
                  "touch .git/rebase-merge/interactive")  # fmt: skip
 _FSMONITOR = "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch pwned; false\"\\n'"
 
+def _nested_policy_and_repo(ws: Path) -> None:
+    """A nested workspace's policy and a nested repository: neither is bound read-only by the wall (only the
+    workspace's own protected entries are), so only the check protects them."""
+    (ws / "app").mkdir()
+    (ws / "app" / "dal.toml").write_text("[run]\ndefaults = true\n")
+    if HAVE_GIT:
+        (ws / "vendor" / "lib").mkdir(parents=True)
+        _sh(ws / "vendor" / "lib", "git", "init", "-q", ".")
+
+
+_FSMONITOR_TO = "printf '[core]\\n\\tfsmonitor = \"touch pwned; false\"\\n' > "
+_SH_POLICY = "printf '[run]\\nallow = [\"sh\"]\\n' > payload.txt"
 SH = ("sh",)
 GIT = ("git",)
 NO_WALL = frozenset({"wall"})
@@ -352,6 +365,32 @@ CASES = [
     Case("cp-r-through-hard-link", ("cp -r docs copy",), setup=_hard_link_out, control=True),
     Case("git-apply-link-to-proc", ("git apply p.patch", "touch environ", "diff -a environ d"), allow=GIT,
          setup=_patch_symlink_to_proc),  # fmt: skip
+    # outside attack findings 02, 03, 07: cp's destination for --parents and for sources ending in `..`/`.`;
+    # a link made by one pipeline stage and written through by another
+    Case("cp-parents-absolute-source", ("mkdir -p a d{WS}/a", "cp -s {WS}/.git/config d{WS}/a/config",
+                                        _FSMONITOR_TO + "a/config", "cp --parents {WS}/a/config d"),
+         control=True),  # fmt: skip
+    Case("cp-parents-nested-repo", ("mkdir -p a d{WS}/a", "cp -s {WS}/vendor/lib/.git/config d{WS}/a/config",
+                                    _FSMONITOR_TO + "a/config", "cp --parents {WS}/a/config d"),
+         setup=_nested_policy_and_repo, control=True),  # fmt: skip
+    Case("cp-parents-dotdot", ("mkdir -p x/.git d", _FSMONITOR_TO + "x/.git/config",
+                               "cp --parents x/.git/config/../config d/x/.git/..")),  # fmt: skip
+    Case("cp-r-dotdot-into-git", ("mkdir -p t/sub", "printf '../.evil\\n' > t/commondir",
+                                  "cp -r t/sub/.. vendor/lib/.git"), setup=_nested_policy_and_repo,
+         control=True),  # fmt: skip
+    Case("cp-r-dot-into-git", ("mkdir -p t", "printf '../.evil\\n' > t/commondir", "cp -r t/. vendor/lib/.git"),
+         setup=_nested_policy_and_repo, control=True),  # fmt: skip
+    # (no control for these: under bash they are a race -- sort creates its output when it starts -- that the
+    # attacker wins often, not always; DAL's answer, a denial at check time, does not depend on it)
+    Case("pipeline-hard-link-then-write", (_SH_POLICY, "cp -l app/dal.toml x | true | true | true | true | true | "
+                                           "true | true | true | sort -o x - payload.txt"),
+         setup=_nested_policy_and_repo),  # fmt: skip
+    Case("pipeline-symlink-then-write", (_SH_POLICY, "cp -s {WS}/app/dal.toml x | true | true | true | true | "
+                                         "true | true | true | true | sort -o x - payload.txt"),
+         setup=_nested_policy_and_repo),  # fmt: skip
+    Case("pipeline-mv-then-write", (_SH_POLICY, "cp -s {WS}/app/dal.toml y", "mv y z | true | true | true | true | "
+                                    "true | true | true | sort -o z payload.txt"),
+         setup=_nested_policy_and_repo),  # fmt: skip
     # 6. git options that run programs or take paths
     Case("git-grep-pager", ("git grep --open-files-in-pager='touch pwned' TODO",), allow=GIT, control=True),
     Case("git-grep-pager-abbreviated", ("git grep --open='touch pwned' TODO",), allow=GIT),
@@ -578,7 +617,8 @@ def test_the_attack_works_without_dal(case: Case, root: Path, secret: str) -> No
     before_protected = _protected(ws)
     out = ""
     for cmd in case.commands:
-        r = subprocess.run(["bash", "--norc", "-c", cmd.replace("{DALPID}", "self")], cwd=ws, capture_output=True,
+        cmd = cmd.replace("{DALPID}", "self").replace("{WS}", str(ws))
+        r = subprocess.run(["bash", "--norc", "-c", cmd], cwd=ws, capture_output=True,
                            text=True, timeout=20, stdin=subprocess.DEVNULL,
                            env={**os.environ, SECRET_VAR: secret, "HOME": str(ws)})  # fmt: skip
         out += r.stdout + r.stderr

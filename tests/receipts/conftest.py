@@ -117,7 +117,7 @@ def article_verified() -> dict[str, Any]:
     create = "mkdir -p 'COO-FILESYSTEM/articles/drafts' && printf '%s\\n' '# Draft' > '" + ARTICLE_PATH + "'"
     evidence = [
         record(1, "check_destination", "missing"),
-        record(1, "create_destination", "command completed"),
+        record(1, "create_destination", "`" + create + "` completed"),  # a run() result, as the receipt keeps it
         record(2, "check_destination", "present"),
     ]
     loop_evidence = [
@@ -438,6 +438,8 @@ def article_as_printed_top() -> str:
         "- attempts: 2\n\n"
         "## Evidence\n\n"
         "1. check_destination — missing\n"
-        "2. create_destination — command completed\n"
+        # the script recorded the run() result itself: DAL's words about it name the command
+        "2. create_destination — `mkdir -p 'COO-FILESYSTEM/articles/drafts' && printf '%s\\n' "
+        "'# Draft' > 'COO-FILESYSTEM/articles/drafts/example.md'` completed\n"
         "3. check_destination — present\n"
     )

@@ -82,7 +82,9 @@ def test_exhausted_path_names_the_clause(tmp_path: Path) -> None:
     receipt, md = run_article(tmp_path)
     assert "- attempts: 3\n" in md
     assert (
-        md.count("check_destination — missing\n") == 3 and md.count("create_destination — command failed (exit 1)") == 3
+        md.count("check_destination — missing\n") == 3
+        and md.count("create_destination — `mkdir -p 'COO-FILESYSTEM/articles/drafts' && printf") == 3
+        and md.count("` failed (exit 1): mkdir: cannot create") == 3
     )
     assert "condition false at `state.attempt < state.max_attempts` after 3 iterations" in md
     [loop] = receipt["loops"]

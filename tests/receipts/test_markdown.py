@@ -19,7 +19,10 @@ VERIFIED = """\
 ## Evidence
 
 1. check_destination — missing
-2. create_destination — command completed
+""" + (
+    "2. create_destination — `mkdir -p 'COO-FILESYSTEM/articles/drafts' && printf '%s\\n' '# Draft' > "
+    "'COO-FILESYSTEM/articles/drafts/example.md'` completed\n"
+) + """\
 3. check_destination — present
 
 ## Outcome
@@ -109,7 +112,8 @@ def test_evidence_from_loop_records_when_the_script_returns_nothing(receipts: di
     assert "- status: completed\n- attempts: 2\n" in text
     assert "- path: COO-FILESYSTEM/articles/drafts/example.md\n" in text
     assert (
-        "1. check_destination — missing\n2. create_destination — command completed\n"
+        "1. check_destination — missing\n2. create_destination — `mkdir -p 'COO-FILESYSTEM/articles/drafts' "
+        "&& printf '%s\\n' '# Draft' > 'COO-FILESYSTEM/articles/drafts/example.md'` completed\n"
         "3. check_destination — present\n" in text
     )
 
@@ -153,7 +157,8 @@ def test_the_article_script_as_written_uses_its_own_state(build, article_as_prin
         "status": "verified",
         "evidence": [
             {"attempt": 1, "operation": "check_destination", "outcome": "missing"},
-            {"attempt": 1, "operation": "create_destination", "outcome": "command completed"},
+            {"attempt": 1, "operation": "create_destination", "outcome": "`mkdir -p 'COO-FILESYSTEM/articles/drafts' "
+             "&& printf '%s\\n' '# Draft' > 'COO-FILESYSTEM/articles/drafts/example.md'` completed"},
             {"attempt": 2, "operation": "check_destination", "outcome": "present"},
         ],
     }

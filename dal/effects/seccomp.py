@@ -1,0 +1,126 @@
+"""A seccomp filter that keeps programs from making set-user-ID or set-group-ID files (docs/policy.md, "The
+wall").
+
+Inside the wall a program keeps DAL's own uid on the host (its user namespace maps it to itself), and
+chmod needs no capability for a file one owns: `cp /usr/bin/id x && chmod 4755 x` would leave, in a write
+root, a program that runs as DAL's user -- root, when DAL runs as root -- for anyone on the host. The wall's
+nosuid mounts hold only inside the wall. So every way to give a file those mode bits fails with EPERM:
+chmod, fchmod, fchmodat, fchmodat2, and open, openat, creat, mknod, mknodat with them in the mode. openat2
+(its mode is behind a pointer the filter cannot read) and io_uring (which opens files without these system
+calls) fail with ENOSYS, so that programs fall back to openat. System calls of another ABI (i386, x32)
+fail too. The filter is classic BPF, built here; bubblewrap installs it (`--seccomp FD`), and a program
+started without the wall installs it between fork and exec.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import struct
+from collections.abc import Callable
+
+__all__ = ["available", "program", "install"]
+
+_ARCH_X86_64 = 0xC000003E
+_X32_BIT = 0x40000000
+_SUID_SGID = 0o6000
+
+# x86_64 system call numbers: (number, index of the mode argument).
+_MODE_ARG = {
+    "chmod": (90, 1), "fchmod": (91, 1), "fchmodat": (268, 2), "fchmodat2": (452, 2),
+    "open": (2, 2), "openat": (257, 3), "creat": (85, 1), "mknod": (133, 1), "mknodat": (259, 2),
+}
+_NOSYS = {"openat2": 437, "io_uring_setup": 425}
+
+_LD_ABS_W, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
+
+
+def available() -> bool:
+    """Whether this build has a filter for the machine's system call ABI (x86_64 only)."""
+    return os.uname().machine == "x86_64"
+
+
+def _assemble() -> list[tuple[int, int, int, int]]:
+    """The filter as (code, jt, jf, k) instructions; jumps are relative to the next instruction."""
+    deny = ("ret", _ERRNO | errno.EPERM)
+    nosys = ("ret", _ERRNO | errno.ENOSYS)
+    allow = ("ret", _ALLOW)
+    body: list[tuple] = [
+        ("ld", 4), ("jeq", _ARCH_X86_64, None, "deny"),  # another ABI: refused
+        ("ld", 0), ("jge", _X32_BIT, "deny", None),
+    ]
+    for nr in _NOSYS.values():
+        body.append(("jeq", nr, "nosys", None))
+    for name, (nr, _) in _MODE_ARG.items():
+        body.append(("jeq", nr, f"mode:{name}", None))
+    body.append(allow)
+    for name, (_, arg) in _MODE_ARG.items():
+        # the low 32 bits of the mode argument (little-endian); BPF jumps only forward, so each block returns
+        body += [("label", f"mode:{name}"), ("ld", 16 + 8 * arg), ("jset", _SUID_SGID, "deny", None), allow]
+    body += [("label", "deny"), deny, ("label", "nosys"), nosys]
+    # Resolve labels to instruction indexes.
+    where: dict[str, int] = {}
+    n = 0
+    for op in body:
+        if op[0] == "label":
+            where[op[1]] = n
+        else:
+            n += 1
+    out: list[tuple[int, int, int, int]] = []
+    for op in body:
+        if op[0] == "label":
+            continue
+        i = len(out)
+
+        def rel(target: str | None, i: int = i) -> int:
+            if target is None:
+                return 0
+            off = where[target] - i - 1
+            assert 0 <= off < 256, "seccomp jump out of range"
+            return off
+
+        kind = op[0]
+        if kind == "ld":
+            out.append((_LD_ABS_W, 0, 0, op[1]))
+        elif kind == "ret":
+            out.append((_RET, 0, 0, op[1]))
+        else:
+            code = {"jeq": _JEQ, "jge": _JGE, "jset": _JSET}[kind]
+            out.append((code, rel(op[2]), rel(op[3]), op[1]))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def program() -> bytes:
+    """The compiled filter: struct sock_filter[] as bubblewrap's --seccomp reads it."""
+    return b"".join(struct.pack("=HBBI", *ins) for ins in _assemble())
+
+
+_PR_SET_NO_NEW_PRIVS = 38
+_SECCOMP_SET_MODE_FILTER = 1
+_SYS_SECCOMP = 317  # x86_64
+
+
+def install() -> Callable[[], None]:
+    """A function for preexec_fn that installs the filter in the child (no_new_privs first, as the kernel
+    requires of an unprivileged process); everything it needs is made here, before the fork."""
+    import ctypes  # only for programs started without the wall
+
+    class _Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    code = program()
+    buf = ctypes.create_string_buffer(code, len(code))
+    prog = _Fprog(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    prctl, syscall = libc.prctl, libc.syscall
+    ref = ctypes.byref(prog)
+
+    def setup() -> None:
+        if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or syscall(_SYS_SECCOMP, _SECCOMP_SET_MODE_FILTER, 0, ref) != 0:
+            raise OSError(ctypes.get_errno(), "cannot install the seccomp filter")
+
+    setup.keep = (buf, prog)  # type: ignore[attr-defined]  # alive as long as the function
+    return setup
