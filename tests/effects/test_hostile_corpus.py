@@ -398,6 +398,11 @@ CASES = [
          control=True),  # fmt: skip
     Case("git-dir-lookalike-by-copy", ("mkdir -p sub/refs/heads", "cp -r .git/objects sub/",
                                        "printf 'ref: refs/heads/main\\n' > sub/HEAD", f"{_FSMONITOR} > sub/config")),
+    # a merge copy into a folder that already holds objects/, refs/ and a config (attack4 finding 01)
+    Case("cp-merge-assembles-git-dir", ("mkdir -p sub/objects sub/refs tpl2", f"{_FSMONITOR} > sub/config",
+                                        "printf 'ref: refs/heads/main\\n' > tpl2/HEAD", "cp -r tpl2/. sub")),
+    Case("cp-T-merge-assembles-git-dir", ("mkdir -p sub/objects sub/refs tpl2", f"{_FSMONITOR} > sub/config",
+                                          "printf 'ref: refs/heads/main\\n' > tpl2/HEAD", "cp -rT tpl2 sub")),
     Case("git-dir-lookalike-in-one-run", ("mkdir -p y/objects y/refs && printf 'ref: refs/heads/main\\n' > y/HEAD",)),
     Case("git-legacy-remote-file", ("git fetch x", "git show stolen:s.txt"), allow=GIT, setup=_legacy_remote,
          control=True),  # fmt: skip
