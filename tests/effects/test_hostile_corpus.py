@@ -131,7 +131,7 @@ def _files(top: Path, skip: Path | None = None) -> dict[str, bytes | str]:
 
 def _protected(ws: Path) -> dict[str, bytes | str]:
     keep = {}
-    for rel in ("dal.toml", ".gitconfig"):
+    for rel in ("dal.toml", ".gitconfig", "sub/dal.toml"):
         p = ws / rel
         keep[rel] = p.read_bytes() if p.exists() else "absent"
     for rel in (".git/config", ".git/hooks", ".git/info"):
@@ -262,6 +262,14 @@ def _patch_policy(ws: Path) -> None:
     )
 
 
+def _patch_policy_traditional(ws: Path) -> None:
+    """A traditional header whose name ends in a space-separated timestamp, which git apply drops."""
+    (ws / "p.patch").write_text(
+        "--- /dev/null\n+++ b/sub/dal.toml 2024-01-01 00:00:00.000000000 +0000\n"
+        '@@ -0,0 +1,2 @@\n+[run]\n+allow = ["sh"]\n'
+    )
+
+
 def _outside_repo(ws: Path) -> Path:
     """A repository outside the roots, holding the outside secret."""
     repo = ws.parent / "outside" / "srepo"
@@ -339,6 +347,8 @@ CASES = [
     Case("git-mv-to-policy", ("printf '[run]\\nallow = [\"sh\"]\\n' > x.toml", "git add x.toml",
                               "git mv x.toml sub/dal.toml"), allow=GIT),  # fmt: skip
     Case("git-apply-policy", ("git apply p.patch",), allow=GIT, setup=_patch_policy),
+    Case("git-apply-timestamp-header", ("git apply p.patch",), allow=GIT, setup=_patch_policy_traditional,
+         control=True),  # fmt: skip
     # 3. directory operands: the paths diff derives, the trees grep -r and cp -r walk, links made
     Case("diff-file-dir-outward-link", ("touch secret.txt", "diff secret.txt trap"), control=True),
     Case("diff-from-file-outward-link", ("touch secret.txt", "diff --from-file=secret.txt trap"), control=True),
