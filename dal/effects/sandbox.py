@@ -70,7 +70,9 @@ GIT_SWEPT = ("commondir", "rebase-merge", "rebase-apply", "sequencer", "config.w
 # which is kept) is removed, and so is the HEAD of a folder that passes for a git directory now and did not
 # before, so that a person's git run there later does not read its config. A new `.git` folder is kept: it
 # is what `git init` and `git clone` make. The write roots are walked before and after such a pipeline, not
-# following symlinks, up to _GIT_SCAN_LIMIT entries; past that the scan is skipped (docs/policy.md).
+# following symlinks, up to _GIT_SCAN_LIMIT entries. Past that it fails closed (docs/policy.md): before the
+# pipeline, the wall is refused (nothing starts); after it, what the partial walk found new is undone and the
+# command fails, naming the roots it could not check.
 _GIT_SCAN_LIMIT = 50_000
 # HOME inside the wall (executor.scrubbed_env): a folder of the private /tmp, so empty for every pipeline,
 # and /dev/shm's (private too) when a root covers it.
@@ -202,6 +204,7 @@ class Wall:
         self._sweep_at: tuple[str, str, tuple[str, ...], bool] | None = None  # (ws, real .git, absent, had .git)
         self._write_roots: list[str] = []
         self._git_marks: set[str] | None = None  # `.git` entries and git-directory folders before the pipeline
+        self.unchecked: list[str] = []  # write roots the walk after the pipeline could not finish (fail closed)
         self._sweep_ws = ""
         self._argv_head: list[str] = []
         self._argv_tail: list[str] = []
@@ -269,7 +272,12 @@ class Wall:
             absent = tuple(n for n in names if not os.path.lexists(os.path.join(git, n)))
             self._sweep_at = (ws, os.path.realpath(git), absent, os.path.lexists(git))
         if self.make_placeholders:
-            self._git_marks = _git_marks(write_roots)
+            marks, complete = _git_marks(write_roots)
+            if not complete:
+                raise WallRefused(f"the write roots hold more than {_GIT_SCAN_LIMIT} entries, too many to check what "
+                                  "a program leaves there for git (a `.git` file, a folder passing for a git "
+                                  "directory); only the default toolset runs in so large a tree")
+            self._git_marks = marks
         tail += _hidden(p, ws, [*read_roots, *write_roots])
         system = _system_dirs()
         for exe in dict.fromkeys(executables):
@@ -382,18 +390,19 @@ class Wall:
             self.swept = _sweep(*self._sweep_at)
             self._sweep_at = None
         if self._git_marks is not None:
-            after = _git_marks(self._write_roots)
-            if after is not None:
-                ws = self._sweep_ws
-                self.swept += [os.path.relpath(p, ws) if _within(p, [ws]) else p
-                               for p in _neutralise(sorted(after - self._git_marks))]
+            after, complete = _git_marks(self._write_roots)
+            ws = self._sweep_ws
+            self.swept += [os.path.relpath(p, ws) if _within(p, [ws]) else p
+                           for p in _neutralise(sorted(after - self._git_marks))]
+            if not complete:
+                self.unchecked = list(self._write_roots)
             self._git_marks = None
 
 
-def _git_marks(roots: Iterable[str]) -> set[str] | None:
+def _git_marks(roots: Iterable[str]) -> tuple[set[str], bool]:
     """Every entry named `.git` and every folder that passes for a git directory (HEAD, objects/ and refs/,
-    or HEAD and commondir) below `roots`, walked without following symlinks and not into either; None past
-    _GIT_SCAN_LIMIT entries."""
+    or HEAD and commondir) below `roots`, walked without following symlinks and not into either; and whether
+    the walk was complete (False: it stopped at _GIT_SCAN_LIMIT entries, and what it found is only part)."""
     found: set[str] = set()
     count = 0
     stack = list(roots)
@@ -406,7 +415,7 @@ def _git_marks(roots: Iterable[str]) -> set[str] | None:
             continue
         count += len(entries)
         if count > _GIT_SCAN_LIMIT:
-            return None
+            return found, False
         names = {e.name for e in entries}
         if "HEAD" in names and ({"objects", "refs"} <= names or "commondir" in names):
             found.add(top)
@@ -416,7 +425,7 @@ def _git_marks(roots: Iterable[str]) -> set[str] | None:
                 found.add(e.path)
             elif e.is_dir(follow_symlinks=False):
                 stack.append(e.path)
-    return found
+    return found, True
 
 
 def _first_line(path: str) -> str | None:

@@ -443,3 +443,25 @@ def test_a_config_missing_from_an_existing_git_folder_cannot_be_added_inside_the
     (ws / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     r = sh(ws, "printf '[core]\\n\\tfsmonitor = \"touch pwned\"\\n' > .git/config; echo end")
     assert r.code == 126 and "removed .git/config" in r.stderr and not (ws / ".git" / "config").exists()
+
+
+@walled
+def test_the_walk_for_git_lookalikes_fails_closed_past_its_limit(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack4 finding 03: the script chooses the tree's size. Past the walk's limit before the pipeline, no
+    program outside the default toolset starts; a pipeline that grows the tree past it fails, names what it
+    could not check (what the partial walk found new is still undone, but which part it walks is the
+    filesystem's order, so this test does not count on it)."""
+    import dal.effects.sandbox as sandbox
+
+    ws = tmp_path / "ws"
+    (ws / "pad").mkdir(parents=True)
+    monkeypatch.setattr(sandbox, "_GIT_SCAN_LIMIT", 40)
+    r = sh(ws, "cd pad && for i in $(seq 60); do touch f$i; done && echo grown")
+    assert r.code == 126 and "grown" in r.stdout, r.stderr
+    assert "could not check what the program left for git" in r.stderr and str(ws) in r.stderr, r.stderr
+    r = sh(ws, "touch ../pwned")
+    assert r.code == 126 and "the wall cannot be set up" in r.stderr and "more than 40 entries" in r.stderr
+    assert not os.path.lexists(tmp_path / "pwned")
+    r = run_effect("ls pad", EffectContext(policy=Policy.load(ws)))  # the default toolset still runs
+    assert r.ok, r.stderr
