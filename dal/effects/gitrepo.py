@@ -27,16 +27,25 @@ def _is_git_directory(d: str) -> bool:
 
 
 def _gitfile(path: str) -> str | None:
-    """The repository a `.git` file points to (`gitdir: PATH`, relative to the file's folder)."""
+    """The repository a `.git` file points to (`gitdir: PATH`, relative to the file's folder). Read whole, as
+    git does (setup.c read_gitfile_gently strips only trailing CR and LF: a path may hold a newline)."""
+    text = git_text(path)
+    if text is None or not text.startswith("gitdir: "):
+        return None
+    return os.path.realpath(os.path.join(os.path.dirname(path), text[len("gitdir: ") :]))
+
+
+def git_text(path: str) -> str | None:
+    """A one-value file of git's (`.git` file, commondir) as git reads it: the whole file with trailing CR and
+    LF stripped; None if unreadable or larger than git accepts (1 MiB)."""
     try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as f:
-            first = f.readline(4096)
+        with open(path, "rb") as f:
+            data = f.read((1 << 20) + 1)
     except OSError:
         return None
-    if not first.startswith("gitdir: "):
+    if len(data) > 1 << 20:
         return None
-    target = first[len("gitdir: ") :].rstrip("\n").rstrip("\r")
-    return os.path.realpath(os.path.join(os.path.dirname(path), target))
+    return data.decode("utf-8", errors="surrogateescape").rstrip("\r\n")
 
 
 def repository_at(top: str) -> str | None:

@@ -429,11 +429,11 @@ def _git_marks(roots: Iterable[str]) -> tuple[set[str], bool]:
 
 
 def _first_line(path: str) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            return f.readline(4096).decode("utf-8", errors="replace").rstrip("\r\n")
-    except OSError:
-        return None
+    """The file as git reads a `.git` file or a commondir: whole, trailing CR/LF stripped (gitrepo.git_text;
+    reading one line missed `gitdir: ../.git/worktrees/w\\n../../evil`, attack4 finding 07)."""
+    from dal.effects.gitrepo import git_text
+
+    return git_text(path)
 
 
 def _worktree_link(path: str) -> bool:

@@ -465,3 +465,24 @@ def test_the_walk_for_git_lookalikes_fails_closed_past_its_limit(tmp_path: Path,
     assert not os.path.lexists(tmp_path / "pwned")
     r = run_effect("ls pad", EffectContext(policy=Policy.load(ws)))  # the default toolset still runs
     assert r.ok, r.stderr
+
+
+@walled
+@pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
+def test_a_gitfile_is_read_whole_as_git_reads_it(tmp_path: Path) -> None:
+    """Attack4 finding 07: git takes the whole `.git` file (trailing CR/LF stripped) as the path, so a second
+    line leads through a folder named `w<newline>..` to a git directory the script made, while the first
+    line alone names a worktree that leads back. The file must go, and the operator's git runs nothing."""
+    ws = tmp_path / "ws"
+    (ws / "wt").mkdir(parents=True)
+    _repo_with_branch(ws)
+    r = sh(ws, "mkdir -p .git/worktrees/w '.git/worktrees/w\n..' .git/worktrees/evil/objects .git/worktrees/evil/refs"
+               " && echo ../.. > .git/worktrees/w/commondir && echo ref: refs/heads/main > .git/worktrees/w/HEAD"
+               " && echo ref: refs/heads/main > .git/worktrees/evil/HEAD"
+               f" && printf '[core]\\n\\tbare = false\\n\\tworktree = {ws}/wt\\n\\tfsmonitor = \"touch {tmp_path}/pwned;"
+               " false\"\\n' > .git/worktrees/evil/config"
+               " && printf 'gitdir: ../.git/worktrees/w\\n../../evil\\n' > wt/.git")
+    assert r.code == 126 and "wt/.git" in r.stderr, r.stderr
+    assert not os.path.lexists(ws / "wt" / ".git")
+    subprocess.run(["git", "status"], cwd=ws / "wt", capture_output=True, timeout=30)
+    assert not os.path.lexists(tmp_path / "pwned")
