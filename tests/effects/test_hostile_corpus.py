@@ -435,6 +435,15 @@ CASES = [
          needs=NO_WALL),  # fmt: skip
     Case("sh-writes-legacy-remote", ("sh -c 'mkdir -p .git/remotes && echo URL: ../outside/srepo > .git/remotes/y'",
                                      "git fetch y"), allow=(*SH, *GIT), needs=NO_WALL),  # fmt: skip
+    # a forged index entry (attack4 04): git checks out index paths unverified, so the operator's
+    # `git checkout -- .` would write .git/hooks/pre-commit and dal.toml
+    Case("sh-forges-index-entries", ("sh -c 'printf \"#!/bin/sh\\ntouch pwned\\n\" > h && B=$(git hash-object -w h) && "
+                                     "C=$(git hash-object -w dal.toml) && rm h && git update-index --add --cacheinfo "
+                                     "100755,$B,xgit/hooks/pre-commit --cacheinfo 100644,$C,sub/dal.toml && python3 -c "
+                                     "\"import hashlib;d=open(\\\".git/index\\\",\\\"rb\\\").read()[:-20]"
+                                     ".replace(b\\\"xgit/\\\","
+                                     "b\\\".git/\\\");open(\\\".git/index\\\",\\\"wb\\\").write(d+hashlib.sha1(d).digest())\"'",),
+         allow=SH, needs=NO_WALL),  # fmt: skip
     # programs get a HOME of their own (finding 11): a dotfile the script writes configures nothing
     Case("home-curlrc", ("printf 'output = \"pwned\"\\n' > .curlrc", "curl -s file:///dev/null"),
          allow=("curl",), control=True, denies=False),  # fmt: skip
@@ -517,6 +526,10 @@ def _broken(root: Path, ws: Path, before_outside: dict, before_protected: dict, 
     if _protected(ws) != before_protected:
         problems.append("a protected file changed")
     problems += _operator_git(root, ws)
+    # (the top dal.toml aside: the operator's `git checkout -- .` may restore a committed one, their own doing)
+    if {k: v for k, v in _protected(ws).items() if k != "dal.toml"} != {
+            k: v for k, v in before_protected.items() if k != "dal.toml"}:
+        problems.append("a protected file changed after the operator's git ran (a forged index entry?)")
     if ran is not None and not (ws / ".dal" / "dal.db").exists():
         problems.append("the run store is gone")
     return problems
@@ -535,7 +548,8 @@ def _operator_git(root: Path, ws: Path) -> list[str]:
     for where in (ws, ws / "sub"):
         if not where.is_dir():
             continue
-        for cmd in (["git", "status"], ["git", "rebase", "--continue"]):
+        for cmd in (["git", "status"], ["git", "checkout", "--", "."], ["git", "commit", "-qam", "x", "--allow-empty"],
+                    ["git", "rebase", "--continue"]):
             subprocess.run(cmd, cwd=where, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
     shutil.rmtree(home, ignore_errors=True)
     problems += [f"marker {m} exists after the operator's git ran" for m in MARKERS if os.path.lexists(root / m)]

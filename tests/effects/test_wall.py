@@ -479,10 +479,28 @@ def test_a_gitfile_is_read_whole_as_git_reads_it(tmp_path: Path) -> None:
     r = sh(ws, "mkdir -p .git/worktrees/w '.git/worktrees/w\n..' .git/worktrees/evil/objects .git/worktrees/evil/refs"
                " && echo ../.. > .git/worktrees/w/commondir && echo ref: refs/heads/main > .git/worktrees/w/HEAD"
                " && echo ref: refs/heads/main > .git/worktrees/evil/HEAD"
-               f" && printf '[core]\\n\\tbare = false\\n\\tworktree = {ws}/wt\\n\\tfsmonitor = \"touch {tmp_path}/pwned;"
-               " false\"\\n' > .git/worktrees/evil/config"
+               f" && printf '[core]\\n\\tbare = false\\n\\tworktree = {ws}/wt\\n\\tfsmonitor = "
+               f"\"touch {tmp_path}/pwned; false\"\\n' > .git/worktrees/evil/config"
                " && printf 'gitdir: ../.git/worktrees/w\\n../../evil\\n' > wt/.git")
     assert r.code == 126 and "wt/.git" in r.stderr, r.stderr
     assert not os.path.lexists(ws / "wt" / ".git")
     subprocess.run(["git", "status"], cwd=ws / "wt", capture_output=True, timeout=30)
+    assert not os.path.lexists(tmp_path / "pwned")
+
+
+@walled
+@pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
+def test_an_existing_gitfile_rewritten_inside_the_wall_is_put_back(tmp_path: Path) -> None:
+    """Attack4 finding 02: a submodule's `.git` file rewritten to point at a git directory the script made
+    (inside WS/.git, or a nested `.git` folder) is written back as it was; the operator's git runs nothing."""
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    _repo_with_branch(ws)
+    (ws / "sub" / ".git").write_text("gitdir: ../.git/modules/sub\n")
+    r = sh(ws, "mkdir -p .git/evil/objects .git/evil/refs && echo ref: refs/heads/main > .git/evil/HEAD && "
+               f"printf '[core]\\n\\tbare = false\\n\\tworktree = {ws}/sub\\n\\tfsmonitor = \"touch {tmp_path}/pwned;"
+               " false\"\\n' > .git/evil/config && printf 'gitdir: ../.git/evil\\n' > sub/.git")
+    assert r.code == 126 and "sub/.git" in r.stderr and "put back" in r.stderr, r.stderr
+    assert (ws / "sub" / ".git").read_text() == "gitdir: ../.git/modules/sub\n"
+    subprocess.run(["git", "status"], cwd=ws / "sub", capture_output=True, timeout=30)
     assert not os.path.lexists(tmp_path / "pwned")
