@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["IndexUnreadable", "index_paths", "bad_component"]
+__all__ = ["IndexUnreadable", "index_entries", "bad_component", "blob_id"]
 
 _HASH_LENGTHS = (20, 32)  # SHA-1, SHA-256 object names
 
@@ -20,10 +20,10 @@ class IndexUnreadable(Exception):
     """Not an index file this reader understands."""
 
 
-def index_paths(data: bytes) -> list[str]:
-    """Every entry's path (undecoded bytes as surrogate escapes); IndexUnreadable if the data is not an index
-    of version 2, 3 or 4 with SHA-1 or SHA-256 object names, or uses a split index (its entries are in
-    another file)."""
+def index_entries(data: bytes) -> list[tuple[str, bytes]]:
+    """Every entry's (path, object name), the path's undecoded bytes as surrogate escapes; IndexUnreadable if
+    the data is not an index of version 2, 3 or 4 with SHA-1 or SHA-256 object names, or uses a split index
+    (its entries are in another file)."""
     if len(data) < 12 or data[:4] != b"DIRC":
         raise IndexUnreadable("no index header")
     version, count = struct.unpack(">II", data[4:12])
@@ -39,14 +39,15 @@ def index_paths(data: bytes) -> list[str]:
     raise IndexUnreadable("entries or extensions do not fit")
 
 
-def _entries(data: bytes, version: int, count: int, hash_len: int) -> tuple[list[str], int]:
+def _entries(data: bytes, version: int, count: int, hash_len: int) -> tuple[list[tuple[str, bytes]], int]:
     pos, prev = 12, b""
-    paths: list[str] = []
+    paths: list[tuple[str, bytes]] = []
     fixed = 40 + hash_len + 2
     for _ in range(count):
         start = pos
         if pos + fixed > len(data):
             raise IndexUnreadable("truncated entry")
+        oid = data[pos + 40 : pos + 40 + hash_len]
         (flags,) = struct.unpack(">H", data[pos + fixed - 2 : pos + fixed])
         pos += fixed
         if flags & 0x4000:
@@ -69,7 +70,7 @@ def _entries(data: bytes, version: int, count: int, hash_len: int) -> tuple[list
             name = data[pos:nul]
             pos = start + ((nul - start) // 8 + 1) * 8  # NUL padding to a multiple of 8
         prev = name
-        paths.append(name.decode("utf-8", errors="surrogateescape"))
+        paths.append((name.decode("utf-8", errors="surrogateescape"), oid))
     return paths, pos
 
 
@@ -99,6 +100,14 @@ def _extensions_fit(data: bytes, pos: int, hash_len: int) -> bool:
             raise IndexUnreadable("a split index (entries in a sharedindex file)")
         pos += 8 + size
     return pos == end
+
+
+def blob_id(content: bytes, hash_len: int) -> bytes:
+    """The object name git gives a file's content as a blob (SHA-1 or SHA-256 by the length)."""
+    import hashlib
+
+    h = hashlib.sha1 if hash_len == 20 else hashlib.sha256
+    return h(b"blob %d\0" % len(content) + content).digest()
 
 
 def bad_component(path: str) -> bool:

@@ -516,10 +516,7 @@ def _check_index(index: str, before: bytes | None, policy: Policy) -> list[str]:
     if after == before or (after is None and not os.path.lexists(index)):
         return []
     try:
-        bad = [] if after is None else [
-            n for n in gitindex.index_paths(after)
-            if gitindex.bad_component(n) or policy.protection(os.path.join(policy.workspace, n))
-        ]
+        bad = [] if after is None else _forged(gitindex.index_entries(after), before, policy)
         if not bad and after is not None:
             return []
         why = f"an entry for {bad[0]}" if bad else "too large to read"
@@ -546,6 +543,36 @@ def _check_index(index: str, before: bytes | None, policy: Policy) -> list[str]:
         return [f".git/index (forged, {why}; could not put it back: {e.strerror})"]
     finally:
         os.close(fd)
+
+
+def _forged(entries: list[tuple[str, bytes]], before: bytes | None, policy: Policy) -> list[str]:
+    """The entries git could never have written: a path verify_path rejects; or a protected path (a tracked
+    dal.toml) whose object changed to one that is not the file's content on disk (`git add` reads the
+    file, which is read-only in the wall: another object is forged, and `git checkout` would write it)."""
+    from dal.effects import gitindex
+
+    old: dict[str, bytes] = {}
+    if before is not None:
+        try:
+            old = dict(gitindex.index_entries(before))
+        except gitindex.IndexUnreadable:
+            pass
+    bad = []
+    for name, oid in entries:
+        if gitindex.bad_component(name):
+            bad.append(name)
+            continue
+        path = os.path.join(policy.workspace, name)
+        if old.get(name) == oid or not policy.protection(path):
+            continue
+        try:
+            with open(path, "rb") as f:
+                on_disk = gitindex.blob_id(f.read(), len(oid))
+        except OSError:
+            on_disk = None
+        if on_disk != oid:
+            bad.append(name)
+    return bad
 
 
 def _first_line(path: str) -> str | None:

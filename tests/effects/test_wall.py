@@ -504,3 +504,26 @@ def test_an_existing_gitfile_rewritten_inside_the_wall_is_put_back(tmp_path: Pat
     assert (ws / "sub" / ".git").read_text() == "gitdir: ../.git/modules/sub\n"
     subprocess.run(["git", "status"], cwd=ws / "sub", capture_output=True, timeout=30)
     assert not os.path.lexists(tmp_path / "pwned")
+
+
+@walled
+@pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
+def test_a_forged_index_is_put_back_and_a_real_one_is_kept(tmp_path: Path) -> None:
+    """Attack4 findings 04/05: an index entry swapped to another object for the tracked dal.toml (or one
+    with a `.git` component) would make the operator's `git checkout -- .` write it; the index from before
+    the pipeline is put back. `git add` and `git commit` of a tracked, changed dal.toml are untouched."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "dal.toml").write_text("[run]\n")
+    _repo_with_branch(ws)
+    subprocess.run(["git", "add", "dal.toml"], cwd=ws, check=True)
+    subprocess.run(["git", "commit", "-qm", "policy"], cwd=ws, check=True)
+    (ws / "dal.toml").write_text("[run]\n# the operator's edit\n")
+    policy = Policy.load(ws, allow_run=["sh", "git"])
+    r = sh(ws, "git add -A && git commit -qm ok && echo committed", policy=policy)
+    assert r.ok and "committed" in r.stdout and "index" not in r.stderr, r.stderr
+    r = sh(ws, "printf '[run]\\nallow = [\"sh\"]\\n' > p && B=$(git hash-object -w p) && rm p && "
+               "git update-index --cacheinfo 100644,$B,dal.toml", policy=policy)
+    assert r.code == 126 and ".git/index (forged, an entry for dal.toml" in r.stderr, r.stderr
+    subprocess.run(["git", "checkout", "--", "."], cwd=ws, capture_output=True, timeout=30)
+    assert "sh" not in (ws / "dal.toml").read_text()
