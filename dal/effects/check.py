@@ -227,10 +227,12 @@ def _check_link(link: str, text: str, policy: Policy) -> None:
                       f"(resolves to {where})")
 
 
-def _check_place(src_raw: str, dest_raw: str, how: str, policy: Policy) -> None:
+def _check_place(src_raw: str, dest_raw: str, how: str, policy: Policy, placed: list[str]) -> None:
     """`src` (a symlink itself, or a whole tree) is copied or renamed to `dest`: every name it will have
     there must not be protected, every symlink in it must still point inside the roots from its new place,
-    and a copy reads every file in it, so none may have other hard links."""
+    and a copy reads every file in it, so none may have other hard links. Every name it will have is added
+    to `placed`: a copy into a folder that exists merges (`cp -r tpl/. x`, `cp -rT tpl .`), so the lookalike
+    check (_check_git_dirs) must count them together with what is there and what the run's other writes add."""
     ws = policy.workspace
     src = P.resolve_path(src_raw, ws, follow_final=how == "copy-deref")
     dest = P.resolve_path(dest_raw, ws, follow_final=how != "move")
@@ -246,6 +248,7 @@ def _check_place(src_raw: str, dest_raw: str, how: str, policy: Policy) -> None:
     _deny_git_dir_copy(src, dest, policy)
     for path, rel, st in _walk(src, policy):
         there = os.path.join(dest, rel)
+        placed.append(there)
         _check_protection(there, policy)
         if stat.S_ISDIR(st.st_mode):
             _deny_git_dir_copy(path, there, policy)
@@ -271,6 +274,14 @@ def _deny_git_dir_copy(src: str, dest: str, policy: Policy) -> None:
                       f"{P.display(dest, policy.workspace)}: git run there would use its configuration and hooks")
 
 
+def _deny_git_dir_union(d: str, names: set[str], policy: Policy) -> None:
+    git_names = names & GIT_PROTECTED
+    if git_names and P.within(d, policy.write_roots) and _looks_like_git_dir(d, names):
+        shown = P.display(d, policy.workspace)
+        raise _Denied(f"writes {', '.join(sorted(git_names))} in {shown}, which then passes for a git repository "
+                      f"(HEAD, objects/, refs/): git run there would read its config and run its hooks")
+
+
 def _check_git_dirs(writes: Iterable[str], policy: Policy) -> None:
     """Deny writes that make a folder pass for a git directory, or that change one's entries (GIT_PROTECTED).
 
@@ -289,19 +300,17 @@ def _check_git_dirs(writes: Iterable[str], policy: Policy) -> None:
             touched.setdefault(parent, set()).add(os.path.basename(path))
             path, parent = parent, os.path.dirname(parent)
     for d, names in touched.items():
-        git_names = names & GIT_PROTECTED
-        if git_names and _looks_like_git_dir(d, names):
-            shown = P.display(d, policy.workspace)
-            raise _Denied(f"writes {', '.join(sorted(git_names))} in {shown}, which then passes for a git repository "
-                          f"(HEAD, objects/, refs/): git run there would read its config and run its hooks")
+        _deny_git_dir_union(d, names, policy)
 
 
 def _write_counts(target: str, ws: str) -> bool:
     return P.resolve_path(target, ws) != P.NULL_DEVICE
 
 
-def _check_paths(cmd: SimpleCommand, use: ArgUse | None, policy: Policy) -> tuple[list[str], list[str]]:
-    """Resolve and check every path `cmd` reads and writes; (reads, writes) as resolved paths."""
+def _check_paths(cmd: SimpleCommand, use: ArgUse | None, policy: Policy,
+                 placed: list[str]) -> tuple[list[str], list[str]]:
+    """Resolve and check every path `cmd` reads and writes; (reads, writes) as resolved paths. The names a
+    tree copy or move creates are added to `placed` (too many to list as writes; counted as lookalikes)."""
     reads: list[str] = []
     writes: list[str] = []
     if use is not None:
@@ -317,7 +326,7 @@ def _check_paths(cmd: SimpleCommand, use: ArgUse | None, policy: Policy) -> tupl
                 _check_tree(resolved, policy)
         writes += (_check_path(raw, "write_nofollow", policy) for raw in use.writes_nofollow)
         for src, dest, how in use.places:
-            _check_place(src, dest, how, policy)
+            _check_place(src, dest, how, policy, placed)
         for link, text in use.links:
             _check_link(P.resolve_path(link, policy.workspace, follow_final=False), text, policy)
         if use.git is not None:
@@ -420,8 +429,9 @@ def recheck(cmd: SimpleCommand, policy: Policy) -> str | None:
         use = analyze_argv(cmd.argv, lambda p: os.path.isdir(os.path.join(ws, p)))
         if use is not None and use.unsafe:
             return use.unsafe
-        _, writes = _check_paths(cmd, use, policy)
-        _check_git_dirs(writes, policy)
+        placed: list[str] = []
+        _, writes = _check_paths(cmd, use, policy, placed)
+        _check_git_dirs([*writes, *placed], policy)
     except _Denied as e:
         return str(e)
     return None
@@ -553,6 +563,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
     reads: list[str] = []
     writes: list[str] = []
     resolved_writes: list[str] = []
+    placed: list[str] = []
     programs: list[str] = []
     executables: dict[str, str] = {}
     klass = "read"
@@ -581,7 +592,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
             part_idem = use.idempotent
             if getattr(use.git, "network", False):
                 part_class = "external"
-        part_reads, part_writes = _check_paths(cmd, use, policy)
+        part_reads, part_writes = _check_paths(cmd, use, policy, placed)
         resolved_writes += part_writes
         stages[id(cmd)] = _stage_effects(use)
         reads += (P.display(r, ws) for r in part_reads)
@@ -603,7 +614,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
             if name not in approvals:
                 approvals.append(name)
 
-    _check_git_dirs(resolved_writes, policy)  # the whole run(): one stage may make objects/, another HEAD
+    _check_git_dirs([*resolved_writes, *placed], policy)  # the whole run(): one stage may make objects/, another HEAD
     _check_pipelines(plan, stages)
     common = dict(
         effect_class=klass,

@@ -25,7 +25,7 @@ from dal.effects.check import Decision, recheck
 from dal.effects.limits import Cgroup, CommandLimits, describe_signal_limit
 from dal.effects.policy import DEFAULT_TOOLSET_NAMES, TRUSTED_PATH, Policy
 from dal.effects.safeopen import DeniedAtOpen, open_redirect
-from dal.effects.sandbox import Wall, WallRefused, _identity
+from dal.effects.sandbox import _GIT_SCAN_LIMIT, Wall, WallRefused, _identity
 from dal.effects.shell import Pipeline, SimpleCommand
 
 __all__ = ["ExecOutcome", "execute_plan", "scrubbed_env", "EffectCancelled"]
@@ -194,7 +194,16 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
         # sandbox.GIT_SWEPT and _neutralise: what a program made inside the wall that a person's git would act
         # on later (a todo list, a commondir, a `.git` file, a folder passing for a git directory).
         run.err.add(f"dal: removed {', '.join(wall.swept)}, made inside the wall: a person's git would act on it "
-                    "later (a rebase, am or cherry-pick must finish within one command)\n".encode())
+                    "later (a rebase, am or cherry-pick must finish within one command). If a commit or the index "
+                    "holds it, `git reset --hard`, `git checkout` or `git stash` puts it back: check `git status` "
+                    "and the branch's commits before you do\n".encode())
+        if not wall.unchecked:
+            return 126 if isinstance(code, int) else code
+    if wall is not None and wall.unchecked:
+        # Fail closed (sandbox._GIT_SCAN_LIMIT): the pipeline grew the tree past what the walk checks.
+        run.err.add(f"dal: could not check what the program left for git in {', '.join(wall.unchecked)}: more than "
+                    f"{_GIT_SCAN_LIMIT} entries there now; look for a `.git` file or a folder holding HEAD, objects/ "
+                    "and refs/ before running git there\n".encode())
         return 126 if isinstance(code, int) else code
     return code
 

@@ -27,16 +27,25 @@ def _is_git_directory(d: str) -> bool:
 
 
 def _gitfile(path: str) -> str | None:
-    """The repository a `.git` file points to (`gitdir: PATH`, relative to the file's folder)."""
+    """The repository a `.git` file points to (`gitdir: PATH`, relative to the file's folder). Read whole, as
+    git does (setup.c read_gitfile_gently strips only trailing CR and LF: a path may hold a newline)."""
+    text = git_text(path)
+    if text is None or not text.startswith("gitdir: "):
+        return None
+    return os.path.realpath(os.path.join(os.path.dirname(path), text[len("gitdir: ") :]))
+
+
+def git_text(path: str) -> str | None:
+    """A one-value file of git's (`.git` file, commondir) as git reads it: the whole file with trailing CR and
+    LF stripped; None if unreadable or larger than git accepts (1 MiB)."""
     try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as f:
-            first = f.readline(4096)
+        with open(path, "rb") as f:
+            data = f.read((1 << 20) + 1)
     except OSError:
         return None
-    if not first.startswith("gitdir: "):
+    if len(data) > 1 << 20:
         return None
-    target = first[len("gitdir: ") :].rstrip("\n").rstrip("\r")
-    return os.path.realpath(os.path.join(os.path.dirname(path), target))
+    return data.decode("utf-8", errors="surrogateescape").rstrip("\r\n")
 
 
 def repository_at(top: str) -> str | None:
@@ -318,10 +327,26 @@ def _header_paths(text: str) -> list[str]:
             continue
         if m.group(1) is not None:
             out += [_unquote(p) for p in re.findall(r'"(?:[^"\\]|\\.)*"|\S+', m.group(1))]
+            out += _space_cuts(m.group(1))
         else:
             text = (m.group(2) or m.group(3)).split("\t", 1)[0]
             out.append(_unquote(text))
+            out += _space_cuts(text)
     return out
+
+
+def _space_cuts(text: str) -> list[str]:
+    """Every name git could take from an unquoted header holding spaces: apply.c's find_name_traditional
+    drops a timestamp after spaces (`+++ b/x 2024-01-01 00:00:00 +0000`, diff_timestamp_len), and
+    git_header_name splits `diff --git a/x y b/x y` where the two halves agree. Rather than model those
+    heuristics, every prefix ending before a space and every suffix starting after one is a candidate:
+    checking more names only denies more."""
+    if text.startswith('"'):
+        return []
+    cuts = [m.start() for m in re.finditer(r"[ \t]+", text)]
+    out = [text[:i] for i in cuts if i > 0]
+    out += [text[m.end():] for m in re.finditer(r"[ \t]+", text) if m.end() < len(text)]
+    return [c for c in out if c]
 
 
 _BASE64_LINE = re.compile(rb"^[A-Za-z0-9+/]+={0,2}\r?$")

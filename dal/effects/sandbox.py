@@ -70,7 +70,9 @@ GIT_SWEPT = ("commondir", "rebase-merge", "rebase-apply", "sequencer", "config.w
 # which is kept) is removed, and so is the HEAD of a folder that passes for a git directory now and did not
 # before, so that a person's git run there later does not read its config. A new `.git` folder is kept: it
 # is what `git init` and `git clone` make. The write roots are walked before and after such a pipeline, not
-# following symlinks, up to _GIT_SCAN_LIMIT entries; past that the scan is skipped (docs/policy.md).
+# following symlinks, up to _GIT_SCAN_LIMIT entries. Past that it fails closed (docs/policy.md): before the
+# pipeline, the wall is refused (nothing starts); after it, what the partial walk found new is undone and the
+# command fails, naming the roots it could not check.
 _GIT_SCAN_LIMIT = 50_000
 # HOME inside the wall (executor.scrubbed_env): a folder of the private /tmp, so empty for every pipeline,
 # and /dev/shm's (private too) when a root covers it.
@@ -202,6 +204,9 @@ class Wall:
         self._sweep_at: tuple[str, str, tuple[str, ...], bool] | None = None  # (ws, real .git, absent, had .git)
         self._write_roots: list[str] = []
         self._git_marks: set[str] | None = None  # `.git` entries and git-directory folders before the pipeline
+        self.unchecked: list[str] = []  # write roots the walk after the pipeline could not finish (fail closed)
+        self._index: tuple[str, bytes | None, Policy] | None = None  # (WS/.git/index, its bytes before, policy)
+        self._gitfiles: dict[str, bytes] = {}  # the `.git` files in the write roots before, and their content
         self._sweep_ws = ""
         self._argv_head: list[str] = []
         self._argv_tail: list[str] = []
@@ -271,8 +276,18 @@ class Wall:
             names = (*GIT_SWEPT, "config") if os.path.isdir(git) else GIT_SWEPT
             absent = tuple(n for n in names if not os.path.lexists(os.path.join(git, n)))
             self._sweep_at = (ws, os.path.realpath(git), absent, os.path.lexists(git))
+            if os.path.isdir(git):
+                index = os.path.join(os.path.realpath(git), "index")
+                self._index = (index, _read_small(index), p)
         if self.make_placeholders:
-            self._git_marks = _git_marks(write_roots)
+            marks, complete = _git_marks(write_roots)
+            if not complete:
+                raise WallRefused(f"the write roots hold more than {_GIT_SCAN_LIMIT} entries, too many to check what "
+                                  "a program leaves there for git (a `.git` file, a folder passing for a git "
+                                  "directory); only the default toolset runs in so large a tree")
+            self._git_marks = marks
+            self._gitfiles = {m: data for m in marks if os.path.basename(m) == ".git"
+                              and (data := _gitfile_bytes(m)) is not None}
         tail += _hidden(p, ws, [*read_roots, *write_roots])
         system = _system_dirs()
         for exe in dict.fromkeys(executables):
@@ -384,19 +399,24 @@ class Wall:
         if self._sweep_at is not None:
             self.swept = _sweep(*self._sweep_at)
             self._sweep_at = None
+        if self._index is not None:
+            self.swept += _check_index(*self._index)
+            self._index = None
         if self._git_marks is not None:
-            after = _git_marks(self._write_roots)
-            if after is not None:
-                ws = self._sweep_ws
-                self.swept += [os.path.relpath(p, ws) if _within(p, [ws]) else p
-                               for p in _neutralise(sorted(after - self._git_marks))]
+            after, complete = _git_marks(self._write_roots)
+            ws = self._sweep_ws
+            self.swept += [os.path.relpath(p, ws) if _within(p, [ws]) else p
+                           for p in _neutralise(sorted(after - self._git_marks))]
+            self.swept += [os.path.relpath(p, ws) if _within(p, [ws]) else p for p in _restore_gitfiles(self._gitfiles)]
+            if not complete:
+                self.unchecked = list(self._write_roots)
             self._git_marks = None
 
 
-def _git_marks(roots: Iterable[str]) -> set[str] | None:
+def _git_marks(roots: Iterable[str]) -> tuple[set[str], bool]:
     """Every entry named `.git` and every folder that passes for a git directory (HEAD, objects/ and refs/,
-    or HEAD and commondir) below `roots`, walked without following symlinks and not into either; None past
-    _GIT_SCAN_LIMIT entries."""
+    or HEAD and commondir) below `roots`, walked without following symlinks and not into either; and whether
+    the walk was complete (False: it stopped at _GIT_SCAN_LIMIT entries, and what it found is only part)."""
     found: set[str] = set()
     count = 0
     stack = list(roots)
@@ -409,7 +429,7 @@ def _git_marks(roots: Iterable[str]) -> set[str] | None:
             continue
         count += len(entries)
         if count > _GIT_SCAN_LIMIT:
-            return None
+            return found, False
         names = {e.name for e in entries}
         if "HEAD" in names and ({"objects", "refs"} <= names or "commondir" in names):
             found.add(top)
@@ -419,15 +439,151 @@ def _git_marks(roots: Iterable[str]) -> set[str] | None:
                 found.add(e.path)
             elif e.is_dir(follow_symlinks=False):
                 stack.append(e.path)
-    return found
+    return found, True
+
+
+def _gitfile_bytes(path: str) -> bytes | None:
+    """The content of the `.git` file (not symlink, not folder) at `path`, up to what git reads (1 MiB)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, (1 << 20) + 1)
+    finally:
+        os.close(fd)
+
+
+def _restore_gitfiles(before: dict[str, bytes]) -> list[str]:
+    """Attack4 finding 02: an existing `.git` file (a submodule's) rewritten in the wall (`gitdir: ../.evil`)
+    would point the operator's git at a repository the script made. Each one whose content changed, or that
+    became a symlink, is written back as it was; returns the paths, for the command's failure message
+    (one that became a folder is named but left: git init may make one where a file was removed)."""
+    changed: list[str] = []
+    for path, data in before.items():
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue  # gone (`git rm sub`): nothing points anywhere
+        if stat.S_ISREG(st.st_mode) and _gitfile_bytes(path) == data:
+            continue
+        folder = os.path.dirname(path)
+        try:
+            fd = _open_nofollow(folder, want_dir=True)
+        except (OSError, WallRefused):
+            changed.append(f"{path} (changed; could not put it back)")
+            continue
+        try:
+            if stat.S_ISDIR(st.st_mode):
+                changed.append(f"{path} (a `.git` file replaced by a folder; left)")
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                os.unlink(".git", dir_fd=fd)
+            wfd = os.open(".git", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                          dir_fd=fd)
+            try:
+                os.write(wfd, data)
+            finally:
+                os.close(wfd)
+            changed.append(f"{path} (rewritten; put back as it was)")
+        except OSError as e:
+            changed.append(f"{path} (changed; could not put it back: {e.strerror})")
+        finally:
+            os.close(fd)
+    return changed
+
+
+_INDEX_LIMIT = 256 << 20  # an index larger than this is not kept to put back (a forged one is then removed)
+
+
+def _read_small(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(_INDEX_LIMIT + 1)
+    except OSError:
+        return None
+    return data if len(data) <= _INDEX_LIMIT else None
+
+
+def _check_index(index: str, before: bytes | None, policy: Policy) -> list[str]:
+    """Attack4 findings 04, 05: WS/.git/index is writable in the wall (git needs it), and git checks out an
+    index entry's path without verify_path, so a forged entry for `.git/hooks/pre-commit`, `.git/config` or a
+    dal.toml makes the operator's `git checkout -- .` write it. After the pipeline, a changed index whose
+    entries name such a path (or that this reader cannot read) is put back as it was (removed if it did
+    not exist); returns what it did, for the command's failure message."""
+    from dal.effects import gitindex
+
+    after = _read_small(index)
+    if after == before or (after is None and not os.path.lexists(index)):
+        return []
+    try:
+        bad = [] if after is None else _forged(gitindex.index_entries(after), before, policy)
+        if not bad and after is not None:
+            return []
+        why = f"an entry for {bad[0]}" if bad else "too large to read"
+    except gitindex.IndexUnreadable as e:
+        why = f"unreadable: {e}"
+    folder, name = os.path.split(index)
+    try:
+        fd = _open_nofollow(folder, want_dir=True)
+    except (OSError, WallRefused):
+        return [f".git/index (forged, {why}; could not put it back)"]
+    try:
+        if before is None:
+            os.unlink(name, dir_fd=fd)
+            return [f".git/index (forged, {why}; removed)"]
+        tmp = name + ".dal-restore"
+        wfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd)
+        try:
+            os.write(wfd, before)
+        finally:
+            os.close(wfd)
+        os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        return [f".git/index (forged, {why}; put back as it was before)"]
+    except OSError as e:
+        return [f".git/index (forged, {why}; could not put it back: {e.strerror})"]
+    finally:
+        os.close(fd)
+
+
+def _forged(entries: list[tuple[str, bytes]], before: bytes | None, policy: Policy) -> list[str]:
+    """The entries git could never have written: a path verify_path rejects; or a protected path (a tracked
+    dal.toml) whose object changed to one that is not the file's content on disk (`git add` reads the
+    file, which is read-only in the wall: another object is forged, and `git checkout` would write it)."""
+    from dal.effects import gitindex
+
+    old: dict[str, bytes] = {}
+    if before is not None:
+        try:
+            old = dict(gitindex.index_entries(before))
+        except gitindex.IndexUnreadable:
+            pass
+    bad = []
+    for name, oid in entries:
+        if gitindex.bad_component(name):
+            bad.append(name)
+            continue
+        path = os.path.join(policy.workspace, name)
+        if old.get(name) == oid or not policy.protection(path):
+            continue
+        try:
+            with open(path, "rb") as f:
+                on_disk = gitindex.blob_id(f.read(), len(oid))
+        except OSError:
+            on_disk = None
+        if on_disk != oid:
+            bad.append(name)
+    return bad
 
 
 def _first_line(path: str) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            return f.readline(4096).decode("utf-8", errors="replace").rstrip("\r\n")
-    except OSError:
-        return None
+    """The file as git reads a `.git` file or a commondir: whole, trailing CR/LF stripped (gitrepo.git_text;
+    reading one line missed `gitdir: ../.git/worktrees/w\\n../../evil`, attack4 finding 07)."""
+    from dal.effects.gitrepo import git_text
+
+    return git_text(path)
 
 
 def _worktree_link(path: str) -> bool:

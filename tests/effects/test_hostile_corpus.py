@@ -131,7 +131,7 @@ def _files(top: Path, skip: Path | None = None) -> dict[str, bytes | str]:
 
 def _protected(ws: Path) -> dict[str, bytes | str]:
     keep = {}
-    for rel in ("dal.toml", ".gitconfig", ".git/commondir", "app/dal.toml", "vendor/lib/.git/config",
+    for rel in ("dal.toml", ".gitconfig", "sub/dal.toml", ".git/commondir", "app/dal.toml", "vendor/lib/.git/config",
                 "vendor/lib/.git/commondir"):
         p = ws / rel
         keep[rel] = p.read_bytes() if p.exists() else "absent"
@@ -263,6 +263,14 @@ def _patch_policy(ws: Path) -> None:
     )
 
 
+def _patch_policy_traditional(ws: Path) -> None:
+    """A traditional header whose name ends in a space-separated timestamp, which git apply drops."""
+    (ws / "p.patch").write_text(
+        "--- /dev/null\n+++ b/sub/dal.toml 2024-01-01 00:00:00.000000000 +0000\n"
+        '@@ -0,0 +1,2 @@\n+[run]\n+allow = ["sh"]\n'
+    )
+
+
 def _outside_repo(ws: Path) -> Path:
     """A repository outside the roots, holding the outside secret."""
     repo = ws.parent / "outside" / "srepo"
@@ -352,6 +360,8 @@ CASES = [
     Case("git-mv-to-policy", ("printf '[run]\\nallow = [\"sh\"]\\n' > x.toml", "git add x.toml",
                               "git mv x.toml sub/dal.toml"), allow=GIT),  # fmt: skip
     Case("git-apply-policy", ("git apply p.patch",), allow=GIT, setup=_patch_policy),
+    Case("git-apply-timestamp-header", ("git apply p.patch",), allow=GIT, setup=_patch_policy_traditional,
+         control=True),  # fmt: skip
     # 3. directory operands: the paths diff derives, the trees grep -r and cp -r walk, links made
     Case("diff-file-dir-outward-link", ("touch secret.txt", "diff secret.txt trap"), control=True),
     Case("diff-from-file-outward-link", ("touch secret.txt", "diff --from-file=secret.txt trap"), control=True),
@@ -437,6 +447,11 @@ CASES = [
          control=True),  # fmt: skip
     Case("git-dir-lookalike-by-copy", ("mkdir -p sub/refs/heads", "cp -r .git/objects sub/",
                                        "printf 'ref: refs/heads/main\\n' > sub/HEAD", f"{_FSMONITOR} > sub/config")),
+    # a merge copy into a folder that already holds objects/, refs/ and a config (attack4 finding 01)
+    Case("cp-merge-assembles-git-dir", ("mkdir -p sub/objects sub/refs tpl2", f"{_FSMONITOR} > sub/config",
+                                        "printf 'ref: refs/heads/main\\n' > tpl2/HEAD", "cp -r tpl2/. sub")),
+    Case("cp-T-merge-assembles-git-dir", ("mkdir -p sub/objects sub/refs tpl2", f"{_FSMONITOR} > sub/config",
+                                          "printf 'ref: refs/heads/main\\n' > tpl2/HEAD", "cp -rT tpl2 sub")),
     Case("git-dir-lookalike-in-one-run", ("mkdir -p y/objects y/refs && printf 'ref: refs/heads/main\\n' > y/HEAD",)),
     Case("git-legacy-remote-file", ("git fetch x", "git show stolen:s.txt"), allow=GIT, setup=_legacy_remote,
          control=True),  # fmt: skip
@@ -459,6 +474,15 @@ CASES = [
          needs=NO_WALL),  # fmt: skip
     Case("sh-writes-legacy-remote", ("sh -c 'mkdir -p .git/remotes && echo URL: ../outside/srepo > .git/remotes/y'",
                                      "git fetch y"), allow=(*SH, *GIT), needs=NO_WALL),  # fmt: skip
+    # a forged index entry (attack4 04): git checks out index paths unverified, so the operator's
+    # `git checkout -- .` would write .git/hooks/pre-commit and dal.toml
+    Case("sh-forges-index-entries", ("sh -c 'printf \"#!/bin/sh\\ntouch pwned\\n\" > h && B=$(git hash-object -w h) && "
+                                     "C=$(git hash-object -w dal.toml) && rm h && git update-index --add --cacheinfo "
+                                     "100755,$B,xgit/hooks/pre-commit --cacheinfo 100644,$C,sub/dal.toml && python3 -c "
+                                     "\"import hashlib;d=open(\\\".git/index\\\",\\\"rb\\\").read()[:-20]"
+                                     ".replace(b\\\"xgit/\\\","
+                                     "b\\\".git/\\\");open(\\\".git/index\\\",\\\"wb\\\").write(d+hashlib.sha1(d).digest())\"'",),
+         allow=SH, needs=NO_WALL),  # fmt: skip
     # programs get a HOME of their own (finding 11): a dotfile the script writes configures nothing
     Case("home-curlrc", ("printf 'output = \"pwned\"\\n' > .curlrc", "curl -s file:///dev/null"),
          allow=("curl",), control=True, denies=False),  # fmt: skip
@@ -541,6 +565,10 @@ def _broken(root: Path, ws: Path, before_outside: dict, before_protected: dict, 
     if _protected(ws) != before_protected:
         problems.append("a protected file changed")
     problems += _operator_git(root, ws)
+    # (the top dal.toml aside: the operator's `git checkout -- .` may restore a committed one, their own doing)
+    if {k: v for k, v in _protected(ws).items() if k != "dal.toml"} != {
+            k: v for k, v in before_protected.items() if k != "dal.toml"}:
+        problems.append("a protected file changed after the operator's git ran (a forged index entry?)")
     if ran is not None and not (ws / ".dal" / "dal.db").exists():
         problems.append("the run store is gone")
     return problems
@@ -559,7 +587,8 @@ def _operator_git(root: Path, ws: Path) -> list[str]:
     for where in (ws, ws / "sub"):
         if not where.is_dir():
             continue
-        for cmd in (["git", "status"], ["git", "rebase", "--continue"]):
+        for cmd in (["git", "status"], ["git", "checkout", "--", "."], ["git", "commit", "-qam", "x", "--allow-empty"],
+                    ["git", "rebase", "--continue"]):
             subprocess.run(cmd, cwd=where, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
     shutil.rmtree(home, ignore_errors=True)
     problems += [f"marker {m} exists after the operator's git ran" for m in MARKERS if os.path.lexists(root / m)]

@@ -443,3 +443,87 @@ def test_a_config_missing_from_an_existing_git_folder_cannot_be_added_inside_the
     (ws / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     r = sh(ws, "printf '[core]\\n\\tfsmonitor = \"touch pwned\"\\n' > .git/config; echo end")
     assert r.code == 126 and "removed .git/config" in r.stderr and not (ws / ".git" / "config").exists()
+
+
+@walled
+def test_the_walk_for_git_lookalikes_fails_closed_past_its_limit(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack4 finding 03: the script chooses the tree's size. Past the walk's limit before the pipeline, no
+    program outside the default toolset starts; a pipeline that grows the tree past it fails, names what it
+    could not check (what the partial walk found new is still undone, but which part it walks is the
+    filesystem's order, so this test does not count on it)."""
+    import dal.effects.sandbox as sandbox
+
+    ws = tmp_path / "ws"
+    (ws / "pad").mkdir(parents=True)
+    monkeypatch.setattr(sandbox, "_GIT_SCAN_LIMIT", 40)
+    r = sh(ws, "cd pad && for i in $(seq 60); do touch f$i; done && echo grown")
+    assert r.code == 126 and "grown" in r.stdout, r.stderr
+    assert "could not check what the program left for git" in r.stderr and str(ws) in r.stderr, r.stderr
+    r = sh(ws, "touch ../pwned")
+    assert r.code == 126 and "the wall cannot be set up" in r.stderr and "more than 40 entries" in r.stderr
+    assert not os.path.lexists(tmp_path / "pwned")
+    r = run_effect("ls pad", EffectContext(policy=Policy.load(ws)))  # the default toolset still runs
+    assert r.ok, r.stderr
+
+
+@walled
+@pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
+def test_a_gitfile_is_read_whole_as_git_reads_it(tmp_path: Path) -> None:
+    """Attack4 finding 07: git takes the whole `.git` file (trailing CR/LF stripped) as the path, so a second
+    line leads through a folder named `w<newline>..` to a git directory the script made, while the first
+    line alone names a worktree that leads back. The file must go, and the operator's git runs nothing."""
+    ws = tmp_path / "ws"
+    (ws / "wt").mkdir(parents=True)
+    _repo_with_branch(ws)
+    r = sh(ws, "mkdir -p .git/worktrees/w '.git/worktrees/w\n..' .git/worktrees/evil/objects .git/worktrees/evil/refs"
+               " && echo ../.. > .git/worktrees/w/commondir && echo ref: refs/heads/main > .git/worktrees/w/HEAD"
+               " && echo ref: refs/heads/main > .git/worktrees/evil/HEAD"
+               f" && printf '[core]\\n\\tbare = false\\n\\tworktree = {ws}/wt\\n\\tfsmonitor = "
+               f"\"touch {tmp_path}/pwned; false\"\\n' > .git/worktrees/evil/config"
+               " && printf 'gitdir: ../.git/worktrees/w\\n../../evil\\n' > wt/.git")
+    assert r.code == 126 and "wt/.git" in r.stderr, r.stderr
+    assert not os.path.lexists(ws / "wt" / ".git")
+    subprocess.run(["git", "status"], cwd=ws / "wt", capture_output=True, timeout=30)
+    assert not os.path.lexists(tmp_path / "pwned")
+
+
+@walled
+@pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
+def test_an_existing_gitfile_rewritten_inside_the_wall_is_put_back(tmp_path: Path) -> None:
+    """Attack4 finding 02: a submodule's `.git` file rewritten to point at a git directory the script made
+    (inside WS/.git, or a nested `.git` folder) is written back as it was; the operator's git runs nothing."""
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    _repo_with_branch(ws)
+    (ws / "sub" / ".git").write_text("gitdir: ../.git/modules/sub\n")
+    r = sh(ws, "mkdir -p .git/evil/objects .git/evil/refs && echo ref: refs/heads/main > .git/evil/HEAD && "
+               f"printf '[core]\\n\\tbare = false\\n\\tworktree = {ws}/sub\\n\\tfsmonitor = \"touch {tmp_path}/pwned;"
+               " false\"\\n' > .git/evil/config && printf 'gitdir: ../.git/evil\\n' > sub/.git")
+    assert r.code == 126 and "sub/.git" in r.stderr and "put back" in r.stderr, r.stderr
+    assert (ws / "sub" / ".git").read_text() == "gitdir: ../.git/modules/sub\n"
+    subprocess.run(["git", "status"], cwd=ws / "sub", capture_output=True, timeout=30)
+    assert not os.path.lexists(tmp_path / "pwned")
+
+
+@walled
+@pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
+def test_a_forged_index_is_put_back_and_a_real_one_is_kept(tmp_path: Path) -> None:
+    """Attack4 findings 04/05: an index entry swapped to another object for the tracked dal.toml (or one
+    with a `.git` component) would make the operator's `git checkout -- .` write it; the index from before
+    the pipeline is put back. `git add` and `git commit` of a tracked, changed dal.toml are untouched."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "dal.toml").write_text("[run]\n")
+    _repo_with_branch(ws)
+    subprocess.run(["git", "add", "dal.toml"], cwd=ws, check=True)
+    subprocess.run(["git", "commit", "-qm", "policy"], cwd=ws, check=True)
+    (ws / "dal.toml").write_text("[run]\n# the operator's edit\n")
+    policy = Policy.load(ws, allow_run=["sh", "git"])
+    r = sh(ws, "git add -A && git commit -qm ok && echo committed", policy=policy)
+    assert r.ok and "committed" in r.stdout and "index" not in r.stderr, r.stderr
+    r = sh(ws, "printf '[run]\\nallow = [\"sh\"]\\n' > p && B=$(git hash-object -w p) && rm p && "
+               "git update-index --cacheinfo 100644,$B,dal.toml", policy=policy)
+    assert r.code == 126 and ".git/index (forged, an entry for dal.toml" in r.stderr, r.stderr
+    subprocess.run(["git", "checkout", "--", "."], cwd=ws, capture_output=True, timeout=30)
+    assert "sh" not in (ws / "dal.toml").read_text()
