@@ -32,8 +32,7 @@ from bench_effects import per_call_ms  # noqa: E402
 
 
 def _span() -> Span:
-    fields = [a.name for a in Span.__attrs_attrs__]  # type: ignore[attr-defined]
-    return Span(**{f: 1 for f in fields})
+    return Span(1, 1, 1, 1, 1, 1)
 
 
 def effect_overhead(ws: Path, command: str, n: int, rounds: int = 9) -> tuple[float, float, float]:
