@@ -1150,14 +1150,7 @@ class Store:
             sql += " LIMIT ?"
             args.append(max(0, int(limit)))
 
-        def read(c: sqlite3.Connection) -> list[dict[str, Any]]:
-            if not self._has_tables(c):
-                return []
-            cur = c.execute(sql, args)
-            names = [d[0] for d in cur.description]
-            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-        return self._read("listing runs", read)
+        return self._run_rows("listing runs", sql, args)
 
     def runs_of_key(self, key: str, *, limit: int | None = 20) -> list[dict[str, Any]]:
         """The runs of `key`, newest first in the order the store recorded them (`ord`, assigned under the
@@ -1169,6 +1162,11 @@ class Store:
             sql += " LIMIT ?"
             args.append(max(0, int(limit)))
 
+        return self._run_rows(f"listing the runs of {key!r}", sql, args)
+
+    def _run_rows(self, what: str, sql: str, args: list[Any]) -> list[dict[str, Any]]:
+        """The rows of a SELECT over runs as dicts; none from a store whose tables do not exist yet."""
+
         def read(c: sqlite3.Connection) -> list[dict[str, Any]]:
             if not self._has_tables(c):
                 return []
@@ -1176,7 +1174,7 @@ class Store:
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
-        return self._read(f"listing the runs of {key!r}", read)
+        return self._read(what, read)
 
     def count_runs(
         self,
