@@ -120,3 +120,35 @@ with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = e.code
 sys.stdout.write(f"{code} {out.getvalue()!r} {'Traceback' not in err.getvalue()}\\n")
 """
+
+
+def test_a_ctrl_c_python_cannot_raise_is_delivered_again() -> None:
+    # A Ctrl-C that lands in a weakref callback (importlib's module-lock clean-up during a lazy import is
+    # one) is "unraisable": Python printed `Exception ignored` and dropped it, and a `dal run` started in
+    # that instant went on running. While a command runs it is signalled again and raised where it can be.
+    done = subprocess.run([sys.executable, "-c", UNRAISABLE], capture_output=True, text=True, timeout=60)
+    assert done.stdout == "KeyboardInterrupt reached the command\n", (done.stdout, done.stderr)
+    assert "Exception ignored" not in done.stderr, done.stderr
+
+
+UNRAISABLE = """
+import weakref
+import dal.cli.entry as entry
+entry._installed = True  # as main() leaves it
+entry.command_started()
+class Thing:
+    pass
+def callback(ref):
+    raise KeyboardInterrupt  # what the SIGINT handler does, here where it cannot propagate
+thing = Thing()
+ref = weakref.ref(thing, callback)
+import time
+try:
+    del thing
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        time.sleep(0.001)
+    print("the Ctrl-C was lost")
+except KeyboardInterrupt:
+    print("KeyboardInterrupt reached the command")
+"""

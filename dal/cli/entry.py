@@ -10,7 +10,12 @@ its first line, and `main()` here again, for `python -m dal`), and handled in th
 - while DAL starts (the imports, the argument parser), a Ctrl-C says so and exits 130 at once:
   nothing has run yet, and there is nothing to record;
 - when a command starts (`command_started`), Python's own handler is back: a KeyboardInterrupt,
-  which the commands and main handle as before (the runner swaps in its own while a script runs);
+  which the commands and main handle as before (the runner swaps in its own while a script runs).
+  A KeyboardInterrupt raised where Python cannot propagate it — inside a weakref callback or a `__del__`,
+  such as importlib's module-lock clean-up during a lazy import — is "unraisable": Python printed
+  `Exception ignored` and dropped it, and the run went on as if no Ctrl-C had come. While a command runs,
+  such a KeyboardInterrupt is not dropped but delivered again (`_redeliver`): a moment later SIGINT is
+  marked as arrived anew, and its handler — Python's, or the runner's by then — acts on it;
 - when the command has returned (`command_done`), SIGINT is ignored, so the exit code is the
   command's and a late Ctrl-C cannot turn the exit into a traceback.
 
@@ -23,13 +28,29 @@ from __future__ import annotations
 
 import _signal  # the C module under `signal`, which would import enum first
 import os
+import sys
+from typing import Any
 
 _installed = False
+_unraisable_hook: Any = None
 
 
 def _interrupted_while_starting(signum: int, frame: object) -> None:
     os.write(2, b"dal: interrupted\n")
     os._exit(130)
+
+
+def _redeliver(unraisable: Any) -> None:
+    """sys.unraisablehook while a command runs: a Ctrl-C that landed where it could not be raised is
+    signalled again instead of dropped; everything else goes to the hook that was there."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        # From another thread, once this one lets go of the interpreter: signalled here, the handler would
+        # run here, inside the hook, and its KeyboardInterrupt would be dropped again.
+        import _thread
+
+        _thread.start_new_thread(_thread.interrupt_main, (_signal.SIGINT,))
+    else:
+        _unraisable_hook(unraisable)
 
 
 def command_started(*, one_shot: bool = False) -> None:
@@ -43,6 +64,10 @@ def command_started(*, one_shot: bool = False) -> None:
             from dal.core import gcpause
 
             gcpause.keep_frozen = True
+        global _unraisable_hook
+        if _unraisable_hook is None:
+            _unraisable_hook = sys.unraisablehook
+            sys.unraisablehook = _redeliver
         _signal.signal(_signal.SIGINT, _signal.default_int_handler)
 
 
