@@ -7,7 +7,7 @@ import json
 import os
 import signal
 
-from conftest import Queue
+from worker_queue import Queue
 
 
 def submit(q: Queue, script: str, *flags: str) -> int:
@@ -230,7 +230,7 @@ def test_a_repl_session_receipt_names_no_command_that_refuses(tmp_path) -> None:
     import subprocess
     import sys
 
-    from conftest import REPO
+    from worker_queue import REPO
 
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("DAL_")}, "PYTHONPATH": str(REPO)}
     p = subprocess.run([sys.executable, "-m", "dal", "repl", "--require-approval=tee"], cwd=tmp_path, env=env,

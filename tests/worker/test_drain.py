@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 import time
 
-from conftest import Queue
+from worker_queue import Queue
 
 
 def script(name: str) -> str:

@@ -8,7 +8,7 @@ import json
 import os
 import signal
 
-from conftest import Queue
+from worker_queue import Queue
 
 SCRIPT = """operation("slow")
 for i in range(8) {

@@ -18,7 +18,7 @@ import random
 import signal
 import time
 
-from conftest import Queue
+from worker_queue import Queue
 
 JOBS = 6
 TRIALS = int(os.environ.get("DAL_WORKER_KILL_TRIALS", "1"))

@@ -12,7 +12,7 @@ import json
 import signal
 import time
 
-from conftest import Queue
+from worker_queue import Queue
 
 
 def submit(q: Queue, script: str, *flags: str) -> int:

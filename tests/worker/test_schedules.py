@@ -9,7 +9,7 @@ import signal
 import time
 from datetime import UTC, datetime
 
-from conftest import Queue
+from worker_queue import Queue
 
 
 def test_each_slot_becomes_one_job_with_two_workers(queue: Queue) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 
-from conftest import Queue
+from worker_queue import Queue
 
 
 def count_jobs(q: Queue) -> int:
