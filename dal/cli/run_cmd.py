@@ -167,6 +167,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         start_probe()
     if str(args.script) == "-":  # the script on stdin
+        from dal.cli.entry import closed_at_start
+
+        if "stdin" in closed_at_start or sys.stdin is None:
+            from dal.cli import hostmode
+
+            return hostmode.error("`dal run -` reads the script from stdin, and stdin is closed: no script", 2)
         data = sys.stdin.buffer.read()
         try:
             text = data.decode("utf-8")
@@ -192,6 +198,9 @@ def run_and_report(args: argparse.Namespace, spec: Any) -> int:
         report = execute(spec, hooks_from_args(args, denials, output))
     except RunnerError as e:
         # No run was started, so there is no receipt; a host still gets one JSON object on stdout.
+        if e.where is not None and not args.json:
+            sys.stderr.write(render(e.where, want_color(sys.stderr)) + "\n")  # stopped at operation("K")
+            return e.exit_code
         return hostmode.error(str(e), e.exit_code, json=args.json)
     try:
         (sys.stderr if args.json else sys.stdout).flush()

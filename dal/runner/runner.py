@@ -72,6 +72,7 @@ class RunnerError(Exception):
     def __init__(self, message: str, exit_code: int = 2) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+        self.where: DalError | None = None  # the script's place it stopped at (operation("K")), for the caret
 
 
 class RunReport(ValueRecord):
@@ -381,6 +382,8 @@ class _RunState:
                 f"run {resuming} was already continued by {later}: resume or inspect that one instead "
                 f"(`dal receipt show {key}`)"
             )
+        if prev is None and by_script and not self.spec.new_attempt:
+            self._refuse_other_scripts_key(store, key)
         self.attempts = self._attempts_so_far(prev)
         if prev is None:
             self.kind = "new"
@@ -463,11 +466,37 @@ class _RunState:
         """Whether a run of this run's key belongs to the operation this run may continue or skip. A key
         chosen by a script's operation("K") names an operation of that script only: runs of K by another
         script do not count for it, and a script-chosen K of another script does not count for an operator's
-        `--key K` (so that a script cannot complete, and so skip, the operator's job of that key)."""
+        `--key K` (so that a script cannot complete, and so skip, the operator's job of that key). A script
+        is the same by its path, or by its text when reached by another path (moved, renamed, the workspace
+        moved or mounted elsewhere): otherwise a completed operation would run again after a `git mv`."""
         if not self.key_by_script and not StoredRun.key_by_script(row):
             return True
         theirs = StoredRun.script_of(row)
-        return theirs is None or os.path.realpath(theirs) == os.path.realpath(self.spec.script)
+        if theirs is None or os.path.realpath(theirs) == os.path.realpath(self.spec.script):
+            return True
+        return self.sha256 is not None and StoredRun.script_sha256_of(row) == self.sha256
+
+    def _refuse_other_scripts_key(self, store: Store, key: str) -> None:
+        """operation("K") where K names runs of another script only: this script may be that one, moved and
+        edited, whose effects would run a second time; or another script that chose the operator's key. Either
+        way the operator decides; nothing runs until then (exit 2)."""
+        try:
+            other = store.newest_run_of_key(key)
+        except StoreError as e:
+            raise RunnerError(str(e)) from None
+        if other is None:
+            return
+        import shlex
+
+        theirs = StoredRun.script_of(store.run_row(other["run_id"])) or "an unknown script"
+        raise RunnerError(
+            f"operation({quote(key)}): operation {key!r} is another script's ({theirs}: run {other['run_id']}, "
+            f"{other['status']}); this script ({self.spec.script}) differs from it by path and text, so it "
+            "neither continues nor skips that operation. Nothing ran. If this is that script, moved and edited, "
+            "and its work is done, there is nothing to do; to run this script's operation anyway (its effects "
+            f"run, again if that run did them), the operator runs `dal run --key {shlex.quote(key)} "
+            f"{shlex.quote(self.spec.script)}`; or use another key"
+        )
 
     def _attempts_so_far(self, prev: dict[str, Any] | None) -> dict[str, int]:
         """The counts of the key's invocations before this one, from the newest receipt of the key; a
@@ -820,6 +849,7 @@ def _execute(run: _RunState) -> RunReport:
         try:
             run.enter_key(key, handler, by_script=True)
         except RunnerError as e:
+            e.where = DalRuntimeError(str(e), span, filename=spec.filename, source=source)
             stopped.append(e)  # not the script's failure: the runner reports it as the run's end
             return OperationVerdict(stop=str(e))
         if run.leaked_env:

@@ -66,6 +66,12 @@ class StoredRun(ValueRecord):
         return ((row or {}).get("policy") or {}).get("key_by") == "script"
 
     @staticmethod
+    def script_sha256_of(row: dict[str, Any] | None) -> str | None:
+        """The SHA-256 of the script text the run ran, or None (a row stored before specs existed)."""
+        data = (row or {}).get("policy") or {}
+        return _str(data.get("sha256")) if "spec" in data else None
+
+    @staticmethod
     def script_of(row: dict[str, Any] | None) -> str | None:
         """The absolute path of the script the run ran (None for a row stored before specs existed)."""
         spec = ((row or {}).get("policy") or {}).get("spec")

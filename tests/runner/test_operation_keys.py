@@ -79,13 +79,59 @@ def test_a_script_cannot_complete_the_operators_failed_operation(tmp_path: Path)
     job = tmp_path / "job.dal"
     job.write_text('run("printf \'a0\\n\' >> a.log")\nfail("transient")\n')
     assert dal(tmp_path, "run", "--key", "K", "job.dal").returncode == 1
-    # A script elsewhere replays the journaled command and "completes" K.
+    # A script elsewhere would replay the journaled command and "complete" K: it is stopped at operation("K").
     (tmp_path / "untrusted.dal").write_text('operation("K")\nrun("printf \'a0\\n\' >> a.log")\n')
-    assert dal(tmp_path, "run", "untrusted.dal").returncode == 0
-    assert latest(tmp_path)["previous_run"] is None  # a new operation of its own, not a continuation of K
+    squat = dal(tmp_path, "run", "untrusted.dal")
+    assert squat.returncode == 2, squat.stderr
+    assert "operation 'K' is another script's" in squat.stderr and "untrusted.dal:1:1" in squat.stderr
+    assert (tmp_path / "a.log").read_text().split() == ["a0"]  # nothing of it ran
     job.write_text('run("printf \'a0\\n\' >> a.log")\nrun("printf \'a1\\n\' >> a.log")\n')
     fixed = dal(tmp_path, "run", "--key", "K", "job.dal")
     assert fixed.returncode == 0
     r = latest(tmp_path)
     assert r["status"] == "completed" and r["effects"]["items"][0]["replayed"] is True
-    assert (tmp_path / "a.log").read_text().split() == ["a0", "a0", "a1"]  # the untrusted run's a0, then a1
+    assert (tmp_path / "a.log").read_text().split() == ["a0", "a1"]
+
+
+SEND = 'operation("send-invoice-42")\nrun("printf \'sent\\n\' >> ../outbox.txt")\n'
+
+
+def test_a_completed_operation_stays_done_when_its_script_moves(tmp_path: Path) -> None:
+    # attack5 finding 09: a script-chosen key was scoped by the script's path only, so `git mv`, a moved
+    # workspace or a bind mount made a completed send run again. The same text by another path is the
+    # same script.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "send.dal").write_text(SEND)
+    outbox = tmp_path / "outbox.txt"
+    assert dal(ws, "run", "--allow-write=..", "send.dal").returncode == 0
+    (ws / "jobs").mkdir()
+    (ws / "send.dal").rename(ws / "jobs" / "send.dal")
+    moved = dal(ws, "run", "--allow-write=..", "jobs/send.dal")
+    assert moved.returncode == 0, moved.stderr
+    assert latest(ws)["status"] == "skipped"
+    ws.rename(tmp_path / "ws-moved")
+    again = dal(tmp_path / "ws-moved", "run", "--allow-write=..", "jobs/send.dal")
+    assert again.returncode == 0, again.stderr
+    assert latest(tmp_path / "ws-moved")["status"] == "skipped"
+    assert outbox.read_text().split() == ["sent"]
+
+
+def test_a_moved_and_edited_script_stops_at_its_key_until_the_operator_says(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "send.dal").write_text(SEND)
+    outbox = tmp_path / "outbox.txt"
+    assert dal(ws, "run", "--allow-write=..", "send.dal").returncode == 0
+    (ws / "send.dal").unlink()
+    (ws / "send2.dal").write_text(SEND + 'print("edited")\n')
+    stopped = dal(ws, "run", "--allow-write=..", "send2.dal")
+    assert stopped.returncode == 2, stopped.stderr
+    assert "Nothing ran" in stopped.stderr and "send2.dal:1:1" in stopped.stderr
+    assert f"dal run --key send-invoice-42 {ws / 'send2.dal'}" in stopped.stderr
+    assert outbox.read_text().split() == ["sent"]
+    # The operator decides to run it as an operation of its own: it runs, once.
+    assert dal(ws, "run", "--allow-write=..", "--key", "send-invoice-42", "send2.dal").returncode == 0
+    assert outbox.read_text().split() == ["sent", "sent"]
+    assert dal(ws, "run", "--allow-write=..", "send2.dal").returncode == 0
+    assert latest(ws)["status"] == "skipped" and outbox.read_text().split() == ["sent", "sent"]
