@@ -502,6 +502,9 @@ class Store:
         conn: sqlite3.Connection | None = None
         try:
             with self._guard("creating it"):
+                # Readable by its owner only, like the receipts: it journals what runs printed and the env()
+                # values they were allowed. SQLite gives its -wal and -shm files the same mode.
+                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
                 conn = sqlite3.connect(str(tmp), isolation_level=None)
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = FULL")

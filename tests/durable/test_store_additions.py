@@ -3,6 +3,10 @@ has a receipt, prefix lookup of unfinished runs, and `--waiting` leaving out run
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
+
 import pytest
 
 from dal.receipts.store import Store
@@ -90,3 +94,15 @@ def test_journal_hold_returns_a_decision_or_journals_the_hold(tmp_path) -> None:
         store.journal_result(B, 2, {"status": "completed"})
         with pytest.raises(Exception, match="already has a journaled result"):
             store.journal_hold(B, 2, "send", "external", decided_in=[A], kinds=kinds, after=later["id"])
+
+
+def test_a_new_store_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    # attack5 finding 08: the store journals env() values a run was allowed; made with the umask (0644) it
+    # was readable by every local account, while the receipts beside it are 0600.
+    old = os.umask(0o022)
+    try:
+        with Store(tmp_path / ".dal" / "dal.db") as store:
+            store.begin_run("run_x", operation="op")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / ".dal" / "dal.db").st_mode) == 0o600
