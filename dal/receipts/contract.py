@@ -5,8 +5,8 @@ a PostgreSQL store implements the same protocols and passes the same contract te
 
 What every implementation promises (the contract tests check each):
 - runs: `begin_run` records a run before it executes (status `running`, once per run id);
-  `save_receipt` ends it (or records a run that never began); `list_runs` is newest first and
-  `runs_of_key` newest first in the order the store recorded the runs (not their ids' clock); `find`
+  `save_receipt` ends it (or records a run that never began); `list_runs` and `runs_of_key` are newest
+  first in the order the store recorded the runs (not their ids' clock; `latest` is the last recorded); `find`
   and `find_run` name a run by id, unique id prefix, key or operation (its newest run) or `latest`,
   raising RunNotFound (a StoreError) otherwise; `lineage` follows `previous_run` newest first;
   `run_row` gives a run's row, receipt or not, with `resumed_by` (the run that continued it).
@@ -121,7 +121,7 @@ class RunStore(Protocol):
 
     def list_runs(self, *, status: str | None = None, operation: str | None = None, key: str | None = None,
                   waiting: bool = False, limit: int | None = 50) -> list[Row]:
-        """Runs newest first."""
+        """Runs newest first, in the order the store recorded them."""
         ...
 
     def count_runs(self, *, status: str | None = None, operation: str | None = None, key: str | None = None,

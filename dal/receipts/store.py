@@ -1092,7 +1092,7 @@ class Store:
             raise RunNotFound("give a run id, an operation or key, or `latest`", self.path)
         if ref == "latest":
             row = c.execute(
-                "SELECT run_id, receipt FROM runs WHERE receipt IS NOT NULL ORDER BY run_id DESC LIMIT 1"
+                f"SELECT run_id, receipt FROM runs WHERE receipt IS NOT NULL ORDER BY {self._newest_first} LIMIT 1"
             ).fetchone()
             if row is None:
                 raise RunNotFound(f"no finished runs yet in {self.path}", self.path)
@@ -1140,15 +1140,17 @@ class Store:
         waiting: bool = False,
         limit: int | None = 50,
     ) -> list[dict[str, Any]]:
-        """Runs newest first by start time (their ids), as summary rows (run_id, operation, key, status, retry,
-        external_effect, blocker, script_path, started_at, finished_at, duration_ms, previous_run, skipped_of).
+        """Runs newest first in the order the store recorded them (not their ids' clock, which a clock step
+        can put out of order: `latest` is the run recorded last), as summary rows (run_id, operation, key,
+        status, retry, external_effect, blocker, script_path, started_at, finished_at, duration_ms,
+        previous_run, skipped_of).
         Which run of a key is the newest is runs_of_key()'s to say.
 
         `operation` matches the operation or the key, exactly or as a glob when it has `*`, `?` or `[`.
         `waiting` keeps only runs that wait for a person or a resume.
         """
         where, args = self._filters(status=status, operation=operation, key=key, waiting=waiting)
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY run_id DESC"
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY {self._newest_first}"
         if limit is not None:
             sql += " LIMIT ?"
             args.append(max(0, int(limit)))

@@ -48,11 +48,11 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     finished runs (so the store has many pages), made by the real `dal run`."""
     ws = tmp_path_factory.mktemp("base")
     (ws / "send.dal").write_text('run("touch sent")\n')
+    with Store(ws / ".dal" / "dal.db") as store:
+        store.save_receipts([filler(i) for i in range(300)], validate=False)
     p = subprocess.run([sys.executable, "-m", "dal", "run", "--key", "deploy", "--require-approval", "touch",
                         "send.dal"], cwd=ws, capture_output=True, text=True, timeout=120, env=_env())
     assert p.returncode == 3, p.stderr
-    with Store(ws / ".dal" / "dal.db") as store:
-        store.save_receipts([filler(i) for i in range(300)], validate=False)
     assert not (ws / "sent").exists()
     return ws
 
