@@ -77,11 +77,35 @@ def command_done() -> None:
         _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
 
 
+closed_at_start: set[str] = set()  # which of stdin, stdout, stderr `dal` was started without
+
+
+def _fill_closed_streams() -> None:
+    """A supervisor may start `dal` with stdin, stdout or stderr closed (`<&-`, `>&-`). Python then has no
+    sys.stdout (every print was a traceback), and worse, the next file DAL opens would get descriptor 1 and
+    receive what the run prints. Each closed one is opened on /dev/null, and remembered: `dal run -` says
+    that there is no script on a closed stdin."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        got = os.open(os.devnull, os.O_RDWR)
+        if got != fd:
+            os.dup2(got, fd)
+            os.close(got)
+        closed_at_start.add(name)
+        setattr(sys, name, open(fd, "r" if fd == 0 else "w", encoding="utf-8", errors="backslashreplace",
+                                closefd=False))
+
+
 def main() -> int:
     """The `dal` command line."""
     global _installed
     _signal.signal(_signal.SIGINT, _interrupted_while_starting)
     _installed = True
+    _fill_closed_streams()
     from dal.cli.main import main as dal_main
 
     try:
