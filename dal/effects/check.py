@@ -401,6 +401,8 @@ def _check_git(g: object, policy: Policy) -> None:
                 repo = gitrepo.repository_at(where) if os.path.isdir(where) else None
                 if repo is not None:
                     _check_repository(repo, policy, "run the hooks of")
+    for raw in getattr(g, "staged", ()):
+        _check_staged(raw, top, policy)
     for patch, prefix, strip in g.patches:
         named = gitrepo.patch_paths(P.resolve_path(patch, ws), mail=g.subcommand == "am")
         if named is None:
@@ -414,6 +416,34 @@ def _check_git(g: object, policy: Policy) -> None:
                     _check_path(target, "write", policy)
                 else:
                     _check_protection(P.resolve_path(target, ws, follow_final=False), policy)
+
+
+def _check_staged(raw: str, top: str | None, policy: Policy) -> None:
+    """`git add PATH` / `git commit PATH`: the index, then a commit, would hold PATH, and the operator's own
+    `git checkout` or `git reset --hard` would write it later, outside any wall. Deny a protected path, a
+    `.git` component in any spelling, and a folder that passes for a git directory (or a path inside one)."""
+    from dal.effects import gitindex
+
+    if raw.startswith(":") or any(c in raw for c in "*?["):
+        return  # a pattern: what it matched is checked in the index after the command (gitguard.py)
+    ws = policy.workspace
+    path = P.resolve_path(raw, ws, follow_final=False)
+    shown = P.display(path, ws)
+    why = policy.protection(path)
+    base = top or ws
+    rel = os.path.relpath(path, base) if P.within(path, [base]) else ""
+    if why is None and rel and rel != "." and gitindex.bad_component(rel):
+        why = f"{shown} has a component git takes for .git"
+    if why is not None:
+        raise _Denied(f"git would record {shown} in the index, and a later checkout would write it: {why}")
+    d = path if os.path.isdir(path) else os.path.dirname(path)
+    while P.within(d, [base]):
+        if _looks_like_git_dir(d):
+            raise _Denied(f"git would record {shown} in the index, inside {P.display(d, ws)}, which passes for a git "
+                          "repository (HEAD, objects/, refs/): a later checkout would make it one for a person's git")
+        if d == base:
+            break
+        d = os.path.dirname(d)
 
 
 def recheck(cmd: SimpleCommand, policy: Policy) -> str | None:

@@ -22,6 +22,7 @@ import attrs
 
 from dal.effects import seccomp
 from dal.effects.check import Decision, recheck
+from dal.effects.gitguard import GitGuard, GuardRefused
 from dal.effects.limits import Cgroup, CommandLimits, describe_signal_limit
 from dal.effects.policy import DEFAULT_TOOLSET_NAMES, TRUSTED_PATH, Policy
 from dal.effects.safeopen import DeniedAtOpen, open_redirect
@@ -76,6 +77,14 @@ class _Capture:
         if room > 0:
             self.buf += data[:room]
         self.dropped += max(0, len(data) - max(room, 0))
+
+    def prepend(self, data: bytes) -> None:
+        """Put DAL's own message first (it is kept whole, and what it pushes past the cap is dropped)."""
+        self.buf[:0] = data
+        over = len(self.buf) - max(self.cap, len(data))
+        if over > 0:
+            del self.buf[len(self.buf) - over :]
+            self.dropped += over
 
     def text(self) -> str:
         s = self.buf.decode("utf-8", errors="replace")
@@ -176,20 +185,32 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
 
     The wall is made for each pipeline, just before it starts, so that it sees the tree the pipelines
     before it left (a protected file one of them created is protected from the next)."""
+    # Placeholders for a missing dal.toml or .dal, and the repository's references held (gitguard), only when
+    # a program may write files the check cannot see (sandbox.PLACEHOLDERS).
+    others = any(c.argv[0] not in DEFAULT_TOOLSET_NAMES for c in pipeline.commands)
+    guard = None
     try:
-        # Placeholders for a missing dal.toml or .dal only when a program may write files the check cannot
-        # see (sandbox.PLACEHOLDERS).
-        others = any(c.argv[0] not in DEFAULT_TOOLSET_NAMES for c in pipeline.commands)
+        if others:
+            guard = GitGuard.start(run.policy, walled=run.sandbox)
         wall = Wall(run.policy, run.exes.values(), run.limits.tmp_size, others) if run.sandbox else None
-    except WallRefused as e:
+    except (WallRefused, GuardRefused) as e:
         # Like a path denied at start: this pipeline does not start, the list goes on as after a failure.
-        run.err.add(f"dal: {pipeline.commands[0].argv[0]}: denied at start: the wall cannot be set up: {e}\n".encode())
+        what = "the wall cannot be set up" if isinstance(e, WallRefused) else "git's state cannot be held"
+        run.err.add(f"dal: {pipeline.commands[0].argv[0]}: denied at start: {what}: {e}\n".encode())
         return 126
+    refused: list[str] = []
     try:
         code = _run_stages(pipeline, run, wall)
     finally:
         if wall is not None:
             wall.close()
+        if guard is not None:
+            refused = guard.finish()
+    if refused:
+        # gitguard: a commit, the stash or the index now records a path a person's git must never write; the
+        # refs and the index are back as before. First on stderr, so that the result's summary says it.
+        run.err.prepend("".join(f"dal: {m}\n" for m in refused).encode())
+        code = 126 if isinstance(code, int) else code
     if wall is not None and wall.swept:
         # sandbox.GIT_SWEPT and _neutralise: what a program made inside the wall that a person's git would act
         # on later (a todo list, a commondir, a `.git` file, a folder passing for a git directory).

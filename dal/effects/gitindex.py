@@ -110,14 +110,23 @@ def blob_id(content: bytes, hash_len: int) -> bytes:
     return h(b"blob %d\0" % len(content) + content).digest()
 
 
+# Code points HFS+ ignores when it compares names (git's utf8.c is_hfs_dotgit skips them): `.g\u200cit` is
+# `.git` there.
+_HFS_IGNORED = frozenset([*range(0x200C, 0x2010), *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF])
+
+
 def bad_component(path: str) -> bool:
     """Whether git's verify_path (with core.protectHFS/NTFS, leaning to refuse) would reject `path`: a
-    `.git` component in any case, also with trailing dots or spaces or as the short name GIT~1; `..`, `.`
-    or an empty component; an absolute path."""
+    `.git` component in any case, also with trailing dots or spaces, with code points HFS+ ignores, after
+    a backslash or before a colon (NTFS), or as the short name GIT~1 (any GIT~N); `..`, `.` or an empty
+    component; an absolute path."""
     if path.startswith("/"):
         return True
     for part in path.split("/"):
-        low = part.lower()
-        if part in ("", ".", "..") or low.rstrip(". ") == ".git" or low.startswith("git~"):
+        if part in ("", ".", ".."):
             return True
+        folded = "".join(c for c in part if ord(c) not in _HFS_IGNORED).lower()
+        for piece in folded.replace(":", "\\").split("\\"):
+            if piece.rstrip(". ") == ".git" or piece.startswith("git~"):
+                return True
     return False

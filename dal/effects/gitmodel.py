@@ -36,6 +36,7 @@ class GitUse:
     network: bool = False
     writes_repo: bool = False  # changes the repository (its index, objects, refs)
     writes_worktree: bool = False  # rewrites files of its work tree
+    staged: tuple[str, ...] = ()  # paths `git add` / `git commit PATHS` records in the index (and a commit)
 
 
 # Global options (before the subcommand). Everything else before it is denied.
@@ -177,6 +178,14 @@ def _writes(p: Parsed) -> tuple[ArgUse, GitUse]:
     if p.values("--pathspec-from-file"):
         raise Unsafe(f"git {p.sub} --pathspec-from-file: names paths that cannot be checked")
     return ArgUse(reads=tuple(ops), writes=tuple(ops)), GitUse(p.sub)
+
+
+def _staging(p: Parsed) -> tuple[ArgUse, GitUse]:
+    """git add / git commit PATHS record the files their pathspecs name in the index, and a later checkout
+    writes them back: the checker refuses a protected path or a git-directory lookalike among them (patterns
+    and `.` are left to what the repository is checked for after the command, gitguard.py)."""
+    ops = tuple(o for o in p.operands if o != "-")
+    return ArgUse(reads=ops), GitUse(p.sub, staged=ops)
 
 
 def _rm(p: Parsed) -> tuple[ArgUse, GitUse]:
@@ -391,11 +400,11 @@ SUBCOMMANDS: dict[str, Sub] = {
     "version": Sub(idempotent=True),
     "reflog": Sub(values=_REV_VALUES, custom=_log),
     # changing the repository and the work tree
-    "add": Sub(paths=dict(_WRITE_BACK), values=_opts("--chmod")),
+    "add": Sub(paths=dict(_WRITE_BACK), values=_opts("--chmod"), custom=_staging),
     "commit": Sub(values=_opts("-C --reuse-message -c --reedit-message --fixup --squash --author --date -m "
                                "--message --trailer --cleanup"),
                   paths={"-F": READ, "--file": READ, "-t": READ, "--template": READ, **_WRITE_BACK},
-                  deny=_SIGN_DENY),  # fmt: skip
+                  deny=_SIGN_DENY, custom=_staging),  # fmt: skip
     "rm": Sub(paths=dict(_WRITE_BACK), flags=_opts("-f --force -n --dry-run -r --cached --ignore-unmatch --sparse "
                                                   "-q --quiet --pathspec-file-nul"), custom=_rm),  # fmt: skip
     "mv": Sub(flags=_opts("-f --force -k -n --dry-run -v --verbose --sparse"), custom=_mv),

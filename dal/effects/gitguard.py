@@ -1,0 +1,475 @@
+"""What the workspace's repository references, held across a pipeline (docs/policy.md, "What the undo cannot
+take back").
+
+A program allowed to run git -- or any program outside the default toolset -- can record in a commit, the
+stash or the index a tree that the operator's own git writes into the work tree later: a folder passing for
+a git directory (x/HEAD, x/objects, x/refs and an x/config naming core.fsmonitor), a `.git` component in any
+spelling git takes for one, a protected name (a `dal.toml`, `.dal`, `[paths] protect`). The wall removes
+such files from the work tree when the pipeline ends, but `git reset --hard`, `git checkout -- .`,
+`git stash pop` and `git switch` put back what a commit or the index holds.
+
+So before such a pipeline DAL reads what the repository references: HEAD and the other pseudo-refs
+(ORIG_HEAD, FETCH_HEAD, ...), every ref, loose and packed, the reflogs (the stash's entries are there), and
+the index, of the repository and of each of its linked worktrees. After the pipeline, when any of it changed,
+it lists what is new -- the tree of every commit reachable from a ref value that is new and from none that
+was there before, and the index -- and looks for those paths, counted together with what is on disk in
+each folder. When one is found, everything read before is written back as it was (new files removed) and
+the command fails, naming the path and the commit. Past its bounds (refs held, new commits, entries listed)
+it fails closed: before the pipeline nothing starts, after it everything is put back.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import subprocess
+
+from dal.effects import gitindex, gitrepo
+from dal.effects import paths as P
+from dal.effects.policy import TRUSTED_PATH, Policy
+
+__all__ = ["GitGuard", "GuardRefused"]
+
+_MAX_FILES = 20_000  # refs, reflogs and pseudo-refs held
+_MAX_BYTES = 256 << 20  # their bytes, the indexes' included
+_MAX_COMMITS = 2_000  # new commits listed after a pipeline
+_MAX_ENTRIES = 2_000_000  # paths listed from their trees, all together
+_GIT_TIMEOUT = 60  # seconds for each git process the guard runs
+
+_PSEUDO = re.compile(r"[A-Z][A-Z0-9_]*$")  # HEAD, ORIG_HEAD, FETCH_HEAD, MERGE_HEAD, AUTO_MERGE, ...
+_OID = re.compile(rb"^\^?([0-9a-f]{40}(?:[0-9a-f]{24})?)$")
+_MARKS = frozenset({"HEAD", "objects", "refs", "commondir"})
+_LINK = b"\0symlink\0"  # how a symlink is held (git reads a symlinked ref through it)
+_SPECIAL = b"\0special\0"  # a FIFO, device or socket: not git's, never read
+
+
+class GuardRefused(Exception):
+    """The repository's references cannot be held within the bounds; the pipeline does not start."""
+
+
+class _Unlistable(Exception):
+    """git could not list what is new (a missing object, too many commits): put everything back."""
+
+
+def _git_dirs(policy: Policy) -> tuple[str, str, list[str]] | None:
+    """(work tree top, common git folder, the git folders to hold: the repository's own, its common one,
+    each linked worktree's), for the repository git discovers from the workspace; only folders inside the
+    write roots are held (the others are read-only in the wall, and the check denies writing them)."""
+    found = gitrepo.find_git_dir(policy.workspace)
+    if found is None:
+        return None
+    top, git_dir = found
+    common = gitrepo.common_dir(git_dir) or git_dir
+    dirs = [git_dir, common]
+    try:
+        with os.scandir(os.path.join(common, "worktrees")) as it:
+            dirs += [e.path for e in it if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        pass
+    dirs = [d for d in dict.fromkeys(os.path.realpath(d) for d in dirs) if P.within(d, policy.write_roots)]
+    return (top, os.path.realpath(common), dirs) if dirs else None
+
+
+def _read(path: str) -> bytes:
+    """The file at `path` as held: its bytes, a symlink's target, or a marker for anything else."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return b""
+    if stat.S_ISLNK(st.st_mode):
+        return _LINK + os.fsencode(os.readlink(path))
+    if not stat.S_ISREG(st.st_mode):
+        return _SPECIAL
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return _SPECIAL
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _hold(dirs: list[str]) -> dict[str, bytes]:
+    """Every file of `dirs` that says what the repository references, by absolute path."""
+    held: dict[str, bytes] = {}
+    total = 0
+
+    def take(path: str) -> None:
+        nonlocal total
+        data = _read(path)
+        held[path] = data
+        total += len(data)
+        if len(held) > _MAX_FILES or total > _MAX_BYTES:
+            raise GuardRefused(f"the repository holds more than {_MAX_FILES} refs and reflogs (or {_MAX_BYTES >> 20} "
+                               "MiB of them and its index), too many to hold against what a program records in it")
+
+    for d in dirs:
+        try:
+            with os.scandir(d) as it:
+                top = [e for e in it]
+        except OSError:
+            continue
+        for e in top:
+            if e.name in ("index", "packed-refs") or _PSEUDO.match(e.name):
+                if not e.is_dir(follow_symlinks=False):
+                    take(e.path)
+            elif e.name in ("refs", "logs") and e.is_dir(follow_symlinks=False):
+                stack = [e.path]
+                while stack:
+                    folder = stack.pop()
+                    try:
+                        with os.scandir(folder) as sub:
+                            for s in sub:
+                                if s.is_dir(follow_symlinks=False):
+                                    stack.append(s.path)
+                                else:
+                                    take(s.path)
+                    except OSError:
+                        continue
+            elif e.name in ("refs", "logs"):
+                take(e.path)  # refs/ replaced by a symlink or a file: held as such
+    return held
+
+
+def _oids(path: str, data: bytes) -> set[str]:
+    """The object names a ref file, packed-refs, a reflog or FETCH_HEAD records (not a reflog's message:
+    a name written there need not exist yet)."""
+    if data.startswith((_LINK, _SPECIAL)) or os.path.basename(path) == "index":
+        return set()
+    out: set[str] = set()
+    is_log = "/logs/" in path
+    for line in data.splitlines():
+        tokens = line.split(None, 2 if is_log else 1)[: 2 if is_log else 1]
+        for tok in tokens:
+            m = _OID.match(tok)
+            if m:
+                out.add(m.group(1).decode())
+    return out
+
+
+def _resolve(held: dict[str, bytes], git_dir: str, common: str, name: str = "HEAD") -> str | None:
+    """The commit `name` named in the held files (symbolic refs followed, packed refs read), or None."""
+    for _ in range(6):
+        data = held.get(os.path.join(git_dir if _PSEUDO.match(name) else common, name))
+        if data is None and name != "HEAD":
+            data = held.get(os.path.join(git_dir, name))
+        if data is None:
+            for line in held.get(os.path.join(common, "packed-refs"), b"").splitlines():
+                parts = line.split()
+                if len(parts) == 2 and parts[1].decode(errors="replace") == name:
+                    data = parts[0]
+                    break
+        if data is None:
+            return None
+        text = data.decode(errors="replace").strip()
+        if text.startswith("ref: "):
+            name = text[5:].strip()
+            continue
+        return text if _OID.match(text.encode()) else None
+    return None
+
+
+class GitGuard:
+    """Hold the repository's references before a pipeline (`GitGuard.start`), check them after (`finish`)."""
+
+    def __init__(self, policy: Policy, held_paths: frozenset[str], git: str | None) -> None:
+        self.policy = policy
+        self.held_paths = held_paths  # protected files the wall keeps read-only (their content is the operator's)
+        self.git = git
+        found = _git_dirs(policy)
+        self.top, self.common, self.dirs = found if found is not None else (None, None, [])
+        self.before = _hold(self.dirs)
+        self.entries = 0
+
+    @classmethod
+    def start(cls, policy: Policy, walled: bool) -> GitGuard:
+        """Hold what the repository references now; GuardRefused when it is more than the bounds allow."""
+        held: frozenset[str] = frozenset()
+        if walled:  # the protected files that exist are bound read-only: a `git add` of them stages their content
+            held = frozenset(os.path.realpath(p) for p in policy.protected if os.path.isfile(p))
+        return cls(policy, held, _find_git())
+
+    # --- after the pipeline -------------------------------------------------------------------------
+
+    def finish(self) -> list[str]:
+        """Check what the pipeline made the repository reference; when it holds a path a person's git must
+        never write, put every held file back and return what was found and done (for the command's
+        failure); [] when nothing is wrong."""
+        found = _git_dirs(self.policy)
+        if found is None and not self.dirs:
+            return []
+        top, common, dirs = found if found is not None else (self.top, self.common, self.dirs)
+        dirs = list(dict.fromkeys([*self.dirs, *dirs]))
+        self.common = common
+        try:
+            after = _hold(dirs)
+        except GuardRefused as e:
+            return self._put_back(dirs, [f"could not read what the repository references now: {e}"])
+        changed = [p for p in dict.fromkeys([*self.before, *after]) if self.before.get(p) != after.get(p)]
+        if not changed:
+            return []
+        assert top is not None
+        try:
+            bad = self._inspect(top, dirs, after, changed)
+        except _Unlistable as e:
+            bad = [str(e)]
+        if not bad:
+            return []
+        return self._put_back(dirs, bad, after)
+
+    def _inspect(self, top: str, dirs: list[str], after: dict[str, bytes], changed: list[str]) -> list[str]:
+        old_tips = set().union(*(_oids(p, d) for p, d in self.before.items()))
+        new_tips = set().union(*(_oids(p, after[p]) for p in changed if p in after)) - old_tips
+        found: dict[tuple, str] = {}
+        if new_tips:
+            for tree, commit in self._new_trees(dirs, new_tips, old_tips):
+                for key, text in self._findings(top, self._ls_tree(dirs, tree)).items():
+                    found.setdefault(key, f"{text}, in commit {commit[:12]}")
+        for p in changed:
+            if os.path.basename(p) != "index" or p not in after or not after[p]:
+                continue
+            try:
+                entries = gitindex.index_entries(after[p])
+            except gitindex.IndexUnreadable as e:
+                found[("index", p)] = f"{self._show(p)} cannot be read ({e})"
+                continue
+            for key, text in self._findings(top, entries).items():
+                found.setdefault(key, f"{text}, in {self._show(p)}")
+        if not found:
+            return []
+        known = self._baseline(top, dirs)
+        bad = [text for key, text in found.items() if key not in known and not self._operators(top, key)]
+        return bad
+
+    def _baseline(self, top: str, dirs: list[str]) -> set[tuple]:
+        """What the repository already held before the pipeline (the old HEAD's tree and the old indexes):
+        a tracked dal.toml, a test fixture that is a bare repository, are not the script's."""
+        known: set[tuple] = set()
+        for d in self.dirs:
+            head = _resolve(self.before, d, str(self.common))
+            if head is not None:
+                try:
+                    known |= set(self._findings(top, self._ls_tree(dirs, head + "^{tree}")))
+                except _Unlistable:
+                    pass
+            data = self.before.get(os.path.join(d, "index"))
+            if data:
+                try:
+                    known |= set(self._findings(top, gitindex.index_entries(data)))
+                except gitindex.IndexUnreadable:
+                    pass
+        return known
+
+    def _operators(self, top: str, key: tuple) -> bool:
+        """A protected file the wall kept read-only, staged with the content it has on disk: the operator's."""
+        if key[0] != "protected":
+            return False
+        path = os.path.realpath(os.path.join(top, key[1]))
+        if path not in self.held_paths:
+            return False
+        oid = bytes.fromhex(key[2])
+        try:
+            with open(path, "rb") as f:
+                return gitindex.blob_id(f.read(), len(oid)) == oid
+        except OSError:
+            return False
+
+    def _findings(self, top: str, entries: list[tuple[str, bytes]] | list[tuple[str, str]]) -> dict[tuple, str]:
+        """What of `entries` (path, object name) a person's git must never write: a `.git` component, a
+        protected path, a folder whose entries -- listed, and on disk -- pass for a git directory."""
+        out: dict[tuple, str] = {}
+        children: dict[str, set[str]] = {}
+        for path, oid in entries:
+            hexoid = oid.hex() if isinstance(oid, bytes) else oid
+            parts = path.split("/")
+            for i, part in enumerate(parts):
+                children.setdefault("/".join(parts[:i]), set()).add(part)
+            if gitindex.bad_component(path):
+                out[("git", path)] = f"{path} (a .git component: git would write into a repository's own folder)"
+            elif self.policy.protection(os.path.join(top, path)):
+                out[("protected", path, hexoid)] = f"{path} (protected)"
+        for folder, names in children.items():
+            if not names & _MARKS:
+                continue
+            every = names | _on_disk(top, folder)
+            if "HEAD" in every and ({"objects", "refs"} <= every or "commondir" in every):
+                shown = folder or "the top of the work tree"
+                out[("lookalike", folder)] = (f"{folder}/{'HEAD' if 'HEAD' in names else sorted(names & _MARKS)[0]}"
+                                              f" ({shown} would pass for a git directory: HEAD, objects/, refs/)")
+        return out
+
+    # --- git, run by DAL outside any wall on the repository's objects only ------------------------------
+
+    def _run(self, dirs: list[str], args: list[str], stdin: bytes = b"") -> bytes:
+        if self.git is None:
+            raise _Unlistable("git is not installed, so what the repository now references cannot be listed")
+        env = {"PATH": TRUSTED_PATH, "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1", "GIT_NO_REPLACE_OBJECTS": "1",
+               "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+        argv = [self.git, "-c", "safe.directory=*", "-c", "core.fsmonitor=false", f"--git-dir={self.common}", *args]
+        try:
+            done = subprocess.run(argv, input=stdin, capture_output=True, env=env, timeout=_GIT_TIMEOUT, cwd="/")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise _Unlistable(f"could not list what the repository now references: {e}") from None
+        if done.returncode != 0:
+            why = done.stderr.decode(errors="replace").strip().splitlines()
+            raise _Unlistable(f"could not list what the repository now references: git {args[0]}: "
+                              f"{why[0] if why else 'exit ' + str(done.returncode)}")
+        return done.stdout
+
+    def _new_trees(self, dirs: list[str], new: set[str], old: set[str]) -> list[tuple[str, str]]:
+        """(tree, commit) for every commit reachable from `new` and from none of `old`, and for every new
+        ref naming a tree; _Unlistable when a new name is missing or there are more than _MAX_COMMITS."""
+        names = sorted(new)
+        out = self._run(dirs, ["cat-file", "--batch-check=%(objectname) %(objecttype)"],
+                        "".join(f"{n}^{{}}\n" for n in names).encode())
+        commits: list[str] = []
+        trees: list[tuple[str, str]] = []
+        for name, line in zip(names, out.decode(errors="replace").splitlines(), strict=False):
+            parts = line.split()
+            if len(parts) != 2 or parts[1] == "missing":
+                raise _Unlistable(f"a ref names {name}, which is not in the repository")
+            if parts[1] == "commit":
+                commits.append(parts[0])
+            elif parts[1] == "tree":
+                trees.append((parts[0], name))
+        if commits:
+            lines = [*commits, *("^" + o for o in sorted(old))]
+            out = self._run(dirs, ["rev-list", "--ignore-missing", f"--max-count={_MAX_COMMITS + 1}", "--format=%T",
+                                   "--stdin"], ("\n".join(lines) + "\n").encode())
+            commit = ""
+            seen = 0
+            for line in out.decode(errors="replace").splitlines():
+                if line.startswith("commit "):
+                    commit = line[7:].strip()
+                    seen += 1
+                    if seen > _MAX_COMMITS:
+                        raise _Unlistable(f"more than {_MAX_COMMITS} new commits to check")
+                elif line.strip():
+                    trees.append((line.strip(), commit))
+        return list({t: (t, c) for t, c in trees}.values())
+
+    def _ls_tree(self, dirs: list[str], tree: str) -> list[tuple[str, str]]:
+        out = self._run(dirs, ["ls-tree", "-r", "-t", "-z", "--full-tree", tree])
+        entries: list[tuple[str, str]] = []
+        for item in out.split(b"\0"):
+            if not item:
+                continue
+            head, _, path = item.partition(b"\t")
+            fields = head.split()
+            oid = fields[2].decode() if len(fields) > 2 else ""
+            entries.append((path.decode("utf-8", errors="surrogateescape"), oid))
+        self.entries += len(entries)
+        if self.entries > _MAX_ENTRIES:
+            raise _Unlistable(f"more than {_MAX_ENTRIES} paths in the new commits to check")
+        return entries
+
+    # --- putting back -----------------------------------------------------------------------------------
+
+    def _put_back(self, dirs: list[str], bad: list[str], after: dict[str, bytes] | None = None) -> list[str]:
+        """Write every held file back as it was before the pipeline and remove the ones it made; the
+        messages for the command's failure."""
+        if after is None:
+            try:
+                after = _hold(dirs)
+            except GuardRefused:
+                after = {}
+        undone: list[str] = []
+        failed: list[str] = []
+        for path in dict.fromkeys([*self.before, *after]):
+            old = self.before.get(path)
+            if old == after.get(path):
+                continue
+            if old is None and os.path.basename(path) == "HEAD" and after[path].startswith(b"ref: "):
+                continue  # a repository made by the pipeline: HEAD names a branch, which goes (unborn again)
+            try:
+                _write_back(path, old, dirs)
+                undone.append(self._show(path))
+            except OSError as e:
+                failed.append(f"{self._show(path)} ({e.strerror or e})")
+        shown = ", ".join(undone[:8]) + (f" and {len(undone) - 8} more" if len(undone) > 8 else "")
+        text = f"git: {bad[0]}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+        text += (f"; a person's `git reset --hard`, `git checkout`, `git stash pop` or `git switch` would write it, so "
+                 f"the repository's refs, HEAD and index were put back as they were before the command ({shown})")
+        if failed:
+            text += f"; could not put back {', '.join(failed)}: check the repository before running git there"
+        return [text]
+
+    def _show(self, path: str) -> str:
+        ws = self.policy.workspace
+        return os.path.relpath(path, ws) if P.within(path, [ws]) else path
+
+
+def _find_git() -> str | None:
+    """The git program on the trusted PATH (the one the policy's `git` is), if installed."""
+    for d in TRUSTED_PATH.split(":"):
+        candidate = os.path.join(d, "git")
+        if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+    return None
+
+
+def _on_disk(top: str, folder: str) -> set[str]:
+    """The names in the work tree's `folder` (not through a symlink), for the lookalike count."""
+    path = os.path.join(top, folder) if folder else top
+    if os.path.realpath(path) != os.path.normpath(path):
+        return set()
+    try:
+        return set(os.listdir(path))
+    except OSError:
+        return set()
+
+
+def _write_back(path: str, data: bytes | None, roots: list[str]) -> None:
+    """Put `data` at `path` (None: remove it), inside one of the git folders `roots`, never following a
+    symlink on the way: the folders are opened one by one with O_NOFOLLOW from the git folder."""
+    root = next(r for r in sorted(roots, key=len, reverse=True) if path.startswith(r + "/"))
+    parts = path[len(root) + 1 :].split("/")
+    fd = os.open(root, os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        for name in parts[:-1]:
+            if data is not None:
+                try:
+                    os.mkdir(name, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass
+            try:
+                nxt = os.open(name, os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except FileNotFoundError:
+                return  # removing something whose folder is gone already
+            os.close(fd)
+            fd = nxt
+        name = parts[-1]
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                import shutil
+
+                shutil.rmtree(name, dir_fd=fd)
+            else:
+                os.unlink(name, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+        if data is None:
+            return
+        if data.startswith(_LINK):
+            os.symlink(os.fsdecode(data[len(_LINK) :]), name, dir_fd=fd)
+            return
+        if data == _SPECIAL:
+            raise OSError(errno.EINVAL, "was not a regular file")
+        tmp = name + ".dal-restore"
+        wfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(wfd, view) :]
+        finally:
+            os.close(wfd)
+        os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+    finally:
+        os.close(fd)
