@@ -1,0 +1,298 @@
+"""A commit, the stash or the index that records a folder passing for a git directory, a `.git` component or a
+protected path must not survive the command (dal/effects/gitguard.py; attack4 finding 03 B, issue 12).
+
+Every route is EXECUTED through run() as a script would, next to a marker the planted core.fsmonitor would
+create; then the operator's own routine git -- `git reset --hard`, `git checkout -- .`, `git stash pop`,
+`git switch`, `git status` -- runs OUTSIDE any wall, and nothing planted may come back or run.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import dal.effects.gitguard as gitguard
+from dal.effects import EffectContext, Policy, run_effect, sandbox_status
+from dal.effects.result import EffectResult
+
+pytestmark = pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
+walled = pytest.mark.skipif(not sandbox_status()[0], reason="bubblewrap unavailable")
+
+_ENV = {"PATH": "/usr/bin:/bin", "GIT_AUTHOR_NAME": "op", "GIT_AUTHOR_EMAIL": "op@e", "GIT_COMMITTER_NAME": "op",
+        "GIT_COMMITTER_EMAIL": "op@e", "LC_ALL": "C"}
+
+
+def operator(ws: Path, *cmd: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The operator's own git, outside DAL and any wall, with a HOME of its own."""
+    env = {**_ENV, "HOME": str(ws.parent)}
+    return subprocess.run(["git", *cmd], cwd=cwd or ws, env=env, capture_output=True, text=True, timeout=60)
+
+
+def repo(tmp_path: Path) -> tuple[Path, Path]:
+    """The operator's repository (the workspace) and the marker path the script's fsmonitor would create."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for cmd in (("init", "-q", "-b", "main"), ("config", "user.name", "op"), ("config", "user.email", "op@e")):
+        operator(ws, *cmd)
+    (ws / "README").write_text("hello\n")
+    (ws / ".gitignore").write_text(".dal/\n")
+    operator(ws, "add", "README", ".gitignore")
+    operator(ws, "commit", "-qm", "init")
+    return ws, tmp_path / "MARKER"
+
+
+def run(ws: Path, command: str, allow: tuple[str, ...] = ("git",), **kw: object) -> EffectResult:
+    return run_effect(command, EffectContext(policy=Policy.load(ws, allow_run=list(allow)), **kw))  # type: ignore[arg-type]
+
+
+def sh(ws: Path, script: str, **kw: object) -> EffectResult:
+    return run(ws, "sh -c " + shlex.quote(script), ("sh", "git"), **kw)
+
+
+def config_text(ws: Path, marker: Path) -> str:
+    return (f"[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = {ws}/x\n"
+            f"\tfsmonitor = \"touch {marker}; false\"\n")
+
+
+def refs(ws: Path) -> str:
+    return operator(ws, "for-each-ref", "--format=%(refname) %(objectname)").stdout + (ws / ".git/HEAD").read_text()
+
+
+def assert_nothing_comes_back(ws: Path, marker: Path) -> None:
+    """The operator's routine ways to throw away what an agent did, then `git status` in x/ and at the top."""
+    for cmd in (("reset", "-q", "--hard"), ("checkout", "--", "."), ("stash",), ("stash", "pop"), ("switch", "main"),
+                ("status",)):
+        operator(ws, *cmd)
+        assert not (ws / "x" / "HEAD").exists(), cmd
+        if (ws / "x").is_dir():
+            operator(ws, "status", cwd=ws / "x")
+    assert not marker.exists(), "the script's core.fsmonitor ran in the operator's git"
+    every = operator(ws, "log", "--all", "--format=%H").stdout.split()
+    for commit in every:
+        listed = operator(ws, "ls-tree", "-r", "--name-only", commit).stdout.split()
+        assert "x/HEAD" not in listed or "x/objects/keep" not in listed, commit
+    listed = operator(ws, "ls-files").stdout.split()
+    assert not ("x/HEAD" in listed and "x/refs/keep" in listed)
+
+
+def failed_and_put_back(r: EffectResult, before: str, ws: Path, path: str = "x/HEAD") -> None:
+    assert r.status == "failed" and r.code == 126, (r.status, r.stderr)
+    first = r.stderr.splitlines()[0]
+    assert first.startswith(f"dal: git: {path}") and "put back as they were before the command" in first, r.stderr
+    assert path in r.summary  # what the receipt's effect item says
+    assert refs(ws) == before
+
+
+@walled
+def test_a_merge_of_two_branches_that_assemble_a_git_directory_is_undone(tmp_path: Path) -> None:
+    """Finding 03 B, with git alone: each branch holds part of x/{HEAD,objects,refs,config}; the merge commit
+    holds them all. Before: the wall removed x/HEAD from the work tree, and `git reset --hard` put it back."""
+    ws, marker = repo(tmp_path)
+    for command in ("git checkout -q -b side", "mkdir -p x", "printf 'ref: refs/heads/main\\n' > x/HEAD",
+                    "git add x", "git commit -qm head", "git checkout -q main", "mkdir -p x/objects x/refs",
+                    "touch x/objects/keep x/refs/keep", f"printf %s {shlex.quote(config_text(ws, marker))} > x/config",
+                    "git add x", "git commit -qm body"):
+        r = run(ws, command)
+        assert r.ok, (command, r.stderr)
+    before = refs(ws)
+    r = run(ws, "git merge -q --no-edit side")
+    failed_and_put_back(r, before, ws)
+    assert "in commit " in r.stderr.splitlines()[0]
+    assert operator(ws, "status", "--porcelain").stdout == ""  # index and HEAD as before: nothing shows deleted
+    assert_nothing_comes_back(ws, marker)
+
+
+@walled
+def test_a_commit_of_files_a_program_made_is_undone(tmp_path: Path) -> None:
+    ws, marker = repo(tmp_path)
+    before = refs(ws)
+    r = sh(ws, f"mkdir -p x/objects x/refs && touch x/objects/keep x/refs/keep && echo 'ref: refs/heads/main' > x/HEAD"
+               f" && printf %s {shlex.quote(config_text(ws, marker))} > x/config && git add x && git commit -qm x")
+    failed_and_put_back(r, before, ws)
+    assert_nothing_comes_back(ws, marker)
+
+
+def _donor(ws: Path, marker: Path) -> None:
+    """A second repository inside the roots, made by the script, whose branch holds the lookalike whole."""
+    r = sh(ws, f"git init -q -b main other && cd other && git config user.name a && git config user.email a@e && "
+               f"mkdir -p x/objects x/refs && touch x/objects/keep x/refs/keep && printf 'ref: x\\n' > x/HEAD && "
+               f"printf %s {shlex.quote(config_text(ws, marker))} > x/config && git add x && git commit -qm x && "
+               f"git format-patch -q -1 -o ../patches && git rev-parse HEAD")
+    assert (ws / "other" / ".git").is_dir(), r.stderr
+
+
+@walled
+def test_a_pull_from_a_repository_the_script_made_is_undone(tmp_path: Path) -> None:
+    ws, marker = repo(tmp_path)
+    _donor(ws, marker)
+    before = refs(ws)
+    r = run(ws, "git pull -q --no-rebase --no-edit --allow-unrelated-histories other main")
+    failed_and_put_back(r, before, ws)
+    assert not (ws / ".git" / "FETCH_HEAD").exists()  # it too named the commit: gone with the rest
+    assert_nothing_comes_back(ws, marker)
+
+
+@walled
+def test_a_fetch_alone_of_such_a_commit_is_undone(tmp_path: Path) -> None:
+    """FETCH_HEAD or a remote-tracking ref naming it is enough: `git merge FETCH_HEAD` is one step away."""
+    ws, marker = repo(tmp_path)
+    _donor(ws, marker)
+    before = refs(ws)
+    r = run(ws, "git fetch -q other main:refs/remotes/o/main")
+    failed_and_put_back(r, before, ws)
+    assert "refs/remotes/o/main" not in operator(ws, "for-each-ref").stdout
+    assert_nothing_comes_back(ws, marker)
+
+
+@walled
+def test_a_cherry_pick_of_an_object_copied_in_is_undone(tmp_path: Path) -> None:
+    """The objects arrive without any ref (copied into .git/objects, which git must be able to write); the
+    cherry-pick makes the commit that references them."""
+    ws, marker = repo(tmp_path)
+    _donor(ws, marker)
+    oid = operator(ws / "other", "rev-parse", "HEAD").stdout.strip()
+    r = sh(ws, "cp -r other/.git/objects/. .git/objects/ && echo copied")
+    assert r.ok and "copied" in r.stdout, r.stderr  # no ref names them: nothing to undo yet
+    before = refs(ws)
+    r = run(ws, f"git cherry-pick --allow-empty {oid}")
+    failed_and_put_back(r, before, ws)
+    assert_nothing_comes_back(ws, marker)
+
+
+@walled
+def test_am_of_a_patch_is_undone(tmp_path: Path) -> None:
+    ws, marker = repo(tmp_path)
+    _donor(ws, marker)
+    patch = next((ws / "patches").iterdir()).relative_to(ws)
+    before = refs(ws)
+    r = run(ws, f"git am -q {patch}")
+    if r.status == "denied":  # the check read the patch and refused it first: as good
+        assert "x" in r.summary
+        return
+    failed_and_put_back(r, before, ws)
+    assert_nothing_comes_back(ws, marker)
+
+
+@walled
+def test_a_stash_that_holds_it_is_undone(tmp_path: Path) -> None:
+    """The stash commit holds the index and the work tree: the operator's `git stash pop` would write x/HEAD."""
+    ws, marker = repo(tmp_path)
+    for command in ("mkdir -p x/objects x/refs", "touch x/objects/keep x/refs/keep", "git add x", "git commit -qm x"):
+        assert run(ws, command).ok, command
+    before = refs(ws)
+    r = sh(ws, f"echo 'ref: refs/heads/main' > x/HEAD && printf %s {shlex.quote(config_text(ws, marker))} > "
+               "x/config && git add -f x && git stash -q")
+    failed_and_put_back(r, before, ws)
+    assert operator(ws, "stash", "list").stdout == ""
+    assert_nothing_comes_back(ws, marker)
+
+
+@walled
+def test_checkout_of_a_path_from_a_branch_that_completes_it_is_undone(tmp_path: Path) -> None:
+    """`git checkout side -- x` writes side's x/HEAD into the index next to main's x/objects and x/refs."""
+    ws, marker = repo(tmp_path)
+    for command in ("git checkout -q -b side", "mkdir -p x", "printf 'ref: x\\n' > x/HEAD", "git add x",
+                    "git commit -qm head", "git checkout -q main", "mkdir -p x/objects x/refs",
+                    "touch x/objects/keep x/refs/keep", "git add x", "git commit -qm body"):
+        assert run(ws, command).ok, command
+    before = refs(ws)
+    r = run(ws, "git checkout side -- x")
+    failed_and_put_back(r, before, ws)
+    assert "in .git/index" in r.stderr.splitlines()[0]
+    assert_nothing_comes_back(ws, marker)
+
+
+@walled
+def test_a_dot_git_component_or_a_protected_name_in_a_commit_is_undone(tmp_path: Path) -> None:
+    """Trees git itself would refuse (`.git/hooks/pre-commit`, made with mktree) and a nested dal.toml."""
+    ws, _ = repo(tmp_path)
+    before = refs(ws)
+    r = sh(ws, "B=$(echo 'id > /tmp/pwned' | git hash-object -w --stdin) && "
+               "H=$(printf '100755 blob %s\\tpre-commit\\n' $B | git mktree) && "
+               "G=$(printf '040000 tree %s\\thooks\\n' $H | git mktree) && "
+               "T=$(printf '040000 tree %s\\t.Git\\n' $G | git mktree) && "
+               "C=$(git commit-tree -p HEAD -m x $T) && git update-ref refs/heads/main $C")
+    failed_and_put_back(r, before, ws, ".Git")
+    before = refs(ws)
+    r = sh(ws, "mkdir -p sub && printf '[run]\\nallow = [\"sh\"]\\n' > sub/dal.toml && git add sub && "
+               "git commit -qm policy")
+    failed_and_put_back(r, before, ws, "sub/dal.toml")
+    assert "sub/dal.toml" not in operator(ws, "ls-tree", "-r", "--name-only", "HEAD").stdout
+    assert "sub/dal.toml" not in operator(ws, "ls-files").stdout
+
+
+@walled
+def test_ordinary_git_work_is_untouched(tmp_path: Path) -> None:
+    """Commits, branches, a merge of ordinary branches, a rebase, the stash; a tracked fixture that is a bare
+    repository and a tracked dal.toml are the operator's, not the script's."""
+    ws, _ = repo(tmp_path)
+    fixture = ws / "tests" / "fx.git"
+    for sub in ("objects", "refs"):
+        (fixture / sub).mkdir(parents=True)
+        (fixture / sub / "keep").write_text("")
+    (fixture / "HEAD").write_text("ref: refs/heads/main\n")
+    (ws / "dal.toml").write_text("[run]\n")
+    operator(ws, "add", "tests", "dal.toml")
+    operator(ws, "commit", "-qm", "fixture")
+    for command in ("git checkout -q -b feature", "touch a.txt", "git add a.txt", "git commit -qm a",
+                    "git checkout -q main", "touch b.txt", "git add b.txt", "git commit -qm b",
+                    "git merge -q --no-edit feature", "git checkout -q -b topic", "touch c.txt", "git add c.txt",
+                    "git commit -qm c", "git rebase -q feature", "touch d.txt", "git add d.txt", "git stash -q",
+                    "git stash pop -q", "edit", "git commit -qam d", "git tag v1", "git branch -D feature"):
+        if command == "edit":  # the operator edits the policy; the script's `commit -a` takes it as it is
+            (ws / "dal.toml").write_text("[run]\n# the operator's edit\n")
+            continue
+        r = run(ws, command)
+        assert r.ok and "dal: git:" not in r.stderr, (command, r.stderr)
+    log = operator(ws, "log", "--format=%s").stdout.split()
+    assert log[:2] == ["d", "c"] and "Merge" in operator(ws, "log", "--format=%s", "main").stdout
+    assert "the operator's edit" in operator(ws, "show", "HEAD:dal.toml").stdout and (fixture / "HEAD").exists()
+
+
+@walled
+def test_past_its_bound_the_guard_fails_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, _ = repo(tmp_path)
+    monkeypatch.setattr(gitguard, "_MAX_COMMITS", 2)
+    before = refs(ws)
+    r = sh(ws, "for i in 1 2 3; do git commit -q --allow-empty -m $i; done")
+    assert r.code == 126 and "more than 2 new commits to check" in r.stderr, r.stderr
+    assert refs(ws) == before
+    assert run(ws, "git commit -q --allow-empty -m one").ok  # within the bound: kept
+    monkeypatch.setattr(gitguard, "_MAX_FILES", 3)
+    for i in range(4):
+        operator(ws, "branch", f"b{i}")
+    r = run(ws, "git status")
+    assert r.code == 126 and "denied at start: git's state cannot be held" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the unwalled hook runs as root only with unsandboxed_as_root")
+def test_a_linked_worktree_index_is_checked_too_and_without_the_wall(tmp_path: Path) -> None:
+    """`.git/worktrees/NAME/index` is verified like the main one; with the wall off (the test hook), the same
+    undo holds for git alone."""
+    ws, marker = repo(tmp_path)
+    operator(ws, "worktree", "add", "-q", "wt")
+    before = (ws / ".git" / "worktrees" / "wt" / "index").read_bytes()
+    r = sh(ws, "cd wt && mkdir -p y/objects y/refs && touch y/objects/k y/refs/k y/HEAD && git add y",
+           use_sandbox=False, unsandboxed_as_root=True)
+    assert r.code == 126 and "y/" in r.stderr.splitlines()[0] and "worktrees/wt/index" in r.stderr, r.stderr
+    assert (ws / ".git" / "worktrees" / "wt" / "index").read_bytes() == before
+    r = run(ws, "git merge -q --no-edit nothing-here", use_sandbox=False, unsandboxed_as_root=True)
+    assert r.status == "failed"  # an ordinary failure stays one
+    assert not marker.exists()
+
+
+def test_the_planted_folder_would_run_the_scripts_fsmonitor(tmp_path: Path) -> None:
+    """The control: the marker the tests above look for is what the operator's `git status` in x/ makes
+    when x/ is left holding HEAD, objects/, refs/ and that config."""
+    ws, marker = repo(tmp_path)
+    for sub in ("objects", "refs"):
+        (ws / "x" / sub).mkdir(parents=True)
+    (ws / "x" / "HEAD").write_text("ref: refs/heads/main\n")
+    (ws / "x" / "config").write_text(config_text(ws, marker))
+    operator(ws, "status", cwd=ws / "x")
+    assert marker.exists()
