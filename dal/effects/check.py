@@ -403,6 +403,7 @@ def _check_git(g: object, policy: Policy) -> None:
                     _check_repository(repo, policy, "run the hooks of")
     for raw in getattr(g, "staged", ()):
         _check_staged(raw, top, policy)
+    patched: list[str] = []
     for patch, prefix, strip in g.patches:
         named = gitrepo.patch_paths(P.resolve_path(patch, ws), mail=g.subcommand == "am")
         if named is None:
@@ -413,9 +414,10 @@ def _check_git(g: object, policy: Policy) -> None:
             for k in sorted(range(len(parts)), key=lambda k: k != strip):
                 target = os.path.join(prefix, *parts[k:])
                 if k == strip:
-                    _check_path(target, "write", policy)
+                    patched.append(_check_path(target, "write", policy))
                 else:
                     _check_protection(P.resolve_path(target, ws, follow_final=False), policy)
+    _check_git_dirs(patched, policy)  # a patch adding x/HEAD, x/objects/..., x/refs/... makes x a lookalike
 
 
 def _check_staged(raw: str, top: str | None, policy: Policy) -> None:

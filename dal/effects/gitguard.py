@@ -34,7 +34,7 @@ __all__ = ["GitGuard", "GuardRefused"]
 
 _MAX_FILES = 20_000  # refs, reflogs and pseudo-refs held
 _MAX_BYTES = 256 << 20  # their bytes, the indexes' included
-_MAX_COMMITS = 2_000  # new commits listed after a pipeline
+_MAX_COMMITS = 1_000  # new commits listed after a pipeline
 _MAX_ENTRIES = 2_000_000  # paths listed from their trees, all together
 _GIT_TIMEOUT = 60  # seconds for each git process the guard runs
 
@@ -299,9 +299,9 @@ class GitGuard:
                 continue
             every = names | _on_disk(top, folder)
             if "HEAD" in every and ({"objects", "refs"} <= every or "commondir" in every):
-                shown = folder or "the top of the work tree"
-                out[("lookalike", folder)] = (f"{folder}/{'HEAD' if 'HEAD' in names else sorted(names & _MARKS)[0]}"
-                                              f" ({shown} would pass for a git directory: HEAD, objects/, refs/)")
+                mark = "HEAD" if "HEAD" in names else sorted(names & _MARKS)[0]
+                out[("lookalike", folder)] = (f"{os.path.join(folder, mark)} ({folder or 'the top of the work tree'} "
+                                              "would pass for a git directory: HEAD, objects/, refs/)")
         return out
 
     # --- git, run by DAL outside any wall on the repository's objects only ------------------------------
