@@ -73,39 +73,62 @@ def _git_dirs(policy: Policy) -> tuple[str, str, list[str]] | None:
 
 
 def _read(path: str) -> bytes:
-    """The file at `path` as held: its bytes, a symlink's target, or a marker for anything else."""
+    """The file at `path` as held: its bytes; for a symlink its target and what git reads through it (git
+    follows a symlinked loose ref that does not name another ref); a marker for anything else."""
     try:
         st = os.lstat(path)
     except OSError:
         return b""
     if stat.S_ISLNK(st.st_mode):
-        return _LINK + os.fsencode(os.readlink(path))
+        target = os.readlink(path)
+        return _LINK + os.fsencode(target) + b"\0" + _contents(os.path.join(os.path.dirname(path), target), True,
+                                                                 1 << 20)
     if not stat.S_ISREG(st.st_mode):
         return _SPECIAL
+    return _contents(path, False, _MAX_BYTES + 1)
+
+
+def _contents(path: str, follow: bool, limit: int) -> bytes:
+    """A regular file's bytes, _SPECIAL for anything else. Opened O_PATH first, which opens no device (a link
+    to /dev/watchdog must not arm it), and read through /proc/self/fd only once fstat says it is a file."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        pfd = os.open(path, os.O_PATH | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
     except OSError:
         return _SPECIAL
     try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
+        if not stat.S_ISREG(os.fstat(pfd).st_mode):
+            return _SPECIAL
+        fd = os.open(f"/proc/self/fd/{pfd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return _SPECIAL
+    finally:
+        os.close(pfd)
+    try:
+        chunks: list[bytes] = []
+        left = limit
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
             chunks.append(chunk)
+            left -= len(chunk)
         return b"".join(chunks)
     finally:
         os.close(fd)
 
 
-def _hold(dirs: list[str]) -> dict[str, bytes]:
-    """Every file of `dirs` that says what the repository references, by absolute path."""
+def _hold(dirs: list[str], bounded: bool = True) -> dict[str, bytes]:
+    """Every file of `dirs` that says what the repository references, by absolute path (`bounded`: refuse
+    past _MAX_FILES or _MAX_BYTES; else only the names past them, to remove what a pipeline added)."""
     held: dict[str, bytes] = {}
     total = 0
 
     def take(path: str) -> None:
         nonlocal total
+        if not bounded and total > _MAX_BYTES:
+            held[path] = _SPECIAL
+            return
         data = _read(path)
         held[path] = data
         total += len(data)
-        if len(held) > _MAX_FILES or total > _MAX_BYTES:
+        if bounded and (len(held) > _MAX_FILES or total > _MAX_BYTES):
             raise GuardRefused(f"the repository holds more than {_MAX_FILES} refs and reflogs (or {_MAX_BYTES >> 20} "
                                "MiB of them and its index), too many to hold against what a program records in it")
 
@@ -116,10 +139,10 @@ def _hold(dirs: list[str]) -> dict[str, bytes]:
         except OSError:
             continue
         for e in top:
-            if e.name in ("index", "packed-refs") or _PSEUDO.match(e.name):
+            if e.name in ("index", "packed-refs", "shallow") or _PSEUDO.match(e.name):
                 if not e.is_dir(follow_symlinks=False):
                     take(e.path)
-            elif e.name in ("refs", "logs") and e.is_dir(follow_symlinks=False):
+            elif e.name in ("refs", "logs", "reftable") and e.is_dir(follow_symlinks=False):
                 stack = [e.path]
                 while stack:
                     folder = stack.pop()
@@ -132,15 +155,29 @@ def _hold(dirs: list[str]) -> dict[str, bytes]:
                                     take(s.path)
                     except OSError:
                         continue
-            elif e.name in ("refs", "logs"):
+            elif e.name in ("refs", "logs", "reftable"):
                 take(e.path)  # refs/ replaced by a symlink or a file: held as such
     return held
+
+
+def _odd(data: bytes) -> bool:
+    """A held file git does not write: a FIFO, device or socket, or a symlink. (What a symlinked ref leads to
+    can change by a write in the work tree, where no check of the repository follows: one a pipeline made
+    fails closed; one that was there before is the operator's.)"""
+    return data == _SPECIAL or data.startswith(_LINK)
+
+
+def _through(link: bytes) -> bytes:
+    """What git reads through a held symlink: the part after its target."""
+    return link[len(_LINK) :].partition(b"\0")[2]
 
 
 def _oids(path: str, data: bytes) -> set[str]:
     """The object names a ref file, packed-refs, a reflog or FETCH_HEAD records (not a reflog's message:
     a name written there need not exist yet)."""
-    if data.startswith((_LINK, _SPECIAL)) or os.path.basename(path) == "index":
+    if data.startswith(_LINK):
+        data = _through(data)
+    if data.startswith(_SPECIAL) or os.path.basename(path) in ("index", "shallow"):
         return set()
     out: set[str] = set()
     is_log = "/logs/" in path
@@ -224,6 +261,9 @@ class GitGuard:
         return self._put_back(dirs, bad, after)
 
     def _inspect(self, top: str, dirs: list[str], after: dict[str, bytes], changed: list[str]) -> list[str]:
+        odd = [p for p in changed if "/reftable/" in p or _odd(after.get(p, b""))]
+        if odd:  # a reftable this reader cannot read, a ref that is a symlink or a FIFO: fail closed
+            return [f"{self._show(odd[0])} (a ref DAL cannot hold: a symbolic link, not a regular file, or a reftable)"]
         old_tips = set().union(*(_oids(p, d) for p, d in self.before.items()))
         new_tips = set().union(*(_oids(p, after[p]) for p in changed if p in after)) - old_tips
         found: dict[tuple, str] = {}
@@ -309,11 +349,23 @@ class GitGuard:
     def _run(self, dirs: list[str], args: list[str], stdin: bytes = b"") -> bytes:
         if self.git is None:
             raise _Unlistable("git is not installed, so what the repository now references cannot be listed")
+        # The real objects, as they are stored: no replacements, no commit-graph or multi-pack index (files a
+        # program could have written to show other parents or trees), and the shallow list from before the
+        # pipeline (a new one could hide a new commit's parents).
+        shallow = self.before.get(os.path.join(str(self.common), "shallow"))
         env = {"PATH": TRUSTED_PATH, "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1", "GIT_NO_REPLACE_OBJECTS": "1",
-               "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
-        argv = [self.git, "-c", "safe.directory=*", "-c", "core.fsmonitor=false", f"--git-dir={self.common}", *args]
+               "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_SHALLOW_FILE": os.devnull}
+        argv = [self.git, "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-c", "core.commitGraph=false",
+                "-c", "core.multiPackIndex=false", f"--git-dir={self.common}", *args]
+        import tempfile
+
         try:
-            done = subprocess.run(argv, input=stdin, capture_output=True, env=env, timeout=_GIT_TIMEOUT, cwd="/")
+            with tempfile.NamedTemporaryFile(prefix="dal-shallow-") as f:
+                if shallow:
+                    f.write(shallow)
+                    f.flush()
+                    env["GIT_SHALLOW_FILE"] = f.name
+                done = subprocess.run(argv, input=stdin, capture_output=True, env=env, timeout=_GIT_TIMEOUT, cwd="/")
         except (OSError, subprocess.TimeoutExpired) as e:
             raise _Unlistable(f"could not list what the repository now references: {e}") from None
         if done.returncode != 0:
@@ -375,10 +427,7 @@ class GitGuard:
         """Write every held file back as it was before the pipeline and remove the ones it made; the
         messages for the command's failure."""
         if after is None:
-            try:
-                after = _hold(dirs)
-            except GuardRefused:
-                after = {}
+            after = _hold(dirs, bounded=False)
         undone: list[str] = []
         failed: list[str] = []
         for path in dict.fromkeys([*self.before, *after]):

@@ -295,3 +295,29 @@ def test_the_planted_folder_would_run_the_scripts_fsmonitor(tmp_path: Path) -> N
     (ws / "x" / "config").write_text(config_text(ws, marker))
     operator(ws, "status", cwd=ws / "x")
     assert marker.exists()
+
+
+def _copied_in(ws: Path, marker: Path) -> str:
+    """The donor's commit (holding the lookalike) copied into the workspace's objects, no ref naming it."""
+    _donor(ws, marker)
+    r = sh(ws, "cp -r other/.git/objects/. .git/objects/ && echo copied")
+    assert r.ok, r.stderr
+    return operator(ws / "other", "rev-parse", "HEAD").stdout.strip()
+
+
+@walled
+def test_a_symlinked_ref_and_a_shallow_list_that_hides_a_parent_are_undone(tmp_path: Path) -> None:
+    """A ref made a symlink (git reads through it; a later write in the work tree would change it where no
+    check follows) fails closed. A new .git/shallow naming a harmless commit would hide its parent, the
+    commit holding the lookalike, from a check that read it: the shallow list from before is used."""
+    ws, marker = repo(tmp_path)
+    evil = _copied_in(ws, marker)
+    before = refs(ws)
+    r = sh(ws, f"echo {evil} > evilref && ln -s ../../../evilref .git/refs/heads/evil")
+    assert r.code == 126 and "refs/heads/evil (a ref DAL cannot hold: a symbolic link" in r.stderr, r.stderr
+    assert refs(ws) == before and not os.path.lexists(ws / ".git" / "refs" / "heads" / "evil")
+    r = sh(ws, f"C=$(git commit-tree -p {evil} -m harmless $(git rev-parse HEAD^{{tree}})) && "
+               "echo $C > .git/shallow && git update-ref refs/heads/main $C")
+    failed_and_put_back(r, before, ws)
+    assert not (ws / ".git" / "shallow").exists()
+    assert_nothing_comes_back(ws, marker)
