@@ -321,3 +321,31 @@ def test_a_symlinked_ref_and_a_shallow_list_that_hides_a_parent_are_undone(tmp_p
     failed_and_put_back(r, before, ws)
     assert not (ws / ".git" / "shallow").exists()
     assert_nothing_comes_back(ws, marker)
+
+
+@walled
+def test_the_receipt_says_what_was_put_back(tmp_path: Path) -> None:
+    """At 3 a.m. the receipt is what the operator reads: the effect item names the path, the commit and the undo."""
+    import dal
+
+    ws, marker = repo(tmp_path)
+    setup = ("git checkout -q -b side", "mkdir -p x", "printf 'ref: x\\n' > x/HEAD", "git add x", "git commit -qm head",
+             "git checkout -q main", "mkdir -p x/objects x/refs", "touch x/objects/keep x/refs/keep", "git add x",
+             "git commit -qm body")
+    script = "".join(f"run({json_str(c)})\n" for c in setup)
+    receipt = dal.run(script, workspace=ws, policy={"allow_run": ["git"]})
+    assert all(i["status"] == "completed" for i in receipt.to_dict()["effects"]["items"]), receipt.to_dict()
+    before = refs(ws)
+    receipt = dal.run('run("git merge -q --no-edit side")\n', workspace=ws, policy={"allow_run": ["git"]})
+    item = receipt.to_dict()["effects"]["items"][-1]
+    assert item["status"] == "failed" and item["code"] == 126, item
+    assert item["summary"].startswith("command failed (exit 126): dal: git: x/HEAD (x would pass for a git directory")
+    assert "in commit " in item["summary"] and "put back as they were before the command" in item["summary"]
+    assert refs(ws) == before
+    assert_nothing_comes_back(ws, marker)
+
+
+def json_str(text: str) -> str:
+    import json
+
+    return json.dumps(text)
