@@ -34,7 +34,7 @@ __all__ = ["GitGuard", "GuardRefused"]
 
 _MAX_FILES = 20_000  # refs, reflogs and pseudo-refs held
 _MAX_BYTES = 256 << 20  # their bytes, the indexes' included
-_MAX_COMMITS = 1_000  # new commits listed after a pipeline
+_MAX_COMMITS = 20_000  # new commits listed after a pipeline
 _MAX_ENTRIES = 2_000_000  # paths listed from their trees, all together
 _GIT_TIMEOUT = 60  # seconds for each git process the guard runs
 
@@ -266,11 +266,15 @@ class GitGuard:
             return [f"{self._show(odd[0])} (a ref DAL cannot hold: a symbolic link, not a regular file, or a reftable)"]
         old_tips = set().union(*(_oids(p, d) for p, d in self.before.items()))
         new_tips = set().union(*(_oids(p, after[p]) for p in changed if p in after)) - old_tips
-        found: dict[tuple, str] = {}
+        found: dict[tuple, str] = {}  # held against what the repository held before (_baseline)
+        fresh: dict[tuple, str] = {}  # what new commits add to their first parents: the script's, all of it
         if new_tips:
-            for tree, commit in self._new_trees(dirs, new_tips, old_tips):
-                for key, text in self._findings(top, self._ls_tree(dirs, tree)).items():
-                    found.setdefault(key, f"{text}, in commit {commit[:12]}")
+            commits, trees = self._new_objects(new_tips, old_tips)
+            for tree, name in trees:
+                for key, text in self._findings(top, self._ls_tree(tree)).items():
+                    found.setdefault(key, f"{text}, in the tree {name[:12]} a ref names")
+            if commits:
+                fresh = self._commit_findings(top, commits)
         for p in changed:
             if os.path.basename(p) != "index" or p not in after or not after[p]:
                 continue
@@ -281,13 +285,14 @@ class GitGuard:
                 continue
             for key, text in self._findings(top, entries).items():
                 found.setdefault(key, f"{text}, in {self._show(p)}")
-        if not found:
-            return []
-        known = self._baseline(top, dirs)
-        bad = [text for key, text in found.items() if key not in known and not self._operators(top, key)]
+        bad = [text for key, text in fresh.items() if not self._operators(top, key)]
+        if found:
+            known = self._baseline(top)
+            bad += [text for key, text in found.items() if key not in known and key not in fresh
+                    and not self._operators(top, key)]
         return bad
 
-    def _baseline(self, top: str, dirs: list[str]) -> set[tuple]:
+    def _baseline(self, top: str) -> set[tuple]:
         """What the repository already held before the pipeline (the old HEAD's tree and the old indexes):
         a tracked dal.toml, a test fixture that is a bare repository, are not the script's."""
         known: set[tuple] = set()
@@ -295,7 +300,7 @@ class GitGuard:
             head = _resolve(self.before, d, str(self.common))
             if head is not None:
                 try:
-                    known |= set(self._findings(top, self._ls_tree(dirs, head + "^{tree}")))
+                    known |= set(self._findings(top, self._ls_tree(head + "^{tree}")))
                 except _Unlistable:
                     pass
             data = self.before.get(os.path.join(d, "index"))
@@ -321,32 +326,65 @@ class GitGuard:
             return False
 
     def _findings(self, top: str, entries: list[tuple[str, bytes]] | list[tuple[str, str]]) -> dict[tuple, str]:
-        """What of `entries` (path, object name) a person's git must never write: a `.git` component, a
-        protected path, a folder whose entries -- listed, and on disk -- pass for a git directory."""
+        """What of `entries` (a whole listing: path, object name) a person's git must never write: a `.git`
+        component, a protected path, a folder whose entries -- listed, and on disk -- pass for a git directory."""
         out: dict[tuple, str] = {}
         children: dict[str, set[str]] = {}
         for path, oid in entries:
-            hexoid = oid.hex() if isinstance(oid, bytes) else oid
             parts = path.split("/")
             for i, part in enumerate(parts):
                 children.setdefault("/".join(parts[:i]), set()).add(part)
-            if gitindex.bad_component(path):
-                out[("git", path)] = f"{path} (a .git component: git would write into a repository's own folder)"
-            elif self.policy.protection(os.path.join(top, path)):
-                out[("protected", path, hexoid)] = f"{path} (protected)"
+            out.update(self._names(top, path, oid.hex() if isinstance(oid, bytes) else oid))
         for folder, names in children.items():
-            if not names & _MARKS:
+            out.update(_lookalike(top, folder, names))
+        return out
+
+    def _names(self, top: str, path: str, oid: str) -> dict[tuple, str]:
+        if gitindex.bad_component(path):
+            return {("git", path): f"{path} (a .git component: git would write into a repository's own folder)"}
+        if self.policy.protection(os.path.join(top, path)):
+            return {("protected", path, oid): f"{path} (protected)"}
+        return {}
+
+    def _commit_findings(self, top: str, commits: list[str]) -> dict[tuple, str]:
+        """What each new commit adds to its first parent (a root commit: all it holds), one `git diff-tree`
+        for them all: every finding of a new commit is added there, or is in its first parent, which is new
+        (and listed too) or was already in the repository. A folder to which a commit adds HEAD, objects,
+        refs or commondir is listed whole in that commit, and counted with what is on disk."""
+        out: dict[tuple, str] = {}
+        data = self._run(["diff-tree", "--stdin", "-r", "-t", "-z", "--root", "--diff-merges=first-parent",
+                          "--no-renames"], ("\n".join(commits) + "\n").encode())
+        tokens = data.split(b"\0")
+        marks: dict[tuple[str, str], None] = {}
+        commit = ""
+        i = 0
+        while i < len(tokens):
+            tok = tokens[i]
+            i += 1
+            if not tok.startswith(b":"):
+                commit = tok.decode(errors="replace").strip() or commit
                 continue
-            every = names | _on_disk(top, folder)
-            if "HEAD" in every and ({"objects", "refs"} <= every or "commondir" in every):
-                mark = "HEAD" if "HEAD" in names else sorted(names & _MARKS)[0]
-                out[("lookalike", folder)] = (f"{os.path.join(folder, mark)} ({folder or 'the top of the work tree'} "
-                                              "would pass for a git directory: HEAD, objects/, refs/)")
+            path = tokens[i].decode("utf-8", errors="surrogateescape") if i < len(tokens) else ""
+            i += 1
+            fields = tok[1:].split()
+            if len(fields) < 5 or fields[4].startswith(b"D"):
+                continue
+            self.entries += 1
+            if self.entries > _MAX_ENTRIES:
+                raise _Unlistable(f"more than {_MAX_ENTRIES} paths in the new commits to check")
+            for key, text in self._names(top, path, fields[3].decode()).items():
+                out.setdefault(key, f"{text}, in commit {commit[:12]}")
+            if os.path.basename(path) in _MARKS:
+                marks[(commit, os.path.dirname(path))] = None
+        for commit, folder in marks:
+            names = {os.path.basename(p) for p, _ in self._ls_tree(commit, folder)}
+            for key, text in _lookalike(top, folder, names).items():
+                out.setdefault(key, f"{text}, in commit {commit[:12]}")
         return out
 
     # --- git, run by DAL outside any wall on the repository's objects only ------------------------------
 
-    def _run(self, dirs: list[str], args: list[str], stdin: bytes = b"") -> bytes:
+    def _run(self, args: list[str], stdin: bytes = b"") -> bytes:
         if self.git is None:
             raise _Unlistable("git is not installed, so what the repository now references cannot be listed")
         # The real objects, as they are stored: no replacements, no commit-graph or multi-pack index (files a
@@ -354,7 +392,8 @@ class GitGuard:
         # pipeline (a new one could hide a new commit's parents).
         shallow = self.before.get(os.path.join(str(self.common), "shallow"))
         env = {"PATH": TRUSTED_PATH, "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1", "GIT_NO_REPLACE_OBJECTS": "1",
-               "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_SHALLOW_FILE": os.devnull}
+               "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_SHALLOW_FILE": os.devnull,
+               "GIT_LITERAL_PATHSPECS": "1"}
         argv = [self.git, "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-c", "core.commitGraph=false",
                 "-c", "core.multiPackIndex=false", f"--git-dir={self.common}", *args]
         import tempfile
@@ -374,40 +413,40 @@ class GitGuard:
                               f"{why[0] if why else 'exit ' + str(done.returncode)}")
         return done.stdout
 
-    def _new_trees(self, dirs: list[str], new: set[str], old: set[str]) -> list[tuple[str, str]]:
-        """(tree, commit) for every commit reachable from `new` and from none of `old`, and for every new
-        ref naming a tree; _Unlistable when a new name is missing or there are more than _MAX_COMMITS."""
+    def _new_objects(self, new: set[str], old: set[str]) -> tuple[list[str], list[tuple[str, str]]]:
+        """(every commit reachable from `new` and from none of `old`, (tree, name) of every new ref naming a
+        tree); _Unlistable when a new name is missing or there are more than _MAX_COMMITS commits."""
         names = sorted(new)
-        out = self._run(dirs, ["cat-file", "--batch-check=%(objectname) %(objecttype)"],
+        out = self._run(["cat-file", "--batch-check=%(objectname) %(objecttype)"],
                         "".join(f"{n}^{{}}\n" for n in names).encode())
-        commits: list[str] = []
+        tips: list[str] = []
         trees: list[tuple[str, str]] = []
         for name, line in zip(names, out.decode(errors="replace").splitlines(), strict=False):
             parts = line.split()
             if len(parts) != 2 or parts[1] == "missing":
                 raise _Unlistable(f"a ref names {name}, which is not in the repository")
             if parts[1] == "commit":
-                commits.append(parts[0])
+                tips.append(parts[0])
             elif parts[1] == "tree":
                 trees.append((parts[0], name))
-        if commits:
-            lines = [*commits, *("^" + o for o in sorted(old))]
-            out = self._run(dirs, ["rev-list", "--ignore-missing", f"--max-count={_MAX_COMMITS + 1}", "--format=%T",
-                                   "--stdin"], ("\n".join(lines) + "\n").encode())
-            commit = ""
-            seen = 0
-            for line in out.decode(errors="replace").splitlines():
-                if line.startswith("commit "):
-                    commit = line[7:].strip()
-                    seen += 1
-                    if seen > _MAX_COMMITS:
-                        raise _Unlistable(f"more than {_MAX_COMMITS} new commits to check")
-                elif line.strip():
-                    trees.append((line.strip(), commit))
-        return list({t: (t, c) for t, c in trees}.values())
+        if not tips:
+            return [], trees
+        lines = [*tips, *("^" + o for o in sorted(old))]
+        out = self._run(["rev-list", "--ignore-missing", f"--max-count={_MAX_COMMITS + 1}", "--stdin"],
+                        ("\n".join(lines) + "\n").encode())
+        commits = out.decode(errors="replace").split()
+        if len(commits) > _MAX_COMMITS:
+            raise _Unlistable(f"more than {_MAX_COMMITS} new commits to check")
+        return commits, trees
 
-    def _ls_tree(self, dirs: list[str], tree: str) -> list[tuple[str, str]]:
-        out = self._run(dirs, ["ls-tree", "-r", "-t", "-z", "--full-tree", tree])
+    def _ls_tree(self, tree: str, folder: str | None = None) -> list[tuple[str, str]]:
+        """(path, object name) of everything in `tree`, or only of the entries directly in its `folder`."""
+        args = ["ls-tree", "-z", tree] if folder is None else ["ls-tree", "-z", tree, "--", folder + "/"]
+        if folder is None:
+            args[1:1] = ["-r", "-t", "--full-tree"]
+        elif not folder:
+            args = ["ls-tree", "-z", tree]
+        out = self._run(args)
         entries: list[tuple[str, str]] = []
         for item in out.split(b"\0"):
             if not item:
@@ -461,6 +500,18 @@ def _find_git() -> str | None:
         if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
             return candidate
     return None
+
+
+def _lookalike(top: str, folder: str, names: set[str]) -> dict[tuple, str]:
+    """The finding for `folder` when its listed entries, with those on disk, pass for a git directory."""
+    if not names & _MARKS:
+        return {}
+    every = names | _on_disk(top, folder)
+    if "HEAD" not in every or not ({"objects", "refs"} <= every or "commondir" in every):
+        return {}
+    mark = "HEAD" if "HEAD" in names else sorted(names & _MARKS)[0]
+    return {("lookalike", folder): f"{os.path.join(folder, mark)} ({folder or 'the top of the work tree'} would pass "
+                                   "for a git directory: HEAD, objects/, refs/)"}
 
 
 def _on_disk(top: str, folder: str) -> set[str]:
