@@ -39,7 +39,7 @@ _MAX_ENTRIES = 2_000_000  # paths listed from their trees, all together
 _GIT_TIMEOUT = 60  # seconds for each git process the guard runs
 
 _PSEUDO = re.compile(r"[A-Z][A-Z0-9_]*$")  # HEAD, ORIG_HEAD, FETCH_HEAD, MERGE_HEAD, AUTO_MERGE, ...
-_OID = re.compile(rb"^\^?([0-9a-f]{40}(?:[0-9a-f]{24})?)$")
+_OID = re.compile(rb"^\^?([0-9a-fA-F]{40}(?:[0-9a-fA-F]{24})?)$")  # git reads hex in either case
 _MARKS = frozenset({"HEAD", "objects", "refs", "commondir"})
 _LINK = b"\0symlink\0"  # how a symlink is held (git reads a symlinked ref through it)
 _SPECIAL = b"\0special\0"  # a FIFO, device or socket: not git's, never read
@@ -186,7 +186,7 @@ def _oids(path: str, data: bytes) -> set[str]:
         for tok in tokens:
             m = _OID.match(tok)
             if m:
-                out.add(m.group(1).decode())
+                out.add(m.group(1).decode().lower())
     return out
 
 
@@ -221,7 +221,10 @@ class GitGuard:
         self.git = git
         found = _git_dirs(policy)
         self.top, self.common, self.dirs = found if found is not None else (None, None, [])
-        self.before = _hold(self.dirs)
+        try:
+            self.before = _hold(self.dirs)
+        except OSError as e:
+            raise GuardRefused(f"cannot read the repository's refs: {e}") from None
         self.entries = 0
 
     @classmethod
@@ -246,7 +249,7 @@ class GitGuard:
         self.common = common
         try:
             after = _hold(dirs)
-        except GuardRefused as e:
+        except (GuardRefused, OSError) as e:
             return self._put_back(dirs, [f"could not read what the repository references now: {e}"])
         changed = [p for p in dict.fromkeys([*self.before, *after]) if self.before.get(p) != after.get(p)]
         if not changed:
@@ -256,6 +259,8 @@ class GitGuard:
             bad = self._inspect(top, dirs, after, changed)
         except _Unlistable as e:
             bad = [str(e)]
+        except (OSError, ValueError) as e:  # fail closed, also on what this reader did not foresee
+            bad = [f"could not check what the repository now references: {e}"]
         if not bad:
             return []
         return self._put_back(dirs, bad, after)
@@ -393,9 +398,11 @@ class GitGuard:
         shallow = self.before.get(os.path.join(str(self.common), "shallow"))
         env = {"PATH": TRUSTED_PATH, "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1", "GIT_NO_REPLACE_OBJECTS": "1",
                "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_SHALLOW_FILE": os.devnull,
-               "GIT_LITERAL_PATHSPECS": "1"}
+               "GIT_LITERAL_PATHSPECS": "1", "GIT_NO_LAZY_FETCH": "1"}
+        # No transport at all: a partial clone's missing objects are not fetched (git 2.45+ also honours
+        # GIT_NO_LAZY_FETCH); a missing object then fails the check, closed.
         argv = [self.git, "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-c", "core.commitGraph=false",
-                "-c", "core.multiPackIndex=false", f"--git-dir={self.common}", *args]
+                "-c", "core.multiPackIndex=false", "-c", "protocol.allow=never", f"--git-dir={self.common}", *args]
         import tempfile
 
         try:
@@ -466,7 +473,10 @@ class GitGuard:
         """Write every held file back as it was before the pipeline and remove the ones it made; the
         messages for the command's failure."""
         if after is None:
-            after = _hold(dirs, bounded=False)
+            try:
+                after = _hold(dirs, bounded=False)
+            except OSError:
+                after = {}
         undone: list[str] = []
         failed: list[str] = []
         for path in dict.fromkeys([*self.before, *after]):

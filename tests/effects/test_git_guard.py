@@ -306,7 +306,7 @@ def _copied_in(ws: Path, marker: Path) -> str:
 
 
 @walled
-def test_a_symlinked_ref_and_a_shallow_list_that_hides_a_parent_are_undone(tmp_path: Path) -> None:
+def test_a_symlinked_ref_a_shallow_list_hiding_a_parent_and_an_uppercase_ref_are_undone(tmp_path: Path) -> None:
     """A ref made a symlink (git reads through it; a later write in the work tree would change it where no
     check follows) fails closed. A new .git/shallow naming a harmless commit would hide its parent, the
     commit holding the lookalike, from a check that read it: the shallow list from before is used."""
@@ -320,6 +320,8 @@ def test_a_symlinked_ref_and_a_shallow_list_that_hides_a_parent_are_undone(tmp_p
                "echo $C > .git/shallow && git update-ref refs/heads/main $C")
     failed_and_put_back(r, before, ws)
     assert not (ws / ".git" / "shallow").exists()
+    r = sh(ws, f"echo {evil.upper()} > .git/refs/heads/up")  # git reads hex in either case
+    failed_and_put_back(r, before, ws)
     assert_nothing_comes_back(ws, marker)
 
 
