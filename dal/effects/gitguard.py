@@ -271,49 +271,51 @@ class GitGuard:
             return [f"{self._show(odd[0])} (a ref DAL cannot hold: a symbolic link, not a regular file, or a reftable)"]
         old_tips = set().union(*(_oids(p, d) for p, d in self.before.items()))
         new_tips = set().union(*(_oids(p, after[p]) for p in changed if p in after)) - old_tips
-        found: dict[tuple, str] = {}  # held against what the repository held before (_baseline)
+        # Held against what the repository held before (_baseline), per git folder: (folder, its work tree)
+        found: dict[tuple[str, str], dict[tuple, str]] = {}
         fresh: dict[tuple, str] = {}  # what new commits add to their first parents: the script's, all of it
         if new_tips:
             commits, trees = self._new_objects(new_tips, old_tips)
             for tree, name in trees:
                 for key, text in self._findings(top, self._ls_tree(tree)).items():
-                    found.setdefault(key, f"{text}, in the tree {name[:12]} a ref names")
+                    found.setdefault((dirs[0], top), {}).setdefault(key, f"{text}, in the tree {name[:12]} a ref names")
             if commits:
                 fresh = self._commit_findings(top, commits)
         for p in changed:
             if os.path.basename(p) != "index" or p not in after or not after[p]:
                 continue
+            d = os.path.dirname(p)
+            where = (d, _work_tree(d, top))
             try:
                 entries = gitindex.index_entries(after[p])
             except gitindex.IndexUnreadable as e:
-                found[("index", p)] = f"{self._show(p)} cannot be read ({e})"
+                found.setdefault(where, {})[("index", p)] = f"{self._show(p)} cannot be read ({e})"
                 continue
-            for key, text in self._findings(top, entries).items():
-                found.setdefault(key, f"{text}, in {self._show(p)}")
+            for key, text in self._findings(where[1], entries).items():
+                found.setdefault(where, {}).setdefault(key, f"{text}, in {self._show(p)}")
         bad = [text for key, text in fresh.items() if not self._operators(top, key)]
-        if found:
-            known = self._baseline(top)
-            bad += [text for key, text in found.items() if key not in known and key not in fresh
-                    and not self._operators(top, key)]
+        for (d, dtop), items in found.items():
+            known = self._baseline(d, dtop)
+            bad += [text for key, text in items.items() if key not in known and key not in fresh
+                    and not self._operators(dtop, key)]
         return bad
 
-    def _baseline(self, top: str) -> set[tuple]:
-        """What the repository already held before the pipeline (the old HEAD's tree and the old indexes):
+    def _baseline(self, d: str, top: str) -> set[tuple]:
+        """What the git folder `d` already held before the pipeline (its old HEAD's tree and its old index):
         a tracked dal.toml, a test fixture that is a bare repository, are not the script's."""
         known: set[tuple] = set()
-        for d in self.dirs:
-            head = _resolve(self.before, d, str(self.common))
-            if head is not None:
-                try:
-                    known |= set(self._findings(top, self._ls_tree(head + "^{tree}")))
-                except _Unlistable:
-                    pass
-            data = self.before.get(os.path.join(d, "index"))
-            if data:
-                try:
-                    known |= set(self._findings(top, gitindex.index_entries(data)))
-                except gitindex.IndexUnreadable:
-                    pass
+        head = _resolve(self.before, d, str(self.common))
+        if head is not None:
+            try:
+                known |= set(self._findings(top, self._ls_tree(head + "^{tree}")))
+            except _Unlistable:
+                pass
+        data = self.before.get(os.path.join(d, "index"))
+        if data:
+            try:
+                known |= set(self._findings(top, gitindex.index_entries(data)))
+            except gitindex.IndexUnreadable:
+                pass
         return known
 
     def _operators(self, top: str, key: tuple) -> bool:
@@ -510,6 +512,14 @@ def _find_git() -> str | None:
         if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
             return candidate
     return None
+
+
+def _work_tree(d: str, top: str) -> str:
+    """The work tree of the git folder `d`: a linked worktree's (its `gitdir` file names its `.git`), else `top`."""
+    if os.path.basename(os.path.dirname(d)) != "worktrees":
+        return top
+    text = gitrepo.git_text(os.path.join(d, "gitdir"))
+    return os.path.dirname(os.path.realpath(text)) if text else top
 
 
 def _lookalike(top: str, folder: str, names: set[str]) -> dict[tuple, str]:

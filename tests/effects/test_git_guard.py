@@ -280,6 +280,10 @@ def test_a_linked_worktree_index_is_checked_too_and_without_the_wall(tmp_path: P
            use_sandbox=False, unsandboxed_as_root=True)
     assert r.code == 126 and "y/" in r.stderr.splitlines()[0] and "worktrees/wt/index" in r.stderr, r.stderr
     assert (ws / ".git" / "worktrees" / "wt" / "index").read_bytes() == before
+    # only objects/ and refs/ staged: the HEAD on disk in that worktree's y/ completes it
+    r = sh(ws, "cd wt && git add y/objects y/refs", use_sandbox=False, unsandboxed_as_root=True)
+    assert r.code == 126 and "y/objects" in r.stderr.splitlines()[0], r.stderr
+    assert (ws / ".git" / "worktrees" / "wt" / "index").read_bytes() == before
     r = run(ws, "git merge -q --no-edit nothing-here", use_sandbox=False, unsandboxed_as_root=True)
     assert r.status == "failed"  # an ordinary failure stays one
     assert not marker.exists()
