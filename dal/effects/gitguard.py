@@ -226,6 +226,7 @@ class GitGuard:
         except OSError as e:
             raise GuardRefused(f"cannot read the repository's refs: {e}") from None
         self.entries = 0
+        self.lookalikes: list[tuple[str, str]] = []  # (work tree, folder) of the lookalikes found
 
     @classmethod
     def start(cls, policy: Policy, walled: bool) -> GitGuard:
@@ -269,6 +270,14 @@ class GitGuard:
         odd = [p for p in changed if "/reftable/" in p or _odd(after.get(p, b""))]
         if odd:  # a reftable this reader cannot read, a ref that is a symlink or a FIFO: fail closed
             return [f"{self._show(odd[0])} (a ref DAL cannot hold: a symbolic link, not a regular file, or a reftable)"]
+        bad = self._found(top, dirs, after, changed)
+        # Without the wall nothing else removes what git wrote into the work tree meanwhile: a lookalike's HEAD
+        # goes, as the wall's walk would remove it (inside the wall it is gone already).
+        for wtop, folder in self.lookalikes:
+            _drop_head(wtop, folder)
+        return bad
+
+    def _found(self, top: str, dirs: list[str], after: dict[str, bytes], changed: list[str]) -> list[str]:
         old_tips = set().union(*(_oids(p, d) for p, d in self.before.items()))
         new_tips = set().union(*(_oids(p, after[p]) for p in changed if p in after)) - old_tips
         # Held against what the repository held before (_baseline), per git folder: (folder, its work tree)
@@ -293,12 +302,13 @@ class GitGuard:
                 continue
             for key, text in self._findings(where[1], entries).items():
                 found.setdefault(where, {}).setdefault(key, f"{text}, in {self._show(p)}")
-        bad = [text for key, text in fresh.items() if not self._operators(top, key)]
+        hits = [(top, key, text) for key, text in fresh.items() if not self._operators(top, key)]
         for (d, dtop), items in found.items():
             known = self._baseline(d, dtop)
-            bad += [text for key, text in items.items() if key not in known and key not in fresh
-                    and not self._operators(dtop, key)]
-        return bad
+            hits += [(dtop, key, text) for key, text in items.items() if key not in known and key not in fresh
+                     and not self._operators(dtop, key)]
+        self.lookalikes = [(wtop, key[1]) for wtop, key, _ in hits if key[0] == "lookalike"]
+        return [text for _, _, text in hits]
 
     def _baseline(self, d: str, top: str) -> set[tuple]:
         """What the git folder `d` already held before the pipeline (its old HEAD's tree and its old index):
@@ -532,6 +542,28 @@ def _lookalike(top: str, folder: str, names: set[str]) -> dict[tuple, str]:
     mark = "HEAD" if "HEAD" in names else sorted(names & _MARKS)[0]
     return {("lookalike", folder): f"{os.path.join(folder, mark)} ({folder or 'the top of the work tree'} would pass "
                                    "for a git directory: HEAD, objects/, refs/)"}
+
+
+def _drop_head(top: str, folder: str) -> None:
+    """Remove `folder`'s HEAD from the work tree `top` while the folder passes for a git directory on disk,
+    opening each folder on the way without following a symlink."""
+    try:
+        fd = os.open(top, os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        for name in [c for c in folder.split("/") if c]:
+            nxt = os.open(name, os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        names = set(os.listdir(fd))
+        if "HEAD" in names and ({"objects", "refs"} <= names or "commondir" in names):
+            if not stat.S_ISDIR(os.stat("HEAD", dir_fd=fd, follow_symlinks=False).st_mode):
+                os.unlink("HEAD", dir_fd=fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _on_disk(top: str, folder: str) -> set[str]:

@@ -88,19 +88,28 @@ def failed_and_put_back(r: EffectResult, before: str, ws: Path, path: str = "x/H
     assert refs(ws) == before
 
 
-@walled
-def test_a_merge_of_two_branches_that_assemble_a_git_directory_is_undone(tmp_path: Path) -> None:
+WALL_OR_NOT = pytest.mark.parametrize("wall", [
+    pytest.param(True, marks=walled, id="wall"), pytest.param(False, id="no-wall (the test hook)")])
+
+
+def hook(wall: bool) -> dict[str, bool]:
+    return {} if wall else {"use_sandbox": False, "unsandboxed_as_root": True}
+
+
+@WALL_OR_NOT
+def test_a_merge_of_two_branches_that_assemble_a_git_directory_is_undone(tmp_path: Path, wall: bool) -> None:
     """Finding 03 B, with git alone: each branch holds part of x/{HEAD,objects,refs,config}; the merge commit
-    holds them all. Before: the wall removed x/HEAD from the work tree, and `git reset --hard` put it back."""
+    holds them all. Before: the wall removed x/HEAD from the work tree, and `git reset --hard` put it back.
+    Without the wall the same undo holds, and the lookalike's HEAD git wrote is removed as the wall would."""
     ws, marker = repo(tmp_path)
     for command in ("git checkout -q -b side", "mkdir -p x", "printf 'ref: refs/heads/main\\n' > x/HEAD",
                     "git add x", "git commit -qm head", "git checkout -q main", "mkdir -p x/objects x/refs",
                     "touch x/objects/keep x/refs/keep", f"printf %s {shlex.quote(config_text(ws, marker))} > x/config",
                     "git add x", "git commit -qm body"):
-        r = run(ws, command)
+        r = run(ws, command, **hook(wall))
         assert r.ok, (command, r.stderr)
     before = refs(ws)
-    r = run(ws, "git merge -q --no-edit side")
+    r = run(ws, "git merge -q --no-edit side", **hook(wall))
     failed_and_put_back(r, before, ws)
     assert "in commit " in r.stderr.splitlines()[0]
     assert operator(ws, "status", "--porcelain").stdout == ""  # index and HEAD as before: nothing shows deleted
@@ -126,12 +135,12 @@ def _donor(ws: Path, marker: Path) -> None:
     assert (ws / "other" / ".git").is_dir(), r.stderr
 
 
-@walled
-def test_a_pull_from_a_repository_the_script_made_is_undone(tmp_path: Path) -> None:
+@WALL_OR_NOT
+def test_a_pull_from_a_repository_the_script_made_is_undone(tmp_path: Path, wall: bool) -> None:
     ws, marker = repo(tmp_path)
     _donor(ws, marker)
     before = refs(ws)
-    r = run(ws, "git pull -q --no-rebase --no-edit --allow-unrelated-histories other main")
+    r = run(ws, "git pull -q --no-rebase --no-edit --allow-unrelated-histories other main", **hook(wall))
     failed_and_put_back(r, before, ws)
     assert not (ws / ".git" / "FETCH_HEAD").exists()  # it too named the commit: gone with the rest
     assert_nothing_comes_back(ws, marker)
@@ -280,8 +289,9 @@ def test_a_linked_worktree_index_is_checked_too_and_without_the_wall(tmp_path: P
            use_sandbox=False, unsandboxed_as_root=True)
     assert r.code == 126 and "y/" in r.stderr.splitlines()[0] and "worktrees/wt/index" in r.stderr, r.stderr
     assert (ws / ".git" / "worktrees" / "wt" / "index").read_bytes() == before
+    assert not (ws / "wt" / "y" / "HEAD").exists()  # removed, as the wall's walk would (no wall here)
     # only objects/ and refs/ staged: the HEAD on disk in that worktree's y/ completes it
-    r = sh(ws, "cd wt && git add y/objects y/refs", use_sandbox=False, unsandboxed_as_root=True)
+    r = sh(ws, "cd wt && touch y/HEAD && git add y/objects y/refs", use_sandbox=False, unsandboxed_as_root=True)
     assert r.code == 126 and "y/objects" in r.stderr.splitlines()[0], r.stderr
     assert (ws / ".git" / "worktrees" / "wt" / "index").read_bytes() == before
     r = run(ws, "git merge -q --no-edit nothing-here", use_sandbox=False, unsandboxed_as_root=True)
