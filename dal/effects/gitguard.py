@@ -610,7 +610,7 @@ def _write_back(path: str, data: bytes | None, roots: list[str]) -> None:
         if data is None:
             return
         if data.startswith(_LINK):
-            os.symlink(os.fsdecode(data[len(_LINK) :]), name, dir_fd=fd)
+            os.symlink(os.fsdecode(data[len(_LINK) :].partition(b"\0")[0]), name, dir_fd=fd)
             return
         if data == _SPECIAL:
             raise OSError(errno.EINVAL, "was not a regular file")

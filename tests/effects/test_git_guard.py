@@ -365,3 +365,15 @@ def json_str(text: str) -> str:
     import json
 
     return json.dumps(text)
+
+
+@walled
+def test_an_operators_symlinked_ref_the_script_replaced_is_put_back_as_a_link(tmp_path: Path) -> None:
+    ws, marker = repo(tmp_path)
+    head = operator(ws, "rev-parse", "HEAD").stdout.strip()
+    (ws / ".git" / "refs" / "heads" / "legacy").symlink_to("main")  # git reads through it (an old layout)
+    evil = _copied_in(ws, marker)
+    r = sh(ws, f"rm .git/refs/heads/legacy && echo {evil} > .git/refs/heads/legacy")
+    assert r.code == 126 and "refs/heads/legacy" in r.stderr, r.stderr
+    assert os.readlink(ws / ".git" / "refs" / "heads" / "legacy") == "main"
+    assert operator(ws, "rev-parse", "legacy").stdout.strip() == head
