@@ -377,3 +377,14 @@ def test_an_operators_symlinked_ref_the_script_replaced_is_put_back_as_a_link(tm
     assert r.code == 126 and "refs/heads/legacy" in r.stderr, r.stderr
     assert os.readlink(ws / ".git" / "refs" / "heads" / "legacy") == "main"
     assert operator(ws, "rev-parse", "legacy").stdout.strip() == head
+
+
+@walled
+def test_a_pull_from_a_bundle_is_undone(tmp_path: Path) -> None:
+    ws, marker = repo(tmp_path)
+    _donor(ws, marker)
+    assert sh(ws, "cd other && git bundle create -q ../b.bundle main").ok
+    before = refs(ws)
+    r = run(ws, "git pull -q --no-rebase --no-edit --allow-unrelated-histories b.bundle main")
+    failed_and_put_back(r, before, ws)
+    assert_nothing_comes_back(ws, marker)
