@@ -39,6 +39,7 @@ common commands:
   dal test [PATHS]              run workflow tests (*.test.dal) with fakes and fault injection
   dal submit script.dal / dal worker
                                 queue a run / run queued jobs (dal jobs, dal schedule)
+  dal mcp                       serve DAL to a coding agent over MCP (stdio)
   dal repl                      interactive session (also: `dal` alone on a terminal)
   dal completion bash|zsh|fish  print a shell completion script
 """
@@ -142,6 +143,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
         for mod in (policy_cmd, receipts_cmd, durable_cmd, repl_cmd, test_cmd, worker_cmd):
             mod.register(sub)
+        from dal.cli import mcp_cmd
+
+        mcp_cmd.register(sub)
         h = sub.add_parser("help", help="show the help of dal or of one command",
                            description="`dal help` is `dal --help`; `dal help CMD [SUB]` is `dal CMD [SUB] --help`.")
         h.add_argument("topic", nargs="*", metavar="COMMAND")

@@ -25,6 +25,7 @@ import attrs
 from dal.core import defaults
 from dal.core.errors import DalError, DalRuntimeError, DalTypeError
 from dal.effects import EffectContext, EffectResult, Policy
+from dal.effects.narrowing import beyond  # the ceiling of every invoke's policy (dal mcp uses it too)
 from dal.eval.builtins import BUILTINS
 from dal.eval.interpreter import Engine, check_source
 from dal.eval.runtime import Runtime
@@ -54,42 +55,6 @@ class Fake:
         r = self.results[min(self.used, len(self.results) - 1)]
         self.used += 1
         return r
-
-
-def _within(path: str, roots: Iterable[str]) -> bool:
-    import os
-
-    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
-
-
-def beyond(policy: Policy, ceiling: Policy) -> list[str]:
-    """What `policy` allows that `ceiling` does not, one phrase each (empty: it is as narrow or narrower).
-    A program is runnable when allowed or allowed with approval; an approval the ceiling requires must
-    stay required; roots must lie inside the ceiling's; classing a program as a read or idempotent (so
-    that DAL runs it again on a retry) is DAL being less careful, so it must be the ceiling's too."""
-    out: list[str] = []
-    runnable = (policy.allowed | policy.approval) - policy.denied
-    may = (ceiling.allowed | ceiling.approval) - ceiling.denied
-    if extra := sorted(runnable - may):
-        out.append("running " + ", ".join(extra))
-    if unapproved := sorted((ceiling.approval & runnable) - policy.approval):
-        out.append("running " + ", ".join(unapproved) + " without approval")
-    if reads := [r for r in policy.read_roots if not _within(r, ceiling.read_roots)]:
-        out.append("reading " + ", ".join(reads))
-    if writes := [r for r in policy.write_roots if not _within(r, ceiling.write_roots)]:
-        out.append("writing " + ", ".join(writes))
-    if env := sorted(policy.env_allow - ceiling.env_allow):
-        out.append("env() of " + ", ".join(env))
-    if policy.allow_net and not ceiling.allow_net:
-        out.append("the network")
-    ceiling_rules = {r.name: r for r in ceiling.rules}
-    for r in policy.rules:
-        c = ceiling_rules.get(r.name)
-        if r.idempotent and not (c is not None and c.idempotent):
-            out.append(f"classing {r.name} as idempotent")
-        if r.effect_class == "read" and not (c is not None and c.effect_class == "read"):
-            out.append(f"classing {r.name} as a read")
-    return out
 
 
 class TestSession:

@@ -1,0 +1,46 @@
+"""Whether one policy is as narrow as another: the ceiling that `dal test` sets for the workflows a test
+invokes and that `dal mcp` sets for what an agent asks for. Both hosts run code they do not trust under a
+policy the operator gave, and the untrusted side may only narrow it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from dal.effects.policy import Policy
+
+__all__ = ["beyond"]
+
+
+def _within(path: str, roots: Iterable[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def beyond(policy: Policy, ceiling: Policy) -> list[str]:
+    """What `policy` allows that `ceiling` does not, one phrase each (empty: it is as narrow or narrower).
+    A program is runnable when allowed or allowed with approval; an approval the ceiling requires must
+    stay required; roots must lie inside the ceiling's; classing a program as a read or idempotent (so
+    that DAL runs it again on a retry) is DAL being less careful, so it must be the ceiling's too."""
+    out: list[str] = []
+    runnable = (policy.allowed | policy.approval) - policy.denied
+    may = (ceiling.allowed | ceiling.approval) - ceiling.denied
+    if extra := sorted(runnable - may):
+        out.append("running " + ", ".join(extra))
+    if unapproved := sorted((ceiling.approval & runnable) - policy.approval):
+        out.append("running " + ", ".join(unapproved) + " without approval")
+    if reads := [r for r in policy.read_roots if not _within(r, ceiling.read_roots)]:
+        out.append("reading " + ", ".join(reads))
+    if writes := [r for r in policy.write_roots if not _within(r, ceiling.write_roots)]:
+        out.append("writing " + ", ".join(writes))
+    if env := sorted(policy.env_allow - ceiling.env_allow):
+        out.append("env() of " + ", ".join(env))
+    if policy.allow_net and not ceiling.allow_net:
+        out.append("the network")
+    ceiling_rules = {r.name: r for r in ceiling.rules}
+    for r in policy.rules:
+        c = ceiling_rules.get(r.name)
+        if r.idempotent and not (c is not None and c.idempotent):
+            out.append(f"classing {r.name} as idempotent")
+        if r.effect_class == "read" and not (c is not None and c.effect_class == "read"):
+            out.append(f"classing {r.name} as a read")
+    return out

@@ -1,0 +1,130 @@
+"""`dal mcp`: the tools of dal/mcp/tools.py over the Model Context Protocol on stdio, with the official SDK's
+low-level server (the only module that imports `mcp`).
+
+On stdio everything written to stdout is protocol. Before anything else runs, the protocol's two streams
+are moved to descriptors of their own, and descriptors 0 and 1 are pointed at /dev/null and stderr: no
+print, warning, traceback or child process of DAL can write into the protocol, and no command a script
+runs can read the client's messages."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from typing import Any
+
+from dal.mcp.arguments import BadArguments, input_schema
+from dal.mcp.ceiling import Widening
+from dal.mcp.tools import TOOLS, DalTools, ToolFailure
+
+RESOURCE_TEMPLATE = "dal://runs/{run_id}"
+INSTRUCTIONS = """\
+DAL runs tool-loop scripts under the operator's deny-by-default policy: every step is counted, every shell
+command is checked before it runs, effects are journaled (a second run of a key resumes instead of repeating)
+and every run leaves a receipt (dal://runs/<run_id>). You may narrow the policy and lower budgets, never
+widen them. You cannot approve, deny or resolve anything: a run that waits for a person returns where the
+person decides; call `resume` after they have."""
+
+
+def claim_stdio() -> tuple[int, int]:
+    """The protocol's stdin and stdout as new descriptors; 0 becomes /dev/null and 1 a copy of stderr."""
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return proto_in, proto_out
+
+
+def serve(tools: DalTools, proto_in: int, proto_out: int) -> int:
+    import anyio
+
+    anyio.run(_serve, tools, proto_in, proto_out)
+    return 0
+
+
+async def _serve(tools: DalTools, proto_in: int, proto_out: int) -> None:
+    import anyio
+    import mcp.types as types
+    from mcp.server.lowlevel import NotificationOptions, Server
+    from mcp.server.lowlevel.helper_types import ReadResourceContents
+    from mcp.server.stdio import stdio_server
+
+    from dal import __version__
+
+    server: Any = Server("dal", version=__version__, instructions=INSTRUCTIONS)
+
+    @server.list_tools()
+    async def list_tools() -> list[types.Tool]:
+        return [
+            types.Tool(
+                name=name,
+                title=t["title"],
+                description=t["description"],
+                inputSchema=input_schema(t["args"]),
+                annotations=types.ToolAnnotations(
+                    title=t["title"], readOnlyHint=t["read_only"],
+                    destructiveHint=False if t["read_only"] else True, idempotentHint=t["read_only"],
+                    openWorldHint=False),
+            )
+            for name, t in TOOLS.items()
+        ]
+
+    @server.call_tool(validate_input=False)  # dal/mcp/arguments.py checks them, naming the argument
+    async def call_tool(name: str, arguments: dict[str, Any]) -> Any:
+        try:
+            result = await anyio.to_thread.run_sync(tools.call, name, arguments)
+        except (BadArguments, ToolFailure, Widening) as e:
+            return _error(types, str(e))
+        except Exception as e:  # noqa: BLE001 — a bug in DAL: the agent gets a message, the server stays up
+            sys.stderr.write(f"dal mcp: internal error in {name}: {type(e).__name__}: {e}\n")
+            return _error(types, f"{name}: internal error ({type(e).__name__}: {e}); the server is still running")
+        return types.CallToolResult(content=[types.TextContent(type="text", text=_text(result))],
+                                    structuredContent=result, isError=False)
+
+    @server.list_resource_templates()
+    async def templates() -> list[types.ResourceTemplate]:
+        return [types.ResourceTemplate(uriTemplate=RESOURCE_TEMPLATE, name="run receipt",
+                                       description="a run's receipt (dal.receipt/v1) as JSON",
+                                       mimeType="application/json")]
+
+    @server.list_resources()
+    async def resources() -> list[types.Resource]:
+        runs = await anyio.to_thread.run_sync(tools.recent_runs)
+        return [types.Resource(uri=f"dal://runs/{r['run_id']}", name=r["run_id"], mimeType="application/json",
+                               description=f"{r['status']} run of {r.get('key') or r.get('operation')}")
+                for r in runs]
+
+    @server.read_resource()
+    async def read(uri: Any) -> list[ReadResourceContents]:
+        text = str(uri)
+        prefix = "dal://runs/"
+        if not text.startswith(prefix) or not text[len(prefix):] or "/" in text[len(prefix):]:
+            raise ValueError(f"unknown resource {text}: the resources are {RESOURCE_TEMPLATE}")
+        try:
+            body = await anyio.to_thread.run_sync(tools.receipt_json, text[len(prefix):])
+        except ToolFailure as e:
+            raise ValueError(str(e)) from None
+        return [ReadResourceContents(content=body, mime_type="application/json")]
+
+    stdin = anyio.wrap_file(io.TextIOWrapper(os.fdopen(proto_in, "rb"), encoding="utf-8", errors="replace"))
+    stdout = anyio.wrap_file(io.TextIOWrapper(os.fdopen(proto_out, "wb"), encoding="utf-8"))
+    async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options(NotificationOptions()))
+
+
+def _text(result: dict[str, Any]) -> str:
+    """The text content of a result: the rendered receipt when there is one, then the JSON."""
+    from dal.core.jsontext import dumps
+
+    shown = {k: v for k, v in result.items() if k not in ("rendered", "full")}
+    text = dumps(shown, indent=2)
+    if "rendered" in result:
+        text = result["rendered"].rstrip() + "\n\n" + text
+    return text
+
+
+def _error(types: Any, message: str) -> Any:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], isError=True)

@@ -1,0 +1,366 @@
+"""The tools `dal mcp` offers, as plain functions over the Python API (dal/api.py): no MCP here, so the
+rules — narrow only, no decision by the agent, no second run of a waiting key — are tested without a
+client too, and the protocol side (dal/mcp/server.py) only carries arguments and results.
+
+What an agent can do: run, submit, check and resume scripts, check commands, read receipts. What it cannot:
+approve, deny or resolve an effect (no tool does), widen the operator's policy or budgets, start a new run
+of a key that waits for a person, or resume a run that waits for a decision nobody made."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from dal.mcp.arguments import Arg, BadArguments, check
+from dal.mcp.ceiling import BUDGETS, NARROWING, Ceiling, Widening
+
+TEXT_TAIL = 4000  # characters of a run's output a summary carries (the receipt resource holds the rest)
+
+
+class ToolFailure(Exception):
+    """The tool could not do what it was asked; the message says why and what to do (an MCP error result)."""
+
+
+_SCRIPT = {
+    "script": Arg("string", "the script's DAL source text (give this or `path`)"),
+    "path": Arg("string", "a .dal file inside the workspace, relative to it (give this or `script`)"),
+}
+_POLICY = Arg("object", "narrow the operator's policy for this run (never widen it): "
+              + "; ".join(f"{k}: {v}" for k, v in NARROWING.items()))
+_BUDGETS = {
+    "max_steps": Arg("integer", "step budget (at most the operator's)"),
+    "max_effects": Arg("integer", "effect budget (at most the operator's)"),
+    "timeout": Arg("number", "wall-clock budget in seconds (at most the operator's)"),
+    "max_memory": Arg("size", 'memory budget, bytes or "512M" (at most the operator\'s)'),
+    "effect_timeout": Arg("number", "seconds per command (at most the operator's)"),
+}
+_ARGS = Arg("object", "the script's arguments (its `param` declarations), name to value")
+
+TOOLS: dict[str, dict[str, Any]] = {
+    "run": {
+        "title": "Run a DAL script",
+        "description": "Run a DAL script under the operator's policy (narrowed if you ask) with an operation key, "
+        "and return its receipt summary and run id. An effect that needs a person's approval is not executed: "
+        "the run comes back `waiting`, with where a person decides; you cannot approve it. Calling a waiting "
+        "key again does not start a new run until a person decides; then call `run` or `resume` again.",
+        "args": {**_SCRIPT, "key": Arg("string", "the operation key: a completed key runs nothing again", True),
+                 "args": _ARGS, "policy": _POLICY, **_BUDGETS},
+        "read_only": False,
+    },
+    "submit": {
+        "title": "Queue a DAL script",
+        "description": "Put a run of a DAL script on the job queue for `dal worker`, under the operator's policy "
+        "(narrowed if you ask), with an operation key. A key with an open job or a completed operation submits "
+        "nothing.",
+        "args": {**_SCRIPT, "key": Arg("string", "the operation key of the job", True), "args": _ARGS,
+                 "policy": _POLICY, **{k: v for k, v in _BUDGETS.items() if k != "effect_timeout"}},
+        "read_only": False,
+    },
+    "check": {
+        "title": "Check a DAL script",
+        "description": "Parse and check a DAL script without running anything: every error and warning, with "
+        "file, line, column and a caret.",
+        "args": dict(_SCRIPT),
+        "read_only": True,
+    },
+    "check_command": {
+        "title": "Check a shell command against the policy",
+        "description": "Say whether the operator's policy (narrowed if you ask) allows a shell command as run(), "
+        "needs approval for it or denies it, and why. Runs nothing.",
+        "args": {"command": Arg("string", "the shell command, as a script would pass it to run()", True),
+                 "policy": _POLICY},
+        "read_only": True,
+    },
+    "show_receipt": {
+        "title": "Show a run's receipt",
+        "description": "The receipt of one run (run id, unique prefix, operation key or `latest`): what it did, "
+        "every effect, and the next safe move. Also readable as the resource dal://runs/{run_id}.",
+        "args": {"run": Arg("string", "a run id, a unique prefix of one, an operation key, or `latest`", True)},
+        "read_only": True,
+    },
+    "list_waiting": {
+        "title": "List runs that wait for a person",
+        "description": "The runs that wait for a person's decision (an approval, an effect of unknown outcome), "
+        "newest first, each with where the person decides and whether a decision has been recorded.",
+        "args": {"limit": Arg("integer", "at most this many (default 20)")},
+        "read_only": True,
+    },
+    "resume": {
+        "title": "Resume a run",
+        "description": "Continue a run from its journal, effects already done are not repeated. Only when a "
+        "person has recorded a decision about what it waits on, or its receipt's retry class is `resume` "
+        "(interrupted); otherwise refused, saying where a person decides.",
+        "args": {"run": Arg("string", "the run id (or a unique prefix, or the operation key)", True), **_BUDGETS},
+        "read_only": False,
+    },
+}
+
+
+def _effect_items(receipt: dict[str, Any]) -> list[dict[str, Any]]:
+    items = (receipt.get("effects") or {}).get("items") or []
+    return [{k: i.get(k) for k in ("seq", "command", "status", "summary")} for i in items]
+
+
+class DalTools:
+    """The tools of one `dal mcp` server: its workspace, store, ceiling and console URL are the operator's."""
+
+    def __init__(self, workspace: Path, ceiling: Ceiling, *, store: str | None = None,
+                 console_url: str | None = None) -> None:
+        self.workspace = workspace
+        self.ceiling = ceiling
+        self.store = store
+        self.console_url = console_url.rstrip("/") if console_url else None
+        self._lock = threading.Lock()  # one run at a time: the agent waits for each, as it would for a shell
+
+    # -- dispatch -------------------------------------------------------------------------------------
+
+    def call(self, name: str, arguments: Any) -> dict[str, Any]:
+        """Run tool `name`; raises BadArguments, ToolFailure or Widening with a message for the agent."""
+        import dal.api as api
+
+        tool = TOOLS.get(name)
+        if tool is None:
+            raise BadArguments(f"unknown tool {name!r}; the tools are: " + ", ".join(TOOLS))
+        args = check(name, tool["args"], arguments)
+        try:
+            with self._lock:
+                return getattr(self, "tool_" + name)(args)
+        except (api.DalUsageError, api.DalStoreError, ValueError) as e:
+            raise ToolFailure(f"{name}: {e}") from None
+
+    # -- where a person decides -----------------------------------------------------------------------
+
+    def where_to_decide(self, receipt: dict[str, Any]) -> dict[str, Any]:
+        rid = receipt["run_id"]
+        held = [i for i in _effect_items(receipt) if i["status"] == "pending_approval"]
+        seq = held[-1]["seq"] if held else None
+        flag = f" --effect {seq}" if seq is not None else ""
+        if receipt.get("external_effect") == "pending_approval":
+            cli = [f"dal approve {rid}{flag}", f"dal deny {rid}{flag}"]
+        else:
+            cli = [f"dal resolve {rid} --as done|failed|retry"]
+        out: dict[str, Any] = {"cli": cli, "workspace": str(self.workspace)}
+        if self.console_url:
+            out["console"] = f"{self.console_url}/runs/{rid}"
+        return out
+
+    def summary(self, receipt: dict[str, Any], output: str | None = None) -> dict[str, Any]:
+        """What an agent needs of a receipt: the outcome, the effects, the next move; the full receipt is the
+        resource `dal://runs/<id>`."""
+        from dal.receipts.render import render
+
+        rid = receipt["run_id"]
+        err = receipt.get("error")
+        out: dict[str, Any] = {
+            "run_id": rid,
+            "status": receipt["status"],
+            "retry": receipt.get("retry"),
+            "key": receipt.get("key"),
+            "blocker": receipt.get("blocker"),
+            "external_effect": receipt.get("external_effect"),
+            "error": ({"kind": err.get("kind"), "message": err.get("message"), "line": err.get("line"),
+                       "column": err.get("column")} if isinstance(err, dict) else err),
+            "result": receipt.get("result"),
+            "effects": _effect_items(receipt),
+            "receipt": f"dal://runs/{rid}",
+            "rendered": render(receipt),
+        }
+        if output is not None:
+            out["output"] = output[-TEXT_TAIL:]
+        if receipt["status"] == "waiting":
+            out["decide"] = self.where_to_decide(receipt)
+            out["note"] = ("a person decides this, not you: nothing that waits has run. Once a decision is "
+                           f"recorded, call `resume` with run {rid} (or `run` with the same key).")
+        return out
+
+    # -- the store --------------------------------------------------------------------------------------
+
+    def _open(self) -> Any:
+        """The run store, read-only; None when it does not exist yet."""
+        from dal.receipts.location import StoreLocation
+        from dal.receipts.store import NoStore, Store
+
+        location = StoreLocation.parse(self.store, self.workspace)
+        try:
+            return Store(location.file, readonly=True)
+        except NoStore:
+            return None
+
+    def _operation(self, key: str) -> tuple[dict[str, Any] | None, Any, bool]:
+        """The newest run of `key` (None: none yet), what the store keeps of how it started, and whether a
+        person recorded a decision on it since."""
+        from dal.runner.stored import StoredRun
+
+        db = self._open()
+        if db is None:
+            return None, None, False
+        with db:
+            newest = db.newest_run_of_key(key)
+            if newest is None:
+                return None, None, False
+            row = db.run_row(newest["run_id"])
+            decided = bool(db.approvals(newest["run_id"]))
+        return newest, StoredRun.of(row), decided
+
+    def _stored_budgets(self, stored: Any) -> dict[str, Any]:
+        spec = getattr(stored, "spec", None)
+        return {name: getattr(spec, name, None) for name in BUDGETS} if spec is not None else {}
+
+    # -- the tools --------------------------------------------------------------------------------------
+
+    def _script(self, args: dict[str, Any]) -> tuple[str | Path, str]:
+        """The script to run (a path inside the workspace, or the source text) and its text."""
+        if (args["script"] is None) == (args["path"] is None):
+            raise BadArguments("give the script's text as `script` or a .dal file as `path` (one of them)")
+        if args["script"] is not None:
+            return args["script"], args["script"]
+        path = Path(os.path.realpath(self.workspace / args["path"]))
+        if not (path == self.workspace or str(path).startswith(str(self.workspace) + os.sep)):
+            raise ToolFailure(f"path {args['path']!r} is outside the workspace {self.workspace}: dal mcp runs "
+                              "scripts of its workspace only")
+        if path.suffix != ".dal" or not path.is_file():
+            raise ToolFailure(f"no such script: {args['path']} (a .dal file inside {self.workspace})")
+        try:
+            return path, path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ToolFailure(f"cannot read {args['path']}: {e}") from None
+
+    def _continuing(self, key: str, narrowed: Any, asked: bool) -> tuple[dict[str, Any] | None, bool, Any]:
+        """What key `key` already holds: its newest run, whether a decision was recorded since, and its
+        stored spec. A key that continues an operation runs under that operation's stored policy: refused
+        when it is wider than this server's (or than the policy the agent asked for)."""
+        newest, stored, decided = self._operation(key)
+        if newest is None or newest["status"] in ("completed", "skipped"):
+            return newest, decided, stored
+        self.ceiling.check_stored(stored.policy, newest["run_id"])
+        if asked:
+            from dal.effects.narrowing import beyond
+
+            if wider := beyond(stored.policy, narrowed):
+                raise Widening(f"refused: key {key!r} continues the operation of run {newest['run_id']}, which runs "
+                               f"under its stored policy; it allows {'; '.join(wider)} beyond the policy asked for "
+                               "here. Use a new key to run under a narrower policy; nothing was run")
+        return newest, decided, stored
+
+    def tool_run(self, args: dict[str, Any]) -> dict[str, Any]:
+        import dal.api as api
+
+        script, _text = self._script(args)
+        narrowed = self.ceiling.narrow(args["policy"])
+        key = args["key"]
+        newest, decided, stored = self._continuing(key, narrowed, bool(args["policy"]))
+        if newest is not None and newest["status"] == "waiting" and not decided:
+            receipt = api.receipt(newest["run_id"], workspace=self.workspace, store=self.store).to_dict()
+            out = self.summary(receipt)
+            out["new_run"] = False
+            out["note"] = (f"key {key!r} already waits for a person in run {newest['run_id']} and no decision has "
+                           "been recorded: nothing was run again. " + out["note"])
+            return out
+        budgets = self.ceiling.budgets_for(args, self._stored_budgets(stored) if newest is not None else None)
+        r = api.run(script, key=key, policy=narrowed, workspace=self.workspace, store=self.store,
+                    args=args["args"], **budgets)
+        out = self.summary(r.to_dict(), r.output)
+        out["new_run"] = True
+        return out
+
+    def tool_submit(self, args: dict[str, Any]) -> dict[str, Any]:
+        from dal.mcp.submit import submit
+
+        script, text = self._script(args)
+        narrowed = self.ceiling.narrow(args["policy"])
+        key = args["key"]
+        newest, _decided, stored = self._continuing(key, narrowed, bool(args["policy"]))
+        budgets = self.ceiling.budgets_for(args, self._stored_budgets(stored) if newest is not None else None)
+        budgets.pop("effect_timeout")
+        return submit(script, text, key=key, policy=narrowed, workspace=self.workspace, store=self.store,
+                      args=args["args"], newest=newest, **budgets)
+
+    def tool_check(self, args: dict[str, Any]) -> dict[str, Any]:
+        import dal.api as api
+
+        script, text = self._script(args)
+        name = str(script) if isinstance(script, Path) else "<script>"
+        diags = api.check(text, filename=name)
+        errors = sum(d.severity == "error" for d in diags)
+        return {"ok": errors == 0, "errors": errors, "warnings": len(diags) - errors,
+                "diagnostics": [{"severity": d.severity, "kind": d.kind, "message": d.message, "file": d.file,
+                                 "line": d.line, "column": d.column, "rendered": d.rendered} for d in diags]}
+
+    def tool_check_command(self, args: dict[str, Any]) -> dict[str, Any]:
+        from dal.effects import check_command
+
+        policy = self.ceiling.narrow(args["policy"])
+        d = check_command(args["command"], policy)
+        verdict = "deny" if not d.allowed else ("approval required" if d.approval_required else "allow")
+        return {"decision": verdict, "reason": d.reason, "class": d.effect_class, "idempotent": d.idempotent,
+                "reads": list(d.reads), "writes": list(d.writes), "policy": policy.source,
+                "note": "approval required: a run would wait for a person before this command runs"
+                if d.allowed and d.approval_required else None}
+
+    def tool_show_receipt(self, args: dict[str, Any]) -> dict[str, Any]:
+        import dal.api as api
+
+        r = api.receipt(args["run"], workspace=self.workspace, store=self.store).to_dict()
+        return {**self.summary(r), "full": r}
+
+    def tool_list_waiting(self, args: dict[str, Any]) -> dict[str, Any]:
+        import dal.api as api
+
+        receipts = api.list_receipts(workspace=self.workspace, store=self.store, waiting=True,
+                                     limit=args["limit"] or 20)
+        out = []
+        for r in receipts:
+            d = r.to_dict()
+            decided = False
+            if (db := self._open()) is not None:
+                with db:
+                    decided = bool(db.approvals(d["run_id"]))
+            out.append({"run_id": d["run_id"], "key": d.get("key"), "status": d["status"], "blocker": d.get("blocker"),
+                        "decision_recorded": decided, "decide": self.where_to_decide(d),
+                        "receipt": f"dal://runs/{d['run_id']}"})
+        return {"waiting": out, "count": len(out)}
+
+    def tool_resume(self, args: dict[str, Any]) -> dict[str, Any]:
+        import dal.api as api
+
+        r = api.receipt(args["run"], workspace=self.workspace, store=self.store).to_dict()
+        key = r.get("key") or r.get("operation")
+        newest, stored, decided = self._operation(key) if key else (None, None, False)
+        if newest is None or newest["run_id"] != r["run_id"]:
+            later = newest["run_id"] if newest is not None else None
+            raise ToolFailure(f"run {r['run_id']} is not the newest run of its operation"
+                              + (f" (that is {later}, {newest['status']}): resume that one" if later else ""))
+        if not ((r["status"] == "waiting" and decided) or r.get("retry") == "resume"):
+            if r["status"] == "waiting":
+                where = self.where_to_decide(r)
+                there = f"at {where['console']} or " if "console" in where else ""
+                raise ToolFailure(f"refused: run {r['run_id']} waits for a person ({r.get('blocker')}) and no decision "
+                                  f"has been recorded; a person decides {there}with `{where['cli'][0]}`; nothing "
+                                  "was resumed")
+            raise ToolFailure(f"refused: run {r['run_id']} is {r['status']} with retry class {r.get('retry')!r}: "
+                              "dal mcp resumes a run only when a person decided what it waits on or its retry "
+                              f"class is 'resume'; see its receipt (dal://runs/{r['run_id']})")
+        self.ceiling.check_stored(stored.policy, r["run_id"])
+        budgets = self.ceiling.budgets_for(args, self._stored_budgets(stored))
+        done = api.resume(r["run_id"], workspace=self.workspace, store=self.store, **budgets)
+        return self.summary(done.to_dict(), done.output)
+
+    # -- resources ------------------------------------------------------------------------------------
+
+    def receipt_json(self, run_id: str) -> str:
+        import dal.api as api
+
+        try:
+            return api.receipt(run_id, workspace=self.workspace, store=self.store).to_json()
+        except (api.DalUsageError, api.DalStoreError) as e:
+            raise ToolFailure(str(e)) from None
+
+    def recent_runs(self, limit: int = 20) -> list[dict[str, Any]]:
+        import dal.api as api
+
+        try:
+            return [r.to_dict() for r in api.list_receipts(workspace=self.workspace, store=self.store, limit=limit)]
+        except (api.DalUsageError, api.DalStoreError):
+            return []
