@@ -204,6 +204,34 @@ class DalTools:
             decided = bool(db.approvals(newest["run_id"]))
         return newest, StoredRun.of(row), decided
 
+    def _receipt(self, ref: str) -> dict[str, Any]:
+        """The receipt `ref` names; for a run whose process died before writing one, the receipt its journal
+        gives (status `died`, as `dal receipt show` shows it)."""
+        import dal.api as api
+        from dal.receipts.store import RunNotFound
+        from dal.runner.runner import crashed_receipt, run_alive
+
+        try:
+            return api.receipt(ref, workspace=self.workspace, store=self.store).to_dict()
+        except api.DalUsageError:
+            db = self._open()
+            if db is None:
+                raise
+            with db:
+                try:
+                    row = db.run_row(db.find_run(ref)["run_id"])
+                except RunNotFound:
+                    row = None
+                if row is None or row.get("status") != "running":
+                    raise
+                if run_alive(row):
+                    raise ToolFailure(f"run {row['run_id']} is still running (process {row.get('pid')}): no receipt "
+                                      "until it ends") from None
+                receipt = crashed_receipt(db, row, workspace=self.workspace, blocker=(
+                    f"the process running it ({row.get('pid')}) died before writing its receipt; its journal says "
+                    "what ran. `resume` (or `run` with its key) continues from the journal"))
+            return {**receipt, "status": "died"}
+
     def _stored_budgets(self, stored: Any) -> dict[str, Any]:
         spec = getattr(stored, "spec", None)
         return {name: getattr(spec, name, None) for name in BUDGETS} if spec is not None else {}
@@ -300,9 +328,8 @@ class DalTools:
                 if d.allowed and d.approval_required else None}
 
     def tool_show_receipt(self, args: dict[str, Any]) -> dict[str, Any]:
-        import dal.api as api
 
-        r = api.receipt(args["run"], workspace=self.workspace, store=self.store).to_dict()
+        r = self._receipt(args["run"])
         return {**self.summary(r), "full": r}
 
     def tool_list_waiting(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -325,14 +352,14 @@ class DalTools:
     def tool_resume(self, args: dict[str, Any]) -> dict[str, Any]:
         import dal.api as api
 
-        r = api.receipt(args["run"], workspace=self.workspace, store=self.store).to_dict()
+        r = self._receipt(args["run"])
         key = r.get("key") or r.get("operation")
         newest, stored, decided = self._operation(key) if key else (None, None, False)
         if newest is None or newest["run_id"] != r["run_id"]:
             later = newest["run_id"] if newest is not None else None
             raise ToolFailure(f"run {r['run_id']} is not the newest run of its operation"
                               + (f" (that is {later}, {newest['status']}): resume that one" if later else ""))
-        if not ((r["status"] == "waiting" and decided) or r.get("retry") == "resume"):
+        if not ((r.get("retry") == "escalate" and decided) or r.get("retry") == "resume"):
             if r["status"] == "waiting":
                 where = self.where_to_decide(r)
                 there = f"at {where['console']} or " if "console" in where else ""
