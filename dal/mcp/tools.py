@@ -328,7 +328,6 @@ class DalTools:
                 if d.allowed and d.approval_required else None}
 
     def tool_show_receipt(self, args: dict[str, Any]) -> dict[str, Any]:
-
         r = self._receipt(args["run"])
         return {**self.summary(r), "full": r}
 

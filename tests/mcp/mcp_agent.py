@@ -39,14 +39,13 @@ class Agent:
         return str(out)
 
 
-def serve(workspace: Path, scenario: Callable[[Agent], Awaitable[Any]], *flags: str) -> Any:
-    """Start `dal mcp --workspace WORKSPACE --console-url CONSOLE FLAGS`, run `scenario` against it, stop it."""
+def serve(workspace: Path, scenario: Callable[[Agent], Awaitable[Any]], *flags: str,
+          argv: list[str] | None = None) -> Any:
+    """Start `dal mcp --workspace WORKSPACE --console-url CONSOLE FLAGS` (or `dal ARGV`), run `scenario`
+    against it, stop it."""
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "dal", "mcp", "--workspace", str(workspace), "--console-url", CONSOLE, *flags],
-        cwd=str(workspace), env=env,
-    )
+    argv = argv or ["mcp", "--workspace", str(workspace), "--console-url", CONSOLE, *flags]
+    params = StdioServerParameters(command=sys.executable, args=["-m", "dal", *argv], cwd=str(workspace), env=env)
 
     async def main() -> Any:
         with open(os.devnull, "w") as quiet:
