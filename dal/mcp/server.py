@@ -81,6 +81,7 @@ async def _serve(tools: DalTools, proto_in: int, proto_out: int) -> None:
         except Exception as e:  # noqa: BLE001 — a bug in DAL: the agent gets a message, the server stays up
             sys.stderr.write(f"dal mcp: internal error in {name}: {type(e).__name__}: {e}\n")
             return _error(types, f"{name}: internal error ({type(e).__name__}: {e}); the server is still running")
+        result = _encodable(result)
         return types.CallToolResult(content=[types.TextContent(type="text", text=_text(result))],
                                     structuredContent=result, isError=False)
 
@@ -126,5 +127,17 @@ def _text(result: dict[str, Any]) -> str:
     return text
 
 
+def _encodable(value: Any) -> Any:
+    """`value` with every lone surrogate (a DAL string may hold one: docs/api.md) written as its escape
+    `\\ud800`, as DAL writes them everywhere else: the protocol is UTF-8 JSON, which cannot carry one."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_encodable(k): _encodable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable(v) for v in value]
+    return value
+
+
 def _error(types: Any, message: str) -> Any:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], isError=True)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=_encodable(message))], isError=True)

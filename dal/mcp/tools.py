@@ -191,6 +191,8 @@ class DalTools:
     def _operation(self, key: str) -> tuple[dict[str, Any] | None, Any, bool]:
         """The newest run of `key` (None: none yet), what the store keeps of how it started, and whether a
         person recorded a decision on it since."""
+        from dal.effects.policy import PolicyError
+        from dal.runner.spec import SpecError
         from dal.runner.stored import StoredRun
 
         db = self._open()
@@ -202,7 +204,11 @@ class DalTools:
                 return None, None, False
             row = db.run_row(newest["run_id"])
             decided = bool(db.approvals(newest["run_id"]))
-        return newest, StoredRun.of(row), decided
+        try:
+            return newest, StoredRun.of(row), decided
+        except (PolicyError, SpecError) as e:
+            raise ToolFailure(f"run {newest['run_id']} of key {key!r}: its stored specification cannot be read "
+                              f"({e}); nothing was run") from None
 
     def _receipt(self, ref: str) -> dict[str, Any]:
         """The receipt `ref` names; for a run whose process died before writing one, the receipt its journal

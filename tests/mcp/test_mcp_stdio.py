@@ -14,7 +14,8 @@ from pathlib import Path
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
 NOISY = ('print("NOT-JSON from print")\nprint(run("echo NOT-JSON from a command"))\n'
-         'print(run("cat\"))\nprint(run("ls missing-dir\"))\n')
+         'print(run("cat\"))\nprint(run("ls missing-dir\"))\n'
+         'print(parse_json("\\"\\\\ud800\\""))\n')  # a lone surrogate: JSON on the wire cannot carry one
 
 
 def _env() -> dict[str, str]:
@@ -74,6 +75,7 @@ def test_every_line_on_stdout_is_protocol_whatever_scripts_print_and_clients_sen
     # `cat` reads nothing of the client's messages: its stdin is not the protocol's
     assert out["effects"][1]["status"] == "completed" and out["effects"][1]["summary"] == "command completed"
     assert out["effects"][2]["status"] == "failed"
+    assert out["output"].endswith("\\ud800\n")  # written as its escape, as DAL writes it everywhere
     assert by_id[3]["result"]["isError"] is True and "argument `script` must be a non-empty string, got 5" in \
         by_id[3]["result"]["content"][0]["text"]
     assert "error" in by_id[4] and "error" in by_id[5]
