@@ -21,12 +21,7 @@ def submit(script: str | Path, text: str, *, key: str, policy: Any, workspace: P
     from dal.receipts.jobs import JobQueue, machine_host
     from dal.receipts.store import Store, StoreError
     from dal.runner.build import SpecError, build_spec, pin_script
-    from dal.runner.opkeys import script_key_problem
 
-    if (problem := script_key_problem(key)) is not None:
-        raise ValueError(f"key: {problem}")
-    if key.startswith(("job:", "schedule:")):
-        raise ValueError(f"key {key!r}: the prefixes job: and schedule: are DAL's own keys")
     name = str(script) if isinstance(script, Path) else "<script>"
     checked, errors = check_source(text, name)
     if errors:

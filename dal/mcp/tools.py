@@ -103,6 +103,16 @@ def _effect_items(receipt: dict[str, Any]) -> list[dict[str, Any]]:
     return [{k: i.get(k) for k in ("seq", "command", "status", "summary")} for i in items]
 
 
+def _key(key: str) -> str:
+    """An agent's operation key: one a script could choose (not DAL's own `job:` and `schedule:` keys, which
+    would take the operator's later keyless job or schedule slot: docs/workers.md)."""
+    from dal.runner.opkeys import script_key_problem
+
+    if (problem := script_key_problem(key)) is not None:
+        raise ToolFailure(f"key: {problem}")
+    return key
+
+
 class DalTools:
     """The tools of one `dal mcp` server: its workspace, store, ceiling and console URL are the operator's."""
 
@@ -283,7 +293,7 @@ class DalTools:
 
         script, _text = self._script(args)
         narrowed = self.ceiling.narrow(args["policy"])
-        key = args["key"]
+        key = _key(args["key"])
         newest, decided, stored = self._continuing(key, narrowed, bool(args["policy"]))
         if newest is not None and newest["status"] == "waiting" and not decided:
             receipt = api.receipt(newest["run_id"], workspace=self.workspace, store=self.store).to_dict()
@@ -304,7 +314,7 @@ class DalTools:
 
         script, text = self._script(args)
         narrowed = self.ceiling.narrow(args["policy"])
-        key = args["key"]
+        key = _key(args["key"])
         newest, _decided, stored = self._continuing(key, narrowed, bool(args["policy"]))
         budgets = self.ceiling.budgets_for(args, self._stored_budgets(stored) if newest is not None else None)
         budgets.pop("effect_timeout")
