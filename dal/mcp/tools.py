@@ -315,7 +315,12 @@ class DalTools:
         script, text = self._script(args)
         narrowed = self.ceiling.narrow(args["policy"])
         key = _key(args["key"])
-        newest, _decided, stored = self._continuing(key, narrowed, bool(args["policy"]))
+        newest, decided, stored = self._continuing(key, narrowed, bool(args["policy"]))
+        if newest is not None and newest["status"] == "waiting" and not decided:
+            receipt = self._receipt(newest["run_id"])
+            return {"submitted": False, "run_id": newest["run_id"], "decide": self.where_to_decide(receipt),
+                    "reason": f"key {key!r} waits for a person in run {newest['run_id']} and no decision has been "
+                    "recorded: nothing submitted (a worker would only stop at the same place again)"}
         budgets = self.ceiling.budgets_for(args, self._stored_budgets(stored) if newest is not None else None)
         budgets.pop("effect_timeout")
         return submit(script, text, key=key, policy=narrowed, workspace=self.workspace, store=self.store,

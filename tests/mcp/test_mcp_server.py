@@ -60,6 +60,8 @@ def test_an_approval_gated_effect_waits_for_a_person_and_the_agents_resume_finis
         assert again["run_id"] == rid and again["new_run"] is False and again["status"] == "waiting"
         msg = await a.refused("resume", {"run": rid})
         assert "no decision has been recorded" in msg and f"{CONSOLE}/runs/{rid}" in msg
+        queued = await a.ok("submit", {"script": script, "key": "send:42"})
+        assert queued["submitted"] is False and queued["run_id"] == rid and "waits for a person" in queued["reason"]
         waiting = await a.ok("list_waiting", {})
         assert [(w["run_id"], w["decision_recorded"]) for w in waiting["waiting"]] == [(rid, False)]
         assert not marker.exists()
