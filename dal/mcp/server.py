@@ -64,10 +64,12 @@ async def _serve(tools: DalTools, proto_in: int, proto_out: int) -> None:
                 title=t["title"],
                 description=t["description"],
                 inputSchema=input_schema(t["args"]),
+                # A run's effects may change and delete files, and reach other machines when the operator's
+                # policy lets programs use the network.
                 annotations=types.ToolAnnotations(
-                    title=t["title"], readOnlyHint=t["read_only"],
-                    destructiveHint=False if t["read_only"] else True, idempotentHint=t["read_only"],
-                    openWorldHint=False),
+                    title=t["title"], readOnlyHint=t["read_only"], destructiveHint=not t["read_only"],
+                    idempotentHint=t["read_only"],
+                    openWorldHint=False if t["read_only"] else tools.ceiling.policy.allow_net),
             )
             for name, t in TOOLS.items()
         ]

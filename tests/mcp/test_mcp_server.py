@@ -127,6 +127,10 @@ def test_widening_the_policy_or_a_budget_is_refused_and_nothing_runs(ws: Path, t
         assert out["status"] == "exhausted"
         for key in ("w1", "w2", "w3", "w4", "w5"):
             assert runs_of(ws, key) == []
+        # the policy is the one read at start: a dal.toml rewritten since (by anyone) widens nothing
+        (ws / "dal.toml").write_text('[run]\nallow = ["sh", "touch", "echo"]\n')
+        out = await a.ok("run", {"script": 'print(run("sh -c \\"touch canary\\"").status)', "key": "w9"})
+        assert out["output"] == "denied\n"
 
     serve(ws, scenario, "--max-steps", "5000")
     assert not canary.exists() and not (outside / "x").exists()
