@@ -45,7 +45,8 @@ TOOLS: dict[str, dict[str, Any]] = {
         "and return its receipt summary and run id. An effect that needs a person's approval is not executed: "
         "the run comes back `waiting`, with where a person decides; you cannot approve it. Calling a waiting "
         "key again does not start a new run until a person decides; then call `run` or `resume` again.",
-        "args": {**_SCRIPT, "key": Arg("string", "the operation key: a completed key runs nothing again", True),
+        "args": {**_SCRIPT,
+                 "key": Arg("string", "the operation key, kept as mcp:<key>: a completed key runs nothing again", True),
                  "args": _ARGS, "policy": _POLICY, **_BUDGETS},
         "read_only": False,
     },
@@ -54,8 +55,8 @@ TOOLS: dict[str, dict[str, Any]] = {
         "description": "Put a run of a DAL script on the job queue for `dal worker`, under the operator's policy "
         "(narrowed if you ask), with an operation key. A key with an open job or a completed operation submits "
         "nothing.",
-        "args": {**_SCRIPT, "key": Arg("string", "the operation key of the job", True), "args": _ARGS,
-                 "policy": _POLICY, **{k: v for k, v in _BUDGETS.items() if k != "effect_timeout"}},
+        "args": {**_SCRIPT, "key": Arg("string", "the operation key of the job, kept as mcp:<key>", True),
+                 "args": _ARGS, "policy": _POLICY, **{k: v for k, v in _BUDGETS.items() if k != "effect_timeout"}},
         "read_only": False,
     },
     "check": {
@@ -103,14 +104,22 @@ def _effect_items(receipt: dict[str, Any]) -> list[dict[str, Any]]:
     return [{k: i.get(k) for k in ("seq", "command", "status", "summary")} for i in items]
 
 
+# The agent's keys live under their own prefix: a key the agent names is no more the operator asking than a
+# key a script names (docs/policy.md, "Keys a script chooses"). Without it an agent could continue the
+# operator's own operation K with its own script, or complete K first so that the operator's later
+# `dal run --key K` is skipped.
+AGENT_KEYS = "mcp:"
+
+
 def _key(key: str) -> str:
-    """An agent's operation key: one a script could choose (not DAL's own `job:` and `schedule:` keys, which
-    would take the operator's later keyless job or schedule slot: docs/workers.md)."""
+    """The operation key of the agent's `key`: `mcp:<key>` (a key given with the prefix already, as results
+    show it, is taken as it is). It must be one a script could choose (not DAL's own `job:` and `schedule:`
+    keys, which would take the operator's later keyless job or schedule slot: docs/workers.md)."""
     from dal.runner.opkeys import script_key_problem
 
     if (problem := script_key_problem(key)) is not None:
         raise ToolFailure(f"key: {problem}")
-    return key
+    return key if key.startswith(AGENT_KEYS) else AGENT_KEYS + key
 
 
 class DalTools:
@@ -227,6 +236,11 @@ class DalTools:
         from dal.receipts.store import RunNotFound
         from dal.runner.runner import crashed_receipt, run_alive
 
+        if not ref.startswith(("run_", AGENT_KEYS)) and ref.strip() != "latest":
+            try:  # the agent's own key first, as `run` took it
+                return self._receipt(AGENT_KEYS + ref)
+            except (api.DalUsageError, ToolFailure):
+                pass
         try:
             return api.receipt(ref, workspace=self.workspace, store=self.store).to_dict()
         except api.DalUsageError:
@@ -373,8 +387,12 @@ class DalTools:
         import dal.api as api
 
         r = self._receipt(args["run"])
-        key = r.get("key") or r.get("operation")
-        newest, stored, decided = self._operation(key) if key else (None, None, False)
+        key = r.get("key") or ""
+        if not key.startswith(AGENT_KEYS):
+            raise ToolFailure(f"refused: run {r['run_id']} is a run of operation {r.get('operation')!r}, which dal mcp "
+                              f"did not start (its keys begin with {AGENT_KEYS}): only the operator continues it "
+                              f"(`dal resume {r['run_id']}`); nothing was resumed")
+        newest, stored, decided = self._operation(key)
         if newest is None or newest["run_id"] != r["run_id"]:
             later = newest["run_id"] if newest is not None else None
             raise ToolFailure(f"run {r['run_id']} is not the newest run of its operation"

@@ -1,12 +1,11 @@
-"""tests/mcp: each test drives a real `dal mcp` subprocess with the SDK's stdio client (mcp_agent.py)."""
+"""tests/mcp: each test drives a real `dal mcp` subprocess with the SDK's stdio client (mcp_agent.py). The SDK
+is in the test extra (`pip install '.[test]'`): without it these tests fail rather than skip."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("mcp")
 
 
 @pytest.fixture

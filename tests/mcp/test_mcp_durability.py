@@ -39,7 +39,7 @@ def test_an_agent_resumes_a_run_whose_server_was_killed_and_nothing_runs_twice(t
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert (ws / "count.txt").read_text() == "once\n" and not (ws / "done.txt").exists()
-    (died,) = runs_of(ws, "slow")
+    (died,) = runs_of(ws, "mcp:slow")
 
     async def scenario(a: Agent) -> None:
         shown = await a.ok("show_receipt", {"run": "slow"})

@@ -68,7 +68,7 @@ def test_an_approval_gated_effect_waits_for_a_person_and_the_agents_resume_finis
         return rid
 
     rid = serve(ws, waits)
-    assert runs_of(ws, "send:42") == [rid]
+    assert runs_of(ws, "mcp:send:42") == [rid]
     # the operator decides, outside the agent's reach
     p = cli("approve", rid, "--workspace", str(ws), cwd=ws)
     assert p.returncode == 0, p.stderr
@@ -126,7 +126,7 @@ def test_widening_the_policy_or_a_budget_is_refused_and_nothing_runs(ws: Path, t
                                  "key": "w8", "max_steps": 50})
         assert out["status"] == "exhausted"
         for key in ("w1", "w2", "w3", "w4", "w5"):
-            assert runs_of(ws, key) == []
+            assert runs_of(ws, "mcp:" + key) == []
         # the policy is the one read at start: a dal.toml rewritten since (by anyone) widens nothing
         (ws / "dal.toml").write_text('[run]\nallow = ["sh", "touch", "echo"]\n')
         out = await a.ok("run", {"script": 'print(run("sh -c \\"touch canary\\"").status)', "key": "w9"})
@@ -136,21 +136,40 @@ def test_widening_the_policy_or_a_budget_is_refused_and_nothing_runs(ws: Path, t
     assert not canary.exists() and not (outside / "x").exists()
 
 
-def test_an_operation_the_operator_started_wider_is_not_continued_by_the_agent(ws: Path) -> None:
-    (ws / "wide.dal").write_text('let r = run("echo x")\nlet s = run("sh -c \\"touch canary\\"")\nprint(s.status)\n')
-    p = cli("run", "wide.dal", "--key", "wide", "--require-approval=sh", "--workspace", str(ws), cwd=ws)
-    assert p.returncode == 3, p.stderr  # waiting for approval of sh
-    rid = runs_of(ws, "wide")[0]
-    assert cli("approve", rid, "--workspace", str(ws), cwd=ws).returncode == 0
+def test_the_agents_keys_are_its_own_and_an_operation_the_operator_widened_is_not_continued_by_it(
+        ws: Path) -> None:
+    # The operator's own operation K: the agent's key K is another operation (mcp:K), and cannot resume it.
+    (ws / "backup.dal").write_text('print(run("echo backup"))\n')
+    assert cli("run", "backup.dal", "--key", "nightly", "--workspace", str(ws), cwd=ws).returncode == 0
+    script = 'run("touch a")\nrun("sh -c \\"touch b\\"")\nprint("end")\n'
 
-    async def scenario(a: Agent) -> None:
-        msg = await a.refused("resume", {"run": rid})
-        assert "running sh" in msg and f"dal resume {rid}" in msg
-        msg = await a.refused("run", {"path": "wide.dal", "key": "wide"})
+    async def start(a: Agent) -> str:
+        mine = await a.ok("run", {"script": 'print("agent")', "key": "nightly"})
+        assert mine["key"] == "mcp:nightly" and mine["status"] == "completed"
+        operator_run = runs_of(ws, "nightly")[0]
+        msg = await a.refused("resume", {"run": operator_run})
+        assert "dal mcp did not start" in msg
+        out = await a.ok("run", {"script": script, "key": "widened"})
+        assert out["status"] == "waiting"  # touch a waits for approval
+        return str(out["run_id"])
+
+    first = serve(ws, start)
+    assert cli("run", "backup.dal", "--key", "nightly", "--workspace", str(ws), cwd=ws).stdout == ""  # skipped
+    # The operator continues the agent's operation by hand, adding sh: its stored policy is now wider.
+    assert cli("approve", first, "--workspace", str(ws), cwd=ws).returncode == 0
+    p = cli("resume", first, "--require-approval=sh", "--workspace", str(ws), cwd=ws)
+    assert p.returncode == 3, p.stderr  # touch a ran; sh waits for approval
+    second = runs_of(ws, "mcp:widened")[0]
+    assert cli("approve", second, "--workspace", str(ws), cwd=ws).returncode == 0
+
+    async def refused(a: Agent) -> None:
+        msg = await a.refused("resume", {"run": second})
+        assert "running sh" in msg and f"dal resume {second}" in msg
+        msg = await a.refused("run", {"script": script, "key": "widened"})
         assert "running sh" in msg
 
-    serve(ws, scenario)
-    assert not (ws / "canary").exists() and runs_of(ws, "wide") == [rid]
+    serve(ws, refused)
+    assert (ws / "a").exists() and not (ws / "b").exists()
 
 
 def test_malformed_arguments_get_clear_errors_and_the_server_keeps_serving(ws: Path, tmp_path: Path) -> None:
@@ -180,7 +199,7 @@ def test_malformed_arguments_get_clear_errors_and_the_server_keeps_serving(ws: P
             msg = await a.refused(tool, args)
             assert expected in msg, (tool, args, msg)
             assert "Traceback" not in msg
-        assert runs_of(ws, "k") == []
+        assert runs_of(ws, "mcp:k") == []
         checked = await a.ok("check", {"script": 'print(x)\n'})
         assert checked["ok"] is False and checked["diagnostics"][0]["line"] == 1
         assert "^" in checked["diagnostics"][0]["rendered"]
