@@ -94,6 +94,15 @@ def test_a_waiting_key_decided_by_a_person_finishes_through_run_with_the_same_ke
     assert out["status"] == "completed" and out["new_run"] is True and (ws / "sent.txt").exists()
 
 
+def test_a_denial_made_through_the_cli_reaches_the_script_on_the_agents_resume(ws: Path) -> None:
+    script = 'let r = run("touch sent.txt")\nprint(r.status)\n'
+    rid = serve(ws, lambda a: a.ok("run", {"script": script, "key": "deny-me"}))["run_id"]
+    assert cli("deny", rid, "--workspace", str(ws), cwd=ws).returncode == 0
+    out = serve(ws, lambda a: a.ok("resume", {"run": rid}))
+    assert out["status"] == "completed" and out["output"] == "denied\n"
+    assert not (ws / "sent.txt").exists()
+
+
 def test_widening_the_policy_or_a_budget_is_refused_and_nothing_runs(ws: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
