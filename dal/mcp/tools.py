@@ -122,6 +122,13 @@ def _key(key: str) -> str:
     return key if key.startswith(AGENT_KEYS) else AGENT_KEYS + key
 
 
+def _mine(receipt: dict[str, Any]) -> bool:
+    return (receipt.get("key") or "").startswith(AGENT_KEYS)
+
+
+RECENT_SCAN = 500  # receipts looked through for the agent's newest runs (the store lists all runs' newest first)
+
+
 class DalTools:
     """The tools of one `dal mcp` server: its workspace, store, ceiling and console URL are the operator's."""
 
@@ -131,7 +138,7 @@ class DalTools:
         self.ceiling = ceiling
         self.store = store
         self.console_url = console_url.rstrip("/") if console_url else None
-        self._lock = threading.Lock()  # one run at a time: the agent waits for each, as it would for a shell
+        self._lock = threading.Lock()  # one acting call at a time: the agent waits for each, as for a shell
 
     # -- dispatch -------------------------------------------------------------------------------------
 
@@ -144,6 +151,8 @@ class DalTools:
             raise BadArguments(f"unknown tool {name!r}; the tools are: " + ", ".join(TOOLS))
         args = check(name, tool["args"], arguments)
         try:
+            if tool["read_only"]:  # reads need no turn: they answer while a run goes on
+                return getattr(self, "tool_" + name)(args)
             with self._lock:
                 return getattr(self, "tool_" + name)(args)
         except (api.DalUsageError, api.DalStoreError, ValueError) as e:
@@ -230,17 +239,38 @@ class DalTools:
                               f"({e}); nothing was run") from None
 
     def _receipt(self, ref: str) -> dict[str, Any]:
+        """The receipt of the agent's run `ref` names (`latest`: its newest). A run of another operation is
+        refused: its output may hold what the agent's policy does not let it read (an operator's run that
+        read outside the agent's roots), so the agent sees only its own runs."""
+        import dal.api as api
+
+        ref = ref.strip()
+        if ref == "latest":
+            mine = self.recent_runs(1)
+            if not mine:
+                raise ToolFailure("no runs of dal mcp's yet (its keys begin with mcp:)")
+            return mine[0]
+        r: dict[str, Any] | None = None
+        if not ref.startswith(("run_", AGENT_KEYS)):
+            try:  # the agent's own key, as `run` took it
+                r = self._find_receipt(AGENT_KEYS + ref)
+            except (api.DalUsageError, ToolFailure):
+                r = None
+        if r is None:
+            r = self._find_receipt(ref)
+        if not (r.get("key") or "").startswith(AGENT_KEYS):
+            raise ToolFailure(f"refused: run {r['run_id']} is a run of operation {r.get('operation')!r}, which dal mcp "
+                              f"did not start (its keys begin with {AGENT_KEYS}): the agent sees and resumes only its "
+                              f"own runs; this one is the operator's (`dal receipt show {r['run_id']}`)")
+        return r
+
+    def _find_receipt(self, ref: str) -> dict[str, Any]:
         """The receipt `ref` names; for a run whose process died before writing one, the receipt its journal
         gives (status `died`, as `dal receipt show` shows it)."""
         import dal.api as api
         from dal.receipts.store import RunNotFound
         from dal.runner.runner import crashed_receipt, run_alive
 
-        if not ref.startswith(("run_", AGENT_KEYS)) and ref.strip() != "latest":
-            try:  # the agent's own key first, as `run` took it
-                return self._receipt(AGENT_KEYS + ref)
-            except (api.DalUsageError, ToolFailure):
-                pass
         try:
             return api.receipt(ref, workspace=self.workspace, store=self.store).to_dict()
         except api.DalUsageError:
@@ -369,11 +399,10 @@ class DalTools:
     def tool_list_waiting(self, args: dict[str, Any]) -> dict[str, Any]:
         import dal.api as api
 
-        receipts = api.list_receipts(workspace=self.workspace, store=self.store, waiting=True,
-                                     limit=args["limit"] or 20)
+        receipts = [r.to_dict() for r in api.list_receipts(workspace=self.workspace, store=self.store, waiting=True,
+                                                           limit=None)]
         out = []
-        for r in receipts:
-            d = r.to_dict()
+        for d in [d for d in receipts if _mine(d)][: args["limit"] or 20]:
             decided = False
             if (db := self._open()) is not None:
                 with db:
@@ -415,17 +444,21 @@ class DalTools:
     # -- resources ------------------------------------------------------------------------------------
 
     def receipt_json(self, run_id: str) -> str:
+        """The resource `dal://runs/<run_id>`: the receipt as `dal receipt show --json` holds it."""
         import dal.api as api
+        from dal.core.jsontext import dumps
 
         try:
-            return api.receipt(run_id, workspace=self.workspace, store=self.store).to_json()
+            return dumps(self._receipt(run_id), indent=2)
         except (api.DalUsageError, api.DalStoreError) as e:
             raise ToolFailure(str(e)) from None
 
     def recent_runs(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The agent's newest runs (those of its `mcp:` keys), newest first."""
         import dal.api as api
 
         try:
-            return [r.to_dict() for r in api.list_receipts(workspace=self.workspace, store=self.store, limit=limit)]
+            rows = api.list_receipts(workspace=self.workspace, store=self.store, limit=RECENT_SCAN)
         except (api.DalUsageError, api.DalStoreError):
             return []
+        return [d for d in (r.to_dict() for r in rows) if _mine(d)][:limit]

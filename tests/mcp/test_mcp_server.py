@@ -158,6 +158,16 @@ def test_the_agents_keys_are_its_own_and_an_operation_the_operator_widened_is_no
         operator_run = runs_of(ws, "nightly")[0]
         msg = await a.refused("resume", {"run": operator_run})
         assert "dal mcp did not start" in msg
+        # nor does it read the operator's receipts: their output may hold what its policy does not let it read
+        assert "dal mcp did not start" in await a.refused("show_receipt", {"run": operator_run})
+        assert (await a.ok("show_receipt", {"run": "nightly"}))["run_id"] == mine["run_id"]  # its own key
+        listed = [str(r.uri) for r in (await a.session.list_resources()).resources]
+        assert f"dal://runs/{operator_run}" not in listed and f"dal://runs/{mine['run_id']}" in listed
+        try:
+            await a.session.read_resource(f"dal://runs/{operator_run}")
+            raise AssertionError("the operator's receipt was readable")
+        except Exception as e:  # noqa: BLE001 - the SDK raises McpError for an error response
+            assert "dal mcp did not start" in str(e)
         out = await a.ok("run", {"script": script, "key": "widened"})
         assert out["status"] == "waiting"  # touch a waits for approval
         return str(out["run_id"])
