@@ -21,9 +21,9 @@ RESOURCE_TEMPLATE = "dal://runs/{run_id}"
 INSTRUCTIONS = """\
 DAL runs tool-loop scripts under the operator's deny-by-default policy: every step is counted, every shell
 command is checked before it runs, effects are journaled (a second run of a key resumes instead of repeating)
-and every run leaves a receipt (dal://runs/<run_id>). You may narrow the policy and lower budgets, never
-widen them. You cannot approve, deny or resolve anything: a run that waits for a person returns where the
-person decides; call `resume` after they have."""
+and every run leaves a receipt (dal://runs/<run_id>). Your keys are kept as mcp:<key>. You may narrow the
+policy and lower budgets, never widen them. You cannot approve, deny or resolve anything: a run that waits
+for a person returns where the person decides; call `resume` after they have."""
 
 
 def claim_stdio() -> tuple[int, int]:
