@@ -433,7 +433,7 @@ class Store:
         # Vet through a read-only connection: a read-write one would create -wal and -shm files, and
         # could leave them behind when the store turns out to be damaged.
         self._connect_readonly()
-        version = self._vet(leftover)
+        version = self._vet_settled(leftover)
         self.close()
         self._immutable_stat = None
         with self._guard("opening it"):
@@ -570,7 +570,7 @@ class Store:
             )
         leftover = self._vet_file()
         self._connect_readonly()
-        self._vet(leftover)
+        self._vet_settled(leftover)
 
     def _vet_file(self) -> bool:
         """Checks on the files before SQLite opens them; True when a crash left a WAL behind (no process
@@ -609,6 +609,23 @@ class Store:
             # we read proves nothing, and that process checked the log before it wrote.)
             raise damaged(self.path, problem)
         return not problem
+
+    def _vet_settled(self, leftover: bool) -> int | None:
+        """_vet(), believing damage found through an immutable connection only if the file did not change
+        while it was read. Immutable reads take no locks: a writer that came meanwhile (a checkpoint folding
+        its WAL back into the file as its last connection closes) can rewrite pages under the read, and
+        integrity_check then reports an index that disagrees with its table in a sound store. Such a read is
+        repeated through the WAL's locks, which give one consistent snapshot."""
+        try:
+            return self._vet(leftover)
+        except StoreDamaged:
+            if self._immutable_stat is None or not self._changed():
+                raise
+        assert self._conn is not None
+        self._conn.close()
+        self._conn = None
+        self._connect_readonly(immutable=False)
+        return self._vet(leftover)
 
     def _vet(self, leftover: bool) -> int | None:
         """Checks through SQLite before anything is written: the schema, the pages the header promises and,
@@ -675,14 +692,14 @@ class Store:
                 self.path,
             ) from None
 
-    def _connect_readonly(self) -> None:
+    def _connect_readonly(self, *, immutable: bool = True) -> None:
         # A `mode=ro` connection to a WAL database creates -wal and -shm files that it cannot remove. When
         # no writer is active (no -wal file), read the file as immutable instead, which creates nothing;
         # _read() falls back to `mode=ro` if a writer appears while we read.
         wal = Path(str(self.path) + "-wal")
         uri_path = quote(self.path.resolve().as_posix())  # a `?`, `#` or `%` in the path must not end it
         with self._guard("opening it"):
-            if wal.exists():
+            if wal.exists() or not immutable:
                 self._immutable_stat = None
                 self._conn = sqlite3.connect(
                     f"file:{uri_path}?mode=ro", uri=True, timeout=self._timeout, check_same_thread=False
