@@ -88,7 +88,11 @@ class RunStore(Protocol):
 
     def begin_run(self, run_id: str, *, operation: str, key: str | None = None, script_path: str | None = None,
                   started_at: str | None = None, previous_run: str | None = None, pid: int | None = None,
-                  policy: Any = None) -> None: ...
+                  policy: Any = None, fence: Any = None) -> None:
+        """`fence` (a worker's run of a job): the same transaction records the run's process (pid, start
+        time, boot id, fence.owner) as the job's holder while the job still runs under that fence, and
+        writes no holder (raising nothing) when it does not."""
+        ...
 
     def save_receipt(self, receipt: dict[str, Any], *, validate: bool | None = None) -> None: ...
 

@@ -109,6 +109,16 @@ def check_fence(conn: sqlite3.Connection, fence: Fence, now: float | None = None
                      "worker takes it over and goes on from its journal")
 
 
+def record_holder(conn: sqlite3.Connection, fence: Fence, holder: dict[str, Any]) -> bool:
+    """Inside a write transaction: record `holder` (pid, start time, boot id, worker) as the process that runs
+    job `fence.job_id`, if it still runs under that fence; whether it did."""
+    cur = conn.execute(
+        "UPDATE jobs SET holder = ? WHERE job_id = ? AND lease_epoch = ? AND lease_owner = ? AND state = 'running'",
+        (json.dumps(holder), fence.job_id, fence.epoch, fence.owner),
+    )
+    return cur.rowcount == 1
+
+
 def machine_host() -> str:
     """This machine as a job records it: the host name and the first characters of /etc/machine-id (two
     containers may share a name; two machines may share a clone's name)."""
@@ -354,14 +364,10 @@ class JobQueue:
             return cur.rowcount == 1
 
     def set_holder(self, fence: Fence, holder: dict[str, Any]) -> bool:
-        """Record the process that runs the job now (pid, start time, boot id); False when fenced."""
+        """Record the process that runs the job now (pid, start time, boot id); False when fenced. A
+        worker's run records it with the run instead (Store.begin_run's `fence`, record_holder)."""
         with self._tx(f"recording who runs job {fence.job_id}") as c:
-            cur = c.execute(
-                "UPDATE jobs SET holder = ? WHERE job_id = ? AND lease_epoch = ? AND lease_owner = ?"
-                " AND state = 'running'",
-                (json.dumps(holder), fence.job_id, fence.epoch, fence.owner),
-            )
-            return cur.rowcount == 1
+            return record_holder(c, fence, holder)
 
     def route(
         self,

@@ -890,11 +890,17 @@ class Store:
         previous_run: str | None = None,
         pid: int | None = None,
         policy: Any = None,
+        fence: Any = None,
     ) -> None:
         """Record that a run started (status `running`, no receipt yet), durably, before its first effect.
 
         With the pid (default: this process) go its start time and the boot id (dal.core.procinfo), so that a
-        later reader tells this process from another that got the same pid after it died."""
+        later reader tells this process from another that got the same pid after it died.
+
+        `fence` (a worker's run of a job, jobs.Fence): the same transaction records this process as the
+        job's holder, while the job is still running under that lease (else it records no holder and
+        raises nothing: the run's first intent is fenced anyway). One write per job fewer than a holder
+        recorded on its own."""
         from dal.core.procinfo import identity
 
         pid = os.getpid() if pid is None else pid
@@ -926,6 +932,10 @@ class Store:
                     None if policy is None else json.dumps(policy),
                 ),
             )
+            if fence is not None:
+                from dal.receipts.jobs import record_holder
+
+                record_holder(c, fence, {"pid": pid, "start": pid_start, "boot": boot, "worker": fence.owner})
 
     def save_receipt(self, receipt: dict[str, Any], *, validate: bool | None = None) -> None:
         """Store a run receipt and its loop receipts in one durable transaction (insert or replace).

@@ -589,6 +589,8 @@ class _RunState:
             policy=run_record(self.spec.evolve(policy=self.policy, key=self.key), self.kind, self.sha256,
                               self.adopted.from_run if self.adopted is not None else None,
                               self.adopted.added if self.adopted is not None else None, self.key_by_script),
+            # A worker's job: its holder is recorded in this same transaction (a write fewer per job).
+            **({"fence": self.hooks.fence} if self.hooks.fence is not None else {}),
         )
         self.begun = True
 

@@ -343,15 +343,19 @@ class Worker:
         _die_with(parent)
 
     def _child(self, job: dict[str, Any], fence: Fence) -> int:
-        from dal.core.procinfo import identity
+        # One connection for the job's whole life, open while the run uses its own: the run's store is then
+        # never the last connection to close, so SQLite folds its WAL back into the file (a checkpoint and
+        # its fsyncs) once per job, when this one closes, not once per connection. The holder is recorded
+        # with the run (Store.begin_run's fence): a job cancelled right after its claim runs no effect (its
+        # first intent is fenced), and its route below finds it no longer this worker's.
+        with JobQueue.open(self.store) as q:
+            return self._child_run(q, job, fence)
+
+    def _child_run(self, q: JobQueue, job: dict[str, Any], fence: Fence) -> int:
         from dal.runner.runner import RunnerError
         from dal.worker import routing, takeover
         from dal.worker import spec as jobspec
 
-        start, boot = identity(os.getpid())
-        with JobQueue.open(self.store) as q:
-            if not q.set_holder(fence, {"pid": os.getpid(), "start": start, "boot": boot, "worker": self.id}):
-                return 0  # not ours any more (cancelled right after the claim)
         if job.get("took_over"):
             takeover.wait_for_key(self.store, job, self.lease, self.say)
         now = time.time()
@@ -388,9 +392,8 @@ class Worker:
         run = None
         if receipt is not None:
             run = {"run_id": receipt["run_id"], "status": receipt["status"], "retry": receipt["retry"]}
-        with JobQueue.open(self.store) as q:
-            to = q.route(fence, route.event, run_at=route.run_at, failures=route.failures, streak=route.streak,
-                         run=run, waits_on=route.waits_on, note=route.note)
+        to = q.route(fence, route.event, run_at=route.run_at, failures=route.failures, streak=route.streak,
+                     run=run, waits_on=route.waits_on, note=route.note)
         if to is None:
             self.say(f"{label}: {route.note}; the job is no longer this worker's (taken over or cancelled)")
         else:
@@ -421,8 +424,11 @@ def warm() -> None:
     import shutil
     import tempfile
 
+    import dal.core.outwrite  # noqa: F401 - every child's output
     import dal.receipts.render  # noqa: F401 - routing's next-step text
     import dal.runner.journal  # noqa: F401
+    import dal.worker.routing  # noqa: F401
+    import dal.worker.takeover  # noqa: F401
     from dal.runner.build import build_spec
     from dal.runner.runner import RunnerError, execute
     from dal.runner.spec import RunHooks
