@@ -22,20 +22,23 @@ def mkstemp(directory: Path, prefix: str, suffix: str) -> tuple[int, str]:
     raise FileExistsError(f"no usable temporary file name found in {directory}")
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` so that readers see the old file or the new one, never half of it, and the
-    rename itself is durable (the folder is fsynced too)."""
+def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+    """Write `text` to `path` so that readers (and a kill -9) see the old file or the new one, never half of
+    it. `durable`: the file and the rename survive a power loss too (the file and its folder are fsynced);
+    without it a power loss may leave the old file, no file, or an empty one."""
     path = Path(path)
     fd, tmp = mkstemp(path.parent, f".{path.name}.", ".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         if path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o7777)
         os.replace(tmp, path)
-        fsync_dir(path.parent)
+        if durable:
+            fsync_dir(path.parent)
     except BaseException:
         try:
             os.unlink(tmp)

@@ -1,8 +1,10 @@
 """Receipt files: `<run_id>.json` and `<run_id>.md` under `.dal/receipts/`, each written atomically.
 
 A reader (a person, a CI job, a kill -9 at the wrong moment) sees either the whole file or no file:
-the bytes go to a temporary file in the same folder, are fsynced, renamed over the final name, and
-the folder is fsynced so the rename itself survives a crash.
+the bytes go to a temporary file in the same folder and are renamed over the final name. When the files
+are the only record of the run (the store could not take its receipt), the file and its folder are also
+fsynced, so that they survive a power loss; when the store holds the receipt (committed with an fsync, so
+it survives a power loss itself) they are copies for people and are not (docs/durability.md).
 """
 
 from __future__ import annotations
@@ -48,12 +50,12 @@ def probe_receipts_dir(
     return None
 
 
-def atomic_write(path: str | os.PathLike[str], text: str) -> Path:
-    """Write `text` to `path` so that the file is always either the old one, absent, or whole, and the
-    rename survives a crash (dal.core.fsutil fsyncs the file and its folder)."""
+def atomic_write(path: str | os.PathLike[str], text: str, *, durable: bool = True) -> Path:
+    """Write `text` to `path` so that the file is always either the old one, absent, or whole; `durable`:
+    and it survives a power loss (dal.core.fsutil fsyncs the file and its folder)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, text)
+    atomic_write_text(path, text, durable=durable)
     return path
 
 
@@ -68,8 +70,10 @@ def write_receipt_files(
     directory: str | os.PathLike[str] | None = None,
     *,
     workspace: str | os.PathLike[str] | None = None,
+    durable: bool = True,
 ) -> tuple[Path, Path]:
-    """Write `<run_id>.json` and `<run_id>.md` atomically and return their paths (json, md).
+    """Write `<run_id>.json` and `<run_id>.md` atomically and return their paths (json, md). `durable`
+    false: without fsyncs, for a receipt the store already holds durably.
 
     The folder is `directory` when given (`--receipts DIR`), else `<workspace>/.dal/receipts`.
     """
@@ -77,7 +81,7 @@ def write_receipt_files(
 
     folder = receipts_dir(directory, workspace)
     run_id = receipt["run_id"]
-    json_path = atomic_write(folder / f"{run_id}.json", receipt_json(receipt))
-    md_path = atomic_write(folder / f"{run_id}.md", render_markdown(receipt))
+    json_path = atomic_write(folder / f"{run_id}.json", receipt_json(receipt), durable=durable)
+    md_path = atomic_write(folder / f"{run_id}.md", render_markdown(receipt), durable=durable)
     return json_path, md_path
 

@@ -855,7 +855,8 @@ class Store:
         """Switch this connection between `FULL` (each commit fsynced before it returns; the default) and
         `NORMAL` (commits survive kill -9 of the process but the last ones may roll back after a power
         loss; the store stays consistent either way). The runner uses NORMAL and asks for FULL only
-        for journal entries whose loss could make an effect run twice (docs/durability.md)."""
+        for journal entries whose loss could make an effect run twice, and for the run's receipt
+        (docs/durability.md)."""
         level = level.upper()
         if level not in ("FULL", "NORMAL"):
             raise ValueError(f"synchronous must be FULL or NORMAL, not {level!r}")

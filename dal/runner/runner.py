@@ -1091,23 +1091,29 @@ def _finish(
     # The store is the source of truth, but a store problem must not lose the receipt: the files are
     # written whatever happens, and the problem is reported after.
     store_problem: StoreError | None = None
+    stored = False  # the store holds the receipt, fsynced: the files are copies, written without fsyncs
     try:
         store = run.open_store()
         run.begin(operation)
+        store.set_synchronous("FULL")  # the receipt survives a power loss in the store (docs/durability.md)
         try:
             try:
-                store.save_receipt(receipt)
-            except StoreError as e:
-                if not (_disk_full(str(e)) and _free_reserve(run)):
-                    raise
-                store.save_receipt(receipt)  # the disk is full: again, in the room the reserve kept
-        except ReceiptSchemaError as e:
-            # A receipt DAL built that breaks its own schema is a bug in DAL: keep it anyway, then say so.
-            store.save_receipt(receipt, validate=False)
-            store_problem = StoreError(
-                f"internal error in DAL (please report it): the receipt does not match dal.receipt/v1 ({e}); "
-                "it was stored unchecked", None,
-            )
+                try:
+                    store.save_receipt(receipt)
+                except StoreError as e:
+                    if not (_disk_full(str(e)) and _free_reserve(run)):
+                        raise
+                    store.save_receipt(receipt)  # the disk is full: again, in the room the reserve kept
+            except ReceiptSchemaError as e:
+                # A receipt DAL built that breaks its own schema is a bug in DAL: keep it anyway, then say so.
+                store.save_receipt(receipt, validate=False)
+                store_problem = StoreError(
+                    f"internal error in DAL (please report it): the receipt does not match dal.receipt/v1 ({e}); "
+                    "it was stored unchecked", None,
+                )
+            stored = True
+        finally:
+            store.set_synchronous("NORMAL")
     except (StoreError, RunnerError) as e:
         store_problem = e if isinstance(e, StoreError) else StoreError(str(e), None)
     json_path = md_path = None
@@ -1115,11 +1121,13 @@ def _finish(
     files_error = None
     try:
         try:
-            json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace)
+            json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace,
+                                                     durable=not stored)
         except OSError as e:
             if not (e.errno == errno.ENOSPC and _free_reserve(run)):
                 raise
-            json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace)
+            json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace,
+                                                     durable=not stored)
     except OSError as e:
         files_problem = e
         if store_problem is None:
