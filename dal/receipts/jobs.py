@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
+from dal.receipts import storefile
 from dal.receipts.jobs_schema import TERMINAL
 from dal.receipts.store import Store, StoreError, busy_timeout, describe_error
 
@@ -157,6 +158,7 @@ class JobQueue:
         self.path = Path(path)
         self._store = store
         self._lock = threading.RLock()
+        self._held: tuple[int, int] | None = None  # storefile.hold(): this process has the store open
 
     @classmethod
     def of(cls, store: Store) -> JobQueue:
@@ -166,12 +168,20 @@ class JobQueue:
     def open(cls, path: str | os.PathLike[str]) -> JobQueue:
         p = Path(path)
         try:
-            return cls(connect(p), p)
+            q = cls(connect(p), p)
         except sqlite3.Error as e:
             raise describe_error(e, p, "opening it") from None
+        try:
+            q.conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone()  # type: ignore[union-attr]
+        except sqlite3.Error:
+            return q  # its first real statement says what is wrong
+        q._held = storefile.hold(p)  # it holds the -shm file's DMS lock from now on
+        return q
 
     def close(self) -> None:
         if self.conn is not None:
+            storefile.let_go(self._held)
+            self._held = None
             self.conn.close()
             self.conn = None
 

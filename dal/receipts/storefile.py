@@ -80,12 +80,42 @@ def _locks_on(path: Path, table: list[list[str]] | None = None) -> list[tuple[in
     return found
 
 
+# The files (st_dev, st_ino) this process holds open through a connection of its own that has read them
+# (a worker's child keeps one open for the whole job: dal.receipts.jobs.connect), with how many.
+_held: dict[tuple[int, int], int] = {}
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def hold(path: Path) -> tuple[int, int] | None:
+    """Note that a connection of this process that has read the store at `path` is open (it holds the
+    -shm file's DMS lock); returns the token for let_go()."""
+    ident = _file_id(path)
+    if ident is not None:
+        _held[ident] = _held.get(ident, 0) + 1
+    return ident
+
+
+def let_go(ident: tuple[int, int] | None) -> None:
+    if ident is not None and ident in _held:
+        _held[ident] -= 1
+        if not _held[ident]:
+            del _held[ident]
+
+
 class Survey:
     """Who has the store open, as far as the system says: `shared` (any SQLite connection, this process's
     included) and `ours` (this process holds a lock on the database or its -shm file). None: cannot say.
 
     Every connection to a WAL database maps its -shm file, so without one nobody has the store open and
-    /proc/locks (whose reading costs up to milliseconds on a busy machine) is not read at all."""
+    /proc/locks (whose reading costs up to milliseconds on a busy machine) is not read at all; nor is it
+    while this process holds the store open itself (hold()): both answers are then yes."""
 
     __slots__ = ("shared", "ours")
 
@@ -93,6 +123,9 @@ class Survey:
         if not shm_path(path).exists():
             self.shared: bool | None = False
             self.ours: bool | None = False
+            return
+        if _held and _file_id(path) in _held:
+            self.shared = self.ours = True
             return
         table = _read_locks()
         shm = _locks_on(shm_path(path), table)

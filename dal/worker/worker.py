@@ -32,6 +32,7 @@ from typing import Any
 
 from dal.receipts.jobs import Fence, JobQueue, machine_host
 from dal.receipts.store import StoreError
+from dal.worker.keeper import Keeper
 
 
 class Child:
@@ -75,6 +76,7 @@ class Worker:
         self.draining = False
         self._say = say or (lambda text: (sys.stderr.write(text + "\n"), sys.stderr.flush()))
         self._pipe: tuple[int, int] | None = None
+        self._keeper = Keeper(self.store)  # holds the store open: no job's connection closes last
         self._stop_asked = False  # (in a child) SIGTERM came before its run began
         # job_id -> (lease_epoch, lease_until, monotonic time this worker first saw that lease): a lease
         # is stale only once this worker has seen it unrenewed for a whole lease of its own clock.
@@ -95,6 +97,7 @@ class Worker:
 
         with Store(self.store):
             pass
+        self._keeper.start()
         warm()
         start, boot = identity(os.getpid())
         now = time.time()
@@ -111,6 +114,7 @@ class Worker:
         try:
             self._prepare()
         except BaseException:
+            self._keeper.stop()
             for s, h in early.items():
                 signal.signal(s, h)
             raise
@@ -137,6 +141,7 @@ class Worker:
                     q.worker_beat(self.id, state="stopped", running=0, done=self.done)
             except StoreError as e:
                 self.say(f"could not record that it stopped: {e}")
+            self._keeper.stop()
         self.say(f"stopped: {self.done} job{'s' if self.done != 1 else ''} run")
         return 0
 
@@ -331,6 +336,9 @@ class Worker:
             for fd in self._pipe:
                 os.close(fd)
             self._pipe = None
+        # The keeper's pipes stay open here, untouched (closing them would leave file objects that close
+        # whatever descriptor reuses their numbers): the child ends with os._exit, and a keeper outliving
+        # its worker for as long as such a child runs is harmless.
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         self.children = {}
         self._stop_asked = False
