@@ -446,6 +446,11 @@ class JobQueue:
         (someone resumed it by hand): the safety net behind wake_key (a `dal approve` that died between
         recording its decision and waking the job)."""
         now = time.time() if now is None else now
+        # A worker asks at every turn of its loop: a read first, so that a queue with nothing waiting costs
+        # no write transaction (and no turn of the store's write lock that the runs are waiting for).
+        if not self._read("looking for waiting jobs",
+                          lambda c: c.execute("SELECT 1 FROM jobs WHERE state = 'waiting' LIMIT 1").fetchone(), None):
+            return 0
         with self._tx("waking decided jobs") as c:
             return c.execute(
                 "UPDATE jobs SET state = 'ready', run_at = ?, updated_at = ?, note = 'woken: a decision was recorded'"
