@@ -9,14 +9,14 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import Durable
 
 pytestmark = pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
 
 
-def traced(durable: Durable, tmp_path: Path, **env: str) -> list[str]:
+def traced(durable: Any, tmp_path: Path, **env: str) -> list[str]:
     """The fsync, fdatasync and rename calls of `dal run -q job.dal` (with their paths), in order."""
     durable.write("job.dal", 'run("true")\n')
     log = tmp_path / "strace.log"
@@ -26,7 +26,7 @@ def traced(durable: Durable, tmp_path: Path, **env: str) -> list[str]:
     return [line for line in log.read_text().splitlines() if "(" in line]
 
 
-def test_the_receipt_is_fsynced_in_the_store_and_its_files_are_not(durable: Durable, tmp_path: Path) -> None:
+def test_the_receipt_is_fsynced_in_the_store_and_its_files_are_not(durable: Any, tmp_path: Path) -> None:
     calls = traced(durable, tmp_path)
     json_rename = next(i for i, c in enumerate(calls) if re.search(r"rename.*receipts/run_\w+\.json\"", c))
     wal_syncs = [i for i, c in enumerate(calls) if "sync(" in c and "dal.db-wal>" in c]
@@ -35,7 +35,7 @@ def test_the_receipt_is_fsynced_in_the_store_and_its_files_are_not(durable: Dura
     assert durable.latest()["status"] == "completed"
 
 
-def test_files_are_fsynced_when_they_are_the_only_record(durable: Durable, tmp_path: Path) -> None:
+def test_files_are_fsynced_when_they_are_the_only_record(durable: Any, tmp_path: Path) -> None:
     # Writes of this run: the run (1), the intent (2), the result (3), the receipt (4), which fails.
     calls = traced(durable, tmp_path, DAL_TEST_STORE_FAULT="locked:4")
     synced = [c for c in calls if "sync(" in c and "/receipts" in c]
