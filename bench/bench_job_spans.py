@@ -1,0 +1,121 @@
+"""Where one job's time goes: one worker, in-process, with perf_counter spans around the steps of each job
+in its forked child. Prints mean milliseconds per job; asserts nothing.
+
+    python bench/bench_job_spans.py [JOBS]      # default 40 one-effect jobs (`run("true")`)
+
+Spans nest (`_execute` holds `execute_checked`, the wall around the effect, and `_finish`, the receipt),
+so they do not add up. `fork->child` is the time from the fork to the child's first line. The last line
+gives the time per job from the first run's start to the last job's end, and the CPU time of every
+process per job (the worker's start-up included).
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import importlib
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(os.environ.get("REPO") or Path(__file__).resolve().parents[1])
+sys.path.insert(0, str(REPO))
+
+SPANS = [
+    ("dal.worker.worker", "Worker._child"), ("dal.receipts.jobs", "JobQueue.route"),
+    ("dal.receipts.jobs", "JobQueue.open"), ("dal.receipts.jobs", "JobQueue.close"),
+    ("dal.runner.runner", "_execute"), ("dal.runner.runner", "_finish"), ("dal.runner.runner", "_RunState.release"),
+    ("dal.runner.runner", "_RunState.enter_key"), ("dal.receipts.store", "Store.__init__"),
+    ("dal.receipts.store", "Store.close"), ("dal.receipts.store", "Store.save_receipt"),
+    ("dal.receipts.store", "Store.journal_intent"), ("dal.receipts.store", "Store.journal_result"),
+    ("dal.receipts.store", "Store.begin_run"), ("dal.receipts.oplock", "KeyLock.acquire"),
+    ("dal.receipts.files", "write_receipt_files"), ("dal.effects.running", "execute_checked"),
+]
+acc: dict[str, float] = {}
+
+
+def timed(modname: str, qual: str) -> None:
+    owner: Any = importlib.import_module(modname)
+    *path, name = qual.split(".")
+    for p in path:
+        owner = getattr(owner, p)
+    f = getattr(owner, name)
+
+    @functools.wraps(f)
+    def g(*a: Any, **k: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return f(*a, **k)
+        finally:
+            acc[qual] = acc.get(qual, 0.0) + time.perf_counter() - t
+
+    setattr(owner, name, g)
+
+
+def cpu() -> float:
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
+def main() -> None:
+    from dal.receipts.jobs import JobQueue, machine_host
+    from dal.receipts.store import Store
+    from dal.runner.build import build_spec
+    from dal.worker import worker as w
+    from dal.worker.spec import make_spec
+
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+    ws = Path(tempfile.mkdtemp())
+    (ws / "job.dal").write_text('run("true")\n', encoding="utf-8")
+    db = ws / ".dal" / "dal.db"
+    spec = make_spec(build_spec(ws / "job.dal", workspace=ws, max_steps=1000))
+    with Store(db) as store:
+        for i in range(n):
+            JobQueue.of(store).submit(spec=spec, key=f"bench:{i}", queue="default", priority=0, run_at=0.0,
+                                      max_attempts=1, host=machine_host(), movable=False)
+    out = Path(tempfile.mkdtemp())
+    for mod, qual in SPANS:
+        timed(mod, qual)
+    child, fork = w.Worker._child, w.Worker._fork
+
+    def traced_child(self: Any, job: dict[str, Any], fence: Any) -> int:
+        acc.clear()
+        acc["fork->child"] = time.time() - job["_forked_at"]
+        try:
+            return child(self, job, fence)
+        finally:
+            (out / f"{os.getpid()}.json").write_text(json.dumps(acc))
+
+    def traced_fork(self: Any, job: dict[str, Any]) -> None:
+        job["_forked_at"] = time.time()
+        fork(self, job)
+
+    w.Worker._child, w.Worker._fork = traced_child, traced_fork  # type: ignore[method-assign]
+    c0 = cpu()
+    w.Worker(db, until_idle=True, poll=0.02, say=lambda text: None).run()
+    used = cpu() - c0
+    files = glob.glob(str(out / "*.json"))
+    total: dict[str, float] = {}
+    for f in files:
+        for k, v in json.loads(Path(f).read_text()).items():
+            total[k] = total.get(k, 0.0) + v
+    print(f"{n} one-effect jobs, one worker; load average {os.getloadavg()[0]:.1f}; mean per job:")
+    for k, v in sorted(total.items(), key=lambda kv: -kv[1]):
+        print(f"  {k:28s} {v / len(files) * 1000:7.2f} ms")
+    with Store(db, readonly=True) as store:
+        runs = store.list_runs(limit=None)
+        jobs = JobQueue.of(store).list(limit=None)
+    first = min(datetime.fromisoformat(r["started_at"].replace("Z", "+00:00")).timestamp() for r in runs)
+    span = max(j["finished_at"] or 0 for j in jobs) - first
+    print(f"first run's start to last job's end: {span / n * 1000:.1f} ms per job; CPU {used / n * 1000:.1f} ms "
+          "per job (all processes, the worker's start-up included)")
+
+
+if __name__ == "__main__":
+    main()
