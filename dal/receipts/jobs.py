@@ -324,10 +324,19 @@ class JobQueue:
     def claim(self, *, owner: str, queues: Sequence[str], host: str, lease: float,
               now: float | None = None,
               stale: Sequence[tuple[int, int, float]] | None = None) -> dict[str, Any] | None:
-        """Take the best job whose time has come, in one statement: the highest priority, then the earliest
+        """The best job whose time has come, claimed (claim_some with a limit of one), or None."""
+        got = self.claim_some(owner=owner, queues=queues, host=host, lease=lease, limit=1, now=now, stale=stale)
+        return got[0] if got else None
+
+    def claim_some(self, *, owner: str, queues: Sequence[str], host: str, lease: float, limit: int,
+                   now: float | None = None,
+                   stale: Sequence[tuple[int, int, float]] | None = None) -> list[dict[str, Any]]:
+        """Take up to `limit` of the best jobs whose time has come, best first, in one statement (a worker
+        with room for several claims them in one transaction: one turn of the write lock). Each claimed job
+        gets its own lease epoch, its fence. The best job: the highest priority, then the earliest
         run_at; a ready or scheduled job, or a running one whose lease ran out (a takeover: took_over and
         stale_since keep who had it). A job that is not movable is only claimed on the host that submitted
-        it. Returns the claimed job (its new lease_epoch is the fence), or None.
+        it. Returns the claimed jobs (each one's new lease_epoch is its fence), best first.
 
         `stale`: the (job_id, lease_epoch, lease_until) of running jobs the caller itself saw go unrenewed
         for a whole lease of its own monotonic clock; only those are taken over, and only while their lease
@@ -351,15 +360,19 @@ class JobQueue:
             " note = CASE WHEN state = 'running' THEN 'taken over from ' || COALESCE(lease_owner, '?')"
             " || ' (its lease ran out)' ELSE note END,"
             " holder = NULL"
-            " WHERE job_id = (SELECT job_id FROM jobs WHERE"
+            " WHERE job_id IN (SELECT job_id FROM jobs WHERE"
             f" ((state IN {_in(TRANSITIONS['claim'][0])} AND run_at <= ?) OR (state = 'running' AND {running}))"
             f" AND queue IN ({marks}) AND (movable = 1 OR host = ?)"
-            " ORDER BY priority DESC, run_at, job_id LIMIT 1)"
+            " ORDER BY priority DESC, run_at, job_id LIMIT ?)"
             " RETURNING *"
         )
-        with self._tx("claiming a job") as c:
-            got = _dicts(c.execute(sql, (owner, now + lease, now, now, *running_args, *queues, host)))
-        return got[0] if got else None
+        if limit < 1:
+            return []
+        with self._tx("claiming a job" if limit == 1 else "claiming jobs") as c:
+            # (the order of the rows RETURNING gives is SQLite's: sorted here as the subquery chose them)
+            order = _dicts(c.execute(sql, (owner, now + lease, now, now, *running_args, *queues, host, int(limit))))
+        # run_at as it was claimed: a takeover keeps its run_at, a ready job's was at most `now`
+        return sorted(order, key=lambda j: (-j["priority"], j["run_at"], j["job_id"]))
 
     def heartbeat(self, fence: Fence, lease: float, now: float | None = None) -> bool:
         """Extend the lease of a job this worker runs; False when it is no longer this worker's (taken over,

@@ -176,15 +176,13 @@ class Worker:
                         if now >= next_chores:
                             self._chores(q, now)
                             next_chores = now + min(self.poll, 1.0)
-                        stale = self._stale(q) if len(self.children) < self.concurrency else []
-                        while (len(self.children) + len(claimed) < self.concurrency
-                               and (self.max_jobs is None or self.claimed < self.max_jobs)):
-                            job = q.claim(owner=self.id, queues=self.queues, host=self.host, lease=self.lease, now=now,
-                                          stale=stale)
-                            if job is None:
-                                break
-                            self.claimed += 1
-                            claimed.append(job)
+                        room = self.concurrency - len(self.children)
+                        if self.max_jobs is not None:
+                            room = min(room, self.max_jobs - self.claimed)
+                        if room > 0:  # every job there is room for, in one transaction
+                            claimed = q.claim_some(owner=self.id, queues=self.queues, host=self.host,
+                                                   lease=self.lease, limit=room, now=now, stale=self._stale(q))
+                            self.claimed += len(claimed)
                         idle = not claimed and not self.children and self._idle(q, now)
             except StoreError as e:
                 self.say(f"the run store refused: {e}; trying again in {self.poll:g} s")

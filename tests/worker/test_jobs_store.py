@@ -144,6 +144,24 @@ def test_claim_takes_the_best_due_job_of_its_queues_and_host(store: Store) -> No
     assert claim(q, now=500.0, host="host-b/9999")["job_id"] == elsewhere["job_id"]
 
 
+def test_claim_some_takes_the_best_jobs_at_once_each_with_its_own_fence(store: Store) -> None:
+    q = JobQueue.of(store)
+    low = add(q, "low", priority=0, run_at=50.0)
+    high = add(q, "high", priority=5, run_at=90.0)
+    mid = add(q, "mid", priority=1, run_at=95.0)
+    add(q, "elsewhere", priority=9, host="host-b/9999")  # not movable: never ours
+    two = q.claim_some(owner="w1", queues=["default"], host=HOST, lease=10.0, limit=2, now=100.0)
+    assert [j["job_id"] for j in two] == [high["job_id"], mid["job_id"]]
+    assert all(j["state"] == "running" and j["lease_owner"] == "w1" and j["lease_epoch"] == 1 for j in two)
+    rest = q.claim_some(owner="w2", queues=["default"], host=HOST, lease=10.0, limit=5, now=100.0)
+    assert [j["job_id"] for j in rest] == [low["job_id"]]  # the two taken are not taken again
+    assert q.claim_some(owner="w2", queues=["default"], host=HOST, lease=10.0, limit=0, now=100.0) == []
+    # Each fence is its own: routing one leaves the other running under w1.
+    assert q.route(fence_of(two[0]), "done", now=101.0) == "done"
+    assert q.get(two[1]["job_id"])["state"] == "running"
+    assert q.heartbeat(fence_of(two[1]), 10.0, now=101.0)
+
+
 def test_a_lease_that_runs_out_is_taken_over_with_the_next_epoch(store: Store) -> None:
     q = JobQueue.of(store)
     add(q)
