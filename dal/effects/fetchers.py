@@ -59,7 +59,7 @@ _CURL_VALUES = (
     "ftp-alternative-to-user ftp-method ftp-port ftp-ssl-ccc-mode happy-eyeballs-timeout-ms hostpubmd5 "
     "hostpubsha256 interface keepalive-time key-type krb limit-rate local-port login-options mail-auth mail-from "
     "mail-rcpt max-filesize max-redirs max-time noproxy oauth2-bearer parallel-max pass preproxy proto "
-    "proto-default proto-redir proxy proxy-cert-type proxy-ciphers proxy-key-type proxy-pass proxy-service-name "
+    "proxy proxy-cert-type proxy-ciphers proxy-key-type proxy-pass proxy-service-name "
     "proxy-tls13-ciphers proxy-tlsauthtype proxy-tlspassword proxy-tlsuser proxy-user proxy1.0 quote range rate "
     "referer request request-target resolve retry retry-delay retry-max-time sasl-authzid service-name socks4 "
     "socks4a socks5 socks5-gssapi-service socks5-hostname speed-limit speed-time telnet-option tftp-blksize "
@@ -81,7 +81,7 @@ CURL_LONG: dict[str, str] = {
         data="data", data_ascii="data", data_binary="data", json="data", data_urlencode="urlenc",
         url_query="urlenc", form="form", header="header", proxy_header="header", write_out="writeout",
         config="deny:reads options (and URLs, output files) from a file the check cannot see",
-        engine="engine",
+        engine="engine", proto_default="protodefault", proto_redir="protoredir",
         abstract_unix_socket="deny:connects to a socket outside the filesystem's roots",
         remote_header_name="deny:takes the file name from the server's reply, which the check cannot see",
         metalink="deny:takes file names from a metalink file",
@@ -189,6 +189,12 @@ def _curl_value(kind: str, opt: str, value: str, reads: list[str], writes: list[
     elif kind == "pin":
         if not value.startswith("sha256//"):
             reads.append(value)
+    elif kind == "protodefault":
+        if value.strip().lower() == "file":
+            raise _Deny(f"curl {opt} {value}: every URL without a scheme would name a local file")
+    elif kind == "protoredir":
+        if "file" in value.lower() or "all" in value.lower():
+            raise _Deny(f"curl {opt} {value}: a redirect could then read a local file")
     elif kind == "engine":
         if value != "list":
             raise _Deny(f"curl {opt}: loads an OpenSSL engine, which may be a library of the script's")
@@ -356,8 +362,8 @@ _WGET_FLAGS = (
 )
 _WGET_VALUES = (
     "report-speed base tries retry-on-http-error start-pos progress timeout dns-timeout connect-timeout "
-    "read-timeout wait waitretry quota bind-address limit-rate restrict-file-names prefer-family user password "
-    "local-encoding remote-encoding cut-dirs http-user http-password header compression max-redirect proxy-user "
+    "read-timeout wait waitretry quota bind-address limit-rate prefer-family user password cut-dirs http-user "
+    "http-password header compression max-redirect proxy-user "
     "proxy-password referer user-agent post-data method body-data secure-protocol certificate-type "
     "private-key-type ciphers ftp-user ftp-password accept reject accept-regex reject-regex regex-type domains "
     "exclude-domains follow-tags ignore-tags include-directories exclude-directories"
@@ -372,7 +378,9 @@ WGET_LONG: dict[str, str] = {
         rejected_log=WRITE, directory_prefix="prefix", default_page="page",
         hsts_file=RW, input_file="input", post_file=READ, body_file=READ, load_cookies=READ, certificate=READ,
         private_key=READ, ca_certificate=READ, ca_directory=READ, crl_file=READ, pinnedpubkey="pin",
-        execute="execute", backups="backups",
+        execute="execute", backups="backups", restrict_file_names="restrict",
+        local_encoding="deny:changes how a URL's name becomes a file name",
+        remote_encoding="deny:changes how a URL's name becomes a file name",
         config="deny:reads commands (output files among them) from a file the check cannot see",
         use_askpass="deny:runs a program",
         recursive="deny:" + _WGET_UNMODELLED, level="deny:" + _WGET_UNMODELLED,
@@ -510,6 +518,10 @@ def _wget(args: tuple[str, ...], exists: Callable[[str], bool]) -> ArgUse:
                 if cmd not in _WGET_E_SAFE:
                     raise _Deny(f"wget -e {value}: a wgetrc command that may name a file or a program "
                                 "(allowed: robots=off and others that name none)")
+            elif kind == "restrict":
+                if not set(value.lower().split(",")) <= {"unix", "nocontrol", "ascii"}:
+                    raise _Deny(f"wget --restrict-file-names={value}: changes the names of the files it writes "
+                                "(unix, nocontrol and ascii are allowed)")
             elif kind == "backups":
                 if not value.isdigit() or int(value) > 100:
                     raise _Deny(f"wget --backups={value}: at most 100")
@@ -571,6 +583,8 @@ def _wget_paths(url: str, page: str, tree: bool, no_host: bool, cut: int) -> lis
     parts = urllib.parse.urlsplit(url)
     if parts.scheme.lower() not in ("http", "https", "ftp", "ftps"):
         raise _Deny(f"wget {url}: the scheme {parts.scheme}: is not one wget fetches")
+    if parts.scheme.lower().startswith("ftp") and (re.search(r"[*?\[]", parts.path) or parts.path.endswith("/")):
+        raise _Deny(f"wget {url}: an FTP glob or folder: the server's listing names the files written")
     out = []
     for path in dict.fromkeys((parts.path, urllib.parse.unquote(parts.path))):
         segments = path.split("/")

@@ -40,6 +40,8 @@ ALLOWED = [
     "wget -e robots=off -q http://example.com/a",
     "wget -q -x -P out http://example.com/d/a.txt",
     "wget --spider http://example.com/a",
+    "wget --restrict-file-names=ascii,nocontrol -q http://example.com/a",
+    "curl -L --proto-redir https http://example.com/",
 ]
 
 DENIED = [
@@ -123,6 +125,13 @@ DENIED = [
     ("wget -b http://x/", "wget-log"),
     ("wget --warc-file=x http://x/", "WARC"),
     ("wget -nz http://x/", "unknown"),
+    ("wget --restrict-file-names=lowercase http://x/DAL.TOML", "restrict-file-names"),
+    ("wget --remote-encoding=UTF-16 http://x/a", "name becomes a file name"),
+    ("wget 'ftp://x/pub/*.toml'", "FTP glob"),
+    ("wget ftp://x/pub/", "FTP glob"),
+    ("curl --proto-default file etc/passwd", "local file"),
+    ("curl -L --proto-redir all http://x/", "local file"),
+    ("curl -L --proto-redir=+file http://x/", "unknown"),
     ("wget --frob http://x/", "unknown"),
 ]
 

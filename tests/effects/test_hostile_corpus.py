@@ -788,6 +788,21 @@ AGENT = [
 ]
 
 
+# With curl and wget allowed (no network: what matters is that they are not denied).
+FETCH = [
+    "curl -sS file://{WS}/notes.txt",
+    "curl -sS -o out/notes.txt file://{WS}/notes.txt",
+    "curl -sSL --create-dirs -o out/new/n.txt file://{WS}/notes.txt",
+    "curl -s --output-dir out -O file://{WS}/notes.txt",
+    "curl -sS -w '%{http_code}' -o /dev/null http://127.0.0.1:9/",
+    "curl -sS -H 'Accept: application/json' -d @notes.txt http://127.0.0.1:9/api",
+    "wget -q -P out http://127.0.0.1:9/a.txt",
+    "wget -qO out/page.html http://127.0.0.1:9/",
+    "wget -qO- http://127.0.0.1:9/a",
+    "wget -nv -nc -e robots=off -P out http://127.0.0.1:9/b.txt",
+]
+
+
 def _legit_run(ws: Path, commands: list[str], wall: bool, allow: tuple[str, ...]) -> list[tuple[str, str]]:
     case = Case("legit", tuple(commands), allow=allow)
     ran = _run(ws.parent, ws, case, wall, "unused")
@@ -805,7 +820,14 @@ def test_legitimate_commands_still_run(wall: bool, root: Path) -> None:
     case = Case("agent", ())
     repo_ws = _build(repo_root, case) if HAVE_GIT else None
     agent = _legit_run(repo_ws, AGENT, wall, GIT) if repo_ws is not None else []
-    results = corpus + agent
+    fetch = []
+    if find_program("curl") and find_program("wget"):
+        (root / "fetch").mkdir()
+        fetch_ws = _build(root / "fetch", Case("fetch", (), repo=False))
+        (fetch_ws / "out").mkdir()
+        fetch = _legit_run(fetch_ws, FETCH, wall, ("curl", "wget"))
+        assert not [c for c, s in fetch if s == "denied"], [c for c, s in fetch if s == "denied"]
+    results = corpus + agent + fetch
     denied = [(c, s) for c, s in results if s == "denied"]
     share = 1 - len(denied) / len(results)
     print(f"{share:.1%} of {len(results)} legitimate commands ran ({'wall' if wall else 'no wall'}); denied: {denied}")
