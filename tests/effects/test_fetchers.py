@@ -5,7 +5,10 @@ with file: URLs, wget against a local HTTP server) inside the wall and without i
 from __future__ import annotations
 
 import http.server
+import os
+import re
 import shutil
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -253,3 +256,94 @@ def test_wget_cannot_write_a_policy_file_and_still_saves_into_a_write_root(ws: P
     assert r.ok, r.stderr
     assert (ws / "out" / "a.txt").read_text() == "served\n"
     assert (ws / "out" / "tree" / "d" / "a.txt").read_text() == "served\n"
+
+
+# --- the models against the real programs, under inotify ---------------------------------------------------
+
+CURL_REAL = [
+    "curl -s -o out file://{TOP}/A",
+    "curl -sSLo out2 file://{TOP}/A",
+    "curl -s --output-dir D -O file://{TOP}/A",
+    "curl -s --output-dir N/M --create-dirs -O file://{TOP}/A",
+    "curl -s --create-dirs -o P/Q/o file://{TOP}/A",
+    "curl -s -D hdr -c jar --trace tr --trace-ascii tra --stderr err --etag-save etag --libcurl lc -o o file://{TOP}/A",
+    "curl -s -T A file://{TOP}/up",
+    "curl -s -T A file://{TOP}/D/",
+    "curl -s -d @B -H @H -w @W -o o file://{TOP}/A",
+    "curl -s -O file://{TOP}/D/x -: -o o3 file://{TOP}/B",
+    "curl -s --remote-name-all file://{TOP}/A file://{TOP}/D/x --output-dir R --create-dirs",
+    "curl -s -O 'file://{TOP}/A?q=1'",
+    "curl -s --hsts hs --alt-svc alt -o o file://{TOP}/A",
+]
+
+
+def _real_setup(top: Path) -> None:
+    for name, text in (("A", "a\n"), ("B", "b\n"), ("H", "X-A: 1\n"), ("W", "%{http_code}\n")):
+        (top / name).write_text(text)
+    (top / "D").mkdir()
+    (top / "D" / "x").write_text("x\n")
+
+
+def _touched_only_what_the_model_says(top: Path, argv: tuple[str, ...]) -> None:
+    from test_effects_models import Watch, _covered, _model_paths
+
+    from dal.effects.programs import analyze_argv
+
+    use = analyze_argv(argv, lambda p: (top / p).is_dir(), lambda p: os.path.lexists(top / p))
+    assert use is not None and use.unsafe is None, use
+    reads, writes, trees = _model_paths(use)
+    rel = {os.path.normpath(os.path.relpath(p, top)) if p.startswith("/") else p for p in reads | writes}
+    watch = Watch(top)
+    subprocess.run(argv, cwd=top, stdin=subprocess.DEVNULL, capture_output=True, timeout=20,
+                   env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "HOME": str(top / "D")})  # fmt: skip
+    opened, changed = watch.events()
+    assert changed, f"{argv}: the program changed nothing (the example tests nothing)"
+    for path in opened | changed:
+        if path.startswith("D/x") and path in opened and path not in changed:
+            continue
+        folder, name = os.path.split(path)
+        if re.fullmatch(r"[0-9a-f]{40}\.tmp", name) and any(os.path.dirname(w) == folder for w in rel):
+            continue  # curl 7.88 (Curl_fopen) writes a cookie jar, HSTS, alt-svc file through HEX.tmp beside it
+        assert _covered(path, rel, trees), f"{' '.join(argv)} touched {path}; the model says {sorted(rel)}"
+
+
+@pytest.mark.skipif(not HAVE_CURL, reason="curl not installed")
+@pytest.mark.parametrize("command", CURL_REAL)
+def test_curl_touches_only_what_its_model_says(tmp_path: Path, command: str) -> None:
+    import shlex
+
+    top = tmp_path / "s"
+    top.mkdir()
+    _real_setup(top)
+    _touched_only_what_the_model_says(top, tuple(shlex.split(command.replace("{TOP}", str(top)))))
+
+
+WGET_REAL = [
+    "wget -q {URL}/d/a.txt",
+    "wget -q {URL}/d/a.txt",  # again: the numbered copy a.txt.1 (a.txt exists, see below)
+    "wget -q -P P {URL}/d/a.txt",
+    "wget -q -x {URL}/d/a.txt",
+    "wget -q -x -nH --cut-dirs=1 {URL}/d/a.txt",
+    "wget -q -o log -O o {URL}/d/a.txt",
+    "wget -q --save-cookies c {URL}/d/a.txt",
+    "wget -q -i list -O o2",
+    "wget -q {URL}/d/",
+    "wget -q '{URL}/d/a.txt?x=1'",
+    "wget -q --post-file=B -O o3 {URL}/d/a.txt",
+    "wget -q --backups=2 -O a.txt {URL}/d/a.txt",
+    "wget -q -a log2 -K -k {URL}/d/a.txt",
+]
+
+
+@pytest.mark.skipif(not HAVE_WGET, reason="wget not installed")
+@pytest.mark.parametrize(("i", "command"), list(enumerate(WGET_REAL)))
+def test_wget_touches_only_what_its_model_says(tmp_path: Path, server: str, i: int, command: str) -> None:
+    import shlex
+
+    top = tmp_path / "s"
+    top.mkdir()
+    _real_setup(top)
+    (top / "list").write_text(f"{server}/d/a.txt\n")
+    if i == 1:
+        (top / "a.txt").write_text("old\n")
+    _touched_only_what_the_model_says(top, tuple(shlex.split(command.replace("{URL}", server))))
