@@ -510,6 +510,10 @@ def _git_marks(roots: Iterable[str]) -> tuple[set[str], bool]:
         names = {e.name for e in entries}
         if "HEAD" in names and ({"objects", "refs"} <= names or "commondir" in names):
             found.add(top)
+            # not into git's own folders of it, but a policy file or store may hide anywhere else in it
+            found.update(e.path for e in entries if e.name in NESTED_NAMES)
+            stack.extend(e.path for e in entries if e.name not in ("objects", "refs", *NESTED_NAMES)
+                         and e.is_dir(follow_symlinks=False))
             continue
         for e in entries:
             if e.name == ".git" or e.name in NESTED_NAMES:

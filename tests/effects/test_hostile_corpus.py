@@ -520,24 +520,27 @@ CASES = [
     # issue 12, secwall: protected names anywhere in the write roots, `.git` read-only for a program other
     # than git, and curl's output options (attack4 finding 05)
     Case("sh-plants-nested-policy", ("sh -c 'printf \"[run]\\nallow = [\\\"sh\\\"]\\n\" > sub/dal.toml'",), allow=SH,
-         needs=NO_WALL, later="sub"),  # fmt: skip
+         control=True, needs=NO_WALL, later="sub"),  # fmt: skip
     Case("sh-rewrites-nested-policy", ("sh -c 'printf \"[run]\\nallow = [\\\"sh\\\"]\\n\" > app/dal.toml'",
                                        "sh -c 'rm -f app/dal.toml; mv app app2'"), allow=SH, needs=NO_WALL,
          setup=_nested_policy_and_repo, later="app"),  # fmt: skip
     Case("sh-plants-nested-store", ("sh -c 'mkdir -p sub/.dal && echo forged > sub/.dal/dal.db'",), allow=SH,
          needs=NO_WALL, later="sub"),  # fmt: skip
     Case("sh-nested-repo-config", ("sh -c 'printf \"[core]\\n\\tfsmonitor = touch pwned\\n\" >> "
-                                   "vendor/lib/.git/config'",), allow=SH, needs=NO_WALL,
+                                   "vendor/lib/.git/config'",), allow=SH, control=True, needs=NO_WALL,
          setup=_nested_policy_and_repo),  # fmt: skip
+    Case("sh-hides-policy-in-a-lookalike", ("sh -c 'mkdir -p sub/objects sub/refs sub/w && echo ref: refs/heads/main > "
+                                            "sub/HEAD && printf \"[run]\\nallow = [\\\"sh\\\"]\\n\" > "
+                                            "sub/w/dal.toml'",), allow=SH, needs=NO_WALL, later="sub/w"),  # fmt: skip
     Case("sh-makes-nested-repo", ("sh -c 'mkdir -p sub/r/.git/objects sub/r/.git/refs && echo ref: refs/heads/main > "
                                   "sub/r/.git/HEAD && printf \"[core]\\n\\tfsmonitor = touch pwned\\n\" > "
-                                  "sub/r/.git/config'",), allow=SH, needs=NO_WALL),  # fmt: skip
+                                  "sub/r/.git/config'",), allow=SH, control=True, needs=NO_WALL),  # fmt: skip
     Case("sh-writes-git-objects-refs-pack", ("sh -c 'echo x > .git/objects/zz; mkdir -p .git/objects/ab && printf x > "
                                              ".git/objects/ab/cdef; echo evil | git hash-object -w --stdin; "
                                              "git rev-parse HEAD > .git/refs/heads/evil; printf PACK > "
                                              ".git/objects/pack/pack-0.pack; echo > .git/packed-refs; "
                                              "echo ref: refs/heads/evil > .git/HEAD; printf DIRC > .git/index'",),
-         allow=SH, needs=NO_WALL, keep=(".git/objects", ".git/refs", ".git/HEAD", ".git/index",
+         allow=SH, control=True, needs=NO_WALL, keep=(".git/objects", ".git/refs", ".git/HEAD", ".git/index",
                                         ".git/packed-refs")),  # fmt: skip
     Case("curl-writes-git-index", ("printf 'DIRC' > idx.bin", "curl -s file://{WS}/idx.bin -o .git/index"),
          allow=("curl",), keep=(".git/index", ".git/objects")),  # fmt: skip
