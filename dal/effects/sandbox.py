@@ -213,6 +213,7 @@ class Wall:
         self.undone: list[str] = []  # protected names made, changed or removed in the wall, and what close() did
         self._nested: dict[str, bytes | None] = {}  # nested policy files and stores before: content (files)
         self._nested_git: set[str] = set()  # `.git` folders in the write roots before the pipeline
+        self._absent: list[str] = []  # protected paths (`[paths] protect`, WS/.gitconfig) missing before it
         self.own_identity = True  # the synthetic passwd and group (not when a read root shows the real ones)
         self.placeholders: list[tuple[str, int, int]] = []  # (path, st_dev, st_ino) of the folders it made
         self.home = WALL_HOME  # HOME for the programs inside
@@ -294,6 +295,11 @@ class Wall:
                                   "directory); only the default toolset runs in so large a tree")
             self._git_marks = marks
             extra = self._nested_protected(marks, ws)
+            # What records runs changes while a pipeline runs (SQLite's -wal beside a store elsewhere): never
+            # undone; nor `.git` entries (the placeholders and GIT_SWEPT above) or the workspace's `.dal`.
+            records = [*p.hidden, os.path.join(ws, ".dal")]
+            self._absent = [path for path in p.protected if _within(path, write_roots) and not _within(path, records)
+                            and ".git" not in path.split("/") and not os.path.lexists(path)]
         tail += self._protected(p, ws, write_roots, extra)
         git = os.path.join(ws, ".git")
         if self.make_placeholders and _within(os.path.realpath(git), write_roots):
@@ -451,6 +457,8 @@ class Wall:
             if data is None or _protected_bytes(m) == data:
                 continue
             done.append(_put_back(m, data))
+        done += [_remove_entry(path, "a protected path made inside the wall") for path in self._absent
+                 if os.path.lexists(path)]
         return done
 
     def _git_marks_before(self) -> set[str]:

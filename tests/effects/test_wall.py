@@ -635,3 +635,17 @@ def test_too_many_nested_policy_files_refuse_the_wall(tmp_path: Path, monkeypatc
     assert r.code == 126 and "the wall cannot be set up" in r.stderr and "more than 3 policy files" in r.stderr
     assert not os.path.lexists(tmp_path / "pwned")
     assert run_effect("ls p0", EffectContext(policy=Policy.load(ws))).ok  # the default toolset still runs
+
+
+@walled
+def test_a_protected_path_that_did_not_exist_is_removed_after_the_pipeline(tmp_path: Path) -> None:
+    """`[paths] protect` names it, the check denies writing it; an interpreter that makes it anyway inside the
+    wall has it removed, and the command fails naming it. The run store's own side files are left alone."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "dal.toml").write_text('[run]\nallow = ["sh"]\n[paths]\nprotect = ["Makefile", "secrets/"]\n')
+    r = sh(ws, "echo 'all:; touch pwned' > Makefile && mkdir -p secrets && echo k > secrets/k && "
+               "printf '[user]\\n' > .gitconfig && echo made", policy=Policy.load(ws))
+    assert "made" in r.stdout and r.code == 126, r
+    for rel in ("Makefile", "secrets", ".gitconfig"):
+        assert not os.path.lexists(ws / rel) and rel in r.stderr, (rel, r.stderr)
