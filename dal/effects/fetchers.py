@@ -58,12 +58,12 @@ _CURL_VALUES = (
     "dns-interface dns-ipv4-addr dns-ipv6-addr dns-servers doh-url expect100-timeout form-string ftp-account "
     "ftp-alternative-to-user ftp-method ftp-port ftp-ssl-ccc-mode happy-eyeballs-timeout-ms hostpubmd5 "
     "hostpubsha256 interface keepalive-time key-type krb limit-rate local-port login-options mail-auth mail-from "
-    "mail-rcpt max-filesize max-redirs max-time noproxy oauth2-bearer parallel-max pass preproxy proto "
-    "proxy proxy-cert-type proxy-ciphers proxy-key-type proxy-pass proxy-service-name "
+    "mail-rcpt max-filesize max-redirs max-time noproxy oauth2-bearer parallel-max pass proto "
+    "proxy-cert-type proxy-ciphers proxy-key-type proxy-pass proxy-service-name "
     "proxy-tls13-ciphers proxy-tlsauthtype proxy-tlspassword proxy-tlsuser proxy-user proxy1.0 quote range rate "
     "referer request request-target resolve retry retry-delay retry-max-time sasl-authzid service-name socks4 "
     "socks4a socks5 socks5-gssapi-service socks5-hostname speed-limit speed-time telnet-option tftp-blksize "
-    "time-cond tls-max tls13-ciphers tlsauthtype tlspassword tlsuser user user-agent data-raw"
+    "tls-max tls13-ciphers tlsauthtype tlspassword tlsuser user user-agent data-raw"
 )
 CURL_LONG: dict[str, str] = {
     **dict.fromkeys(_CURL_FLAGS.split(), FLAG),
@@ -81,7 +81,8 @@ CURL_LONG: dict[str, str] = {
         data="data", data_ascii="data", data_binary="data", json="data", data_urlencode="urlenc",
         url_query="urlenc", form="form", header="header", proxy_header="header", write_out="writeout",
         config="deny:reads options (and URLs, output files) from a file the check cannot see",
-        engine="engine", proto_default="protodefault", proto_redir="protoredir",
+        engine="engine", proto_default="protodefault", proto_redir="protoredir", proxy="proxy", preproxy="proxy",
+        time_cond="timecond",
         abstract_unix_socket="deny:connects to a socket outside the filesystem's roots",
         remote_header_name="deny:takes the file name from the server's reply, which the check cannot see",
         metalink="deny:takes file names from a metalink file",
@@ -159,6 +160,16 @@ def _at_file(value: str) -> str | None:
 def _curl_value(kind: str, opt: str, value: str, reads: list[str], writes: list[str]) -> None:
     if kind.startswith("deny:"):
         raise _Deny(f"curl {opt}: {kind[5:]}")
+    if not value and kind in (READ, WRITE, RW):
+        return  # `--alt-svc ""`: the feature without a file
+    if kind == "proxy":
+        if re.match(r"socks[0-9a-z]*://localhost/", value, re.IGNORECASE):
+            raise _Deny(f"curl {opt} {value}: a SOCKS proxy through a local socket, outside the check's roots")
+        return
+    if kind == "timecond":
+        if value.lstrip("+-="):
+            reads.append(value.lstrip("+-="))  # a date, or else the file whose time curl takes: checked either way
+        return
     if kind == READ:
         reads.append(value)
     elif kind == WRITE:

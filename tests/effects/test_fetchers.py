@@ -45,6 +45,8 @@ ALLOWED = [
     "wget --spider http://example.com/a",
     "wget --restrict-file-names=ascii,nocontrol -q http://example.com/a",
     "curl -L --proto-redir https http://example.com/",
+    "curl -z 'Wed, 01 Jan 2020 00:00:00 GMT' -x http://proxy:3128 http://example.com/",
+    "curl --alt-svc '' http://example.com/",
 ]
 
 DENIED = [
@@ -133,6 +135,8 @@ DENIED = [
     ("wget 'ftp://x/pub/*.toml'", "FTP glob"),
     ("wget ftp://x/pub/", "FTP glob"),
     ("curl --proto-default file etc/passwd", "local file"),
+    ("curl -z /etc/shadow http://x/", "outside"),
+    ("curl -x socks5h://localhost/run/tor/socks http://x/", "local socket"),
     ("curl -L --proto-redir all http://x/", "local file"),
     ("curl -L --proto-redir=+file http://x/", "unknown"),
     ("wget --frob http://x/", "unknown"),
