@@ -238,8 +238,8 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
     if wall is not None and wall.unchecked:
         # Fail closed (sandbox._GIT_SCAN_LIMIT): the pipeline grew the tree past what the walk checks.
         run.err.add(f"dal: could not check what the program left for git in {', '.join(wall.unchecked)}: more than "
-                    f"{_GIT_SCAN_LIMIT} entries there now; look for a `.git` file or a folder holding HEAD, objects/ "
-                    "and refs/ before running git there\n".encode())
+                    f"{_GIT_SCAN_LIMIT} entries there now, or a folder DAL cannot look into; look for a `.git` file, a "
+                    "folder holding HEAD, objects/ and refs/, or a dal.toml before running git or dal there\n".encode())
         return 126 if isinstance(code, int) else code
     return code
 

@@ -290,9 +290,10 @@ class Wall:
         if self.make_placeholders:
             marks, complete = _git_marks(write_roots)
             if not complete:
-                raise WallRefused(f"the write roots hold more than {_GIT_SCAN_LIMIT} entries, too many to check what "
-                                  "a program leaves there for git (a `.git` file, a folder passing for a git "
-                                  "directory); only the default toolset runs in so large a tree")
+                raise WallRefused(f"the write roots hold more than {_GIT_SCAN_LIMIT} entries (or a folder DAL cannot "
+                                  "look into), too many to check what a program leaves there for git or a later "
+                                  "run (a `.git` file, a folder passing for a git directory, a dal.toml); only the "
+                                  "default toolset runs in such a tree")
             self._git_marks = marks
             extra = self._nested_protected(marks, ws)
             # What records runs changes while a pipeline runs (SQLite's -wal beside a store elsewhere): never
@@ -508,8 +509,9 @@ def _git_marks(roots: Iterable[str]) -> tuple[set[str], bool]:
     while stack:
         top = stack.pop()
         try:
-            with os.scandir(top) as it:
-                entries = list(it)
+            entries = _entries(top)
+        except PermissionError:
+            return found, False  # a folder nobody could look into: fail closed, as past the limit
         except OSError:
             continue
         count += len(entries)
@@ -529,6 +531,22 @@ def _git_marks(roots: Iterable[str]) -> tuple[set[str], bool]:
             elif e.is_dir(follow_symlinks=False):
                 stack.append(e.path)
     return found, True
+
+
+def _entries(folder: str) -> list[os.DirEntry]:
+    """The entries of `folder`. A folder DAL's user cannot list (a program of the script did `chmod 311 sub`
+    after writing `sub/dal.toml`: still reachable by name) gets its owner's rwx back first, so that the walk
+    sees inside; PermissionError when it still cannot (not DAL's user's own folder)."""
+    try:
+        with os.scandir(folder) as it:
+            return list(it)
+    except PermissionError:
+        st = os.lstat(folder)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            raise
+        os.chmod(folder, stat.S_IMODE(st.st_mode) | stat.S_IRWXU)  # no process of the wall is left to swap it
+        with os.scandir(folder) as it:
+            return list(it)
 
 
 def _gitfile_bytes(path: str) -> bytes | None:

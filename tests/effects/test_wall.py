@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -649,3 +650,42 @@ def test_a_protected_path_that_did_not_exist_is_removed_after_the_pipeline(tmp_p
     assert "made" in r.stdout and r.code == 126, r
     for rel in ("Makefile", "secrets", ".gitconfig"):
         assert not os.path.lexists(ws / rel) and rel in r.stderr, (rel, r.stderr)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops to another user in a child: needs root")
+def test_a_folder_made_unlistable_does_not_hide_a_policy_file_from_the_walk(tmp_path: Path) -> None:
+    """As an operator who is not root, a script's `chmod 311 sub` after writing `sub/dal.toml` kept the walk
+    out (the file is still reachable by name: `cd sub && dal run` reads it). The walk, run as that user,
+    gives the folder its owner's rwx back and finds it; a folder it cannot list is a walk that fails closed."""
+    import tempfile
+
+    import dal.effects.sandbox as sandbox
+
+    top = Path(tempfile.mkdtemp(prefix="dal-unlistable-", dir="/var/tmp"))  # pytest's tmp_path: root's 0700
+    ws = top / "ws"
+    (ws / "sub").mkdir(parents=True)
+    (ws / "sub" / "dal.toml").write_text("[run]\n")
+    (ws / "other").mkdir(mode=0o700)
+    for p in (top, ws, ws / "sub", ws / "sub" / "dal.toml"):
+        os.chown(p, 65534, 65534)
+    os.chmod(ws / "sub", 0o311)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the operator's user, walking as the wall does
+        try:
+            os.close(read)
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            found, complete = sandbox._git_marks([str(ws / "sub")])
+            also = sandbox._git_marks([str(ws)])[1]  # `other` is root's and not listable by this user
+            os.write(write, repr((sorted(found), complete, also)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    out = os.read(read, 65536).decode()
+    os.waitpid(pid, 0)
+    found, complete, also = eval(out)  # noqa: S307 -- our own child's repr of plain values
+    assert found == [str(ws / "sub" / "dal.toml")] and complete, out
+    assert stat.S_IMODE(os.stat(ws / "sub").st_mode) & 0o700 == 0o700
+    shutil.rmtree(top, ignore_errors=True)
+    assert also is False  # fail closed: the wall is refused, or the command fails, rather than half checked
