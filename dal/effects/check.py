@@ -458,7 +458,8 @@ def recheck(cmd: SimpleCommand, policy: Policy) -> str | None:
     ws = policy.workspace
     _spent.reset()
     try:
-        use = analyze_argv(cmd.argv, lambda p: os.path.isdir(os.path.join(ws, p)))
+        use = analyze_argv(cmd.argv, lambda p: os.path.isdir(os.path.join(ws, p)),
+                           lambda p: os.path.lexists(os.path.join(ws, p)))
         if use is not None and use.unsafe:
             return use.unsafe
         placed: list[str] = []
@@ -611,7 +612,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
         executables[name] = _program(name, policy)
         if name not in programs:
             programs.append(name)
-        use = analyze_argv(cmd.argv, is_dir)
+        use = analyze_argv(cmd.argv, is_dir, lambda p: os.path.lexists(os.path.join(ws, p)))
         rule = policy.rule(name)
         if use is None:
             # No model: the policy trusts this program with its arguments; the sandbox still walls it in.
@@ -621,6 +622,8 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
             if use.unsafe:
                 raise _Denied(use.unsafe)
             part_class = model_class(name) or "local"
+            if name in ("curl", "wget") and policy.allow_net:  # fetchers.py: modelled, and on the network
+                part_class = "external"
             part_idem = use.idempotent
             if getattr(use.git, "network", False):
                 part_class = "external"

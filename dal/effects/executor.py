@@ -180,6 +180,13 @@ def execute_plan(
             run.cgroup.close()
 
 
+def locks_git(pipeline: Pipeline) -> bool:
+    """Whether the pipeline's wall shows every `.git` folder read-only as a whole (sandbox.Wall.lock_git): when
+    one of its programs is neither git nor of the default toolset (whose writes the check sees), and so may
+    write git's objects, refs or index as it likes."""
+    return any(c.argv[0] not in DEFAULT_TOOLSET_NAMES and c.argv[0] != "git" for c in pipeline.commands)
+
+
 def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
     """Run one pipeline; its last command's exit status, None on timeout, _CANCELLED when cancelled.
 
@@ -192,7 +199,8 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
     try:
         if others:
             guard = GitGuard.start(run.policy, walled=run.sandbox)
-        wall = Wall(run.policy, run.exes.values(), run.limits.tmp_size, others) if run.sandbox else None
+        wall = (Wall(run.policy, run.exes.values(), run.limits.tmp_size, others, locks_git(pipeline))
+                if run.sandbox else None)
     except (WallRefused, GuardRefused) as e:
         # Like a path denied at start: this pipeline does not start, the list goes on as after a failure.
         what = "the wall cannot be set up" if isinstance(e, WallRefused) else "git's state cannot be held"
@@ -211,6 +219,13 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
         # refs and the index are back as before. First on stderr, so that the result's summary says it.
         run.err.prepend("".join(f"dal: {m}\n" for m in refused).encode())
         code = 126 if isinstance(code, int) else code
+    if wall is not None and wall.undone:
+        # sandbox.Wall._undo_nested: a policy file, a store or (a program other than git) a repository made or
+        # changed anywhere in the write roots, which a later `dal run` or a person's git there would take up.
+        run.err.add(f"dal: undid what a program did to protected names inside the wall: {', '.join(wall.undone)}; "
+                    "a policy file, a store or a git repository is never made or changed by a script\n".encode())
+        if not wall.swept and not wall.unchecked:
+            return 126 if isinstance(code, int) else code
     if wall is not None and wall.swept:
         # sandbox.GIT_SWEPT and _neutralise: what a program made inside the wall that a person's git would act
         # on later (a todo list, a commondir, a `.git` file, a folder passing for a git directory).
@@ -223,8 +238,8 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
     if wall is not None and wall.unchecked:
         # Fail closed (sandbox._GIT_SCAN_LIMIT): the pipeline grew the tree past what the walk checks.
         run.err.add(f"dal: could not check what the program left for git in {', '.join(wall.unchecked)}: more than "
-                    f"{_GIT_SCAN_LIMIT} entries there now; look for a `.git` file or a folder holding HEAD, objects/ "
-                    "and refs/ before running git there\n".encode())
+                    f"{_GIT_SCAN_LIMIT} entries there now, or a folder DAL cannot look into; look for a `.git` file, a "
+                    "folder holding HEAD, objects/ and refs/, or a dal.toml before running git or dal there\n".encode())
         return 126 if isinstance(code, int) else code
     return code
 

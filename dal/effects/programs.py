@@ -988,9 +988,15 @@ def model_class(name: str) -> str | None:
     return MODEL_CLASSES.get(name)
 
 
-def analyze_argv(argv: tuple[str, ...], is_dir: Callable[[str], bool]) -> ArgUse | None:
-    """Analyse `argv` with the model of its program; None when DAL has no model for it."""
+def analyze_argv(argv: tuple[str, ...], is_dir: Callable[[str], bool],
+                 exists: Callable[[str], bool] | None = None) -> ArgUse | None:
+    """Analyse `argv` with the model of its program; None when DAL has no model for it. `exists`: whether a
+    path (relative to the workspace) exists, for wget's numbered copies (when absent: none is assumed)."""
     name = argv[0]
+    if name in ("curl", "wget"):  # only when a policy allows them and a command uses them
+        from dal.effects import fetchers
+
+        return fetchers.analyze_curl(argv) if name == "curl" else fetchers.analyze_wget(argv, exists)
     if name == "git":
         from dal.effects.gitmodel import analyze_git  # only when a policy allows git and a command uses it
 

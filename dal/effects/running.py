@@ -31,7 +31,18 @@ def run_effect(command: str, ctx: EffectContext) -> EffectResult:
 
 def wall_in_force(ctx: EffectContext) -> dict[str, str | None]:
     """How commands run under `ctx`, for the run receipt: {"wall": "bubblewrap" | "none", "reason": ...,
-    "refused": why commands are refused instead, or None}."""
+    "refused": why commands are refused instead, or None}. On a machine without a seccomp table the reason
+    says that programs run without the set-user-ID filter."""
+    how = _wall_in_force(ctx)
+    from dal.effects import seccomp
+
+    note = seccomp.missing()
+    if note is not None and how["refused"] is None:
+        how["reason"] = f"{how['reason']}; {note}"
+    return how
+
+
+def _wall_in_force(ctx: EffectContext) -> dict[str, str | None]:
     if not ctx.use_sandbox and not ctx.require_sandbox:
         return {"wall": "none", "reason": "the wall was turned off by the caller (EffectContext(use_sandbox=False))",
                 "refused": None}

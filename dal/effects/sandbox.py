@@ -74,6 +74,15 @@ GIT_SWEPT = ("commondir", "rebase-merge", "rebase-apply", "sequencer", "config.w
 # pipeline, the wall is refused (nothing starts); after it, what the partial walk found new is undone and the
 # command fails, naming the roots it could not check.
 _GIT_SCAN_LIMIT = 50_000
+# The same walk finds every policy file and store below the write roots (a subfolder's `dal.toml` is the
+# policy a later `cd sub && dal run` reads, its `.dal` that run's store and journal): those that exist are
+# bound read-only (and stores hidden), at most _NESTED_LIMIT of them; after the pipeline a new one is removed
+# and a changed one put back, and the command fails naming it (docs/policy.md, "Protected names anywhere").
+NESTED_NAMES = frozenset({"dal.toml", ".dal"})
+_NESTED_LIMIT = 256
+_NESTED_FILE_LIMIT = 1 << 20  # a policy file larger than this is not kept to put back: it is refused
+# bubblewrap takes at most 9000 arguments (MAX_WORDS in check.py leaves room below it for the wall's own)
+_MAX_WALL_ARGS = 4000
 # HOME inside the wall (executor.scrubbed_env): a folder of the private /tmp, so empty for every pipeline,
 # and /dev/shm's (private too) when a root covers it.
 WALL_HOME = "/tmp/.dal-home"
@@ -194,9 +203,17 @@ class Wall:
     tree an earlier pipeline left): the descriptors of every bind, the placeholders it created. close()
     releases both; use it as a context manager."""
 
-    def __init__(self, policy: Policy, executables: Iterable[str], tmp_size: int, placeholders: bool = True) -> None:
+    def __init__(self, policy: Policy, executables: Iterable[str], tmp_size: int, placeholders: bool = True,
+                 lock_git: bool = False) -> None:
         self.fds: list[int] = []
         self.make_placeholders = placeholders
+        # A program other than git (and the default toolset) runs: every `.git` folder in the write roots is
+        # read-only as a whole (docs/policy.md, "`.git` is read-only").
+        self.lock_git = lock_git
+        self.undone: list[str] = []  # protected names made, changed or removed in the wall, and what close() did
+        self._nested: dict[str, bytes | None] = {}  # nested policy files and stores before: content (files)
+        self._nested_git: set[str] = set()  # `.git` folders in the write roots before the pipeline
+        self._absent: list[str] = []  # protected paths (`[paths] protect`, WS/.gitconfig) missing before it
         self.own_identity = True  # the synthetic passwd and group (not when a read root shows the real ones)
         self.placeholders: list[tuple[str, int, int]] = []  # (path, st_dev, st_ino) of the folders it made
         self.home = WALL_HOME  # HOME for the programs inside
@@ -269,7 +286,22 @@ class Wall:
                 continue  # a read root that does not exist shows nothing, as the check would find nothing
         for root in sorted(write_roots, key=_depth):
             tail += self._writable_root(root, ws)
-        tail += self._protected(p, ws, write_roots)
+        extra: list[str] = []
+        if self.make_placeholders:
+            marks, complete = _git_marks(write_roots)
+            if not complete:
+                raise WallRefused(f"the write roots hold more than {_GIT_SCAN_LIMIT} entries (or a folder DAL cannot "
+                                  "look into), too many to check what a program leaves there for git or a later "
+                                  "run (a `.git` file, a folder passing for a git directory, a dal.toml); only the "
+                                  "default toolset runs in such a tree")
+            self._git_marks = marks
+            extra = self._nested_protected(marks, ws)
+            # What records runs changes while a pipeline runs (SQLite's -wal beside a store elsewhere): never
+            # undone; nor `.git` entries (the placeholders and GIT_SWEPT above) or the workspace's `.dal`.
+            records = [*p.hidden, os.path.join(ws, ".dal")]
+            self._absent = [path for path in p.protected if _within(path, write_roots) and not _within(path, records)
+                            and ".git" not in path.split("/") and not os.path.lexists(path)]
+        tail += self._protected(p, ws, write_roots, extra)
         git = os.path.join(ws, ".git")
         if self.make_placeholders and _within(os.path.realpath(git), write_roots):
             # and a config missing from an existing .git (not from a new one: `git init` writes it)
@@ -279,16 +311,15 @@ class Wall:
             if os.path.isdir(git):
                 index = os.path.join(os.path.realpath(git), "index")
                 self._index = (index, _read_small(index), p)
-        if self.make_placeholders:
-            marks, complete = _git_marks(write_roots)
-            if not complete:
-                raise WallRefused(f"the write roots hold more than {_GIT_SCAN_LIMIT} entries, too many to check what "
-                                  "a program leaves there for git (a `.git` file, a folder passing for a git "
-                                  "directory); only the default toolset runs in so large a tree")
-            self._git_marks = marks
-            self._gitfiles = {m: data for m in marks if os.path.basename(m) == ".git"
+        if self._git_marks is not None:
+            self._gitfiles = {m: data for m in self._git_marks if os.path.basename(m) == ".git"
                               and (data := _gitfile_bytes(m)) is not None}
-        tail += _hidden(p, ws, [*read_roots, *write_roots])
+        stores = [m for m in self._nested if os.path.basename(m) == ".dal"]
+        tail += _hidden(p, ws, [*read_roots, *write_roots], stores)
+        if len(tail) + len(head) > _MAX_WALL_ARGS:
+            raise WallRefused(f"the write roots hold too many protected entries (policy files, stores, `.git` "
+                              f"folders) for the wall to bind read-only ({len(tail) + len(head)} arguments, at most "
+                              f"{_MAX_WALL_ARGS}); only the default toolset runs in this tree")
         system = _system_dirs()
         for exe in dict.fromkeys(executables):
             real = os.path.realpath(exe)
@@ -310,12 +341,14 @@ class Wall:
         _make_dirs(root, ws)
         return self._bind(root, True)
 
-    def _protected(self, p: Policy, ws: str, write_roots: list[str]) -> list[str]:
-        """Read-only binds for the protected paths inside a write root, each of the folders between the
-        root and the path bound onto itself too, so that no process can rename them (a mount point cannot
-        be renamed) and move the protected file out from under its bind."""
+    def _protected(self, p: Policy, ws: str, write_roots: list[str], extra: Iterable[str] = ()) -> list[str]:
+        """Read-only binds for the protected paths inside a write root (and the nested ones in `extra`), each
+        of the folders between the root and the path bound onto itself too, so that no process can rename
+        them (a mount point cannot be renamed) and move the protected file out from under its bind."""
         named = [os.path.join(ws, n) for n in WORKSPACE_PROTECTED]
-        candidates = [path for path in dict.fromkeys([*p.protected, *named]) if _within(path, write_roots)]
+        if self.lock_git:
+            named.insert(0, os.path.realpath(os.path.join(ws, ".git")))  # where it really is, when a symlink
+        candidates = [path for path in dict.fromkeys([*p.protected, *named, *extra]) if _within(path, write_roots)]
         found: dict[str, None] = {}
         for path in candidates:
             try:
@@ -359,6 +392,8 @@ class Wall:
         at_top = os.path.dirname(path) == ws and name in PLACEHOLDERS
         if not self.make_placeholders or not (at_top or os.path.relpath(path, ws) in GIT_PLACEHOLDERS):
             return None
+        if self.lock_git and not at_top:
+            return None  # inside a `.git` that is read-only as a whole
         parent = os.path.realpath(os.path.dirname(path))  # where `.git` really is, when it is a symlink
         if not _within(parent, self._write_roots):
             return None  # read-only in the wall, or not there at all
@@ -380,6 +415,55 @@ class Wall:
             os.close(dirfd)
         self.placeholders.append((path, st.st_dev, st.st_ino))
         return path
+
+    def _nested_protected(self, marks: set[str], ws: str) -> list[str]:
+        """What of the walk's finds the wall binds read-only: every policy file and store in the write roots
+        (also in subfolders: a later `cd sub && dal run` takes them as its policy and store), and each `.git`
+        folder's protected entries -- the whole folder when a program other than git runs. Remembers their
+        content, for close() to put back what changed anyway."""
+        out: list[str] = []
+        git_entries = [n[len(".git/"):] for n in WORKSPACE_PROTECTED if n.startswith(".git/")]
+        for m in sorted(marks):
+            name = os.path.basename(m)
+            if name in NESTED_NAMES:
+                if len(self._nested) >= _NESTED_LIMIT:
+                    raise WallRefused(f"the write roots hold more than {_NESTED_LIMIT} policy files and stores, too "
+                                      "many for the wall to hold; only the default toolset runs in this tree")
+                self._nested[m] = _protected_bytes(m)
+                out.append(m)
+            elif name == ".git" and os.path.isdir(m) and not os.path.islink(m):
+                self._nested_git.add(m)
+                out += [m] if self.lock_git else [os.path.join(m, e) for e in git_entries]
+        return out
+
+    def _undo_nested(self, after: set[str]) -> list[str]:
+        """Put back what a program did to the protected names the walk finds: a new policy file or store
+        anywhere is removed (but the workspace's own `.dal` and the run's store: DAL's), a changed or removed
+        one written back as it was, and, when a program other than git ran, a new `.git` folder removed (git
+        init's cannot be told from a script's). Returns what it did, for the command's failure."""
+        done: list[str] = []
+        keep = {os.path.join(self._sweep_ws, ".dal")}
+        for m in sorted(after):
+            name = os.path.basename(m)
+            fresh = m not in self._nested and m not in self._git_marks_before()
+            if name in NESTED_NAMES and fresh and m not in keep:
+                done.append(_remove_entry(m, "made inside the wall"))
+            elif name == ".git" and self.lock_git and m not in self._nested_git and os.path.isdir(m) \
+                    and not os.path.islink(m):
+                # new, or a `.git` file or symlink replaced by a folder
+                done.append(_remove_entry(m, "a git repository made inside the wall by a program other than git"))
+                if m in self._gitfiles:
+                    done.append(_put_back(m, self._gitfiles[m]))
+        for m, data in self._nested.items():
+            if data is None or _protected_bytes(m) == data:
+                continue
+            done.append(_put_back(m, data))
+        done += [_remove_entry(path, "a protected path made inside the wall") for path in self._absent
+                 if os.path.lexists(path)]
+        return done
+
+    def _git_marks_before(self) -> set[str]:
+        return self._git_marks or set()
 
     def close(self) -> None:
         for fd in self.fds:
@@ -405,6 +489,8 @@ class Wall:
         if self._git_marks is not None:
             after, complete = _git_marks(self._write_roots)
             ws = self._sweep_ws
+            self.undone += [os.path.relpath(p, ws) if _within(p, [ws]) else p for p in self._undo_nested(after)]
+            after = {m for m in after if os.path.basename(m) not in NESTED_NAMES}
             self.swept += [os.path.relpath(p, ws) if _within(p, [ws]) else p
                            for p in _neutralise(sorted(after - self._git_marks))]
             self.swept += [os.path.relpath(p, ws) if _within(p, [ws]) else p for p in _restore_gitfiles(self._gitfiles)]
@@ -423,8 +509,9 @@ def _git_marks(roots: Iterable[str]) -> tuple[set[str], bool]:
     while stack:
         top = stack.pop()
         try:
-            with os.scandir(top) as it:
-                entries = list(it)
+            entries = _entries(top)
+        except PermissionError:
+            return found, False  # a folder nobody could look into: fail closed, as past the limit
         except OSError:
             continue
         count += len(entries)
@@ -433,13 +520,33 @@ def _git_marks(roots: Iterable[str]) -> tuple[set[str], bool]:
         names = {e.name for e in entries}
         if "HEAD" in names and ({"objects", "refs"} <= names or "commondir" in names):
             found.add(top)
+            # not into git's own folders of it, but a policy file or store may hide anywhere else in it
+            found.update(e.path for e in entries if e.name in NESTED_NAMES)
+            stack.extend(e.path for e in entries if e.name not in ("objects", "refs", *NESTED_NAMES)
+                         and e.is_dir(follow_symlinks=False))
             continue
         for e in entries:
-            if e.name == ".git":
+            if e.name == ".git" or e.name in NESTED_NAMES:
                 found.add(e.path)
             elif e.is_dir(follow_symlinks=False):
                 stack.append(e.path)
     return found, True
+
+
+def _entries(folder: str) -> list[os.DirEntry]:
+    """The entries of `folder`. A folder DAL's user cannot list (a program of the script did `chmod 311 sub`
+    after writing `sub/dal.toml`: still reachable by name) gets its owner's rwx back first, so that the walk
+    sees inside; PermissionError when it still cannot (not DAL's user's own folder)."""
+    try:
+        with os.scandir(folder) as it:
+            return list(it)
+    except PermissionError:
+        st = os.lstat(folder)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            raise
+        os.chmod(folder, stat.S_IMODE(st.st_mode) | stat.S_IRWXU)  # no process of the wall is left to swap it
+        with os.scandir(folder) as it:
+            return list(it)
 
 
 def _gitfile_bytes(path: str) -> bytes | None:
@@ -672,7 +779,7 @@ def _sweep(ws: str, git_dir: str, absent: tuple[str, ...], had_git: bool) -> lis
     return removed
 
 
-def _hidden(p: Policy, ws: str, shown: list[str]) -> list[str]:
+def _hidden(p: Policy, ws: str, shown: list[str], stores: Iterable[str] = ()) -> list[str]:
     """Cover what records runs (the store and its side files, the locks, the receipts: `Policy.hidden`,
     and the workspace's `.dal/`) where the wall would show it: a folder with an empty read-only tmpfs, a
     file with /dev/null, read-only. Programs read nothing of it, whatever they are (docs/policy.md, "The run
@@ -681,7 +788,8 @@ def _hidden(p: Policy, ws: str, shown: list[str]) -> list[str]:
         shown = ["/"]
     out: list[str] = []
     done: list[str] = []
-    for path in sorted(dict.fromkeys(os.path.realpath(h) for h in [*p.hidden, os.path.join(ws, ".dal")]), key=_depth):
+    hidden = [*p.hidden, os.path.join(ws, ".dal"), *stores]
+    for path in sorted(dict.fromkeys(os.path.realpath(h) for h in hidden), key=_depth):
         if _within(path, done) or not _within(path, shown) or _within(path, _NEVER):
             continue
         try:
@@ -694,6 +802,79 @@ def _hidden(p: Policy, ws: str, shown: list[str]) -> list[str]:
             out += ["--ro-bind", "/dev/null", path]
         done.append(path)
     return out
+
+
+def _protected_bytes(path: str) -> bytes | None:
+    """A nested policy file's content, to put back ("" for a folder: a store, or a placeholder-like folder,
+    whose inside is not kept); None when it is not there. Refuses the wall for one too large to keep."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return b""
+    if not stat.S_ISREG(st.st_mode):
+        return b"\0link"  # the wall refuses a protected symlink (Wall._protected); nothing to keep
+    if st.st_size > _NESTED_FILE_LIMIT:
+        raise WallRefused(f"{path} is larger than {_NESTED_FILE_LIMIT} bytes: too large for the wall to keep")
+    data = _gitfile_bytes(path)
+    return data if data is not None else b""
+
+
+def _remove_entry(path: str, why: str) -> str:
+    """Remove `path` (a file, or a folder with everything in it) without following a symlink; says what it did."""
+    import shutil
+
+    folder, name = os.path.split(path)
+    try:
+        fd = _open_nofollow(folder, want_dir=True)
+    except (OSError, WallRefused):
+        return f"{path} ({why}; could not remove it)"
+    try:
+        if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+            shutil.rmtree(name, dir_fd=fd)
+        else:
+            os.unlink(name, dir_fd=fd)
+        return f"{path} ({why}; removed)"
+    except OSError as e:
+        return f"{path} ({why}; could not remove it: {e.strerror})"
+    finally:
+        os.close(fd)
+
+
+def _put_back(path: str, data: bytes) -> str:
+    """Write a nested policy file back as it was before the pipeline (or a store folder back to a folder)."""
+    import shutil
+
+    folder, name = os.path.split(path)
+    try:
+        fd = _open_nofollow(folder, want_dir=True)
+    except (OSError, WallRefused):
+        return f"{path} (changed inside the wall; could not put it back)"
+    try:
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                if data == b"":
+                    return f"{path} (changed inside the wall; left)"
+                shutil.rmtree(name, dir_fd=fd)
+            else:
+                os.unlink(name, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+        if data == b"" and os.path.basename(path) == ".dal":
+            os.mkdir(name, 0o755, dir_fd=fd)
+            return f"{path} (removed inside the wall; an empty folder put back, its content is lost)"
+        wfd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd)
+        try:
+            os.write(wfd, data)
+        finally:
+            os.close(wfd)
+        return f"{path} (changed inside the wall; put back as it was)"
+    except OSError as e:
+        return f"{path} (changed inside the wall; could not put it back: {e.strerror})"
+    finally:
+        os.close(fd)
 
 
 def _outermost(paths: Iterable[str]) -> list[str]:

@@ -55,6 +55,9 @@ def use_colour(stream: TextIO) -> bool:
 def wall_text(receipt: Mapping[str, Any]) -> str | None:
     """A line when the run's commands did not run inside the bubblewrap wall (receipt `sandbox`), else None."""
     box = receipt.get("sandbox")
+    reason = str(box.get("reason")) if isinstance(box, Mapping) else ""
+    if isinstance(box, Mapping) and box.get("wall") == "bubblewrap" and "no set-user-ID filter" in reason:
+        return f"commands ran inside the bubblewrap wall, but {reason.split('; ', 1)[-1]}"
     if not isinstance(box, Mapping) or box.get("wall") != "none":
         return None
     if box.get("refused"):

@@ -27,6 +27,16 @@ _ENV = {"PATH": "/usr/bin:/bin", "GIT_AUTHOR_NAME": "op", "GIT_AUTHOR_EMAIL": "o
         "GIT_COMMITTER_EMAIL": "op@e", "LC_ALL": "C"}
 
 
+@pytest.fixture(autouse=True)
+def _git_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sh` below stands in for what git itself may write: with `sh` in the pipeline the wall shows `.git`
+    read-only as a whole (executor.locks_git; test_wall.py::test_sh_cannot_write_anything_of_git), so these
+    routes would fail at their first write. The guard is tested against the wall git alone gets."""
+    from dal.effects import executor
+
+    monkeypatch.setattr(executor, "locks_git", lambda pipeline: False)
+
+
 def operator(ws: Path, *cmd: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """The operator's own git, outside DAL and any wall, with a HOME of its own."""
     env = {**_ENV, "HOME": str(ws.parent)}

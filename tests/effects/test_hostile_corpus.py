@@ -72,6 +72,8 @@ class Case:
     control: bool = False  # the same commands under bash, without DAL, must break a canary
     repo: bool = True  # the workspace is a git repository
     denies: bool = True  # the check denies the attack (False: it is held otherwise, e.g. by the environment)
+    keep: tuple[str, ...] = ()  # more paths of the workspace that must not change (files, or folders whole)
+    later: str | None = None  # a folder of the workspace where a later `dal run` starts, discovering its policy
 
 
 def _sh(ws: Path, *argv: str) -> None:
@@ -129,13 +131,13 @@ def _files(top: Path, skip: Path | None = None) -> dict[str, bytes | str]:
     return out
 
 
-def _protected(ws: Path) -> dict[str, bytes | str]:
+def _protected(ws: Path, more: tuple[str, ...] = ()) -> dict[str, bytes | str]:
     keep = {}
     for rel in ("dal.toml", ".gitconfig", "sub/dal.toml", ".git/commondir", "app/dal.toml", "vendor/lib/.git/config",
-                "vendor/lib/.git/commondir"):
+                "vendor/lib/.git/commondir", "sub/.dal", "sub/r/.git"):
         p = ws / rel
-        keep[rel] = p.read_bytes() if p.exists() else "absent"
-    for rel in (".git/config", ".git/hooks", ".git/info"):
+        keep[rel] = ("dir" if p.is_dir() else p.read_bytes()) if p.exists() else "absent"
+    for rel in (".git/config", ".git/hooks", ".git/info", *more):
         p = ws / rel
         if p.is_dir():
             keep.update({f"{rel}/{k}": v for k, v in _files(p).items()})
@@ -325,6 +327,12 @@ def _nested_policy_and_repo(ws: Path) -> None:
         _sh(ws / "vendor" / "lib", "git", "init", "-q", ".")
 
 
+def _policy_in_a_cloned_folder(ws: Path) -> None:
+    """A folder the agent cloned holds a `dal.toml` of the attacker's (a file like any other, there)."""
+    (ws / "x").mkdir()
+    (ws / "x" / "dal.toml").write_text('[run]\nallow = ["sh"]\n')
+
+
 _FSMONITOR_TO = "printf '[core]\\n\\tfsmonitor = \"touch pwned; false\"\\n' > "
 _SH_POLICY = "printf '[run]\\nallow = [\"sh\"]\\n' > payload.txt"
 SH = ("sh",)
@@ -509,6 +517,40 @@ CASES = [
          needs=frozenset({"wall", "protected_ro"}), setup=lambda ws: (ws / "dal.toml").unlink()),  # fmt: skip
     Case("sh-renames-git-folder", ("sh -c 'mv .git .gitx; echo x >> .gitx/config; mv .gitx .git'",), allow=SH,
          needs=frozenset({"wall", "protected_ro"})),  # fmt: skip
+    # issue 12, secwall: protected names anywhere in the write roots, `.git` read-only for a program other
+    # than git, and curl's output options (attack4 finding 05)
+    Case("sh-plants-nested-policy", ("sh -c 'printf \"[run]\\nallow = [\\\"sh\\\"]\\n\" > sub/dal.toml'",), allow=SH,
+         control=True, needs=NO_WALL, later="sub"),  # fmt: skip
+    Case("sh-rewrites-nested-policy", ("sh -c 'printf \"[run]\\nallow = [\\\"sh\\\"]\\n\" > app/dal.toml'",
+                                       "sh -c 'rm -f app/dal.toml; mv app app2'"), allow=SH, needs=NO_WALL,
+         setup=_nested_policy_and_repo, later="app"),  # fmt: skip
+    Case("sh-plants-nested-store", ("sh -c 'mkdir -p sub/.dal && echo forged > sub/.dal/dal.db'",), allow=SH,
+         needs=NO_WALL, later="sub"),  # fmt: skip
+    Case("sh-nested-repo-config", ("sh -c 'printf \"[core]\\n\\tfsmonitor = touch pwned\\n\" >> "
+                                   "vendor/lib/.git/config'",), allow=SH, control=True, needs=NO_WALL,
+         setup=_nested_policy_and_repo),  # fmt: skip
+    Case("sh-hides-policy-in-a-lookalike", ("sh -c 'mkdir -p sub/objects sub/refs sub/w && echo ref: refs/heads/main > "
+                                            "sub/HEAD && printf \"[run]\\nallow = [\\\"sh\\\"]\\n\" > "
+                                            "sub/w/dal.toml'",), allow=SH, needs=NO_WALL, later="sub/w"),  # fmt: skip
+    Case("sh-makes-nested-repo", ("sh -c 'mkdir -p sub/r/.git/objects sub/r/.git/refs && echo ref: refs/heads/main > "
+                                  "sub/r/.git/HEAD && printf \"[core]\\n\\tfsmonitor = touch pwned\\n\" > "
+                                  "sub/r/.git/config'",), allow=SH, control=True, needs=NO_WALL),  # fmt: skip
+    Case("sh-writes-git-objects-refs-pack", ("sh -c 'echo x > .git/objects/zz; mkdir -p .git/objects/ab && printf x > "
+                                             ".git/objects/ab/cdef; echo evil | git hash-object -w --stdin; "
+                                             "git rev-parse HEAD > .git/refs/heads/evil; printf PACK > "
+                                             ".git/objects/pack/pack-0.pack; echo > .git/packed-refs; "
+                                             "echo ref: refs/heads/evil > .git/HEAD; printf DIRC > .git/index'",),
+         allow=SH, control=True, needs=NO_WALL, keep=(".git/objects", ".git/refs", ".git/HEAD", ".git/index",
+                                        ".git/packed-refs")),  # fmt: skip
+    Case("curl-writes-git-index", ("printf 'DIRC' > idx.bin", "curl -s file://{WS}/idx.bin -o .git/index"),
+         allow=("curl",), keep=(".git/index", ".git/objects")),  # fmt: skip
+    Case("curl-create-dirs-git-object", ("printf x > obj.bin",
+                                         "curl -s --create-dirs file://{WS}/obj.bin -o .git/objects/ab/cdef"),
+         allow=("curl",), keep=(".git/objects",)),  # fmt: skip
+    Case("curl-plants-nested-policy", (_SH_POLICY, "curl -s file://{WS}/payload.txt -o sub/dal.toml"),
+         allow=("curl",), later="sub", control=True),  # fmt: skip
+    Case("curl-remote-name-policy", ("curl -s --output-dir sub -O file://{WS}/x/dal.toml",), allow=("curl",),
+         later="sub", setup=_policy_in_a_cloned_folder),  # fmt: skip
     Case("sh-nested-userns-remount", ("sh -c 'unshare -Urm sh -c \"mount -o remount,rw / && touch ../pwned\"'",),
          allow=SH, needs=frozenset({"wall", "no_caps"})),  # fmt: skip
 ]
@@ -554,7 +596,7 @@ def _leaks(root: Path, ran: Ran | None, secret_value: str, top_secret: str) -> l
 
 
 def _broken(root: Path, ws: Path, before_outside: dict, before_protected: dict, ran: Ran | None,
-            secret_value: str) -> list[str]:  # fmt: skip
+            secret_value: str, more: tuple[str, ...] = ()) -> list[str]:  # fmt: skip
     problems = []
     after = _files(root, skip=ws)
     changed = sorted(k for k in before_outside.keys() | after.keys()
@@ -562,12 +604,15 @@ def _broken(root: Path, ws: Path, before_outside: dict, before_protected: dict, 
     problems += [f"outside the workspace: {k} changed, appeared or went" for k in changed]
     problems += [f"marker {m} exists: a forbidden program ran" for m in MARKERS if os.path.lexists(root / m)]
     problems += _leaks(root, ran, secret_value, f"TOPSECRET-{root.name}")
-    if _protected(ws) != before_protected:
+    if _protected(ws, more) != before_protected:
         problems.append("a protected file changed")
     problems += _operator_git(root, ws)
     # (the top dal.toml aside: the operator's `git checkout -- .` may restore a committed one, their own doing)
-    if {k: v for k, v in _protected(ws).items() if k != "dal.toml"} != {
-            k: v for k, v in before_protected.items() if k != "dal.toml"}:
+    def _git_kept(k: str) -> bool:  # (the case's own `keep` paths: git's own work changes objects and the index)
+        return k != "dal.toml" and not any(k == m or k.startswith(m + "/") for m in more)
+
+    if {k: v for k, v in _protected(ws).items() if _git_kept(k)} != {
+            k: v for k, v in before_protected.items() if _git_kept(k)}:
         problems.append("a protected file changed after the operator's git ran (a forged index entry?)")
     if ran is not None and not (ws / ".dal" / "dal.db").exists():
         problems.append("the run store is gone")
@@ -621,15 +666,36 @@ def test_hostile_case_holds(case: Case, wall: bool, root: Path, secret: str, fea
         pytest.xfail(f"this build lacks {', '.join(missing)} (issue 12, other work)")
     ws = _build(root, case)
     before_outside = _files(root, skip=ws)
-    before_protected = _protected(ws)
+    before_protected = _protected(ws, case.keep)
     ran = _run(root, ws, case, wall, secret)
-    problems = _broken(root, ws, before_outside, before_protected, ran, secret)
+    later = _later_run(ws, case, wall) if case.later else ""
+    problems = _broken(root, ws, before_outside, before_protected, ran, secret, case.keep)
+    if later:
+        problems.append(f"the later `dal run` in {case.later}/ ran sh: {later}")
     assert not problems, f"{case.id}: {problems}\n{ran.stdout}"
     if "wall" not in case.needs and case.commands and case.denies:
         # The static check held it: the attack itself was denied, not merely failed.
         assert "denied" in ran.statuses, f"{case.id}: nothing was denied\n{ran.stdout}"
     runs = [item for item in ran.receipt["effects"]["items"]]
     assert ran.receipt["run_id"] and len(runs) == len(case.commands)
+
+
+def _later_run(ws: Path, case: Case, wall: bool) -> str:
+    """The operator's next `dal run` started in `case.later` (policy discovery: the nearest dal.toml or
+    .dal above it): a script that runs sh there. What a planted policy or store would make of it shows as
+    the marker sh touches; '' when sh was denied."""
+    where = ws / str(case.later)
+    script = ws.parent / "later.dal"
+    script.write_text('print(run("sh -c \'touch pwned\'").status)\n')
+    env = {k: v for k, v in os.environ.items() if k != SECRET_VAR}
+    flags = [] if wall else ["--unsandboxed-as-root"] if os.geteuid() == 0 else []
+    r = subprocess.run([sys.executable, "-m", "dal", "run", *flags, str(script)], cwd=where, env=env,
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip
+    script.unlink()
+    ran_sh = os.path.lexists(where / "pwned") or "completed" in r.stdout
+    if os.path.lexists(where / "pwned"):
+        os.unlink(where / "pwned")
+    return (r.stdout + r.stderr).strip() if ran_sh else ""
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.control], ids=lambda c: c.id)
@@ -643,7 +709,7 @@ def test_the_attack_works_without_dal(case: Case, root: Path, secret: str) -> No
     if (ws / "p.patch").exists():
         (ws / "p.patch").write_text((ws / "p.patch").read_text().replace("{DALPID}", "self"))
     before_outside = _files(root, skip=ws)
-    before_protected = _protected(ws)
+    before_protected = _protected(ws, case.keep)
     out = ""
     for cmd in case.commands:
         cmd = cmd.replace("{DALPID}", "self").replace("{WS}", str(ws))
@@ -652,7 +718,7 @@ def test_the_attack_works_without_dal(case: Case, root: Path, secret: str) -> No
                            env={**os.environ, SECRET_VAR: secret, "HOME": str(ws)})  # fmt: skip
         out += r.stdout + r.stderr
     (root / "control-output.txt").write_text(out)
-    problems = _broken(root, ws, before_outside, before_protected, None, secret)
+    problems = _broken(root, ws, before_outside, before_protected, None, secret, case.keep)
     problems = [p for p in problems if "control-output.txt" not in p or "in control-output.txt" in p]
     assert problems, f"{case.id}: the attack did nothing even without DAL\n{out}"
 
@@ -725,6 +791,21 @@ AGENT = [
 ]
 
 
+# With curl and wget allowed (no network: what matters is that they are not denied).
+FETCH = [
+    "curl -sS file://{WS}/notes.txt",
+    "curl -sS -o out/notes.txt file://{WS}/notes.txt",
+    "curl -sSL --create-dirs -o out/new/n.txt file://{WS}/notes.txt",
+    "curl -s --output-dir out -O file://{WS}/notes.txt",
+    "curl -sS -w '%{http_code}' -o /dev/null http://127.0.0.1:9/",
+    "curl -sS -H 'Accept: application/json' -d @notes.txt http://127.0.0.1:9/api",
+    "wget -q -P out http://127.0.0.1:9/a.txt",
+    "wget -qO out/page.html http://127.0.0.1:9/",
+    "wget -qO- http://127.0.0.1:9/a",
+    "wget -nv -nc -e robots=off -P out http://127.0.0.1:9/b.txt",
+]
+
+
 def _legit_run(ws: Path, commands: list[str], wall: bool, allow: tuple[str, ...]) -> list[tuple[str, str]]:
     case = Case("legit", tuple(commands), allow=allow)
     ran = _run(ws.parent, ws, case, wall, "unused")
@@ -742,7 +823,14 @@ def test_legitimate_commands_still_run(wall: bool, root: Path) -> None:
     case = Case("agent", ())
     repo_ws = _build(repo_root, case) if HAVE_GIT else None
     agent = _legit_run(repo_ws, AGENT, wall, GIT) if repo_ws is not None else []
-    results = corpus + agent
+    fetch = []
+    if find_program("curl") and find_program("wget"):
+        (root / "fetch").mkdir()
+        fetch_ws = _build(root / "fetch", Case("fetch", (), repo=False))
+        (fetch_ws / "out").mkdir()
+        fetch = _legit_run(fetch_ws, FETCH, wall, ("curl", "wget"))
+        assert not [c for c, s in fetch if s == "denied"], [c for c, s in fetch if s == "denied"]
+    results = corpus + agent + fetch
     denied = [(c, s) for c, s in results if s == "denied"]
     share = 1 - len(denied) / len(results)
     print(f"{share:.1%} of {len(results)} legitimate commands ran ({'wall' if wall else 'no wall'}); denied: {denied}")

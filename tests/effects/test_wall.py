@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -30,6 +31,16 @@ def sh(ws: Path, script: str, *, policy: Policy | None = None, **kw: object) -> 
     """`sh -c SCRIPT` through run(), with sh allowed (and inside the wall unless the test says otherwise)."""
     policy = policy or Policy.load(ws, allow_run=["sh"])
     return run_effect("sh -c " + shlex.quote(script), EffectContext(policy=policy, **kw))  # type: ignore[arg-type]
+
+
+@pytest.fixture()
+def git_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wall as git alone gets it (`.git` writable but its held entries): `sh` stands in for what git
+    might write there, so that the undo behind those entries is tested. With `sh` itself, `.git` is
+    read-only as a whole (test_sh_cannot_write_anything_of_git)."""
+    from dal.effects import executor
+
+    monkeypatch.setattr(executor, "locks_git", lambda pipeline: False)
 
 
 @pytest.fixture()
@@ -161,9 +172,11 @@ def test_protected_paths_are_read_only_inside_the_wall(tmp_path: Path) -> None:
     assert snapshot(ws) == before
     assert (ws / "dal.toml").read_text() == policy_text
     # Other files of the workspace stay writable: the protection is exactly the protected paths.
-    ok = sh(ws, "echo fine > notes.txt && mkdir -p .git/objects/ab && echo o > .git/objects/ab/c && cat notes.txt",
-            policy=policy)
+    ok = sh(ws, "echo fine > notes.txt && cat notes.txt", policy=policy)
     assert ok.ok and ok.stdout == "fine\n"
+    # ... but nothing of `.git` is, objects included, while a program other than git runs (locks_git)
+    locked = sh(ws, "mkdir -p .git/objects/ab || echo locked", policy=policy)
+    assert locked.stdout.endswith("locked\n") and not (ws / ".git" / "objects" / "ab").exists()
 
 
 @walled
@@ -323,7 +336,8 @@ def test_a_root_may_be_a_single_file(tmp_path: Path) -> None:
 
 
 @walled
-def test_a_symlinked_git_folder_inside_the_workspace_is_protected_where_it_really_is(tmp_path: Path) -> None:
+def test_a_symlinked_git_folder_inside_the_workspace_is_protected_where_it_really_is(tmp_path: Path,
+                                                                                    git_alone: None) -> None:
     ws = tmp_path
     (ws / "repo.git" / "hooks").mkdir(parents=True)
     (ws / "repo.git" / "config").write_text("[core]\n")
@@ -345,7 +359,7 @@ def _repo_with_branch(ws: Path) -> None:
 
 @walled
 @pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
-def test_git_state_a_program_makes_inside_the_wall_does_not_outlive_it(tmp_path: Path) -> None:
+def test_git_state_a_program_makes_inside_the_wall_does_not_outlive_it(tmp_path: Path, git_alone: None) -> None:
     """Finding 01: a rebase todo list or a commondir made inside the wall would make the person's own git
     run the script's commands later. Placeholders hold the entries an empty folder stands in for; those whose
     mere existence changes git are removed when the pipeline ends, and the command fails saying so."""
@@ -423,7 +437,7 @@ def test_a_gitfile_or_git_directory_made_anywhere_inside_the_wall_is_undone(tmp_
 
 @walled
 @pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
-def test_a_gitfile_dressed_as_a_worktree_is_undone_unless_it_leads_back(tmp_path: Path) -> None:
+def test_a_gitfile_dressed_as_a_worktree_is_undone_unless_it_leads_back(tmp_path: Path, git_alone: None) -> None:
     """A `.git` file into .git/worktrees/NAME stays only when that worktree's commondir leads back to the
     repository (what `git worktree add` writes); one whose commondir names the script's folder goes."""
     ws = tmp_path / "ws"
@@ -436,7 +450,8 @@ def test_a_gitfile_dressed_as_a_worktree_is_undone_unless_it_leads_back(tmp_path
 
 
 @walled
-def test_a_config_missing_from_an_existing_git_folder_cannot_be_added_inside_the_wall(tmp_path: Path) -> None:
+def test_a_config_missing_from_an_existing_git_folder_cannot_be_added_inside_the_wall(tmp_path: Path,
+                                                                                     git_alone: None) -> None:
     ws = tmp_path / "ws"
     (ws / ".git" / "objects").mkdir(parents=True)
     (ws / ".git" / "refs").mkdir()
@@ -469,7 +484,7 @@ def test_the_walk_for_git_lookalikes_fails_closed_past_its_limit(tmp_path: Path,
 
 @walled
 @pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
-def test_a_gitfile_is_read_whole_as_git_reads_it(tmp_path: Path) -> None:
+def test_a_gitfile_is_read_whole_as_git_reads_it(tmp_path: Path, git_alone: None) -> None:
     """Attack4 finding 07: git takes the whole `.git` file (trailing CR/LF stripped) as the path, so a second
     line leads through a folder named `w<newline>..` to a git directory the script made, while the first
     line alone names a worktree that leads back. The file must go, and the operator's git runs nothing."""
@@ -490,7 +505,7 @@ def test_a_gitfile_is_read_whole_as_git_reads_it(tmp_path: Path) -> None:
 
 @walled
 @pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
-def test_an_existing_gitfile_rewritten_inside_the_wall_is_put_back(tmp_path: Path) -> None:
+def test_an_existing_gitfile_rewritten_inside_the_wall_is_put_back(tmp_path: Path, git_alone: None) -> None:
     """Attack4 finding 02: a submodule's `.git` file rewritten to point at a git directory the script made
     (inside WS/.git, or a nested `.git` folder) is written back as it was; the operator's git runs nothing."""
     ws = tmp_path / "ws"
@@ -508,7 +523,7 @@ def test_an_existing_gitfile_rewritten_inside_the_wall_is_put_back(tmp_path: Pat
 
 @walled
 @pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
-def test_a_forged_index_is_put_back_and_a_real_one_is_kept(tmp_path: Path) -> None:
+def test_a_forged_index_is_put_back_and_a_real_one_is_kept(tmp_path: Path, git_alone: None) -> None:
     """Attack4 findings 04/05: an index entry swapped to another object for the tracked dal.toml (or one
     with a `.git` component) would make the operator's `git checkout -- .` write it; the index from before
     the pipeline is put back. `git add` and `git commit` of a tracked, changed dal.toml are untouched."""
@@ -527,3 +542,150 @@ def test_a_forged_index_is_put_back_and_a_real_one_is_kept(tmp_path: Path) -> No
     assert r.code == 126 and ".git/index (forged, an entry for dal.toml" in r.stderr, r.stderr
     subprocess.run(["git", "checkout", "--", "."], cwd=ws, capture_output=True, timeout=30)
     assert "sh" not in (ws / "dal.toml").read_text()
+
+
+# --- protected names anywhere, `.git` read-only (issue 12, secwall) -------------------------------------
+
+
+def _real_repo(ws: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(ws.parent), "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@e",
+           "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@e"}
+    (ws / "notes.txt").write_text("notes\n")
+    for cmd in ("git init -q -b main .", "git config user.name a", "git config user.email a@e", "git add notes.txt",
+                "git commit -q -m one"):
+        subprocess.run(cmd.split(), cwd=ws, check=True, env=env, capture_output=True)
+
+
+@walled
+@pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
+def test_sh_cannot_write_anything_of_git(tmp_path: Path) -> None:
+    """With a program other than git in the pipeline, `.git` is read-only as a whole: no loose object, pack,
+    ref, HEAD or index, however written -- and git run from sh cannot write either."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    _real_repo(ws)
+    before = snapshot(ws / ".git")
+    attempts = ["echo x > .git/objects/zz", "mkdir -p .git/objects/ab", "printf x > .git/objects/pack/pack-0.pack",
+                "git rev-parse HEAD > .git/refs/heads/evil", "echo > .git/packed-refs", "echo ref: x > .git/HEAD",
+                "printf DIRC > .git/index", "echo evil | git hash-object -w --stdin",
+                "git commit -q --allow-empty -m x", "mv .git/objects .git/o", "rm -rf .git/refs"]
+    r = sh(ws, " ; ".join(f"{{ {a}; }} 2>/dev/null || echo refused" for a in attempts) + " ; echo end")
+    assert r.stdout.count("refused") == len(attempts), r.stdout
+    assert snapshot(ws / ".git") == before
+
+
+@walled
+@pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
+def test_git_alone_still_adds_and_commits(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    _real_repo(ws)
+    policy = Policy.load(ws, allow_run=["git", "sh"])
+    (ws / "notes.txt").write_text("changed\n")
+    r = run_effect("git add notes.txt && git commit -q -m two && git log --oneline | wc -l",
+                   EffectContext(policy=policy))
+    assert r.ok and r.stdout.strip() == "2", r.stderr
+    r = run_effect("git status --porcelain | sort", EffectContext(policy=policy))  # git and the default toolset
+    assert r.ok, r.stderr
+
+
+@walled
+def test_a_policy_file_or_store_made_in_a_subfolder_is_removed_and_the_command_fails(tmp_path: Path) -> None:
+    """A later `cd sub && dal run` would take sub/dal.toml as its policy and sub/.dal as its store."""
+    ws = tmp_path / "ws"
+    (ws / "sub" / "deep").mkdir(parents=True)
+    r = sh(ws, "printf '[run]\\nallow = [\"sh\"]\\n' > sub/dal.toml && mkdir -p sub/deep/.dal && "
+               "echo forged > sub/deep/.dal/dal.db && mkdir sub/deep/dal.toml && echo written")
+    assert "written" in r.stdout and r.code == 126, r
+    for rel in ("sub/dal.toml", "sub/deep/.dal", "sub/deep/dal.toml"):
+        assert rel in r.stderr and not os.path.lexists(ws / rel), (rel, r.stderr)
+    assert "undid what a program did to protected names" in r.stderr
+    ok = sh(ws, "echo fine > sub/notes.txt && cat sub/notes.txt")  # everything else stays
+    assert ok.ok and ok.stdout == "fine\n"
+
+
+@walled
+@pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
+def test_existing_nested_policy_files_stores_and_repositories_are_read_only(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "app" / ".dal").mkdir(parents=True)
+    (ws / "app" / "dal.toml").write_text("[run]\n")
+    (ws / "app" / ".dal" / "dal.db").write_text("the app's journal\n")
+    (ws / "vendor" / "lib").mkdir(parents=True)
+    _real_repo(ws / "vendor" / "lib")
+    before = snapshot(ws)
+    attempts = ["echo x >> app/dal.toml", "rm -f app/dal.toml", "mv app app2", "mv app/dal.toml app/x",
+                "touch app/.dal/x", "cat app/.dal/dal.db", "echo x >> vendor/lib/.git/config",
+                "mkdir vendor/lib/.git/hooks/x", "echo x > vendor/lib/.git/objects/zz", "mv vendor/lib vendor/l2"]
+    r = sh(ws, " ; ".join(f"{{ {a}; }} 2>/dev/null || echo refused" for a in attempts) + " ; echo end")
+    assert r.stdout.count("refused") == len(attempts), r.stdout
+    assert "journal" not in r.stdout
+    assert snapshot(ws) == before
+
+
+@walled
+def test_too_many_nested_policy_files_refuse_the_wall(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dal.effects.sandbox as sandbox
+
+    ws = tmp_path / "ws"
+    for i in range(5):
+        (ws / f"p{i}").mkdir(parents=True)
+        (ws / f"p{i}" / "dal.toml").write_text("[run]\n")
+    monkeypatch.setattr(sandbox, "_NESTED_LIMIT", 3)
+    r = sh(ws, "touch ../pwned")
+    assert r.code == 126 and "the wall cannot be set up" in r.stderr and "more than 3 policy files" in r.stderr
+    assert not os.path.lexists(tmp_path / "pwned")
+    assert run_effect("ls p0", EffectContext(policy=Policy.load(ws))).ok  # the default toolset still runs
+
+
+@walled
+def test_a_protected_path_that_did_not_exist_is_removed_after_the_pipeline(tmp_path: Path) -> None:
+    """`[paths] protect` names it, the check denies writing it; an interpreter that makes it anyway inside the
+    wall has it removed, and the command fails naming it. The run store's own side files are left alone."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "dal.toml").write_text('[run]\nallow = ["sh"]\n[paths]\nprotect = ["Makefile", "secrets/"]\n')
+    r = sh(ws, "echo 'all:; touch pwned' > Makefile && mkdir -p secrets && echo k > secrets/k && "
+               "printf '[user]\\n' > .gitconfig && echo made", policy=Policy.load(ws))
+    assert "made" in r.stdout and r.code == 126, r
+    for rel in ("Makefile", "secrets", ".gitconfig"):
+        assert not os.path.lexists(ws / rel) and rel in r.stderr, (rel, r.stderr)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops to another user in a child: needs root")
+def test_a_folder_made_unlistable_does_not_hide_a_policy_file_from_the_walk(tmp_path: Path) -> None:
+    """As an operator who is not root, a script's `chmod 311 sub` after writing `sub/dal.toml` kept the walk
+    out (the file is still reachable by name: `cd sub && dal run` reads it). The walk, run as that user,
+    gives the folder its owner's rwx back and finds it; a folder it cannot list is a walk that fails closed."""
+    import tempfile
+
+    import dal.effects.sandbox as sandbox
+
+    top = Path(tempfile.mkdtemp(prefix="dal-unlistable-", dir="/var/tmp"))  # pytest's tmp_path: root's 0700
+    ws = top / "ws"
+    (ws / "sub").mkdir(parents=True)
+    (ws / "sub" / "dal.toml").write_text("[run]\n")
+    (ws / "other").mkdir(mode=0o700)
+    for p in (top, ws, ws / "sub", ws / "sub" / "dal.toml"):
+        os.chown(p, 65534, 65534)
+    os.chmod(ws / "sub", 0o311)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the operator's user, walking as the wall does
+        try:
+            os.close(read)
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            found, complete = sandbox._git_marks([str(ws / "sub")])
+            also = sandbox._git_marks([str(ws)])[1]  # `other` is root's and not listable by this user
+            os.write(write, repr((sorted(found), complete, also)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    out = os.read(read, 65536).decode()
+    os.waitpid(pid, 0)
+    found, complete, also = eval(out)  # noqa: S307 -- our own child's repr of plain values
+    assert found == [str(ws / "sub" / "dal.toml")] and complete, out
+    assert stat.S_IMODE(os.stat(ws / "sub").st_mode) & 0o700 == 0o700
+    shutil.rmtree(top, ignore_errors=True)
+    assert also is False  # fail closed: the wall is refused, or the command fails, rather than half checked

@@ -1,0 +1,621 @@
+"""Argument models of curl and wget (docs/policy.md, "curl and wget"): every file either names or derives
+from a URL, written or read, becomes a path the check checks; what cannot be known before the program runs
+(a name the server chooses, a config file's commands, a program to run) is denied.
+
+Neither is in the default toolset: a policy allows them by name. Their option grammars are their own: curl
+7.88's (clusters `-sSLo F`, unique prefixes of long options, `--no-` before a boolean, no `--opt=value`)
+and GNU wget 1.21's (getopt_long: prefixes, `--opt=value`, `-nv`-style `-n LETTERS`). An option the model
+does not know is denied, as for every model: it might name a file.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from collections.abc import Callable
+
+from dal.effects.programs import ArgUse
+
+__all__ = ["analyze_curl", "analyze_wget", "FETCHERS"]
+
+FLAG, VALUE, READ, WRITE, RW = "flag", "value", "read", "write", "rw"
+
+
+class _Deny(Exception):
+    pass
+
+
+def _table(flags: str, **kinds: str) -> dict[str, str]:
+    d = dict.fromkeys(flags.split(), FLAG)
+    d.update({k.replace("_", "-"): v for k, v in kinds.items()})
+    return d
+
+
+# --- curl ------------------------------------------------------------------------------------------------
+
+# curl 7.88.1's `curl --help all`, every option. Special kinds: "data" (`@FILE` reads FILE), "urlenc"
+# (`@FILE` or `NAME@FILE`), "form" (`NAME=@FILE`, `NAME=<FILE`), "cookie" (a file unless it holds `=`),
+# "cert" (`FILE[:PASSWORD]`), "pin" (a file unless `sha256//`), "header" (`@FILE`), "writeout" (`@FILE`),
+# "url", "outdir", "output", "deny:<why>".
+_CURL_FLAGS = (
+    "anyauth append basic cert-status compressed compressed-ssh create-dirs crlf digest disable disable-eprt "
+    "disable-epsv disallow-username-in-url doh-cert-status doh-insecure fail fail-early fail-with-body false-start "
+    "form-escape ftp-create-dirs ftp-pasv ftp-pret ftp-skip-pasv-ip ftp-ssl-ccc ftp-ssl-control get globoff "
+    "haproxy-protocol head http0.9 http1.0 http1.1 http2 http2-prior-knowledge http3 http3-only "
+    "ignore-content-length include insecure ipv4 ipv6 junk-session-cookies list-only location location-trusted "
+    "mail-rcpt-allowfails manual negotiate netrc netrc-optional next no-alpn no-buffer no-clobber no-keepalive "
+    "no-npn no-progress-meter no-sessionid ntlm ntlm-wb parallel parallel-immediate path-as-is post301 post302 "
+    "post303 progress-bar proxy-anyauth proxy-basic proxy-digest proxy-insecure proxy-negotiate proxy-ntlm "
+    "proxy-ssl-allow-beast proxy-ssl-auto-client-cert proxy-tlsv1 proxytunnel raw remote-name remote-name-all "
+    "remote-time remove-on-error retry-all-errors retry-connrefused sasl-ir show-error silent socks5-basic "
+    "socks5-gssapi socks5-gssapi-nec ssl ssl-allow-beast ssl-auto-client-cert ssl-no-revoke ssl-reqd "
+    "ssl-revoke-best-effort sslv2 sslv3 styled-output suppress-connect-headers tcp-fastopen tcp-nodelay "
+    "tftp-no-options tlsv1 tlsv1.0 tlsv1.1 tlsv1.2 tlsv1.3 tr-encoding trace-time use-ascii verbose version xattr "
+    "help"
+)
+_CURL_VALUES = (
+    "aws-sigv4 cert-type ciphers connect-timeout connect-to continue-at create-file-mode curves delegation "
+    "dns-interface dns-ipv4-addr dns-ipv6-addr dns-servers doh-url expect100-timeout form-string ftp-account "
+    "ftp-alternative-to-user ftp-method ftp-port ftp-ssl-ccc-mode happy-eyeballs-timeout-ms hostpubmd5 "
+    "hostpubsha256 interface keepalive-time key-type krb limit-rate local-port login-options mail-auth mail-from "
+    "mail-rcpt max-filesize max-redirs max-time noproxy oauth2-bearer parallel-max pass proto "
+    "proxy-cert-type proxy-ciphers proxy-key-type proxy-pass proxy-service-name "
+    "proxy-tls13-ciphers proxy-tlsauthtype proxy-tlspassword proxy-tlsuser proxy-user proxy1.0 quote range rate "
+    "referer request request-target resolve retry retry-delay retry-max-time sasl-authzid service-name socks4 "
+    "socks4a socks5 socks5-gssapi-service socks5-hostname speed-limit speed-time telnet-option tftp-blksize "
+    "tls-max tls13-ciphers tlsauthtype tlspassword tlsuser user user-agent data-raw"
+)
+CURL_LONG: dict[str, str] = {
+    **dict.fromkeys(_CURL_FLAGS.split(), FLAG),
+    **dict.fromkeys(_CURL_VALUES.split(), VALUE),
+    **_table(
+        "",
+        output="output", output_dir="outdir", url="url",
+        dump_header=WRITE, cookie_jar=WRITE, trace=WRITE, trace_ascii=WRITE, stderr=WRITE, etag_save=WRITE,
+        libcurl=WRITE,
+        hsts=RW, alt_svc=RW,
+        cacert=READ, capath=READ, crlfile=READ, egd_file=READ, random_file=READ, etag_compare=READ,
+        netrc_file=READ, proxy_cacert=READ, proxy_capath=READ, proxy_crlfile=READ, unix_socket=READ,
+        upload_file="upload", key=READ, proxy_key=READ, pubkey=READ,
+        cert="cert", proxy_cert="cert", pinnedpubkey="pin", proxy_pinnedpubkey="pin", cookie="cookie",
+        data="data", data_ascii="data", data_binary="data", json="data", data_urlencode="urlenc",
+        url_query="urlenc", form="form", header="header", proxy_header="header", write_out="writeout",
+        config="deny:reads options (and URLs, output files) from a file the check cannot see",
+        engine="engine", proto_default="protodefault", proto_redir="protoredir", proxy="proxy", preproxy="proxy",
+        time_cond="timecond",
+        abstract_unix_socket="deny:connects to a socket outside the filesystem's roots",
+        remote_header_name="deny:takes the file name from the server's reply, which the check cannot see",
+        metalink="deny:takes file names from a metalink file",
+    ),
+}
+CURL_SHORT: dict[str, str] = {
+    "a": "append", "q": "disable", "f": "fail", "G": "get", "g": "globoff", "I": "head", "0": "http1.0",
+    "i": "include", "k": "insecure", "4": "ipv4", "6": "ipv6", "j": "junk-session-cookies", "l": "list-only",
+    "L": "location", "M": "manual", "n": "netrc", ":": "next", "N": "no-buffer", "Z": "parallel",
+    "#": "progress-bar", "p": "proxytunnel", "O": "remote-name", "R": "remote-time", "S": "show-error",
+    "s": "silent", "2": "sslv2", "3": "sslv3", "1": "tlsv1", "B": "use-ascii", "v": "verbose", "V": "version",
+    "h": "help", "J": "remote-header-name",
+    "E": "cert", "K": "config", "C": "continue-at", "b": "cookie", "c": "cookie-jar", "d": "data",
+    "D": "dump-header", "F": "form", "P": "ftp-port", "H": "header", "m": "max-time", "o": "output",
+    "x": "proxy", "U": "proxy-user", "Q": "quote", "r": "range", "e": "referer", "X": "request",
+    "Y": "speed-limit", "y": "speed-time", "t": "telnet-option", "z": "time-cond", "T": "upload-file",
+    "u": "user", "A": "user-agent", "w": "write-out",
+}
+_GLOB = re.compile(r"[\[{]")
+_OUT_GLOB = re.compile(r"#[0-9]")
+
+
+def _curl_long(word: str) -> tuple[str, bool]:
+    """The option `--word` names, curl's way: the exact name, else its unique prefix; `--no-NAME` for a
+    boolean NAME. (name, negated)."""
+    negated = False
+    if word.startswith("no-") and word not in CURL_LONG and not any(n.startswith(word) for n in CURL_LONG):
+        word, negated = word[3:], True
+    if word in CURL_LONG:
+        name = word
+    else:
+        hits = [n for n in CURL_LONG if n.startswith(word)] if word else []
+        if len(hits) != 1:
+            raise _Deny(f"curl --{word}: {'ambiguous' if hits else 'unknown'} option")
+        name = hits[0]
+    if negated and CURL_LONG[name] != FLAG:
+        raise _Deny(f"curl --no-{word}: --no- before an option that takes a value")
+    return name, negated
+
+
+def _file_url(url: str) -> str | None:
+    """The local path of a file: URL (FILE:/x, file:///x, file://localhost/x), None for any other scheme."""
+    m = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", url)
+    if m is None or m.group(1).lower() != "file":
+        return None
+    rest = url[m.end():]
+    if rest.startswith("//"):
+        host, slash, path = rest[2:].partition("/")
+        if host.lower() not in ("", "localhost", "127.0.0.1"):
+            raise _Deny(f"curl {url}: a file: URL on another host")
+        rest = slash + path
+    rest = rest.split("?", 1)[0].split("#", 1)[0]
+    return urllib.parse.unquote(rest)
+
+
+def _remote_names(url: str) -> list[str]:
+    """The names -O may save `url` under: what follows its last `/` (or `\\`), with and without the query,
+    as written and percent-decoded (curl 7.88 takes the path's last part as written; every reading is
+    checked, so that none is a protected name)."""
+    rest = url.split("://", 1)[1] if "://" in url else url
+    names = []
+    for text in (rest, rest.split("?", 1)[0].split("#", 1)[0]):
+        cut = max(text.rfind("/"), text.rfind("\\"))
+        if cut < 0:
+            continue
+        name = text[cut + 1:]
+        names += [name, urllib.parse.unquote(name)]
+    return [n for n in dict.fromkeys(names) if n and "/" not in n and n not in (".", "..")]
+
+
+def _at_file(value: str) -> str | None:
+    return value[1:] if value.startswith("@") and value[1:] not in ("", "-") else None
+
+
+def _curl_value(kind: str, opt: str, value: str, reads: list[str], writes: list[str]) -> None:
+    if kind.startswith("deny:"):
+        raise _Deny(f"curl {opt}: {kind[5:]}")
+    if not value and kind in (READ, WRITE, RW):
+        return  # `--alt-svc ""`: the feature without a file
+    if kind == "proxy":
+        if re.match(r"socks[0-9a-z]*://localhost/", value, re.IGNORECASE):
+            raise _Deny(f"curl {opt} {value}: a SOCKS proxy through a local socket, outside the check's roots")
+        return
+    if kind == "timecond":
+        if value.lstrip("+-="):
+            reads.append(value.lstrip("+-="))  # a date, or else the file whose time curl takes: checked either way
+        return
+    if kind == READ:
+        reads.append(value)
+    elif kind == WRITE:
+        if value != "-":
+            writes.append(value)
+    elif kind == RW:
+        reads.append(value)
+        writes.append(value)
+    elif kind in ("data", "header", "writeout"):
+        if kind == "writeout" and "%output{" in value:
+            raise _Deny(f"curl {opt}: %output{{...}} writes a file the check cannot follow")
+        if (f := _at_file(value)) is not None:
+            reads.append(f)
+    elif kind == "urlenc":
+        text = value[1:] if kind == "urlenc" and opt.endswith("url-query") and value.startswith("+") else value
+        at = re.search(r"[@=]", text)
+        if at is not None and at.group() == "@" and text[at.end():] not in ("", "-"):
+            reads.append(text[at.end():])
+    elif kind == "form":
+        _curl_form(opt, value, reads)
+    elif kind == "cookie":
+        if value and "=" not in value and value != "-":
+            reads.append(value)
+    elif kind == "cert":
+        reads.append(value)
+        if ":" in value:
+            reads.append(value.split(":", 1)[0])
+    elif kind == "pin":
+        if not value.startswith("sha256//"):
+            reads.append(value)
+    elif kind == "protodefault":
+        if value.strip().lower() == "file":
+            raise _Deny(f"curl {opt} {value}: every URL without a scheme would name a local file")
+    elif kind == "protoredir":
+        if "file" in value.lower() or "all" in value.lower():
+            raise _Deny(f"curl {opt} {value}: a redirect could then read a local file")
+    elif kind == "engine":
+        if value != "list":
+            raise _Deny(f"curl {opt}: loads an OpenSSL engine, which may be a library of the script's")
+
+
+def _curl_form(opt: str, value: str, reads: list[str]) -> None:
+    """-F NAME=@FILE[;type=..][;filename=..] and NAME=<FILE read FILE; `headers=@FILE` reads FILE too. A
+    quoted file name is denied (its quoting is curl's own)."""
+    _, eq, content = value.partition("=")
+    if not eq:
+        raise _Deny(f"curl {opt} {value}: expected NAME=CONTENT")
+    parts = content.split(";")
+    if content[:1] in ("@", "<"):
+        name = parts[0][1:]
+        if name.startswith('"'):
+            raise _Deny(f"curl {opt} {value}: a quoted file name")
+        if name not in ("", "-"):
+            reads += [name, *(n for n in name.split(",") if n)]
+    for param in parts[1:]:
+        key, _, val = param.partition("=")
+        if key.strip().lower() == "headers" and val[:1] in ("@", "<"):
+            reads.append(val[1:])
+
+
+def analyze_curl(argv: tuple[str, ...]) -> ArgUse:
+    try:
+        return _curl(argv[1:])
+    except _Deny as e:
+        return ArgUse(unsafe=str(e), idempotent=False)
+
+
+def _curl(args: tuple[str, ...]) -> ArgUse:
+    reads: list[str] = []
+    writes: list[str] = []
+    groups: list[dict] = []
+
+    def group() -> dict:
+        return {"urls": [], "outputs": [], "dirs": [], "remote": False, "globoff": False, "uploads": [],
+                "create": False}
+
+    g = group()
+    i = 0
+    options_done = False
+
+    def take(kind: str, opt: str, value: str) -> None:
+        if kind == "output":
+            g["outputs"].append(value)
+        elif kind == "outdir":
+            g["dirs"].append(value)
+        elif kind == "url":
+            g["urls"].append(value)
+        elif kind == "upload":
+            if _GLOB.search(value):
+                raise _Deny(f"curl {opt} {value}: a glob pattern names files the check cannot list")
+            if value not in ("-", "."):
+                reads.append(value)
+            g["uploads"].append(value)
+        else:
+            _curl_value(kind, opt, value, reads, writes)
+
+    def flag(name: str, negated: bool) -> None:
+        nonlocal g
+        if name == "next":
+            groups.append(g)
+            g = group()
+        elif name in ("remote-name", "remote-name-all") and not negated:
+            g["remote"] = True
+        elif name == "globoff":
+            g["globoff"] = not negated
+        elif name == "create-dirs":
+            g["create"] = not negated
+
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if options_done or not arg.startswith("-") or arg == "-":
+            g["urls"].append(arg)
+            continue
+        if arg == "--":
+            options_done = True
+            continue
+        if arg.startswith("--"):
+            name, negated = _curl_long(arg[2:])
+            kind = CURL_LONG[name]
+            if kind == FLAG:
+                flag(name, negated)
+                continue
+            if kind.startswith("deny:"):
+                raise _Deny(f"curl --{name}: {kind[5:]}")
+            if i >= len(args):
+                raise _Deny(f"curl --{name} needs a value")
+            take(kind, f"--{name}", args[i])
+            i += 1
+            continue
+        j = 1
+        while j < len(arg):
+            ch = arg[j]
+            name = CURL_SHORT.get(ch)
+            if name is None:
+                raise _Deny(f"curl -{ch}: unknown option")
+            kind = CURL_LONG[name]
+            if kind == FLAG:
+                flag(name, False)
+                j += 1
+                continue
+            if kind.startswith("deny:"):
+                raise _Deny(f"curl -{ch}: {kind[5:]}")
+            value = arg[j + 1:]
+            if not value:
+                if i >= len(args):
+                    raise _Deny(f"curl -{ch} needs a value")
+                value = args[i]
+                i += 1
+            take(kind, f"-{ch}", value)
+            break
+    groups.append(g)
+    for g in groups:
+        _curl_group(g, reads, writes)
+    return ArgUse(tuple(reads), tuple(writes), idempotent=False)
+
+
+def _curl_group(g: dict, reads: list[str], writes: list[str]) -> None:
+    """The files one `--next`-separated part of a curl command line reads and writes through its URLs."""
+    outdir = g["dirs"][-1] if g["dirs"] else None
+
+    def placed(name: str) -> list[str]:
+        # curl 7.88 puts OUTDIR + "/" + NAME, also for an absolute NAME (`--output-dir d -o /x` is d//x)
+        return [name] if outdir is None else [outdir + "/" + name, name]
+
+    for value in g["outputs"]:
+        if value == "-":
+            continue
+        if _OUT_GLOB.search(value) and not g["globoff"] and any(_GLOB.search(u) for u in g["urls"]):
+            raise _Deny(f"curl -o {value}: #N takes text from a URL glob; the names it makes cannot be checked")
+        writes.extend(placed(value))
+    if outdir is not None and g["create"]:
+        writes.append(outdir)
+    for url in g["urls"]:
+        if _GLOB.search(url) and not g["globoff"] and (g["remote"] or _file_url(url) is not None):
+            raise _Deny(f"curl {url}: a URL glob names files the check cannot list (add -g to turn globbing off)")
+        if g["remote"]:
+            for name in _remote_names(url):
+                writes.extend(placed(name))
+        local = _file_url(url)
+        if local is None:
+            continue
+        if g["uploads"]:
+            writes.append(local)  # -T to a file: URL writes that file (or FILE/NAME for a folder URL)
+            writes.extend(local.rstrip("/") + "/" + u.rsplit("/", 1)[-1] for u in g["uploads"] if u not in ("-", "."))
+        else:
+            reads.append(local)
+
+
+# --- wget ------------------------------------------------------------------------------------------------
+
+_WGET_FLAGS = (
+    "version help background debug quiet verbose no-verbose force-html no-config retry-connrefused no-clobber "
+    "no-netrc continue show-progress timestamping no-if-modified-since no-use-server-timestamps server-response "
+    "spider random-wait no-proxy no-dns-cache ignore-case inet4-only inet6-only ask-password no-iri unlink xattr "
+    "no-directories no-host-directories no-cache ignore-length no-http-keep-alive no-cookies "
+    "keep-session-cookies auth-no-challenge https-only no-check-certificate no-hsts no-remove-listing no-glob "
+    "no-passive-ftp preserve-permissions retr-symlinks ftps-implicit ftps-resume-ssl ftps-clear-data-connection "
+    "ftps-fallback-to-ftp convert-links convert-file-only strict-comments follow-ftp span-hosts relative "
+    "no-parent delete-after force-directories backup-converted save-headers content-on-error"
+)
+_WGET_VALUES = (
+    "report-speed base tries retry-on-http-error start-pos progress timeout dns-timeout connect-timeout "
+    "read-timeout wait waitretry quota bind-address limit-rate prefer-family user password cut-dirs http-user "
+    "http-password header compression max-redirect proxy-user "
+    "proxy-password referer user-agent post-data method body-data secure-protocol certificate-type "
+    "private-key-type ciphers ftp-user ftp-password accept reject accept-regex reject-regex regex-type domains "
+    "exclude-domains follow-tags ignore-tags include-directories exclude-directories"
+)
+_WGET_UNMODELLED = "takes file names from the server or a page, which the check cannot see"
+WGET_LONG: dict[str, str] = {
+    **dict.fromkeys(_WGET_FLAGS.split(), FLAG),
+    **dict.fromkeys(_WGET_VALUES.split(), VALUE),
+    **_table(
+        "",
+        output_document="document", output_file=WRITE, append_output=WRITE, save_cookies=WRITE,
+        rejected_log=WRITE, directory_prefix="prefix", default_page="page",
+        hsts_file=RW, input_file="input", post_file=READ, body_file=READ, load_cookies=READ, certificate=READ,
+        private_key=READ, ca_certificate=READ, ca_directory=READ, crl_file=READ, pinnedpubkey="pin",
+        execute="execute", backups="backups", restrict_file_names="restrict",
+        local_encoding="deny:changes how a URL's name becomes a file name",
+        remote_encoding="deny:changes how a URL's name becomes a file name",
+        config="deny:reads commands (output files among them) from a file the check cannot see",
+        use_askpass="deny:runs a program",
+        recursive="deny:" + _WGET_UNMODELLED, level="deny:" + _WGET_UNMODELLED,
+        mirror="deny:" + _WGET_UNMODELLED, page_requisites="deny:" + _WGET_UNMODELLED,
+        content_disposition="deny:" + _WGET_UNMODELLED, trust_server_names="deny:" + _WGET_UNMODELLED,
+        adjust_extension="deny:adds an extension chosen by the server's content type",
+        protocol_directories="deny:makes folders named by the URL's scheme",
+        warc_file="deny:writes WARC files under names the check does not model",
+        warc_tempdir="deny:writes WARC files under names the check does not model",
+        warc_dedup="deny:writes WARC files under names the check does not model",
+        warc_cdx="deny:writes WARC files under names the check does not model",
+    ),
+}
+WGET_SHORT: dict[str, str] = {
+    "V": "version", "h": "help", "b": "background", "e": "execute", "o": "output-file", "a": "append-output",
+    "d": "debug", "q": "quiet", "v": "verbose", "i": "input-file", "F": "force-html", "B": "base", "t": "tries",
+    "O": "output-document", "c": "continue", "N": "timestamping", "S": "server-response", "T": "timeout",
+    "w": "wait", "Q": "quota", "x": "force-directories", "P": "directory-prefix", "E": "adjust-extension",
+    "U": "user-agent", "r": "recursive", "l": "level", "k": "convert-links", "K": "backup-converted",
+    "m": "mirror", "p": "page-requisites", "A": "accept", "R": "reject", "D": "domains", "H": "span-hosts",
+    "L": "relative", "I": "include-directories", "X": "exclude-directories", "n": "-n",
+}
+WGET_LONG["background"] = "deny:runs on after the command ends, writing wget-log"
+# wgetrc commands `-e` may run: none names a file or a program, or changes where a file is written. Names
+# are compared as wget does: case, `_` and `-` ignored.
+_WGET_E_SAFE = frozenset(
+    "robots tries timeout readtimeout connecttimeout dnstimeout wait waitretry randomwait verbose quiet "
+    "useragent header checkcertificate httpsonly inet4only inet6only preferfamily limitrate maxredirect "
+    "retryconnrefused serverresponse showprogress progress method compression httpkeepalive cache cookies "
+    "iri localencoding remoteencoding secureprotocol ciphers noparent timestamping noclobber continue "
+    "referer debug reportspeed".split()
+)
+
+
+def _wget_long(word: str) -> str:
+    name, _, _ = word.partition("=")
+    if name in WGET_LONG:
+        return name
+    hits = [n for n in WGET_LONG if n.startswith(name)] if name else []
+    if len(hits) != 1:
+        raise _Deny(f"wget --{name}: {'ambiguous' if hits else 'unknown'} option")
+    return hits[0]
+
+
+def analyze_wget(argv: tuple[str, ...], exists: Callable[[str], bool] | None = None) -> ArgUse:
+    try:
+        return _wget(argv[1:], exists or (lambda p: False))
+    except _Deny as e:
+        return ArgUse(unsafe=str(e), idempotent=False)
+
+
+def _wget(args: tuple[str, ...], exists: Callable[[str], bool]) -> ArgUse:
+    reads: list[str] = []
+    writes: list[str] = []
+    urls: list[str] = []
+    seen: dict[str, list[str | None]] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            urls += args[i:]
+            break
+        if not arg.startswith("-") or arg == "-":
+            urls.append(arg)
+            continue
+        pairs: list[tuple[str, str | None]] = []
+        if arg.startswith("--"):
+            name = _wget_long(arg[2:])
+            kind = WGET_LONG[name]
+            if kind.startswith("deny:"):
+                raise _Deny(f"wget --{name}: {kind[5:]}")
+            _, eq, value = arg[2:].partition("=")
+            if kind == FLAG:
+                if eq:
+                    raise _Deny(f"wget --{name} takes no value")
+                pairs.append((name, None))
+            else:
+                if not eq:
+                    if i >= len(args):
+                        raise _Deny(f"wget --{name} needs a value")
+                    value = args[i]
+                    i += 1
+                pairs.append((name, value))
+        else:
+            j = 1
+            while j < len(arg):
+                name = WGET_SHORT.get(arg[j])
+                if name is None:
+                    raise _Deny(f"wget -{arg[j]}: unknown option")
+                kind = "value" if name == "-n" else WGET_LONG[name]
+                if kind.startswith("deny:"):
+                    raise _Deny(f"wget -{arg[j]}: {kind[5:]}")
+                if kind == FLAG:
+                    pairs.append((name, None))
+                    j += 1
+                    continue
+                value = arg[j + 1:]
+                if not value:
+                    if i >= len(args):
+                        raise _Deny(f"wget -{arg[j]} needs a value")
+                    value = args[i]
+                    i += 1
+                pairs.append((name, value))
+                break
+        for name, value in pairs:
+            if name == "-n":
+                for letter in value or "":
+                    long = {"v": "no-verbose", "H": "no-host-directories", "d": "no-directories", "c": "no-clobber",
+                            "p": "no-parent"}.get(letter)
+                    if long is None:
+                        raise _Deny(f"wget -n{value}: unknown option")
+                    seen.setdefault(long, []).append(None)
+                continue
+            kind = WGET_LONG[name]
+            seen.setdefault(name, []).append(value)
+            if value is None:
+                continue
+            if kind == READ:
+                reads.append(value)
+            elif kind == WRITE:
+                if value != "-":
+                    writes.append(value)
+            elif kind == RW:
+                reads.append(value)
+                writes.append(value)
+            elif kind == "pin":
+                if not value.startswith("sha256//"):
+                    reads.append(value)
+            elif kind == "input":
+                if value != "-":
+                    reads.append(value)
+            elif kind == "execute":
+                cmd = value.split("=", 1)[0].strip().lower().replace("_", "").replace("-", "")
+                if cmd not in _WGET_E_SAFE:
+                    raise _Deny(f"wget -e {value}: a wgetrc command that may name a file or a program "
+                                "(allowed: robots=off and others that name none)")
+            elif kind == "restrict":
+                if not set(value.lower().split(",")) <= {"unix", "nocontrol", "ascii"}:
+                    raise _Deny(f"wget --restrict-file-names={value}: changes the names of the files it writes "
+                                "(unix, nocontrol and ascii are allowed)")
+            elif kind == "backups":
+                if not value.isdigit() or int(value) > 100:
+                    raise _Deny(f"wget --backups={value}: at most 100")
+    _wget_outputs(urls, seen, writes, exists)
+    return ArgUse(tuple(reads), tuple(writes), idempotent=False)
+
+
+def _last(seen: dict[str, list[str | None]], name: str) -> str | None:
+    values = seen.get(name)
+    return values[-1] if values else None
+
+
+def _wget_outputs(urls: list[str], seen: dict[str, list[str | None]], writes: list[str],
+                  exists: Callable[[str], bool]) -> None:
+    """The files wget saves its URLs as: -O's file; else each URL's local name (its path's last part,
+    percent-decoded, `index.html` for a folder; under -x HOST/PATH less --cut-dirs, without HOST under -nH)
+    below -P, and the numbered names (`NAME.1`, ...) wget picks when NAME exists."""
+    document = _last(seen, "output-document")
+    if document is not None:
+        if document != "-":
+            writes.append(document)
+        return
+    if "input-file" in seen:
+        raise _Deny("wget -i FILE without -O: the URLs, and so the files written, are in the file")
+    if "spider" in seen:
+        return
+    prefix = _last(seen, "directory-prefix")
+    page = _last(seen, "default-page") or "index.html"
+    if "/" in page:
+        raise _Deny(f"wget --default-page={page}: a path")
+    cut = _last(seen, "cut-dirs") or "0"
+    if not cut.isdigit():
+        raise _Deny(f"wget --cut-dirs={cut}: not a number")
+    tree = "force-directories" in seen and "no-directories" not in seen
+    if prefix is not None:
+        writes.append(prefix)
+    numbered = not ({"no-clobber", "timestamping", "continue"} & seen.keys())
+    backups = int(_last(seen, "backups") or "0")
+    for url in urls:
+        for rel in _wget_paths(url, page, tree, "no-host-directories" in seen, int(cut)):
+            path = rel if prefix is None else prefix.rstrip("/") + "/" + rel
+            writes.append(path)
+            if "backup-converted" in seen:
+                writes.append(path + ".orig")
+            for n in range(1, backups + 1):
+                writes.append(f"{path}.{n}")
+            if numbered:
+                n = 1
+                while exists(path if n == 1 else f"{path}.{n - 1}"):
+                    writes.append(f"{path}.{n}")
+                    n += 1
+                    if n > 1000:
+                        raise _Deny(f"wget {url}: more than 1000 numbered copies of {path}")
+
+
+def _wget_paths(url: str, page: str, tree: bool, no_host: bool, cut: int) -> list[str]:
+    if "://" not in url:
+        url = "http://" + url
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https", "ftp", "ftps"):
+        raise _Deny(f"wget {url}: the scheme {parts.scheme}: is not one wget fetches")
+    if parts.scheme.lower().startswith("ftp") and (re.search(r"[*?\[]", parts.path) or parts.path.endswith("/")):
+        raise _Deny(f"wget {url}: an FTP glob or folder: the server's listing names the files written")
+    out = []
+    for path in dict.fromkeys((parts.path, urllib.parse.unquote(parts.path))):
+        segments = path.split("/")
+        name = segments[-1] or page
+        if parts.query:
+            name += "?" + parts.query  # wget keeps the query in the name
+        if "/" in name:
+            name = name.replace("/", "%2F")  # as wget escapes it
+        dirs = [s for s in segments[:-1] if s]
+        if tree:
+            dirs = dirs[cut:]
+            if not no_host:
+                dirs.insert(0, parts.netloc.rsplit("@", 1)[-1])
+            rel = "/".join([*dirs, name])
+        else:
+            rel = name
+        if any(s in (".", "..") for s in rel.split("/")):
+            raise _Deny(f"wget {url}: a `.` or `..` in the name it would save")
+        out.append(rel)
+    return out
+
+
+FETCHERS = frozenset({"curl", "wget"})
