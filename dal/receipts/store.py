@@ -169,7 +169,8 @@ class StoreError(Exception):
 
     def __init__(self, message: str, path: Path | str | None = None) -> None:
         super().__init__(message)
-        self.path = Path(path) if path is not None else None
+        # A database server's store is named by its URL (without a password), which a Path would mangle.
+        self.path: Any = path if isinstance(path, str) and "://" in path else Path(path) if path is not None else None
 
 
 class NoStore(StoreError):

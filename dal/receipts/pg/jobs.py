@@ -47,12 +47,15 @@ def _job(row: dict[str, Any]) -> dict[str, Any]:
 class PgJobQueue:
     """The queue's operations over a PgStore's connection (its lock, its error messages)."""
 
-    def __init__(self, store: PgStore) -> None:
+    def __init__(self, store: PgStore, *, owned: bool = False) -> None:
         self.store = store
         self.path = store.path
+        self._owned = owned
 
     def close(self) -> None:
-        """The store owns the connection."""
+        """Close the store too when the queue owns it (a worker's queue of one loop turn)."""
+        if self._owned:
+            self.store.close()
 
     def __enter__(self) -> PgJobQueue:
         return self
@@ -134,6 +137,12 @@ class PgJobQueue:
             s: int(n) for s, n in c.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()})
 
     # -- claiming, leases ----------------------------------------------------------------------------
+
+    def has_work(self, queues: Sequence[str], host: str) -> bool:
+        """Whether a job of `queues` a worker on `host` may run is ready, scheduled or running."""
+        return self.store._read("looking for work", lambda c: c.execute(  # noqa: SLF001
+            "SELECT 1 FROM jobs WHERE state IN ('ready', 'scheduled', 'running') AND queue = ANY(%s)"
+            " AND (movable = 1 OR host = %s) LIMIT 1", (list(queues), host)).fetchone() is not None)
 
     def running_leases(self, queues: Sequence[str], host: str) -> list[tuple[int, int, float, str | None]]:
         return self.store._read("watching the leases", lambda c: [tuple(r) for r in c.execute(  # noqa: SLF001
@@ -369,6 +378,24 @@ class Waker:
             conn.execute(f"LISTEN {CHANNEL}")
             self._conn = conn
         return self._conn
+
+    def fileno(self) -> int:
+        """The LISTEN connection's socket, to select() on beside others; -1 when it cannot be opened now."""
+        try:
+            return int(self._listen().fileno())
+        except Exception:  # noqa: BLE001 - a wake-up only
+            self.close()
+            return -1
+
+    def drain(self) -> int:
+        """Read the notifications that came (without waiting); how many."""
+        if self._conn is None:
+            return 0
+        try:
+            return sum(1 for _ in self._conn.notifies(timeout=0, stop_after=None))
+        except Exception:  # noqa: BLE001
+            self.close()
+            return 0
 
     def wait(self, timeout: float) -> bool:
         import time

@@ -541,10 +541,11 @@ class PgStore:
     def locks_where(self) -> str:
         return f"the advisory locks of {self.path}"
 
-    def jobs(self) -> PgJobQueue:
+    def jobs(self, *, owned: bool = False) -> PgJobQueue:
+        """The job queue over this store's connection (`owned`: closing the queue closes the store)."""
         from dal.receipts.pg.jobs import PgJobQueue
 
-        return PgJobQueue(self)
+        return PgJobQueue(self, owned=owned)
 
 
 def _decision_lock(c: Any, runs: list[str]) -> None:
