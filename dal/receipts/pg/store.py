@@ -168,8 +168,25 @@ class PgStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
     def version(self) -> int:
+        """The database's DAL schema version (0: no DAL tables yet)."""
         return self._read("reading its version", schema.version)
+
+    def server(self) -> dict[str, Any]:
+        """What `dal store check` shows of the server: its version, the database, the round trip, its clock."""
+        import time
+
+        def read(c: Any) -> dict[str, Any]:
+            t0 = time.monotonic()
+            c.execute("SELECT 1").fetchone()
+            rtt = time.monotonic() - t0
+            version, db, now = c.execute("SELECT current_setting('server_version'), current_database(),"
+                                         " extract(epoch FROM clock_timestamp())::float8").fetchone()
+            return {"server_version": version, "database": db, "round_trip_ms": round(rtt * 1000, 3),
+                    "clock_skew_s": round(float(now) - time.time(), 3)}
+
+        return self._read("checking the server", read)
 
     def set_synchronous(self, level: str) -> None:
         """FULL: a commit is on the server's disk before it returns; NORMAL: survives kill -9 of DAL only."""
