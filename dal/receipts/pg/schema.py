@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# Any constant works as long as it is DAL's alone: the migrations' lock (pg_advisory_xact_lock).
+# Any constant works as long as it is DAL's alone: the migrations' lock (pg_advisory_lock).
 MIGRATE_LOCK = 0x44414C_4D4947  # "DAL" "MIG"
 
 MIGRATIONS: dict[int, list[str]] = {
@@ -185,16 +185,24 @@ def version(conn: Any) -> int:
 
 
 def migrate(conn: Any) -> list[int]:
-    """Bring the database to SCHEMA_VERSION, one transaction per migration under the migrations' advisory
-    lock (a second migrator waits, then finds nothing left to do). Returns the versions applied."""
+    """Bring the database to SCHEMA_VERSION under the migrations' advisory lock (a second migrator waits, then
+    finds nothing left to do), one transaction per migration. Returns the versions applied.
+
+    The lock is session-level and taken before the transactions: a transaction begun after another migrator
+    committed sees its tables (a backend reads the catalog changes others committed when a transaction
+    starts, not when it gets an advisory lock). An autocommit connection; the lock goes with its session if
+    the process dies."""
     applied: list[int] = []
-    for target in sorted(MIGRATIONS):
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK,))
-            if version(conn) >= target:
-                continue
-            for statement in MIGRATIONS[target]:
-                conn.execute(statement)
-            conn.execute("INSERT INTO dal_schema (version) VALUES (%s)", (target,))
-            applied.append(target)
+    conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
+    try:
+        for target in sorted(MIGRATIONS):
+            with conn.transaction():
+                if version(conn) >= target:
+                    continue
+                for statement in MIGRATIONS[target]:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO dal_schema (version) VALUES (%s)", (target,))
+                applied.append(target)
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
     return applied
