@@ -46,19 +46,22 @@ def unavailable(why: str) -> None:
 class PgServer:
     """One server: `admin` is a URL of its `postgres` database; `new_database()` makes an empty one."""
 
-    def __init__(self, admin: str, folder: Path | None = None, bindir: Path | None = None) -> None:
+    def __init__(self, admin: str, folder: Path | None = None, bindir: Path | None = None,
+                 durable: bool = False) -> None:
         self.admin = admin
         self.folder = folder
         self.bindir = bindir
+        self.durable = durable
 
     @classmethod
-    def start(cls) -> PgServer:
+    def start(cls, durable: bool = False) -> PgServer:
+        """A new cluster; `durable`: with fsync on, as a real server commits (for bench/bench_pg.py)."""
         bindir = _bindir()
         if bindir is None:
             unavailable("no pg_ctl on PATH or in /usr/lib/postgresql/*/bin")
         assert bindir is not None
         folder = Path(tempfile.mkdtemp(prefix="dal-pg-"))
-        server = cls(f"postgresql://dal@/postgres?host={folder}", folder, bindir)
+        server = cls(f"postgresql://dal@/postgres?host={folder}", folder, bindir, durable)
         if os.geteuid() == 0:
             os.chown(folder, 65534, 65534)  # nobody: the server refuses to run as root
         server._as_owner([str(bindir / "initdb"), "-D", str(folder / "data"), "-U", "dal", "--auth=trust",
@@ -75,8 +78,9 @@ class PgServer:
     def start_again(self) -> None:
         """Start the server (again, after `stop`), and wait until it accepts connections."""
         assert self.folder is not None and self.bindir is not None, "only a server the tests started restarts"
-        opts = (f"-k {self.folder} -c listen_addresses='' -c fsync=off -c full_page_writes=off"
-                " -c max_connections=200 -c shared_buffers=16MB")
+        opts = f"-k {self.folder} -c listen_addresses='' -c max_connections=200 -c shared_buffers=16MB"
+        if not self.durable:
+            opts += " -c fsync=off -c full_page_writes=off"
         self._as_owner([str(self.bindir / "pg_ctl"), "-D", str(self.folder / "data"), "-l",
                         str(self.folder / "log"), "-o", opts, "-w", "-t", "60", "start"])
 

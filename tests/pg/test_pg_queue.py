@@ -74,9 +74,9 @@ def test_no_takeover_while_a_journal_write_is_in_flight_and_the_next_write_is_fe
 
     def take_over() -> None:
         with _open(pg_url) as other:
-            claimed.append(other.jobs().claim(owner="w2", queues=["default"], host="h", lease=30,
-                                              now=time.time() + 5))
+            claimed.append(other.jobs().claim(owner="w2", queues=["default"], host="h", lease=30))
 
+    time.sleep(1.2)  # the lease ran out by the database's clock
     t = threading.Thread(target=take_over)
     t.start()
     t.join(10)
@@ -84,7 +84,7 @@ def test_no_takeover_while_a_journal_write_is_in_flight_and_the_next_write_is_fe
     held.rollback()
     held.close()
     with _open(pg_url) as s:
-        again = s.jobs().claim(owner="w2", queues=["default"], host="h", lease=30, now=time.time() + 5)
+        again = s.jobs().claim(owner="w2", queues=["default"], host="h", lease=30)
         assert again is not None and again["lease_owner"] == "w2"
         with pytest.raises(Fenced):
             s.journal_intent("run_1", 1, "echo a", "local", fence=old)
@@ -145,13 +145,19 @@ def test_many_processes_starting_on_an_empty_database_migrate_it_once(pg_url: st
         assert c.execute("SELECT version FROM dal_schema ORDER BY version").fetchall() == [(1,)]
 
 
-def test_leases_are_timed_by_the_database_clock(pg_url: str) -> None:
+def test_leases_are_timed_by_the_database_clock_whatever_the_workers_clock_says(pg_url: str) -> None:
     with _open(pg_url) as s, psycopg.connect(pg_url) as c:
         q = s.jobs()
         _submit(q, "k")
-        job = q.claim(owner="w", queues=["default"], host="h", lease=30)
+        skewed = time.time() - 3600  # a worker whose clock is an hour behind
+        job = q.claim(owner="w", queues=["default"], host="h", lease=30, now=skewed)
         db_now = c.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()[0]
         assert abs(job["lease_until"] - (db_now + 30)) < 2
+        fence = Fence(job["job_id"], job["lease_epoch"], "w")
+        s.begin_run("run_1", operation="k", key="k")
+        s.journal_intent("run_1", 1, "echo", "read", fence=fence)  # not fenced by its own clock's skew
+        assert q.heartbeat(fence, 30, now=skewed)
+        assert q.claim(owner="w2", queues=["default"], host="h", lease=30, now=time.time() + 3600) is None
 
 
 def test_wakeups_come_on_submit_decision_and_requeue_but_not_on_journal_writes(pg_url: str) -> None:

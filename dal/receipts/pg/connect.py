@@ -3,7 +3,9 @@ the server cannot be reached, and libpq settings that notice a dead peer in seco
 
 Defaults (each overridable in the URL, `?connect_timeout=30`): connect_timeout 10 s; TCP keepalives after
 10 s idle, every 5 s, 3 probes; tcp_user_timeout 30 s (unacknowledged data: a partition is noticed while a
-statement waits on the wire). Unix-socket connections ignore the TCP settings.
+statement waits on the wire). Those are the client's side (DAL notices a dead server). The server's side is
+set for each session too (`options=-c tcp_keepalives_idle=10 ...`): the server notices a dead or cut-off
+host in about 25 s and ends its session, which releases its key locks. Unix sockets ignore the TCP settings.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ DEFAULTS = {
     "tcp_user_timeout": "30000",
     "application_name": "dal",
 }
+# The server's end of each session (settable by any user): what frees a cut-off host's advisory locks.
+SERVER_SIDE = ("-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
+               " -c tcp_user_timeout=30000")
 
 
 def driver() -> Any:
@@ -41,6 +46,8 @@ def conninfo(url: str, **more: str) -> str:
 
     given = conninfo_to_dict(url)
     extra = {k: v for k, v in {**DEFAULTS, **more}.items() if k not in given}
+    opts = str(given.get("options") or "")
+    extra["options"] = " ".join(x for x in (SERVER_SIDE, opts) if x)  # the URL's own options come last: they win
     return make_conninfo(url, **extra)
 
 

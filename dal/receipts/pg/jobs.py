@@ -3,8 +3,9 @@ the same TRANSITIONS guard every state change), written for many workers on many
 
 - a claim is one `UPDATE ... WHERE job_id = (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING *`: workers claiming
   at once pass over each other's rows instead of queueing on them, and the lease epoch grows by one;
-- leases are read and written by the database's clock when the caller gives no `now` (a worker's clock
-  stepped ahead takes over nothing); the fence is checked by the journal's own INSERT (PgStore._put_entry);
+- leases are written and read by the database's clock only (a caller's `now` decides only which scheduled
+  jobs are due): a worker's clock skewed either way neither takes over a live job nor fences its own; the
+  fence is checked by the journal's own INSERT against the same clock (PgStore._put_entry);
 - one open job per key is the partial unique index `jobs_open_key`: two submits of one key at once make one
   job (`ON CONFLICT ... DO NOTHING`, then the open job is read);
 - submit, decisions and requeues send `NOTIFY dal_jobs` (delivered at commit); idle workers LISTEN (`Waker`)
@@ -151,11 +152,14 @@ class PgJobQueue:
 
     def claim(self, *, owner: str, queues: Sequence[str], host: str, lease: float, now: float | None = None,
               stale: Sequence[tuple[int, int, float]] | None = None) -> dict[str, Any] | None:
-        """As JobQueue.claim, with FOR UPDATE SKIP LOCKED, and the database's clock when `now` is None."""
+        """As JobQueue.claim, with FOR UPDATE SKIP LOCKED. The lease is timed by the database's clock whatever
+        `now` says (`now`, the caller's clock, only decides which scheduled jobs are due): the fence that checks
+        it in the journal reads that clock, and no worker's clock skew moves it."""
         with self._tx("claiming a job") as c:
-            t = self._now(c, now)
+            db = self._now(c, None)
+            t = db if now is None else now
             if stale is None:
-                running, running_args = "lease_until < %s", [t]
+                running, running_args = "lease_until < %s", [db]
             elif stale:
                 one = "(job_id = %s AND lease_epoch = %s AND lease_until = %s)"
                 running = "(" + " OR ".join([one] * len(stale)) + ")"
@@ -175,12 +179,12 @@ class PgJobQueue:
                 f" {ready} AND queue = ANY(%s) AND (movable = 1 OR host = %s)"
                 " ORDER BY priority DESC, run_at, job_id LIMIT 1 FOR UPDATE SKIP LOCKED)"
                 " RETURNING *",
-                (owner, t + lease, t, t, *running_args, list(queues), host)))
+                (owner, db + lease, t, t, *running_args, list(queues), host)))
         return _job(got[0]) if got else None
 
     def heartbeat(self, fence: Fence, lease: float, now: float | None = None) -> bool:
         with self._tx(f"renewing the lease of job {fence.job_id}") as c:
-            t = self._now(c, now)
+            t = self._now(c, None)  # the database's clock, as the claim's (`now` is not used for a lease)
             return c.execute("UPDATE jobs SET lease_until = %s WHERE job_id = %s AND lease_epoch = %s"
                              " AND lease_owner = %s AND state = 'running'",
                              (t + lease, fence.job_id, fence.epoch, fence.owner)).rowcount == 1
