@@ -103,6 +103,23 @@ class StoreLocation(FrozenRecord):
         """The location as messages show it: a PostgreSQL URL without its password."""
         return redact(self.path) if self.kind == "postgresql" else self.path
 
+    def private_paths(self) -> list[str]:
+        """What a script must never see of a PostgreSQL store: the server's unix-socket folder (with `peer`
+        authentication, a process of the same user could connect through it) and libpq's password and
+        service files. Hidden from every effect (dal/runner/inforce.py, protect_run)."""
+        if self.kind != "postgresql":
+            return []
+        from urllib.parse import parse_qs, unquote, urlsplit
+
+        parts = urlsplit(self.path)
+        hosts = [unquote(parts.netloc.rpartition("@")[2].split(":")[0])]
+        hosts += [h for v in parse_qs(parts.query).get("host", []) for h in v.split(",")]
+        hosts.append(os.environ.get("PGHOST", ""))
+        out = [h for h in hosts if h.startswith("/")]
+        out.append(os.environ.get("PGPASSFILE") or os.path.expanduser("~/.pgpass"))
+        out.append(os.environ.get("PGSERVICEFILE") or os.path.expanduser("~/.pg_service.conf"))
+        return out
+
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "path": self.shown, "origin": self.origin}
 

@@ -273,8 +273,9 @@ class _RunState:
     # --- the policy in force -------------------------------------------------------------------
 
     def protect(self, policy: Policy) -> Policy:
-        store = self.spec.store.file if self.spec.store.is_file else None  # a database server has no file here
-        return protect_run(policy, store, self.spec.receipts_dir())
+        if not self.spec.store.is_file:  # a database server: no file here, but its socket and password files
+            return protect_run(policy, None, self.spec.receipts_dir()).hiding(self.spec.store.private_paths())
+        return protect_run(policy, self.spec.store.file, self.spec.receipts_dir())
 
     def getenv(self, name: str) -> str | None:
         """`env(name)` under the policy in force."""
