@@ -40,22 +40,23 @@ def driver() -> Any:
     return psycopg
 
 
-def conninfo(url: str, **more: str) -> str:
-    """`url` with DAL's defaults where it does not say otherwise."""
+def conninfo(url: str, settings: str = "", **more: str) -> str:
+    """`url` with DAL's defaults where it does not say otherwise; `settings`: more `-c name=value` for the
+    session, set as it starts (no round trip)."""
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
     given = conninfo_to_dict(url)
     extra = {k: v for k, v in {**DEFAULTS, **more}.items() if k not in given}
     opts = str(given.get("options") or "")
-    extra["options"] = " ".join(x for x in (SERVER_SIDE, opts) if x)  # the URL's own options come last: they win
+    extra["options"] = " ".join(x for x in (SERVER_SIDE, settings, opts) if x)  # the URL's own come last: they win
     return make_conninfo(url, **extra)
 
 
-def connect(url: str, doing: str = "connecting to it", **more: str) -> Any:
+def connect(url: str, doing: str = "connecting to it", settings: str = "", **more: str) -> Any:
     """A new autocommit connection (DAL opens its transactions itself); StoreError naming the database."""
     psycopg = driver()
     try:
-        return psycopg.connect(conninfo(url, **more), autocommit=True)
+        return psycopg.connect(conninfo(url, settings, **more), autocommit=True)
     except psycopg.Error as e:
         raise describe(e, url, doing) from None
 

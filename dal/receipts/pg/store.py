@@ -117,15 +117,9 @@ class PgStore:
                 self._conn = None
         if self._conn is None:
             extra = {"connect_timeout": str(max(1, int(self._timeout)))} if self._timeout else {}
-            conn = connect(self.url, doing, **extra)
-            try:
-                if self.readonly:
-                    conn.execute("SET default_transaction_read_only = on")
-                conn.execute(f"SET synchronous_commit = {self._sync}")
-            except self._psycopg.Error as e:
-                conn.close()
-                raise describe(e, self.url, doing) from None
-            self._conn = conn
+            settings = f"-c synchronous_commit={self._sync}" + (" -c default_transaction_read_only=on"
+                                                                 if self.readonly else "")
+            self._conn = connect(self.url, doing, settings, **extra)
         return self._conn
 
     @contextmanager
