@@ -100,6 +100,9 @@ class Worker:
 
         with open_store(self.location):
             pass
+        if not self.location.is_file:  # imported once here, shared with every child (see warm)
+            import dal.receipts.pg.jobs  # noqa: F401
+            import dal.receipts.pg.lock  # noqa: F401
         warm()
         start, boot = identity(os.getpid())
         now = time.time()

@@ -192,3 +192,35 @@ def test_a_value_jsonb_cannot_hold_comes_back_whole(pg_url: str) -> None:
         assert s.run_row("run_1")["policy"] == {"note": "nul\x00 and \ud83d alone"}
     with psycopg.connect(pg_url) as c:
         assert c.execute("SELECT jsonb_typeof(detail) FROM effects").fetchone() == ("object",)
+
+
+def test_two_workers_firing_one_schedule_slot_make_one_job(pg_url: str) -> None:
+    pytest.importorskip("cronsim")
+    import json
+
+    from dal.worker.schedules import fire_due
+
+    now = time.time()
+    row = {"name": "nightly", "cron": "* * * * *", "tz": "UTC", "state": "active",
+           "spec": json.dumps({"script": "/w/s.dal"}), "queue": "default", "priority": 0, "max_attempts": 3,
+           "host": "h", "movable": 1, "next_at": now - 120, "missed": 0, "created_at": now, "updated_at": now}
+    with _open(pg_url) as s:
+        s.jobs().add_schedule(row)
+    made: list[Any] = []
+    start = threading.Barrier(2)
+
+    def fire() -> None:
+        with _open(pg_url) as mine:
+            start.wait()
+            made.extend(fire_due(mine.jobs(), now))
+
+    threads = [threading.Thread(target=fire) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    with _open(pg_url) as s:
+        jobs = s.jobs().list(limit=None)
+        sched = s.jobs().schedules()[0]
+    assert len(made) == 1 and len(jobs) == 1 and jobs[0]["schedule"] == "nightly"
+    assert json.loads(jobs[0]["spec"]) == {"script": "/w/s.dal"} and sched["next_at"] > now
