@@ -44,7 +44,8 @@ def wait_for_key(store: Path | Any, job: dict[str, Any], patience: float, say: C
     from dal.receipts.location import StoreLocation, open_store
 
     where = store if isinstance(store, StoreLocation) else StoreLocation("sqlite", os.fspath(store))
-    with open_store(where) as s:
+    # Read-only: it takes no write lock (a stale holder paused inside a transaction may hold SQLite's).
+    with open_store(where, readonly=True) as s:
         _wait_for_key(s.operation_lock(job["key"]), job, patience, say)
 
 
