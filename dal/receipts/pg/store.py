@@ -334,7 +334,7 @@ class PgStore:
             raise RunNotFound("give a run id, an operation or key, or `latest`", self.path)
         if ref == "latest":
             row = c.execute("SELECT run_id, receipt FROM runs WHERE receipt IS NOT NULL"
-                            " ORDER BY run_id COLLATE \"C\" DESC LIMIT 1").fetchone()
+                            " ORDER BY ord DESC LIMIT 1").fetchone()  # the run recorded last
             if row is None:
                 raise RunNotFound(f"no finished runs yet in {self.path}", self.path)
             return self._assemble(c, row[0], row[1])
@@ -366,7 +366,7 @@ class PgStore:
     def list_runs(self, *, status: str | None = None, operation: str | None = None, key: str | None = None,
                   waiting: bool = False, limit: int | None = 50) -> list[dict[str, Any]]:
         where, args = _filters(status=status, operation=operation, key=key, waiting=waiting)
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY run_id COLLATE \"C\" DESC"
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY ord DESC"  # the order the store recorded them
         if limit is not None:
             sql += " LIMIT %s"
             args.append(max(0, int(limit)))
