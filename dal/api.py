@@ -246,11 +246,12 @@ def _raise_for(e: Exception) -> Any:
 
 
 def _open(store: str | os.PathLike[str] | None, workspace: str | os.PathLike[str] | None, readonly: bool) -> Any:
-    from dal.receipts.store import NoStore, Store, StoreError
+    from dal.receipts.location import open_store
+    from dal.receipts.store import NoStore, StoreError
 
     ws = _workspace(workspace)
     try:
-        return Store(_location(store, ws).file, readonly=readonly)
+        return open_store(_location(store, ws), readonly=readonly)
     except NoStore as e:
         raise DalUsageError(str(e)) from None
     except StoreError as e:

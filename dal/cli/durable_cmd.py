@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dal.receipts.store import Store, StoreError, store_path
+from dal.receipts.store import Store, StoreError
 from dal.runner.decisions import DecisionRefused, decide
 
 EXIT_USAGE = 2
@@ -104,10 +104,15 @@ def _workspace(args: argparse.Namespace) -> Path:
 
 
 def _open(args: argparse.Namespace) -> Store:
-    path = store_path(args.store, _workspace(args))
-    if not path.exists():
-        raise DecisionRefused(f"no runs yet: there is no run store at {path}")
-    return Store(path)
+    from dal.receipts.location import StoreLocation, StoreLocationError, open_store
+
+    try:
+        location = StoreLocation.parse(args.store, _workspace(args))
+    except StoreLocationError as e:
+        raise DecisionRefused(str(e)) from None
+    if location.is_file and not location.file.exists():
+        raise DecisionRefused(f"no runs yet: there is no run store at {location}")
+    return open_store(location)
 
 
 def cmd_decide(args: argparse.Namespace) -> int:
@@ -137,7 +142,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from dal.cli.run_cmd import run_and_report
-    from dal.receipts.location import StoreLocation, StoreLocationError
+    from dal.receipts.location import StoreLocation, StoreLocationError, open_store
     from dal.runner.build import SpecError, resume_spec
     from dal.runner.options import spec_options
 
@@ -145,10 +150,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
         location = StoreLocation.parse(args.store, _workspace(args))
     except StoreLocationError as e:
         return _die(str(e))
-    if not location.file.exists():
+    if location.is_file and not location.file.exists():
         return _die(f"no runs yet: there is no run store at {location.path}")
     try:
-        with Store(location.file, readonly=True) as store:
+        with open_store(location, readonly=True) as store:
             run = store.find_run(args.ref)
     except StoreError as e:
         return _die(str(e))

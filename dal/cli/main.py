@@ -139,9 +139,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         _register_check_and_fmt(sub)
 
     if only is None:
-        from dal.cli import durable_cmd, policy_cmd, receipts_cmd, repl_cmd, test_cmd, worker_cmd
+        from dal.cli import durable_cmd, policy_cmd, receipts_cmd, repl_cmd, store_cmd, test_cmd, worker_cmd
 
-        for mod in (policy_cmd, receipts_cmd, durable_cmd, repl_cmd, test_cmd, worker_cmd):
+        for mod in (policy_cmd, receipts_cmd, durable_cmd, repl_cmd, test_cmd, worker_cmd, store_cmd):
             mod.register(sub)
         from dal.cli import mcp_cmd
 

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from dal.receipts.markdown import render_markdown
 from dal.receipts.render import duration_text, render, use_colour
-from dal.receipts.store import NoStore, RunNotFound, Store, StoreError, store_path
+from dal.receipts.store import NoStore, RunNotFound, Store, StoreError
 
 STATUSES = ("completed", "failed", "exhausted", "waiting", "interrupted", "rejected", "skipped", "running", "died",
             "resumed")
@@ -91,10 +91,15 @@ def register(subparsers: Any) -> tuple[argparse.ArgumentParser, argparse.Argumen
 
 
 def _open(args: argparse.Namespace) -> Store:
+    from dal.receipts.location import StoreLocation, StoreLocationError, open_store
     from dal.runner.workspace import find_workspace  # the workspace found as `dal run` finds it
 
     workspace = find_workspace(getattr(args, "workspace", None)).path
-    return Store(store_path(getattr(args, "store", None), workspace), readonly=True)
+    try:
+        location = StoreLocation.parse(getattr(args, "store", None), workspace)
+    except StoreLocationError as e:
+        raise StoreError(str(e)) from None
+    return open_store(location, readonly=True)
 
 
 def _fail(message: str, err: TextIO, code: int = EXIT_NOT_FOUND, out: TextIO | None = None,

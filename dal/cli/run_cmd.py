@@ -60,7 +60,7 @@ def refuse_missing_store_folder(location: Any) -> None:
     created by DAL."""
     import os
 
-    if location.origin == "default":
+    if location.origin == "default" or not location.is_file:  # a database server's store has no folder here
         return
     folder = os.path.dirname(location.path)
     if not os.path.isdir(folder):

@@ -200,15 +200,21 @@ def _emit(kind: str, body: dict[str, Any]) -> None:
     hostmode.emit(kind, body)
 
 
-def _path(args: argparse.Namespace) -> Path:
+def _path(args: argparse.Namespace) -> Any:
+    """The store's location (dal.receipts.location.StoreLocation: a SQLite file or a PostgreSQL URL)."""
     from dal.receipts.location import StoreLocation, StoreLocationError
     from dal.runner.workspace import find_workspace
 
     try:
         workspace = find_workspace(getattr(args, "workspace", None)).path
-        return StoreLocation.parse(getattr(args, "store", None), workspace).file
+        return StoreLocation.parse(getattr(args, "store", None), workspace)
     except StoreLocationError as e:
         raise SystemExit(_die(str(e))) from None
+
+
+def _missing(where: Any) -> bool:
+    """A SQLite store that does not exist yet (a database server's store is the server's to refuse)."""
+    return where.is_file and not where.file.exists()
 
 
 def _when(t: float | None) -> str:
@@ -243,19 +249,19 @@ def _public(job: dict[str, Any]) -> dict[str, Any]:
 
 def _read_queue(args: argparse.Namespace) -> Any:
     """(store, queue) read-only; None when there is no store yet (after saying so)."""
-    from dal.receipts.jobs import JobQueue
-    from dal.receipts.store import NoStore, Store
+    from dal.receipts.location import open_store
+    from dal.receipts.store import NoStore
 
     try:
-        store = Store(_path(args), readonly=True)
+        store = open_store(_path(args), readonly=True)
     except NoStore:
         return None
-    return store, JobQueue.of(store)
+    return store, store.jobs()
 
 
 # -- dal submit ------------------------------------------------------------------------------------------
 
-def _prepare(args: argparse.Namespace, *, schedule: bool = False) -> tuple[dict[str, Any], str | None, Path, Any]:
+def _prepare(args: argparse.Namespace, *, schedule: bool = False) -> tuple[dict[str, Any], str | None, Any, Any]:
     """The job's spec, its key (None: job:<id>), the store path and the policy, from the flags; SystemExit(2)
     for a bad flag, a policy error or a script that does not parse (nothing is recorded then). The run is
     specified by the same builder as `dal run`'s (dal/runner/build.py)."""
@@ -317,19 +323,20 @@ def _prepare(args: argparse.Namespace, *, schedule: bool = False) -> tuple[dict[
         raise SystemExit(_die(f"{args.script} names its own operation key ({own!r}); a schedule gives each slot a key "
                               "of its own (schedule:NAME:<slot>), so its script must not call operation()"))
     # The job runs the text checked here, whatever the file holds later (docs/workers.md).
-    return make_spec(pin_script(run, source)), key or own, run.store.file, run.policy
+    return make_spec(pin_script(run, source)), key or own, run.store, run.policy
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from dal.receipts.jobs import JobQueue, machine_host
-    from dal.receipts.store import Store, StoreError
+    from dal.receipts.jobs import machine_host
+    from dal.receipts.location import open_store
+    from dal.receipts.store import StoreError
 
     spec, key, path, _ = _prepare(args)
     now = time.time()
     run_at = args.at if args.at is not None else now + args.delay if args.delay is not None else now
     try:
-        with Store(path) as store:
-            q = JobQueue.of(store)
+        with open_store(path) as store:
+            q = store.jobs()
             if key is not None:
                 have = q.open_job(key)
                 theirs = _job_args(have) if have is not None else None
@@ -517,15 +524,15 @@ def cmd_job_show(args: argparse.Namespace) -> int:
 
 
 def cmd_job_move(args: argparse.Namespace) -> int:
-    from dal.receipts.jobs import JobQueue
-    from dal.receipts.store import NoStore, Store, StoreError
+    from dal.receipts.location import open_store
+    from dal.receipts.store import NoStore, StoreError
 
     path = _path(args)
-    if not path.exists():
+    if _missing(path):
         return _die(f"no job {args.job_id}: there is no run store at {path}", EXIT_NOT_FOUND)
     try:
-        with Store(path) as store:
-            q = JobQueue.of(store)
+        with open_store(path) as store:
+            q = store.jobs()
             if q.get(args.job_id) is None:
                 return _die(f"no job {args.job_id} (list jobs with `dal jobs`)", EXIT_NOT_FOUND)
             note = args.note or ("retried by an operator" if args.verb == "retry" else "cancelled by an operator")
@@ -573,8 +580,9 @@ def cmd_workers(args: argparse.Namespace) -> int:
 # -- dal schedule ----------------------------------------------------------------------------------------
 
 def cmd_schedule_add(args: argparse.Namespace) -> int:
-    from dal.receipts.jobs import JobQueue, machine_host
-    from dal.receipts.store import Store, StoreError
+    from dal.receipts.jobs import machine_host
+    from dal.receipts.location import open_store
+    from dal.receipts.store import StoreError
     from dal.worker import schedules
 
     try:
@@ -590,8 +598,8 @@ def cmd_schedule_add(args: argparse.Namespace) -> int:
            "queue": args.queue, "priority": args.priority, "max_attempts": args.max_attempts, "host": machine_host(),
            "movable": int(args.movable), "next_at": first, "missed": 0, "created_at": now, "updated_at": now}
     try:
-        with Store(path) as store:
-            JobQueue.of(store).add_schedule(row)
+        with open_store(path) as store:
+            store.jobs().add_schedule(row)
     except StoreError as e:
         return _die(str(e))
     return _said_schedule(args, row, f"schedule {args.name} added: {args.cron} ({args.tz}), first slot {_when(first)}")
@@ -639,16 +647,16 @@ def cmd_schedule_list(args: argparse.Namespace) -> int:
 
 
 def cmd_schedule_set(args: argparse.Namespace) -> int:
-    from dal.receipts.jobs import JobQueue
-    from dal.receipts.store import Store, StoreError
+    from dal.receipts.location import open_store
+    from dal.receipts.store import StoreError
     from dal.worker import schedules
 
     path = _path(args)
-    if not path.exists():
+    if _missing(path):
         return _die(f"no schedule {args.name!r}: there is no run store at {path}", EXIT_NOT_FOUND)
     try:
-        with Store(path) as store:
-            q = JobQueue.of(store)
+        with open_store(path) as store:
+            q = store.jobs()
             have = {r["name"]: r for r in q.schedules()}
             if args.name not in have:
                 return _die(f"no schedule {args.name!r} (list them with `dal schedule list`)", EXIT_NOT_FOUND)

@@ -18,8 +18,9 @@ def submit(script: str | Path, text: str, *, key: str, policy: Any, workspace: P
     import dal.api as api
     from dal.eval.args import bind
     from dal.eval.interpreter import check_source
-    from dal.receipts.jobs import JobQueue, machine_host
-    from dal.receipts.store import Store, StoreError
+    from dal.receipts.jobs import machine_host
+    from dal.receipts.location import open_store
+    from dal.receipts.store import StoreError
     from dal.runner.build import SpecError, build_spec, pin_script
 
     name = str(script) if isinstance(script, Path) else "<script>"
@@ -49,10 +50,9 @@ def submit(script: str | Path, text: str, *, key: str, policy: Any, workspace: P
     data = pinned.evolve(key=None, new_attempt=False,
                          extensions={**pinned.extensions, "new_attempt_of": None}).to_json()
     try:
-        with Store(spec.store.file) as db:
-            job, made = JobQueue.of(db).submit(spec=data, key=key, queue="default", priority=0, run_at=time.time(),
-                                               max_attempts=DEFAULT_MAX_ATTEMPTS, host=machine_host(),
-                                               movable=False)
+        with open_store(spec.store) as db:  # a SQLite file or a PostgreSQL database
+            job, made = db.jobs().submit(spec=data, key=key, queue="default", priority=0, run_at=time.time(),
+                                         max_attempts=DEFAULT_MAX_ATTEMPTS, host=machine_host(), movable=False)
     except StoreError as e:
         raise ValueError(str(e)) from None
     shown = {k: job[k] for k in ("job_id", "key", "queue", "state")}

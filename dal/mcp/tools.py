@@ -207,12 +207,12 @@ class DalTools:
 
     def _open(self) -> Any:
         """The run store, read-only; None when it does not exist yet."""
-        from dal.receipts.location import StoreLocation
-        from dal.receipts.store import NoStore, Store
+        from dal.receipts.location import StoreLocation, open_store
+        from dal.receipts.store import NoStore
 
         location = StoreLocation.parse(self.store, self.workspace)
         try:
-            return Store(location.file, readonly=True)
+            return open_store(location, readonly=True)
         except NoStore:
             return None
 

@@ -4,8 +4,10 @@ that every command and every host names the same file (docs/cli.md, "The run sto
 A location is parsed once, when a run or a command starts, into an absolute path: `~` and `~user` are
 expanded, a relative path is taken from the current directory (as a path typed on a command line is),
 and with nothing given the store is `WORKSPACE/.dal/dal.db`. A URL names a store kind (`sqlite:///abs`
-is a path); any other kind is refused with a message saying which kinds exist, so that a future
-`postgresql://` location fails clearly today rather than becoming a file named `postgresql:`.
+is a path; `postgresql://` or `postgres://` a PostgreSQL database, dal/receipts/pg/, docs/scale.md); any
+other kind is refused with a message saying which kinds exist, rather than becoming a file named `x:`.
+A PostgreSQL location keeps its URL; its password is never shown nor stored with a run (`to_json`):
+give it in ~/.pgpass or $PGPASSWORD.
 
 The path is canonical (symlinks resolved, `os.path.realpath`): the same store reached by two paths (a
 symlink to the file or to a folder above it, `$DAL_STORE` in cron and `--store` by hand) is one path, so
@@ -27,7 +29,8 @@ if TYPE_CHECKING:
 
 STORE_ENV = "DAL_STORE"
 DEFAULT_STORE = Path(".dal") / "dal.db"
-KINDS = ("sqlite",)
+KINDS = ("sqlite", "postgresql")
+PG_SCHEMES = ("postgresql", "postgres")
 
 
 class StoreLocationError(ValueError):
@@ -68,6 +71,8 @@ class StoreLocation(FrozenRecord):
             return cls("sqlite", os.path.realpath(os.path.join(os.fspath(workspace), DEFAULT_STORE)), "default")
         where = {"given": "the store location", "env": STORE_ENV}[origin]
         kind, sep, rest = text.partition("://")
+        if sep and kind.lower() in PG_SCHEMES:
+            return cls("postgresql", "postgresql://" + rest, origin)
         if sep and kind and kind.isalnum():
             if kind != "sqlite":
                 raise StoreLocationError(f"{where} {text!r}: DAL has no {kind} store (store kinds: a path, or "
@@ -82,12 +87,41 @@ class StoreLocation(FrozenRecord):
         return cls("sqlite", os.path.realpath(path), origin)
 
     @property
+    def is_file(self) -> bool:
+        """Whether the store is a SQLite file (else a database server: no file, no lock folder)."""
+        return self.kind == "sqlite"
+
+    @property
     def file(self) -> Path:
-        """The SQLite file."""
+        """The SQLite file; StoreLocationError for a PostgreSQL location, which has none."""
+        if self.kind != "sqlite":
+            raise StoreLocationError(f"the store {self} is a PostgreSQL database, not a file")
         return Path(self.path)
 
+    @property
+    def shown(self) -> str:
+        """The location as messages show it: a PostgreSQL URL without its password."""
+        return redact(self.path) if self.kind == "postgresql" else self.path
+
+    def private_paths(self) -> list[str]:
+        """What a script must never see of a PostgreSQL store: the server's unix-socket folder (with `peer`
+        authentication, a process of the same user could connect through it) and libpq's password and
+        service files. Hidden from every effect (dal/runner/inforce.py, protect_run)."""
+        if self.kind != "postgresql":
+            return []
+        from urllib.parse import parse_qs, unquote, urlsplit
+
+        parts = urlsplit(self.path)
+        hosts = [unquote(parts.netloc.rpartition("@")[2].split(":")[0])]
+        hosts += [h for v in parse_qs(parts.query).get("host", []) for h in v.split(",")]
+        hosts.append(os.environ.get("PGHOST", ""))
+        out = [h for h in hosts if h.startswith("/")]
+        out.append(os.environ.get("PGPASSFILE") or os.path.expanduser("~/.pgpass"))
+        out.append(os.environ.get("PGSERVICEFILE") or os.path.expanduser("~/.pg_service.conf"))
+        return out
+
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "path": self.path, "origin": self.origin}
+        return {"kind": self.kind, "path": self.shown, "origin": self.origin}
 
     @classmethod
     def from_json(cls, data: Any) -> StoreLocation:
@@ -96,7 +130,15 @@ class StoreLocation(FrozenRecord):
         return cls(data["kind"], data["path"], str(data.get("origin") or "given"))
 
     def __str__(self) -> str:
-        return self.path
+        return self.shown
+
+
+def redact(url: str) -> str:
+    """A PostgreSQL URL with its password (in the authority or a `password=` parameter) cut out."""
+    import re
+
+    url = re.sub(r"^(postgres(?:ql)?://[^:/@?#]*):[^@/?#]*@", r"\1@", url)
+    return re.sub(r"([?&]password=)[^&#]*", r"\1***", url)
 
 
 def locks_folder(store: str | os.PathLike[str]) -> Path:
@@ -107,7 +149,12 @@ def locks_folder(store: str | os.PathLike[str]) -> Path:
 
 def open_store(location: StoreLocation, *, readonly: bool = False, timeout: float | None = None) -> Store:
     """The store at `location`, opened for reading and writing (created when missing) or read-only (never
-    created: NoStore when there is none). Raises StoreError naming the file."""
+    created: NoStore when there is none). Raises StoreError naming the file or the database. A PostgreSQL
+    store (dal/receipts/pg/) is a RunStore too; psycopg is imported only here, only for one."""
+    if location.kind == "postgresql":
+        from dal.receipts.pg.store import PgStore
+
+        return PgStore(location.path, readonly=readonly, timeout=timeout)  # type: ignore[return-value]
     from dal.receipts.store import Store
 
     return Store(location.file, readonly=readonly, timeout=timeout)

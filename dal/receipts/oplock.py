@@ -27,8 +27,10 @@ class KeyBusy(Exception):
     def __init__(self, key: str, holder: dict[str, Any]) -> None:
         pid = holder.get("pid", "?")
         run = holder.get("run_id")
+        host = holder.get("host")  # the PostgreSQL store's lock names the holder's machine too
         super().__init__(
-            f"operation {key!r} is being run by process {pid}" + (f" (run {run})" if run else "")
+            f"operation {key!r} is being run by process {pid}" + (f" on {host}" if host else "")
+            + (f" (run {run})" if run else "")
             + "; wait for it with --wait SECONDS, or inspect it with `dal receipts`"
         )
         self.key = key

@@ -38,15 +38,17 @@ def persist(
     returned in `store_error` so the caller can say so in one line, and the receipt is not lost. A
     receipt that does not match the schema raises ReceiptSchemaError before anything is written.
     """
+    from dal.receipts.location import StoreLocation, open_store
     from dal.receipts.schema import validate as check
-    from dal.receipts.store import VALIDATE_SAMPLE, Store, StoreError, store_path
+    from dal.receipts.store import VALIDATE_SAMPLE, StoreError
 
     if validate:
         check(receipt, sample=VALIDATE_SAMPLE)
-    where = store_path(store, workspace)
+    location = StoreLocation.parse(store, workspace or ".")
+    where = location.file if location.is_file else Path(location.shown)
     problem: Exception | None = None
     try:
-        with Store(where) as db:
+        with open_store(location) as db:
             db.save_receipt(receipt, validate=False)
     except StoreError as e:
         problem = e

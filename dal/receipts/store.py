@@ -169,7 +169,8 @@ class StoreError(Exception):
 
     def __init__(self, message: str, path: Path | str | None = None) -> None:
         super().__init__(message)
-        self.path = Path(path) if path is not None else None
+        # A database server's store is named by its URL (without a password), which a Path would mangle.
+        self.path: Any = path if isinstance(path, str) and "://" in path else Path(path) if path is not None else None
 
 
 class NoStore(StoreError):
@@ -660,6 +661,15 @@ class Store:
                 # integrity_check, not quick_check: it also finds an index that disagrees with its table
                 # (a write would make it worse), for about 10% more time.
                 rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check(3)").fetchall()]
+                if rows != ["ok"] and self._immutable_stat is not None and self._changed():
+                    # Read as immutable (no writer when we looked), but one came while we read: what we read
+                    # may be torn (a worker's parent writes the queue at any moment). Read it again through
+                    # the WAL, as _read() does, and only then believe the damage.
+                    conn.close()
+                    self._immutable_stat = None
+                    conn = self._conn = sqlite3.connect(f"file:{quote(self.path.resolve().as_posix())}?mode=ro",
+                                                        uri=True, timeout=self._timeout, check_same_thread=False)
+                    rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check(3)").fetchall()]
                 if rows != ["ok"]:
                     lines = [ln for r in rows for ln in r.splitlines() if ln.strip() and not ln.startswith("***")]
                     found = "; ".join(lines)

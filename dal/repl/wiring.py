@@ -92,8 +92,8 @@ def save_session_receipt(session: Any, wiring: SessionWiring, spec: Any, status:
     from dal.receipts.build import run_receipt
     from dal.receipts.files import write_receipt_files
     from dal.receipts.ids import new_run_id, utc_timestamp
+    from dal.receipts.location import open_store
     from dal.receipts.retry import derive_retry
-    from dal.receipts.store import Store
     from dal.runner.runner import artifact_of
 
     inputs = getattr(session, "_inputs", 0)
@@ -141,7 +141,7 @@ def save_session_receipt(session: Any, wiring: SessionWiring, spec: Any, status:
         skipped_of=None,
         **(policy or {}),
     )
-    with Store(spec.store.file) as db:
+    with open_store(spec.store) as db:
         db.save_receipt(receipt)
     _, md = write_receipt_files(receipt, spec.receipts_dir(), workspace=ws)
     return md

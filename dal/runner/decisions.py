@@ -169,10 +169,8 @@ def _wake_job(store: Store, run: dict[str, Any]) -> None:
     from dal.receipts.store import StoreError
 
     if run.get("key") and not store.readonly:
-        from dal.receipts.jobs import JobQueue
-
         try:
-            JobQueue.of(store).wake_key(run["key"])
+            store.jobs().wake_key(run["key"])
         except StoreError:
             pass
 
@@ -255,8 +253,8 @@ def _starting(store: Store, key: str | None) -> int | None:
     from dal.core.digest import sha256
     from dal.receipts.location import locks_folder
 
-    if not key:
-        return None
+    if not key or getattr(store, "kind", "sqlite") != "sqlite":
+        return None  # a PostgreSQL store's lock is an advisory lock: KeyBusy names its holder instead
     # The store's lock folder (Store.operation_lock), without making it: this only looks.
     path = locks_folder(store.path) / f"{sha256(key.encode('utf-8')).hexdigest()[:24]}.lock"
     try:

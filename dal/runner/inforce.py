@@ -42,10 +42,14 @@ class Adopted(ValueRecord):
         self.notices = notices
 
 
-def protect_run(policy: Policy, store: Path, receipts: Path) -> Policy:
+def protect_run(policy: Policy, store: Path | None, receipts: Path) -> Policy:
     """`policy` with the store (its file, SQLite's side files and the lock folder) and the receipts folder
-    added to the protected and the hidden set, wherever `--store`, `$DAL_STORE` and `--receipts` put them."""
+    added to the protected and the hidden set, wherever `--store`, `$DAL_STORE` and `--receipts` put them.
+    `store` None: a store on a database server (no file here to protect)."""
     from dal.receipts.location import locks_folder
+
+    if store is None:
+        return policy.hiding([os.path.realpath(receipts)])
 
     db = os.path.realpath(store)
     # Hidden too: the store journals env() values and every command's output (docs/policy.md).

@@ -33,6 +33,7 @@ from dal.receipts.build import effect_item, run_receipt, unjournaled_item
 from dal.receipts.compact import compact
 from dal.receipts.files import write_receipt_files
 from dal.receipts.ids import new_run_id, utc_timestamp
+from dal.receipts.location import open_store as open_location
 from dal.receipts.oplock import KeyBusy, live_here, mark_live, unmark_live
 from dal.receipts.retry import derive_retry
 from dal.receipts.schema import ReceiptSchemaError
@@ -272,6 +273,8 @@ class _RunState:
     # --- the policy in force -------------------------------------------------------------------
 
     def protect(self, policy: Policy) -> Policy:
+        if not self.spec.store.is_file:  # a database server: no file here, but its socket and password files
+            return protect_run(policy, None, self.spec.receipts_dir()).hiding(self.spec.store.private_paths())
         return protect_run(policy, self.spec.store.file, self.spec.receipts_dir())
 
     def getenv(self, name: str) -> str | None:
@@ -339,7 +342,7 @@ class _RunState:
     def open_store(self) -> Store:
         if self.store is None:
             try:
-                store = Store(self.spec.store.file)
+                store = open_location(self.spec.store)
                 # Every commit survives kill -9; only intents that must never be lost pay an fsync
                 # (see _BeginFirst and docs/durability.md).
                 store.set_synchronous("NORMAL")

@@ -49,7 +49,8 @@ def request_for(spec: RunSpec, *, store: Path, key: str, fence: Any, new_attempt
     from dal.receipts.location import StoreLocation
 
     location = StoreLocation.parse(store, spec.workspace)
-    if spec.store.file.resolve() == location.file.resolve():
+    if (spec.store.path == location.path if not (spec.store.is_file and location.is_file)
+            else spec.store.file.resolve() == location.file.resolve()):
         location = spec.store  # as the operator chose it: the receipt's rerun names no --store it did not
     # KEY_WAIT is the worker's, not the operator's: the receipt's rerun command leaves it out.
     run = spec.evolve(key=key, store=location, new_attempt=new_attempt, wait=KEY_WAIT,

@@ -36,14 +36,22 @@ def _try(lock: Any) -> dict[str, Any] | None:
     return None
 
 
-def wait_for_key(store: Path, job: dict[str, Any], patience: float, say: Callable[[str], Any]) -> None:
+def wait_for_key(store: Path | Any, job: dict[str, Any], patience: float, say: Callable[[str], Any]) -> None:
     """Return once the key of `job` (claimed by a takeover) is free, or after killing its stale holder as
-    described above, or after giving up (the run then finds the key busy)."""
-    from dal.core.procinfo import alive, boot_id
-    from dal.receipts.location import locks_folder
-    from dal.receipts.oplock import KeyLock
+    described above, or after giving up (the run then finds the key busy). `store`: the store's file or its
+    StoreLocation; the key's lock is the store's own (`operation_lock`: a flock file, or PostgreSQL's
+    advisory lock, whose holder on another machine is never killed: its boot id is not this one's)."""
+    from dal.receipts.location import StoreLocation, open_store
 
-    lock = KeyLock(locks_folder(store), job["key"])
+    where = store if isinstance(store, StoreLocation) else StoreLocation("sqlite", os.fspath(store))
+    # Read-only: it takes no write lock (a stale holder paused inside a transaction may hold SQLite's).
+    with open_store(where, readonly=True) as s:
+        _wait_for_key(s.operation_lock(job["key"]), job, patience, say)
+
+
+def _wait_for_key(lock: Any, job: dict[str, Any], patience: float, say: Callable[[str], Any]) -> None:
+    from dal.core.procinfo import alive, boot_id
+
     stale = json.loads(job.get("took_over") or "null") or {}
     # One more lease period of this worker's own (monotonic) clock: the claim was made only after this
     # worker saw the lease go a whole lease unrenewed (Worker._stale), never by comparing wall clocks.

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from dal.receipts.jobs import Fence, JobQueue, machine_host
+from dal.receipts.location import StoreLocation
 from dal.receipts.store import StoreError
 from dal.worker.keeper import Keeper
 
@@ -49,7 +50,7 @@ class Child:
 class Worker:
     def __init__(
         self,
-        store: Path,
+        store: Path | StoreLocation,
         *,
         queues: tuple[str, ...] = ("default",),
         concurrency: int = 1,
@@ -60,7 +61,11 @@ class Worker:
         max_jobs: int | None = None,
         say: Callable[[str], Any] | None = None,
     ) -> None:
-        self.store = Path(store)
+        # Where the store is: a SQLite file (self.store, a Path) or a PostgreSQL database; the queue and the
+        # key locks are opened through it (dal/receipts/location.py, open_store).
+        self.location = store if isinstance(store, StoreLocation) else StoreLocation("sqlite", os.fspath(store))
+        self.store: Any = self.location.file if self.location.is_file else self.location
+        self._waker: Any = None  # PostgreSQL: LISTEN for submits, decisions and requeues between polls
         self.queues = tuple(dict.fromkeys(queues)) or ("default",)
         self.concurrency = max(1, concurrency)
         self.lease = lease
@@ -93,15 +98,19 @@ class Worker:
     def _prepare(self) -> None:
         """Open the store once (checked, migrated), register, and import what every run uses."""
         from dal.core.procinfo import identity
-        from dal.receipts.store import Store
+        from dal.receipts.location import open_store
 
-        with Store(self.store):
+        with open_store(self.location):
             pass
-        self._keeper.start()
+        if self.location.is_file:
+            self._keeper.start()  # SQLite: see dal/worker/keeper.py
+        else:  # imported once here, shared with every child (see warm)
+            import dal.receipts.pg.jobs  # noqa: F401
+            import dal.receipts.pg.lock  # noqa: F401
         warm()
         start, boot = identity(os.getpid())
         now = time.time()
-        with JobQueue.open(self.store) as q:
+        with self._queue() as q:
             q.register_worker({
                 "worker_id": self.id, "host": self.host, "pid": os.getpid(), "pid_start": start, "boot_id": boot,
                 "queues": json.dumps(list(self.queues)), "concurrency": self.concurrency, "lease": self.lease,
@@ -136,8 +145,11 @@ class Worker:
             os.close(r)
             os.close(w)
             self._pipe = None
+            if self._waker is not None:
+                self._waker.close()
+                self._waker = None
             try:
-                with JobQueue.open(self.store) as q:
+                with self._queue() as q:
                     q.worker_beat(self.id, state="stopped", running=0, done=self.done)
             except StoreError as e:
                 self.say(f"could not record that it stopped: {e}")
@@ -165,7 +177,7 @@ class Worker:
             claimed: list[dict[str, Any]] = []
             idle = False
             try:
-                with JobQueue.open(self.store) as q:  # closed before any fork below
+                with self._queue() as q:  # closed before any fork below
                     now = time.time()
                     for child, how in exited:
                         self._route_crash(q, child, how, now)
@@ -196,6 +208,15 @@ class Worker:
                 continue_after = self.poll  # a child that ends wakes the loop at once (SIGCHLD)
             self._wait(min(continue_after, max(0.0, next_beat - time.time())))
 
+    def _queue(self) -> Any:
+        """A queue on a connection of its own, to close before any fork (SQLite: JobQueue.open; PostgreSQL: a
+        store of its own, which the queue closes)."""
+        if self.location.is_file:
+            return JobQueue.open(self.store)
+        from dal.receipts.location import open_store
+
+        return open_store(self.location).jobs(owned=True)
+
     def _stale(self, q: JobQueue) -> list[tuple[int, int, float]]:
         """The running jobs of other workers whose lease this worker has seen unchanged (not renewed) for a
         whole lease, by its own monotonic clock. A lease's end is a time on its holder's clock; comparing it
@@ -218,6 +239,8 @@ class Worker:
         """Nothing this worker could still do: no job of its queues is ready, scheduled or running."""
         if self.max_jobs is not None and self.claimed >= self.max_jobs:
             return True
+        if not self.location.is_file:
+            return not q.has_work(self.queues, self.host)
         marks = ", ".join("?" * len(self.queues))
         return not q._read(  # noqa: SLF001 - one question only the worker asks
             "looking for work",
@@ -230,10 +253,20 @@ class Worker:
     def _wait(self, timeout: float) -> None:
         assert self._pipe is not None
         if timeout > 0:
+            watched = [self._pipe[0]]
+            if not self.location.is_file:
+                if self._waker is None:
+                    from dal.receipts.pg.jobs import Waker
+
+                    self._waker = Waker(self.location.path)
+                fd = self._waker.fileno()  # -1 when the server cannot be reached: the poll finds the work
+                watched += [fd] if fd >= 0 else []
             try:
-                select.select([self._pipe[0]], [], [], timeout)
+                select.select(watched, [], [], timeout)
             except InterruptedError:
                 pass
+            if self._waker is not None:
+                self._waker.drain()
         try:
             while os.read(self._pipe[0], 512):
                 pass
@@ -354,7 +387,7 @@ class Worker:
         # its fsyncs) once per job, when this one closes, not once per connection. The holder is recorded
         # with the run (Store.begin_run's fence): a job cancelled right after its claim runs no effect (its
         # first intent is fenced), and its route below finds it no longer this worker's.
-        with JobQueue.open(self.store) as q:
+        with self._queue() as q:
             return self._child_run(q, job, fence)
 
     def _child_run(self, q: JobQueue, job: dict[str, Any], fence: Fence) -> int:
@@ -456,14 +489,15 @@ def warm() -> None:
     gc.freeze()  # what the parent built stays shared with every child (copy-on-write)
 
 
-def _new_attempt(store: Path, spec: Any, key: str) -> bool:
+def _new_attempt(store: Path | StoreLocation, spec: Any, key: str) -> bool:
     """A job submitted with --new-attempt starts the operation over only while the key's newest run is
     still the one it was submitted after (a resume of that first attempt must not start over again)."""
     if not spec.new_attempt:
         return False
-    from dal.receipts.store import Store
+    from dal.receipts.location import StoreLocation, open_store
 
-    with Store(store, readonly=True) as s:
+    where = store if isinstance(store, StoreLocation) else StoreLocation("sqlite", os.fspath(store))
+    with open_store(where, readonly=True) as s:
         newest = s.newest_run_of_key(key)
     return (newest["run_id"] if newest else None) == spec.extensions.get("new_attempt_of")
 

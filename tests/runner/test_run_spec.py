@@ -94,7 +94,7 @@ def test_bad_settings_are_named(ws: Path) -> None:
     for kw, named in (({"max_steps": 0}, "max_steps"), ({"max_steps": True}, "max_steps"),
                       ({"timeout": -1}, "timeout"), ({"max_memory": "1K"}, "max_memory"),
                       ({"policy_flags": {"allow_everything": True}}, "allow_everything"),
-                      ({"store": "postgresql://db/runs"}, "no postgresql store")):
+                      ({"store": "mysql://db/runs"}, "no mysql store")):
         with pytest.raises(SpecError, match=named):
             build_spec("s.dal", **kw)
     with pytest.raises(dal.DalUsageError, match="max_effects"):
@@ -223,8 +223,8 @@ def test_a_tilde_in_dal_store_is_the_same_file_for_run_receipts_and_resume(ws: P
     assert len(dal.list_receipts()) == 3 and not (ws / "~").exists()
     assert StoreLocation.parse(None, ws).path == str(home / "s.db")
     assert StoreLocation.parse("sqlite:///srv/x.db", ws).path == "/srv/x.db"
-    with pytest.raises(StoreLocationError, match="no postgresql store"):
-        StoreLocation.parse("postgresql://host/db", ws)
+    with pytest.raises(StoreLocationError, match="no mysql store"):
+        StoreLocation.parse("mysql://host/db", ws)
 
 
 # --- `next:` commands reproduce the run --------------------------------------------------------------

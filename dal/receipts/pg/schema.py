@@ -1,0 +1,208 @@
+"""The PostgreSQL store's tables, as migrations applied under an advisory lock (one migrator at a time, however
+many workers start together), each in its own transaction with the version it reaches.
+
+The same tables as the SQLite store (dal/receipts/store.py, jobs_schema.py), in PostgreSQL's types: JSONB for
+receipts, loop receipts, journal details and results, policies and job specs; bigserial ids; double
+precision seconds for the queue's times. What the database enforces by itself:
+- one open job per key (the partial unique index `jobs_open_key`);
+- decisions keyed by run and effect (`approvals_by_run`), their ids growing (bigserial);
+- a run recorded once (its primary key), and the order runs were recorded in (`ord`, a sequence).
+One running run per key is the operation lock's to hold (an advisory lock, dal/receipts/pg/lock.py), not an
+index's: a run killed while running stays `running` in the store, and its key must stay resumable.
+Append only: a released migration is never edited.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Any constant works as long as it is DAL's alone: the migrations' lock (pg_advisory_lock).
+MIGRATE_LOCK = 0x44414C_4D4947  # "DAL" "MIG"
+
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        """CREATE TABLE IF NOT EXISTS dal_schema (
+            version INTEGER PRIMARY KEY,
+            applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+        )""",
+        """CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            operation TEXT NOT NULL,
+            key TEXT,
+            status TEXT NOT NULL,
+            retry TEXT,
+            external_effect TEXT,
+            blocker TEXT,
+            script_path TEXT,
+            started_at TEXT NOT NULL,
+            finished_at TEXT,
+            duration_ms DOUBLE PRECISION,
+            previous_run TEXT,
+            skipped_of TEXT,
+            pid INTEGER,
+            pid_start BIGINT,
+            boot_id TEXT,
+            host TEXT,
+            policy JSONB,
+            receipt JSONB,
+            ord BIGSERIAL NOT NULL
+        )""",
+        "CREATE INDEX runs_by_operation ON runs(operation, run_id)",
+        "CREATE INDEX runs_by_status ON runs(status, run_id)",
+        "CREATE INDEX runs_by_ord ON runs(ord)",
+        "CREATE INDEX runs_by_key_ord ON runs(key, ord)",
+        "CREATE INDEX runs_by_previous ON runs(previous_run) WHERE previous_run IS NOT NULL",
+        """CREATE TABLE loops (
+            run_id TEXT NOT NULL,
+            idx INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            file TEXT NOT NULL,
+            line INTEGER NOT NULL,
+            "column" INTEGER NOT NULL,
+            exit TEXT NOT NULL,
+            clause TEXT,
+            iterations INTEGER NOT NULL,
+            receipt JSONB NOT NULL,
+            PRIMARY KEY (run_id, idx)
+        )""",
+        """CREATE TABLE effects (
+            run_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            command TEXT NOT NULL,
+            class TEXT,
+            status TEXT NOT NULL,
+            intent_at TEXT NOT NULL,
+            result_at TEXT,
+            detail JSONB,
+            result JSONB,
+            PRIMARY KEY (run_id, seq)
+        )""",
+        """CREATE TABLE approvals (
+            id BIGSERIAL PRIMARY KEY,
+            run_id TEXT NOT NULL,
+            seq INTEGER,
+            decision TEXT NOT NULL,
+            who TEXT NOT NULL,
+            at TEXT NOT NULL,
+            note TEXT,
+            command TEXT
+        )""",
+        "CREATE INDEX approvals_by_run ON approvals(run_id, seq)",
+        # Who holds an operation key's advisory lock, for KeyBusy's message: written by the holder after it
+        # took the lock; only read while the lock is held, so a dead holder's row is never believed.
+        """CREATE TABLE key_locks (
+            lock_id BIGINT PRIMARY KEY,
+            key TEXT NOT NULL,
+            run_id TEXT,
+            pid INTEGER,
+            host TEXT,
+            backend_pid INTEGER,
+            taken_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+        )""",
+        """CREATE TABLE jobs (
+            job_id BIGSERIAL PRIMARY KEY,
+            queue TEXT NOT NULL,
+            key TEXT NOT NULL,
+            spec JSONB NOT NULL,
+            state TEXT NOT NULL,
+            priority INTEGER NOT NULL DEFAULT 0,
+            run_at DOUBLE PRECISION NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            failures INTEGER NOT NULL DEFAULT 0,
+            streak INTEGER NOT NULL DEFAULT 0,
+            max_attempts INTEGER NOT NULL,
+            lease_owner TEXT,
+            lease_until DOUBLE PRECISION,
+            lease_epoch INTEGER NOT NULL DEFAULT 0,
+            holder TEXT,
+            took_over TEXT,
+            stale_since DOUBLE PRECISION,
+            last_run_id TEXT,
+            last_status TEXT,
+            last_retry TEXT,
+            waits_on TEXT,
+            decision_mark BIGINT,
+            host TEXT NOT NULL,
+            movable INTEGER NOT NULL DEFAULT 0,
+            schedule TEXT,
+            created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            finished_at DOUBLE PRECISION,
+            note TEXT
+        )""",
+        "CREATE UNIQUE INDEX jobs_open_key ON jobs(key) WHERE state NOT IN ('done', 'dead', 'cancelled')",
+        "CREATE INDEX jobs_claim ON jobs(queue, priority DESC, run_at, job_id)"
+        " WHERE state IN ('ready', 'scheduled', 'running')",
+        "CREATE INDEX jobs_by_key ON jobs(key, job_id)",
+        """CREATE TABLE workers (
+            worker_id TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            pid_start BIGINT,
+            boot_id TEXT,
+            queues TEXT NOT NULL,
+            concurrency INTEGER NOT NULL,
+            lease DOUBLE PRECISION NOT NULL,
+            state TEXT NOT NULL,
+            running INTEGER NOT NULL DEFAULT 0,
+            done INTEGER NOT NULL DEFAULT 0,
+            started_at DOUBLE PRECISION NOT NULL,
+            heartbeat_at DOUBLE PRECISION NOT NULL,
+            stopped_at DOUBLE PRECISION
+        )""",
+        """CREATE TABLE schedules (
+            name TEXT PRIMARY KEY,
+            cron TEXT NOT NULL,
+            tz TEXT NOT NULL,
+            state TEXT NOT NULL,
+            spec JSONB NOT NULL,
+            queue TEXT NOT NULL,
+            priority INTEGER NOT NULL DEFAULT 0,
+            max_attempts INTEGER NOT NULL,
+            host TEXT NOT NULL,
+            movable INTEGER NOT NULL DEFAULT 0,
+            next_at DOUBLE PRECISION NOT NULL,
+            last_slot DOUBLE PRECISION,
+            last_job BIGINT,
+            missed INTEGER NOT NULL DEFAULT 0,
+            created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            note TEXT
+        )""",
+    ],
+}
+
+SCHEMA_VERSION = max(MIGRATIONS)
+TABLES = ("runs", "loops", "effects", "approvals", "key_locks", "jobs", "workers", "schedules")
+
+
+def version(conn: Any) -> int:
+    """The version a database's DAL tables have (0: none yet)."""
+    row = conn.execute("SELECT to_regclass('dal_schema') IS NOT NULL").fetchone()
+    if not row[0]:
+        return 0
+    return int(conn.execute("SELECT COALESCE(max(version), 0) FROM dal_schema").fetchone()[0])
+
+
+def migrate(conn: Any) -> list[int]:
+    """Bring the database to SCHEMA_VERSION under the migrations' advisory lock (a second migrator waits, then
+    finds nothing left to do), one transaction per migration. Returns the versions applied.
+
+    The lock is session-level and taken before the transactions: a transaction begun after another migrator
+    committed sees its tables (a backend reads the catalog changes others committed when a transaction
+    starts, not when it gets an advisory lock). An autocommit connection; the lock goes with its session if
+    the process dies."""
+    applied: list[int] = []
+    conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
+    try:
+        for target in sorted(MIGRATIONS):
+            with conn.transaction():
+                if version(conn) >= target:
+                    continue
+                for statement in MIGRATIONS[target]:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO dal_schema (version) VALUES (%s)", (target,))
+                applied.append(target)
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
+    return applied
