@@ -81,7 +81,8 @@ class Worker:
         self.draining = False
         self._say = say or (lambda text: (sys.stderr.write(text + "\n"), sys.stderr.flush()))
         self._pipe: tuple[int, int] | None = None
-        self._keeper = Keeper(self.store)  # holds the store open: no job's connection closes last
+        # SQLite: holds the store open, so no job's connection closes last (PostgreSQL has no such cost)
+        self._keeper = Keeper(self.store) if self.location.is_file else None
         self._stop_asked = False  # (in a child) SIGTERM came before its run began
         # job_id -> (lease_epoch, lease_until, monotonic time this worker first saw that lease): a lease
         # is stale only once this worker has seen it unrenewed for a whole lease of its own clock.
@@ -102,7 +103,7 @@ class Worker:
 
         with open_store(self.location):
             pass
-        if self.location.is_file:
+        if self._keeper is not None:
             self._keeper.start()  # SQLite: see dal/worker/keeper.py
         else:  # imported once here, shared with every child (see warm)
             import dal.receipts.pg.jobs  # noqa: F401
@@ -123,7 +124,8 @@ class Worker:
         try:
             self._prepare()
         except BaseException:
-            self._keeper.stop()
+            if self._keeper is not None:
+                self._keeper.stop()
             for s, h in early.items():
                 signal.signal(s, h)
             raise
@@ -153,7 +155,8 @@ class Worker:
                     q.worker_beat(self.id, state="stopped", running=0, done=self.done)
             except StoreError as e:
                 self.say(f"could not record that it stopped: {e}")
-            self._keeper.stop()
+            if self._keeper is not None:
+                self._keeper.stop()
         self.say(f"stopped: {self.done} job{'s' if self.done != 1 else ''} run")
         return 0
 
