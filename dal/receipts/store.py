@@ -1169,6 +1169,19 @@ class Store:
 
         return self._run_rows(f"listing the runs of {key!r}", sql, args)
 
+    def policy_files(self, workspace: str) -> list[str]:
+        """The policy files runs in `workspace` started under (contract.RunStore.policy_files)."""
+        sql = ("SELECT DISTINCT json_extract(policy, '$.spec.policy.source') FROM runs"
+               " WHERE json_extract(policy, '$.spec.policy.file_sha256') IS NOT NULL"
+               " AND json_extract(policy, '$.spec.policy.workspace') = ?")
+
+        def read(c: sqlite3.Connection) -> list[str]:
+            if not self._has_tables(c):
+                return []
+            return [r[0] for r in c.execute(sql, (workspace,)).fetchall() if isinstance(r[0], str)]
+
+        return self._read("listing the policy files of runs", read)
+
     def _run_rows(self, what: str, sql: str, args: list[Any]) -> list[dict[str, Any]]:
         """The rows of a SELECT over runs as dicts; none from a store whose tables do not exist yet."""
 

@@ -39,7 +39,15 @@ from dal.receipts.schema import ReceiptSchemaError
 from dal.receipts.store import RunContinued, Store, StoreError, StoreGone
 from dal.runner.effects import EffectHandler, rerunnable
 from dal.runner.host import RunHost
-from dal.runner.inforce import Adopted, adopt, policy_digest, protect_run, receipt_policy, stored_policy
+from dal.runner.inforce import (
+    Adopted,
+    adopt,
+    policy_digest,
+    protect_run,
+    receipt_policy,
+    stored_policy,
+    unguarded_policy_file,
+)
 from dal.runner.opkeys import script_key_problem
 from dal.runner.recorder import LoopRecorder
 from dal.runner.spec import RunHooks, RunSpec, SpecError
@@ -268,11 +276,27 @@ class _RunState:
         self.handler: EffectHandler | None = None
         self.env_read: dict[str, bool] = {}  # env() names asked for -> whether the policy let the script see it
         self.leaked_env: list[str] = []  # see adopt_policy
+        self._policy_files: list[str] | None = None  # see recorded_policy_files
 
     # --- the policy in force -------------------------------------------------------------------
 
     def protect(self, policy: Policy) -> Policy:
         return protect_run(policy, self.spec.store.file, self.spec.receipts_dir())
+
+    def recorded_policy_files(self) -> list[str]:
+        """The policy files runs of this workspace started under, as the store recorded them (read once)."""
+        if self._policy_files is None:
+            try:
+                self._policy_files = self.open_store().policy_files(self.spec.policy.workspace)
+            except StoreError as e:
+                raise RunnerError(f"{e} Nothing ran.") from None
+        return self._policy_files
+
+    def guarded(self, policy: Policy) -> Policy:
+        """The policy effects are checked and walled under: `policy` with every policy file of the workspace
+        protected (docs/policy.md, "Policy files are protected"), not only the one in force. Not stored with
+        the run: the stored policy is what the operation allows, this is what no script may change."""
+        return policy.protecting(self.recorded_policy_files())
 
     def getenv(self, name: str) -> str | None:
         """`env(name)` under the policy in force."""
@@ -321,7 +345,8 @@ class _RunState:
             raise RunnerError(str(e)) from None
         self.policy = self.protect(self.adopted.policy)
         if self.handler is not None:
-            self.handler.ctx = effect_context(self.spec, self.policy).evolve(cancel=self.handler.ctx.cancel)
+            self.handler.ctx = effect_context(self.spec, self.guarded(self.policy)).evolve(
+                cancel=self.handler.ctx.cancel)
         self._notify(self.adopted.notices)
         return [n for n, seen in self.env_read.items() if seen and not self.policy.env_visible(n)]
 
@@ -877,8 +902,10 @@ def _execute(run: _RunState) -> RunReport:
                    on_denied=on_denied)
     rt = Runtime(max_steps=spec.max_steps, timeout=spec.timeout, host=host, max_memory=spec.max_memory,
                  args=bound)
-    ctx = effect_context(spec, run.policy)
     store = run.open_store()
+    if (problem := unguarded_policy_file(spec.policy, run.recorded_policy_files())) is not None:
+        raise RunnerError(problem)
+    ctx = effect_context(spec, run.guarded(run.policy))
     state = {"operation": operation}
     # The run is recorded in the store just before its first journal write (or at its end), so that an
     # operation key set by operation("K") at the top of the script is part of the run's record.
