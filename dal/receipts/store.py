@@ -180,6 +180,11 @@ class RunNotFound(StoreError, LookupError):
     """No run in the store matches the reference."""
 
 
+class AmbiguousKey(RunNotFound):
+    """A key names runs of more than one operation (a script chose another's key): name the run
+    (dal/receipts/queries.py, unambiguous_key)."""
+
+
 class StoreDamaged(StoreError):
     """The store file is damaged (or is not a store DAL can use as it is); it was not written. The message
     says what is wrong and how to recover it."""
@@ -1083,6 +1088,10 @@ class Store:
         """The receipt `ref` names: a run id, a unique prefix of one (`run_2026…`), an operation or key (its
         newest run), or `latest` (the newest run). Raises RunNotFound with a message saying why."""
         ref = ref.strip()
+        if ref and ref != "latest" and not RUN_ID_RE.match(ref) and not ref.startswith("run_"):
+            from dal.receipts.queries import unambiguous_key
+
+            unambiguous_key(self, ref)
         return self._read(f"looking up {ref!r}", lambda c: self._find(c, ref))
 
     def _find(self, c: sqlite3.Connection, ref: str) -> dict[str, Any]:

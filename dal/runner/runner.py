@@ -261,6 +261,7 @@ class _RunState:
         self.lock: OperationLock | None = None
         self.key: str | None = spec.key
         self.key_by_script = False  # the key came from operation("K") in the script, not from the operator
+        self.key_from_call = False  # ... and this run's own operation("K") call entered it (not a resume)
         self.previous: dict[str, Any] | None = None
         self.attempts: dict[str, int] | None = None
         self.begun = False
@@ -277,6 +278,7 @@ class _RunState:
         self.env_read: dict[str, bool] = {}  # env() names asked for -> whether the policy let the script see it
         self.leaked_env: list[str] = []  # see adopt_policy
         self._policy_files: list[str] | None = None  # see recorded_policy_files
+        self.previous_by_script = False  # `dal resume` of a run whose script chose its key
 
     # --- the policy in force -------------------------------------------------------------------
 
@@ -326,7 +328,7 @@ class _RunState:
                 f"operation {operation!r} started in workspace {stored.workspace}, and this run's workspace is "
                 f"{self.workspace}: continue it there (--workspace {stored.workspace}), or use another key"
             )
-        if self.key_by_script:
+        if self.key_from_call:
             # The script chose the key: it may continue the operation only under the very policy it would
             # run under anyway, or operation("K") would hand a script K's wider policy (docs/policy.md).
             own = self.protect(self.spec.policy)
@@ -386,7 +388,10 @@ class _RunState:
         script chose the key (operation("K")): only runs of the same script count (see `_visible`)."""
         store = self.open_store()
         self.key = key
-        self.key_by_script = by_script
+        # A resume of a run whose script chose its key continues that script's operation, and is recorded
+        # as such: it never counts for an operator's `--key K` of another script (docs/policy.md).
+        self.key_by_script = by_script or (resuming is not None and self.previous_by_script)
+        self.key_from_call = by_script
         try:
             self.lock = store.operation_lock(key)
             self.lock.acquire(self.run_id, self.spec.wait)
@@ -920,6 +925,7 @@ def _execute(run: _RunState) -> RunReport:
         prev = _resumable(run, store, spec.resume)
         if prev.get("key"):
             operation = state["operation"] = prev["key"]
+            run.previous_by_script = StoredRun.key_by_script(prev)
             run.enter_key(prev["key"], handler, resuming=prev["run_id"])
         else:
             _lock_keyless(run, store, prev)
