@@ -90,6 +90,7 @@ def unambiguous_key(store: RunStore, key: str) -> None:
     """Raise AmbiguousKey when `key` names runs of more than one operation: a deciding or continuing command
     (`dal approve/deny/resolve/resume/receipt show K`) must not pick the newest of them, which may be a
     squatting script's."""
+    from dal.core.shellword import sh_quote
     from dal.receipts.store import AmbiguousKey
 
     ops = operations_of_key(store, key)
@@ -98,7 +99,7 @@ def unambiguous_key(store: RunStore, key: str) -> None:
     shown = "; ".join(f"{name}: {rows[0]['run_id']} ({rows[0]['status']})" for name, rows in ops.items())
     raise AmbiguousKey(
         f"{key!r} names runs of {len(ops)} scripts: name the run ({shown}). A script chose this key with "
-        f"operation(...); list them with `dal receipts --key {key}`", getattr(store, "path", None))
+        f"operation(...); list them with `dal receipts --key {sh_quote(key)}`", getattr(store, "path", None))
 
 
 def newest_run_of_key(store: RunStore, key: str,

@@ -59,6 +59,7 @@ def unguarded_policy_file(policy: Policy, recorded: list[str]) -> str | None:
     operator last looked) that nothing protects in every run — not named `dal.toml`, not in a `.dal` or
     `.git` folder, not a policy file the store has recorded (those every run protects). docs/policy.md,
     "Policy files are protected"."""
+    from dal.core.shellword import sh_quote
     from dal.effects.policy import PROTECTED_NAMES
 
     if policy.file_sha256 is None:
@@ -71,7 +72,7 @@ def unguarded_policy_file(policy: Policy, recorded: list[str]) -> str | None:
     if not inside:
         return None
     where = "the workspace" if inside[0] == policy.workspace else "the write root"
-    return (f"--policy {policy.source}: the policy file is inside {where} {inside[0]}, where a script of "
+    return (f"--policy {sh_quote(policy.source)}: the policy file is inside {where} {inside[0]}, where a script of "
             "another run (under another policy) may have rewritten it; DAL will not run under it. Nothing ran. "
             "Keep a policy file you name with --policy outside the workspace and the write roots, or name it "
             "dal.toml (every run protects a dal.toml wherever it is)")

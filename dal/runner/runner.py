@@ -24,6 +24,7 @@ from dal.core.digest import sha256
 from dal.core.errors import DalError, DalRuntimeError, DivergenceError
 from dal.core.jsontext import surrogate_at
 from dal.core.records import ValueRecord
+from dal.core.shellword import sh_quote
 from dal.effects import EffectContext, Policy, PolicyError
 from dal.eval.host import PROCEED, OperationVerdict
 from dal.eval.interpreter import Engine, Outcome, check_source
@@ -326,7 +327,7 @@ class _RunState:
         if os.path.realpath(stored.workspace) != str(self.workspace):
             raise RunnerError(
                 f"operation {operation!r} started in workspace {stored.workspace}, and this run's workspace is "
-                f"{self.workspace}: continue it there (--workspace {stored.workspace}), or use another key"
+                f"{self.workspace}: continue it there (--workspace {sh_quote(stored.workspace)}), or use another key"
             )
         if self.key_from_call:
             # The script chose the key: it may continue the operation only under the very policy it would
@@ -338,8 +339,8 @@ class _RunState:
                     f"{prev['run_id']}), which runs under the policy it started with (policy {policy_digest(stored)}"
                     f"), and this run's policy is another (policy {policy_digest(own)}): a key the script chooses "
                     f"continues an operation only under the same policy. Nothing more ran. To continue it, the "
-                    f"operator runs `dal resume {prev['run_id']}` or `dal run --key {operation} SCRIPT`; or use "
-                    "another key"
+                    f"operator runs `dal resume {prev['run_id']}` or `dal run --key {sh_quote(operation)} SCRIPT`; "
+                    "or use another key"
                 )
         try:
             self.adopted = adopt(stored, prev["run_id"], self.spec.policy, self.spec.policy_flags, operation)
@@ -410,7 +411,7 @@ class _RunState:
             later = f"run {prev['run_id']} ({prev['status']})" if prev else "a later run"
             raise RunnerError(
                 f"run {resuming} was already continued by {later}: resume or inspect that one instead "
-                f"(`dal receipt show {key}`)"
+                f"(`dal receipt show {sh_quote(key)}`)"
             )
         if prev is None and by_script and not self.spec.new_attempt:
             self._refuse_other_scripts_key(store, key)
@@ -740,7 +741,7 @@ def _resumable(run: _RunState, store: Store, ref: str) -> dict[str, Any]:
                if status == "skipped" and prev.get("skipped_of") else "")
             + (" (it was rejected before anything ran: fix the script and run it again)"
                if status == "rejected" else "")
-            + (f" (start the work again with `dal run --key {prev['key']} --new-attempt SCRIPT`)"
+            + (f" (start the work again with `dal run --key {sh_quote(prev['key'])} --new-attempt SCRIPT`)"
                if status in ("completed", "skipped") and prev.get("key") else "")
         )
     return prev

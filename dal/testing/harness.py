@@ -156,9 +156,11 @@ class TestSession:
                               args=args, **options)
         except SpecError as e:
             if file is not None and str(file) in str(e):
+                from dal.core.shellword import sh_quote
+
                 # Not the parser's words: they quote the file's keys and values (docs/testing.md).
                 raise DalRuntimeError(f"the policy file {file} this invoke names is not a valid policy",
-                                      help=f"see why with `dal policy check --policy {file}`") from None
+                                      help=f"see why with `dal policy check --policy {sh_quote(file)}`") from None
             raise DalRuntimeError(str(e)) from None
         if self.ceiling is not None and (wider := beyond(spec.policy, self.ceiling)):
             what = "; ".join(wider) if file is None else f"more ({len(wider)} difference(s); the file is not quoted)"
