@@ -109,8 +109,8 @@ def render_markdown(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str,
 def _inert(text: str) -> str:
     """The markdown with no HTML tag and no inline link a script could have written (a console or viewer
     that renders the receipt must not show `<img onerror=...>` or `[approve](javascript:...)`): `<` before
-    a tag's first character is written `&lt;` and the `(` of `](` is backslash-escaped. Shell redirections (`> out`, `2>&1`,
-    `< in`) stay as they are, for people who `cat` it. DAL's own text holds neither."""
+    a tag's first character is written `&lt;` and the `(` of `](` is backslash-escaped. Shell redirections
+    (`> out`, `2>&1`, `< in`) stay as they are, for people who `cat` it. DAL's own text holds neither."""
     import re
 
     return re.sub(r"<(?=[A-Za-z/!?])", "&lt;", text).replace("](", "]\\(")
