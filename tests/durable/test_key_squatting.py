@@ -21,8 +21,10 @@ def d(durable):
     durable.write("op/send.dal", "run(\"echo 'monthly report' | tee -a outbox.txt\")\n")
     durable.write("agent/x.dal",
                   'operation("report-dec")\nrun("echo \'EVIL: the squatter ran\' | tee -a outbox.txt")\n')
-    assert durable.cli("run", APPROVAL, "--key", "report-dec", "op/send.dal").code == 3
+    # The agent goes first: after the operator's run, its operation("report-dec") would stop at once
+    # (the lead's moved-script rule); before it, it makes an operation of its own that the operator's does not see.
     assert durable.cli("run", APPROVAL, "agent/x.dal").code == 3
+    assert durable.cli("run", APPROVAL, "--key", "report-dec", "op/send.dal").code == 3
     return durable
 
 
