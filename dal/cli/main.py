@@ -342,23 +342,11 @@ def _cmd_fmt(args: argparse.Namespace) -> int:
     return 1 if changed else EXIT_OK
 
 
-def _closed_streams() -> None:
-    """A standard stream that is not open (`dal run - <&-`, `>&-`, some supervisors) is Python's None: read
-    as empty, written to nowhere, so that a command says what it would (no script on stdin) or does its work
-    (the store and the receipt files keep the run) instead of ending in a traceback."""
-    import os
-
-    for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
-        if getattr(sys, name) is None:
-            setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))  # noqa: SIM115 (for the process)
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # Big integers print in full: DAL integers have arbitrary precision.
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)
-    _closed_streams()
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:

@@ -174,10 +174,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             return hostmode.error("`dal run -` reads the script from stdin, and stdin is closed: no script", 2)
         data = sys.stdin.buffer.read()
-        if not data.strip():  # closed (read as empty: main._closed_streams), empty, or only blank lines
-            from dal.cli import hostmode
-
-            return hostmode.error("no script on stdin: it is empty or closed (`dal run - < script.dal`)", 2)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:

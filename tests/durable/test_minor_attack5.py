@@ -14,7 +14,7 @@ def _bash(d, line: str) -> subprocess.CompletedProcess[str]:
 def test_a_closed_stdin_is_no_script_on_stdin(durable) -> None:
     r = _bash(durable, f"{sys.executable} -m dal run - <&-")
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "no script on stdin: it is empty or closed" in r.stderr
+    assert "stdin is closed: no script" in r.stderr
 
 
 def test_a_closed_stdout_still_runs_and_records(durable) -> None:
