@@ -517,16 +517,14 @@ class _RunState:
             raise RunnerError(str(e)) from None
         if other is None:
             return
-        import shlex
-
         theirs = StoredRun.script_of(store.run_row(other["run_id"])) or "an unknown script"
         raise RunnerError(
             f"operation({quote(key)}): operation {key!r} is another script's ({theirs}: run {other['run_id']}, "
             f"{other['status']}); this script ({self.spec.script}) differs from it by path and text, so it "
             "neither continues nor skips that operation. Nothing ran. If this is that script, moved and edited, "
             "and its work is done, there is nothing to do; to run this script's operation anyway (its effects "
-            f"run, again if that run did them), the operator runs `dal run --key {shlex.quote(key)} "
-            f"{shlex.quote(self.spec.script)}`; or use another key"
+            f"run, again if that run did them), the operator runs `dal run --key {sh_quote(key)} "
+            f"{sh_quote(self.spec.script)}`; or use another key"
         )
 
     def _attempts_so_far(self, prev: dict[str, Any] | None) -> dict[str, int]:
