@@ -34,6 +34,6 @@ def reserved_key_problem(key: str) -> str | None:
     """Why `key` is one of the keys DAL gives jobs and schedule slots itself, or None."""
     for prefix in RESERVED_PREFIXES:
         if key.startswith(prefix):
-            return (f"the operation key {key!r} starts with {prefix!r}, which DAL keeps for the names it gives "
-                    "jobs, schedule slots and runs without a key itself: choose another key")
+            return (f"the operation key {key!r} starts with {prefix!r}, which DAL keeps for the keys it gives "
+                    "jobs and schedule slots (and the name of a run without a key) itself: choose another key")
     return None

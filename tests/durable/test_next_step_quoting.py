@@ -13,7 +13,7 @@ from pathlib import Path
 DAL_SRC = Path(__file__).resolve().parents[2] / "dal"
 # What DAL makes itself (run ids, effect numbers, job ids, a flag name, a parameter's identifier).
 SAFE = {"rid", "nid", "run.run_id", "prev['run_id']", "other['run_id']", "run.previous['run_id']",
-        "receipt['run_id']", "continued_by", "done", "run", "seq", "e['seq']", "jid", "flag", "p.name"}
+        "receipt['run_id']", "r['run_id']", "continued_by", "done", "run", "seq", "e['seq']", "jid", "flag", "p.name"}
 
 
 def _paste(suggestion: str) -> None:
