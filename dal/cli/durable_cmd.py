@@ -11,6 +11,7 @@ waiting, not pending, unknown run) or a usage error. `dal resume` exits like `da
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,12 @@ def _open(args: argparse.Namespace) -> Store:
     return open_store(location)
 
 
+def _shown_path(path: str) -> str:
+    """`path` relative to the current folder when it is below it, else as it is."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
 def cmd_decide(args: argparse.Namespace) -> int:
     decision = args.decision or f"resolved:{args.outcome}"
     try:
@@ -128,10 +135,11 @@ def cmd_decide(args: argparse.Namespace) -> int:
 
         hostmode.emit("decision", {**row, "command": done.command, "applies": done.applies})
         return 0
+    whose = f"{rid} ({_shown_path(done.script)})" if done.script else rid  # whose script: another may share a key
     if args.decision:
-        line = f"dal: {decision} effect {seq} of {rid}: `{done.command}`"
+        line = f"dal: {decision} effect {seq} of {whose}: `{done.command}`"
     else:
-        line = f"dal: resolved effect {seq} of {rid} as {args.outcome}: `{done.command}`"
+        line = f"dal: resolved effect {seq} of {whose} as {args.outcome}: `{done.command}`"
     if done.replaced:
         line += f" (replaces the earlier decision `{done.replaced['decision']}` by {done.replaced['who']})"
     from dal.core.visible import visible

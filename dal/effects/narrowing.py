@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import Any
 
 from dal.effects.policy import Policy
 
-__all__ = ["beyond"]
+__all__ = ["beyond", "capped"]
 
 
 def _within(path: str, roots: Iterable[str]) -> bool:
@@ -44,3 +45,26 @@ def beyond(policy: Policy, ceiling: Policy) -> list[str]:
         if r.effect_class == "read" and not (c is not None and c.effect_class == "read"):
             out.append(f"classing {r.name} as a read")
     return out
+
+
+def capped(policy: Policy, ceiling: Policy) -> Policy:
+    """`policy` kept under `ceiling` where beyond() does not compare: everything the ceiling protects or
+    hides stays protected or hidden, and every limit is the smaller of the two (a limit left unset counts
+    as its default), so that a test's own TOML cannot drop the operator's `[paths] protect` or lift a
+    `[limits]` value (docs/testing.md, "The policy ceiling")."""
+    from dal.core import defaults
+    from dal.effects.policy import LIMIT_DEFAULTS
+
+    def least(key: str, default: float) -> Any:
+        mine, theirs = getattr(policy, key), getattr(ceiling, key)
+        if mine is None and theirs is None:
+            return None
+        return min(default if mine is None else mine, default if theirs is None else theirs)
+
+    return policy.evolve(
+        protected=tuple(dict.fromkeys([*policy.protected, *ceiling.protected])),
+        hidden=tuple(dict.fromkeys([*policy.hidden, *ceiling.hidden])),
+        timeout=least("timeout", defaults.EFFECT_TIMEOUT),
+        max_output=least("max_output", defaults.MAX_OUTPUT),
+        **{key: least(key, default) for key, default in LIMIT_DEFAULTS.items()},
+    )

@@ -251,8 +251,8 @@ class Policy(FrozenRecord):
         approval = _names(require_approval, "--require-approval")
         env = _env_names(allow_env, "--allow-env")
         ws = self.workspace
-        write = _roots(ws, _split(allow_write))
-        read = _roots(ws, _split(allow_read))
+        write = _roots(ws, _split(allow_write), "--allow-write")
+        read = _roots(ws, _split(allow_read), "--allow-read")
         write_roots = tuple(dict.fromkeys([*self.write_roots, *write]))
         return self.evolve(
             allowed=self.allowed | set(run) | set(approval),
@@ -552,8 +552,10 @@ def _build(
         rules.append(ProgramRule(name, klass, table.get("idempotent"), table.get("approval")))
 
     paths = data.get("paths", {})
-    read = [*_str_list(paths.get("read", []), source, "paths.read"), *flag_read]
-    write = [*_str_list(paths.get("write", []), source, "paths.write"), *flag_write]
+    read = [*_roots(ws, _str_list(paths.get("read", []), source, "paths.read"), f"{source}: paths.read"),
+            *_roots(ws, flag_read, "--allow-read")]
+    write = [*_roots(ws, _str_list(paths.get("write", []), source, "paths.write"), f"{source}: paths.write"),
+             *_roots(ws, flag_write, "--allow-write")]
     net = data.get("network", {}).get("allow", False)
     _want(isinstance(net, bool), source, "network.allow", "expected true or false")
 
@@ -576,8 +578,8 @@ def _build(
 
     # Writes: the workspace unless roots are named, then only those (`--allow-write=out/` narrows).
     # Reads: the workspace plus named roots plus every write root.
-    write_roots = tuple(_roots(ws, write)) or (ws,)
-    read_roots = tuple(dict.fromkeys([ws, *_roots(ws, read), *write_roots]))
+    write_roots = tuple(write) or (ws,)
+    read_roots = tuple(dict.fromkeys([ws, *read, *write_roots]))
     env = _str_list(data.get("env", {}).get("allow", []), source, "env.allow")
     _env_names(env, f"{source}: env.allow")
     protect = _str_list(paths.get("protect", []), source, "paths.protect")
@@ -622,5 +624,35 @@ def _limit(limits: dict, key: str, source: str) -> int | None:
     return value
 
 
-def _roots(ws: str, entries: list[str]) -> list[str]:
-    return [os.path.realpath(os.path.join(ws, os.path.expanduser(e))) for e in entries]
+def _roots(ws: str, entries: list[str], where: str | None = None) -> list[str]:
+    """The entries resolved (relative ones from the workspace). With `where` (a read or write root's flag or
+    key): PolicyError for an entry that names a place inside the workspace but resolves outside it through
+    a symlink in the workspace, which any script may have made (`git apply` of a mode 120000 file, `ln -s`
+    in the wall): the operator who wrote `--allow-write=out` means WS/out, not wherever `out` points now."""
+    out = []
+    for e in entries:
+        joined = os.path.join(ws, os.path.expanduser(e))
+        resolved = os.path.realpath(joined)
+        named = os.path.normpath(joined)
+        if where is not None and _inside(named, ws) and not _inside(resolved, ws):
+            link = _first_link(ws, named)
+            what = (f"{link} is a symlink to {os.path.realpath(link)}" if link else
+                    f"it resolves to {resolved} through a symlink")
+            raise PolicyError(f"{where}: {e}: {what}, outside the workspace (a script may have made it); name "
+                              f"{resolved} if you mean it")
+        out.append(resolved)
+    return out
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _first_link(ws: str, named: str) -> str | None:
+    """The first component of `named` below `ws` that is a symlink (None: none is)."""
+    at = ws
+    for part in os.path.relpath(named, ws).split("/"):
+        at = os.path.join(at, part)
+        if os.path.islink(at):
+            return at
+    return None

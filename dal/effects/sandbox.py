@@ -315,6 +315,13 @@ class Wall:
             self._gitfiles = {m: data for m in self._git_marks if os.path.basename(m) == ".git"
                               and (data := _gitfile_bytes(m)) is not None}
         stores = [m for m in self._nested if os.path.basename(m) == ".dal"]
+        if self.make_placeholders:  # a program the check cannot see may read: every store below the roots
+            nested, complete = _nested_stores([*read_roots, *write_roots])
+            if not complete:
+                raise WallRefused(f"the read and write roots hold more than {_GIT_SCAN_LIMIT} entries, too many to "
+                                  "find every run store (`.dal`) in them to hide; only the default toolset runs in "
+                                  "so large a tree")
+            stores = list(dict.fromkeys([*stores, *nested]))
         tail += _hidden(p, ws, [*read_roots, *write_roots], stores)
         if len(tail) + len(head) > _MAX_WALL_ARGS:
             raise WallRefused(f"the write roots hold too many protected entries (policy files, stores, `.git` "
@@ -779,17 +786,46 @@ def _sweep(ws: str, git_dir: str, absent: tuple[str, ...], had_git: bool) -> lis
     return removed
 
 
-def _hidden(p: Policy, ws: str, shown: list[str], stores: Iterable[str] = ()) -> list[str]:
+def _nested_stores(roots: Iterable[str]) -> tuple[list[str], bool]:
+    """Every entry named `.dal` below `roots` (another workspace's store and receipts: a nested project's
+    journal holds the env() values its runs were allowed), walked without following symlinks, not into
+    `.dal` or `.git` nor the system folders; and whether the walk was complete (False past _GIT_SCAN_LIMIT
+    entries: the caller refuses the wall, fail closed)."""
+    found: list[str] = []
+    count = 0
+    system = _system_dirs()
+    stack = [r for r in roots if r != "/" and not _within(r, _NEVER)] if "/" not in roots else ["/"]
+    while stack:
+        top = stack.pop()
+        try:
+            with os.scandir(top) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        count += len(entries)
+        if count > _GIT_SCAN_LIMIT:
+            return found, False
+        for e in entries:
+            if e.name == ".dal":
+                found.append(e.path)
+            elif (e.name != ".git" and e.is_dir(follow_symlinks=False) and not _within(e.path, _NEVER)
+                  and not _within(e.path, system)):
+                stack.append(e.path)
+    return found, True
+
+
+def _hidden(p: Policy, ws: str, shown: list[str], nested: Iterable[str] = ()) -> list[str]:
     """Cover what records runs (the store and its side files, the locks, the receipts: `Policy.hidden`,
-    and the workspace's `.dal/`) where the wall would show it: a folder with an empty read-only tmpfs, a
-    file with /dev/null, read-only. Programs read nothing of it, whatever they are (docs/policy.md, "The run
-    store is not readable"). After the protected binds, so that each covers its read-only bind."""
+    the workspace's `.dal/`, and every other `.dal` in `nested`) where the wall would show it: a folder with
+    an empty read-only tmpfs, a file with /dev/null, read-only. Programs read nothing of it, whatever they
+    are (docs/policy.md, "The run store is not readable"). After the protected binds, so that each covers
+    its read-only bind."""
     if "/" in shown:
         shown = ["/"]
     out: list[str] = []
     done: list[str] = []
-    hidden = [*p.hidden, os.path.join(ws, ".dal"), *stores]
-    for path in sorted(dict.fromkeys(os.path.realpath(h) for h in hidden), key=_depth):
+    wanted = [*p.hidden, os.path.join(ws, ".dal"), *nested]
+    for path in sorted(dict.fromkeys(os.path.realpath(h) for h in wanted), key=_depth):
         if _within(path, done) or not _within(path, shown) or _within(path, _NEVER):
             continue
         try:

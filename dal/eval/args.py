@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dal.core.errors import DalError, DalNameError, DalTypeError
+from dal.core.shellword import sh_quote
 from dal.core.spans import Span
 from dal.eval.values import MAX_INT_DIGITS, describe, quote
 from dal.syntax import ast
@@ -139,5 +140,5 @@ def missing(p: ast.Param, filename: str, source: str) -> DalError:
     """The error of an argument with no default that the run was not given."""
     return DalNameError(
         f"argument `{p.name}` was not given, and it has no default", p.span, filename=filename, source=source,
-        help=f"give it: `dal run {filename} {p.name}=VALUE` (or args={{\"{p.name}\": ...}} in the API), "
+        help=f"give it: `dal run {sh_quote(filename)} {p.name}=VALUE` (or args={{\"{p.name}\": ...}} in the API), "
         f"or declare a default: `param {p.name}: {p.type} = ...`")

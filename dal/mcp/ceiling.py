@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from dal.core import defaults
+from dal.core.shellword import sh_quote
 from dal.effects.narrowing import beyond
 from dal.effects.policy import Policy
 
@@ -92,11 +93,11 @@ class Ceiling:
         server's (an operation the operator started by hand with more flags stays the operator's)."""
         if stored is None:
             raise Widening(f"refused: run {run_id} keeps no policy in force that dal mcp can compare with its "
-                           f"own; only the operator can continue it (`dal resume {run_id}`)")
+                           f"own; only the operator can continue it (`dal resume {sh_quote(run_id)}`)")
         if wider := beyond(stored, self.policy):
             raise Widening(f"refused: the operation of run {run_id} runs under its stored policy, which allows "
                            f"{'; '.join(wider)} beyond the operator's policy for dal mcp ({self.policy.source}); "
-                           f"only the operator can continue it (`dal resume {run_id}`); nothing was run")
+                           f"only the operator can continue it (`dal resume {sh_quote(run_id)}`); nothing was run")
 
     # -- budgets --------------------------------------------------------------------------------------
 

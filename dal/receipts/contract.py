@@ -134,6 +134,11 @@ class RunStore(Protocol):
         """Runs newest first, in the order the store recorded them."""
         ...
 
+    def policy_files(self, workspace: str) -> list[str]:
+        """The policy files (absolute paths) runs in `workspace` started under, each once: every run protects
+        them, so that no run rewrites the file another operation of the workspace runs under."""
+        ...
+
     def count_runs(self, *, status: str | None = None, operation: str | None = None, key: str | None = None,
                    waiting: bool = False) -> int: ...
 

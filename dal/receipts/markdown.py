@@ -103,4 +103,14 @@ def render_markdown(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str,
         lines.append(f"- loop: {describe_loop(loop)}")
     lines += [f"- decision: {describe_decision(d)}" for d in decisions]
     lines.append(f"- next: {next_action(receipt, decisions)}")
-    return escape_surrogates("\n".join(lines) + "\n")  # UTF-8 text: a lone surrogate shown escaped
+    return escape_surrogates(_inert("\n".join(lines) + "\n"))  # UTF-8 text: a lone surrogate shown escaped
+
+
+def _inert(text: str) -> str:
+    """The markdown with no HTML tag and no inline link a script could have written (a console or viewer
+    that renders the receipt must not show `<img onerror=...>` or `[approve](javascript:...)`): `<` before
+    a tag's first character is written `&lt;` and the `(` of `](` is backslash-escaped. Shell redirections
+    (`> out`, `2>&1`, `< in`) stay as they are, for people who `cat` it. DAL's own text holds neither."""
+    import re
+
+    return re.sub(r"<(?=[A-Za-z/!?])", "&lt;", text).replace("](", "]\\(")

@@ -225,9 +225,9 @@ def describe_loop(loop: Mapping[str, Any]) -> str:
 
 
 def _q(text: str) -> str:
-    import shlex  # only a next step that names a command quotes: a completed run's receipt does not
+    from dal.core.shellword import sh_quote  # the one quoting of suggested commands
 
-    return shlex.quote(text)
+    return sh_quote(text)
 
 
 def _rerun(receipt: Mapping[str, Any]) -> str:

@@ -181,6 +181,11 @@ class RunNotFound(StoreError, LookupError):
     """No run in the store matches the reference."""
 
 
+class AmbiguousKey(RunNotFound):
+    """A key names runs of more than one operation (a script chose another's key): name the run
+    (dal/receipts/queries.py, unambiguous_key)."""
+
+
 class StoreDamaged(StoreError):
     """The store file is damaged (or is not a store DAL can use as it is); it was not written. The message
     says what is wrong and how to recover it."""
@@ -1121,6 +1126,10 @@ class Store:
         """The receipt `ref` names: a run id, a unique prefix of one (`run_2026…`), an operation or key (its
         newest run), or `latest` (the newest run). Raises RunNotFound with a message saying why."""
         ref = ref.strip()
+        if ref and ref != "latest" and not RUN_ID_RE.match(ref) and not ref.startswith("run_"):
+            from dal.receipts.queries import unambiguous_key
+
+            unambiguous_key(self, ref)
         return self._read(f"looking up {ref!r}", lambda c: self._find(c, ref))
 
     def _find(self, c: sqlite3.Connection, ref: str) -> dict[str, Any]:
@@ -1206,6 +1215,19 @@ class Store:
             args.append(max(0, int(limit)))
 
         return self._run_rows(f"listing the runs of {key!r}", sql, args)
+
+    def policy_files(self, workspace: str) -> list[str]:
+        """The policy files runs in `workspace` started under (contract.RunStore.policy_files)."""
+        sql = ("SELECT DISTINCT json_extract(policy, '$.spec.policy.source') FROM runs"
+               " WHERE json_extract(policy, '$.spec.policy.file_sha256') IS NOT NULL"
+               " AND json_extract(policy, '$.spec.policy.workspace') = ?")
+
+        def read(c: sqlite3.Connection) -> list[str]:
+            if not self._has_tables(c):
+                return []
+            return [r[0] for r in c.execute(sql, (workspace,)).fetchall() if isinstance(r[0], str)]
+
+        return self._read("listing the policy files of runs", read)
 
     def _run_rows(self, what: str, sql: str, args: list[Any]) -> list[dict[str, Any]]:
         """The rows of a SELECT over runs as dicts; none from a store whose tables do not exist yet."""

@@ -28,6 +28,7 @@ class Decided:
     command: str  # the effect's command
     replaced: dict[str, Any] | None  # an earlier decision on the same effect, now superseded
     applies: str = ""  # which run the decision applies to: one that is resuming now, or the next resume
+    script: str | None = None  # the script of the run decided about (absolute), so the person sees whose it is
 
 
 _LABELS = {"pending_approval": "waiting for approval", "uncertain": "of unknown outcome"}
@@ -160,7 +161,10 @@ def decide(
             f"too late: {e}, so this decision about effect {seq} (`{item.command}`) was not recorded; "
             f"see `dal receipt show {nid}` once it ends") from None
     _wake_job(store, newest)
-    return Decided(row, item.command, earlier[-1] if earlier else None, _applies(store, newest, seq))
+    from dal.receipts.queries import script_of
+
+    return Decided(row, item.command, earlier[-1] if earlier else None, _applies(store, newest, seq),
+                   script_of(store.run_row(nid) or newest))
 
 
 def _wake_job(store: Store, run: dict[str, Any]) -> None:
@@ -241,7 +245,10 @@ def _applies(store: Store, decided_on: dict[str, Any], seq: int) -> str:
         # it reaches the effect, so it will see this one.
         return (f"applies to the run process {pid} is starting now for this operation, when it reaches effect "
                 f"{seq}; if it stops before, `dal resume {nid}`")
-    return f"applies when you resume: `dal resume {nid}`"
+    # Nothing runs the operation as far as the store can tell; a resume starting this very moment (its lock
+    # not taken yet) would still take the decision at the effect, so say so rather than promise otherwise.
+    return (f"applies when the operation next reaches effect {seq}: `dal resume {nid}` (or a resume of it "
+            "starting right now)")
 
 
 def _starting(store: Store, key: str | None) -> int | None:

@@ -23,7 +23,7 @@ from dal.effects.policy import Policy, PolicyError
 from dal.runner.spec import SpecError
 
 __all__ = ["ADDITIVE_FLAGS", "Adopted", "adopt", "additions_of", "policy_digest", "protect_run", "receipt_policy",
-           "stored_policy"]
+           "stored_policy", "unguarded_policy_file"]
 
 # The flags a later run of an operation may add to its stored policy (all of them widen; none narrows).
 ADDITIVE_FLAGS = ("allow_run", "allow_read", "allow_write", "allow_net", "require_approval", "allow_env")
@@ -55,6 +55,31 @@ def protect_run(policy: Policy, store: Path | None, receipts: Path) -> Policy:
     # Hidden too: the store journals env() values and every command's output (docs/policy.md).
     sides = [db + side for side in ("-wal", "-shm", "-journal", "-seal", "-reserve")]
     return policy.hiding([db, *sides, str(locks_folder(db)), os.path.realpath(receipts)])
+
+
+def unguarded_policy_file(policy: Policy, recorded: list[str]) -> str | None:
+    """Why a run may not start under `policy`'s file, or None: a file inside the workspace or a write root
+    (where the script of any run of the workspace, under another policy, may have rewritten it since the
+    operator last looked) that nothing protects in every run — not named `dal.toml`, not in a `.dal` or
+    `.git` folder, not a policy file the store has recorded (those every run protects). docs/policy.md,
+    "Policy files are protected"."""
+    from dal.core.shellword import sh_quote
+    from dal.effects.policy import PROTECTED_NAMES
+
+    if policy.file_sha256 is None:
+        return None
+    path = os.path.realpath(policy.source)
+    if PROTECTED_NAMES.intersection(path.split("/")) or path in {os.path.realpath(r) for r in recorded}:
+        return None
+    inside = [r for r in dict.fromkeys([policy.workspace, *policy.write_roots])
+              if path == r or path.startswith(r.rstrip("/") + "/")]
+    if not inside:
+        return None
+    where = "the workspace" if inside[0] == policy.workspace else "the write root"
+    return (f"--policy {sh_quote(policy.source)}: the policy file is inside {where} {inside[0]}, where a script of "
+            "another run (under another policy) may have rewritten it; DAL will not run under it. Nothing ran. "
+            "Keep a policy file you name with --policy outside the workspace and the write roots, or name it "
+            "dal.toml (every run protects a dal.toml wherever it is)")
 
 
 def policy_digest(policy: Policy) -> str:

@@ -130,7 +130,10 @@ def newest_of(store: Store, row: dict[str, Any]) -> dict[str, Any]:
     """The newest run of the operation `row` belongs to: for a key, the key's newest run that counts
     (rejected runs do not); without a key, the last run of the chain of runs that continued it."""
     if row.get("key"):
-        newest = store.newest_run_of_key(row["key"])
+        from dal.receipts.queries import same_operation
+
+        # Of its own operation only: another script may have chosen the same key (docs/policy.md).
+        newest = store.newest_run_of_key(row["key"], visible=lambda other: same_operation(row, other))
         if newest is not None:
             return store.run_row(newest["run_id"]) or newest
     seen = {row.get("run_id")}

@@ -1,7 +1,8 @@
 """Which operation keys a script may choose for itself with operation("K").
 
 DAL picks some keys itself: `job:<id>` for a job submitted without a key (dal/receipts/jobs.py) and
-`schedule:NAME:<slot>` for every slot of a schedule (dal/worker/schedules.py). Both are predictable, so a
+`schedule:NAME:<slot>` for every slot of a schedule (dal/worker/schedules.py), and names a run without a
+key `script:<file stem>`. All are predictable, so a
 script that named one first would take the operator's later job or slot (its run would be `skipped`, or
 the slot would "fire" as the squatter's job). Those prefixes are DAL's: a script's operation() may not
 use them. The operator may still give such a key on a command line (`dal run --key job:3` to work a job
@@ -13,7 +14,10 @@ from __future__ import annotations
 
 from dal.core.jsontext import surrogate_at
 
-RESERVED_PREFIXES: tuple[str, ...] = ("job:", "schedule:")
+# `script:NAME` is the operation name of a run without a key (what `dal receipts` lists for `dal run
+# send.dal`): a script whose operation("script:send") took it would list as, and be decided as, the
+# operator's keyless run.
+RESERVED_PREFIXES: tuple[str, ...] = ("job:", "schedule:", "script:")
 
 
 def script_key_problem(key: str) -> str | None:
@@ -31,5 +35,5 @@ def reserved_key_problem(key: str) -> str | None:
     for prefix in RESERVED_PREFIXES:
         if key.startswith(prefix):
             return (f"the operation key {key!r} starts with {prefix!r}, which DAL keeps for the keys it gives "
-                    "jobs and schedule slots itself: choose another key")
+                    "jobs and schedule slots (and the name of a run without a key) itself: choose another key")
     return None

@@ -24,6 +24,7 @@ from dal.core.digest import sha256
 from dal.core.errors import DalError, DalRuntimeError, DivergenceError
 from dal.core.jsontext import surrogate_at
 from dal.core.records import ValueRecord
+from dal.core.shellword import sh_quote
 from dal.effects import EffectContext, Policy, PolicyError
 from dal.eval.host import PROCEED, OperationVerdict
 from dal.eval.interpreter import Engine, Outcome, check_source
@@ -40,7 +41,15 @@ from dal.receipts.schema import ReceiptSchemaError
 from dal.receipts.store import RunContinued, Store, StoreError, StoreGone
 from dal.runner.effects import EffectHandler, rerunnable
 from dal.runner.host import RunHost
-from dal.runner.inforce import Adopted, adopt, policy_digest, protect_run, receipt_policy, stored_policy
+from dal.runner.inforce import (
+    Adopted,
+    adopt,
+    policy_digest,
+    protect_run,
+    receipt_policy,
+    stored_policy,
+    unguarded_policy_file,
+)
 from dal.runner.opkeys import script_key_problem
 from dal.runner.recorder import LoopRecorder
 from dal.runner.spec import RunHooks, RunSpec, SpecError
@@ -254,6 +263,7 @@ class _RunState:
         self.lock: OperationLock | None = None
         self.key: str | None = spec.key
         self.key_by_script = False  # the key came from operation("K") in the script, not from the operator
+        self.key_from_call = False  # ... and this run's own operation("K") call entered it (not a resume)
         self.previous: dict[str, Any] | None = None
         self.attempts: dict[str, int] | None = None
         self.begun = False
@@ -269,6 +279,8 @@ class _RunState:
         self.handler: EffectHandler | None = None
         self.env_read: dict[str, bool] = {}  # env() names asked for -> whether the policy let the script see it
         self.leaked_env: list[str] = []  # see adopt_policy
+        self._policy_files: list[str] | None = None  # see recorded_policy_files
+        self.previous_by_script = False  # `dal resume` of a run whose script chose its key
 
     # --- the policy in force -------------------------------------------------------------------
 
@@ -276,6 +288,21 @@ class _RunState:
         if not self.spec.store.is_file:  # a database server: no file here, but its socket and password files
             return protect_run(policy, None, self.spec.receipts_dir()).hiding(self.spec.store.private_paths())
         return protect_run(policy, self.spec.store.file, self.spec.receipts_dir())
+
+    def recorded_policy_files(self) -> list[str]:
+        """The policy files runs of this workspace started under, as the store recorded them (read once)."""
+        if self._policy_files is None:
+            try:
+                self._policy_files = self.open_store().policy_files(self.spec.policy.workspace)
+            except StoreError as e:
+                raise RunnerError(f"{e} Nothing ran.") from None
+        return self._policy_files
+
+    def guarded(self, policy: Policy) -> Policy:
+        """The policy effects are checked and walled under: `policy` with every policy file of the workspace
+        protected (docs/policy.md, "Policy files are protected"), not only the one in force. Not stored with
+        the run: the stored policy is what the operation allows, this is what no script may change."""
+        return policy.protecting(self.recorded_policy_files())
 
     def getenv(self, name: str) -> str | None:
         """`env(name)` under the policy in force."""
@@ -303,9 +330,9 @@ class _RunState:
         if os.path.realpath(stored.workspace) != str(self.workspace):
             raise RunnerError(
                 f"operation {operation!r} started in workspace {stored.workspace}, and this run's workspace is "
-                f"{self.workspace}: continue it there (--workspace {stored.workspace}), or use another key"
+                f"{self.workspace}: continue it there (--workspace {sh_quote(stored.workspace)}), or use another key"
             )
-        if self.key_by_script:
+        if self.key_from_call:
             # The script chose the key: it may continue the operation only under the very policy it would
             # run under anyway, or operation("K") would hand a script K's wider policy (docs/policy.md).
             own = self.protect(self.spec.policy)
@@ -315,8 +342,8 @@ class _RunState:
                     f"{prev['run_id']}), which runs under the policy it started with (policy {policy_digest(stored)}"
                     f"), and this run's policy is another (policy {policy_digest(own)}): a key the script chooses "
                     f"continues an operation only under the same policy. Nothing more ran. To continue it, the "
-                    f"operator runs `dal resume {prev['run_id']}` or `dal run --key {operation} SCRIPT`; or use "
-                    "another key"
+                    f"operator runs `dal resume {prev['run_id']}` or `dal run --key {sh_quote(operation)} SCRIPT`; "
+                    "or use another key"
                 )
         try:
             self.adopted = adopt(stored, prev["run_id"], self.spec.policy, self.spec.policy_flags, operation)
@@ -324,7 +351,8 @@ class _RunState:
             raise RunnerError(str(e)) from None
         self.policy = self.protect(self.adopted.policy)
         if self.handler is not None:
-            self.handler.ctx = effect_context(self.spec, self.policy).evolve(cancel=self.handler.ctx.cancel)
+            self.handler.ctx = effect_context(self.spec, self.guarded(self.policy)).evolve(
+                cancel=self.handler.ctx.cancel)
         self._notify(self.adopted.notices)
         return [n for n, seen in self.env_read.items() if seen and not self.policy.env_visible(n)]
 
@@ -364,7 +392,10 @@ class _RunState:
         script chose the key (operation("K")): only runs of the same script count (see `_visible`)."""
         store = self.open_store()
         self.key = key
-        self.key_by_script = by_script
+        # A resume of a run whose script chose its key continues that script's operation, and is recorded
+        # as such: it never counts for an operator's `--key K` of another script (docs/policy.md).
+        self.key_by_script = by_script or (resuming is not None and self.previous_by_script)
+        self.key_from_call = by_script
         try:
             self.lock = store.operation_lock(key)
             self.lock.acquire(self.run_id, self.spec.wait)
@@ -383,7 +414,7 @@ class _RunState:
             later = f"run {prev['run_id']} ({prev['status']})" if prev else "a later run"
             raise RunnerError(
                 f"run {resuming} was already continued by {later}: resume or inspect that one instead "
-                f"(`dal receipt show {key}`)"
+                f"(`dal receipt show {sh_quote(key)}`)"
             )
         if prev is None and by_script and not self.spec.new_attempt:
             self._refuse_other_scripts_key(store, key)
@@ -489,16 +520,14 @@ class _RunState:
             raise RunnerError(str(e)) from None
         if other is None:
             return
-        import shlex
-
         theirs = StoredRun.script_of(store.run_row(other["run_id"])) or "an unknown script"
         raise RunnerError(
             f"operation({quote(key)}): operation {key!r} is another script's ({theirs}: run {other['run_id']}, "
             f"{other['status']}); this script ({self.spec.script}) differs from it by path and text, so it "
             "neither continues nor skips that operation. Nothing ran. If this is that script, moved and edited, "
             "and its work is done, there is nothing to do; to run this script's operation anyway (its effects "
-            f"run, again if that run did them), the operator runs `dal run --key {shlex.quote(key)} "
-            f"{shlex.quote(self.spec.script)}`; or use another key"
+            f"run, again if that run did them), the operator runs `dal run --key {sh_quote(key)} "
+            f"{sh_quote(self.spec.script)}`; or use another key"
         )
 
     def _attempts_so_far(self, prev: dict[str, Any] | None) -> dict[str, int]:
@@ -715,7 +744,7 @@ def _resumable(run: _RunState, store: Store, ref: str) -> dict[str, Any]:
                if status == "skipped" and prev.get("skipped_of") else "")
             + (" (it was rejected before anything ran: fix the script and run it again)"
                if status == "rejected" else "")
-            + (f" (start the work again with `dal run --key {prev['key']} --new-attempt SCRIPT`)"
+            + (f" (start the work again with `dal run --key {sh_quote(prev['key'])} --new-attempt SCRIPT`)"
                if status in ("completed", "skipped") and prev.get("key") else "")
         )
     return prev
@@ -882,8 +911,10 @@ def _execute(run: _RunState) -> RunReport:
                    on_denied=on_denied)
     rt = Runtime(max_steps=spec.max_steps, timeout=spec.timeout, host=host, max_memory=spec.max_memory,
                  args=bound)
-    ctx = effect_context(spec, run.policy)
     store = run.open_store()
+    if (problem := unguarded_policy_file(spec.policy, run.recorded_policy_files())) is not None:
+        raise RunnerError(problem)
+    ctx = effect_context(spec, run.guarded(run.policy))
     state = {"operation": operation}
     # The run is recorded in the store just before its first journal write (or at its end), so that an
     # operation key set by operation("K") at the top of the script is part of the run's record.
@@ -898,6 +929,7 @@ def _execute(run: _RunState) -> RunReport:
         prev = _resumable(run, store, spec.resume)
         if prev.get("key"):
             operation = state["operation"] = prev["key"]
+            run.previous_by_script = StoredRun.key_by_script(prev)
             run.enter_key(prev["key"], handler, resuming=prev["run_id"])
         else:
             _lock_keyless(run, store, prev)

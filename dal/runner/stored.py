@@ -20,7 +20,7 @@ from typing import Any
 
 from dal.core.records import ValueRecord
 from dal.effects.policy import Policy
-from dal.receipts.queries import attempt_of
+from dal.receipts.queries import attempt_of, key_by_script, script_of, script_sha256_of
 from dal.runner.spec import RunSpec
 
 
@@ -60,23 +60,10 @@ class StoredRun(ValueRecord):
 
     attempt_of = staticmethod(attempt_of)  # dal/receipts/queries.py: the stores read it too
 
-    @staticmethod
-    def key_by_script(row: dict[str, Any] | None) -> bool:
-        """Whether the run's key was chosen by its script (operation("K") with no key from the operator)."""
-        return ((row or {}).get("policy") or {}).get("key_by") == "script"
+    key_by_script = staticmethod(key_by_script)  # dal/receipts/queries.py: the stores read them too
+    script_of = staticmethod(script_of)
 
-    @staticmethod
-    def script_sha256_of(row: dict[str, Any] | None) -> str | None:
-        """The SHA-256 of the script text the run ran, or None (a row stored before specs existed)."""
-        data = (row or {}).get("policy") or {}
-        return _str(data.get("sha256")) if "spec" in data else None
-
-    @staticmethod
-    def script_of(row: dict[str, Any] | None) -> str | None:
-        """The absolute path of the script the run ran (None for a row stored before specs existed)."""
-        spec = ((row or {}).get("policy") or {}).get("spec")
-        script = spec.get("script") if isinstance(spec, dict) else None
-        return script if isinstance(script, str) else None
+    script_sha256_of = staticmethod(script_sha256_of)
 
     def budget(self, name: str) -> Any:
         """A budget the run was started with (max_steps, max_effects, timeout, max_memory), or None."""

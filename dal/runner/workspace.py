@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 
 from dal.core.records import FrozenRecord
+from dal.core.shellword import sh_quote
 
 __all__ = ["CEILING_ENV", "Found", "find_workspace"]
 
@@ -49,10 +50,10 @@ class Found(FrozenRecord):
         notes = []
         if self.passed_over is not None:
             notes.append(f"{self.passed_over} is not used: its folder is writable by every user, so anyone could "
-                         f"have put it there (--workspace {self.passed_over.parent} to use it)")
+                         f"have put it there (--workspace {sh_quote(self.passed_over.parent)} to use it)")
         if self.outer is not None:
             notes.append(f"workspace {self.path} ({self.how}) is inside workspace {self.outer}: the nearest one "
-                         f"is used (--workspace {self.outer} for the outer one)")
+                         f"is used (--workspace {sh_quote(self.outer)} for the outer one)")
         return "; ".join(notes) or None
 
 

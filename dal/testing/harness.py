@@ -25,7 +25,7 @@ import attrs
 from dal.core import defaults
 from dal.core.errors import DalError, DalRuntimeError, DalTypeError
 from dal.effects import EffectContext, EffectResult, Policy
-from dal.effects.narrowing import beyond  # the ceiling of every invoke's policy (dal mcp uses it too)
+from dal.effects.narrowing import beyond, capped  # the ceiling of every invoke's policy (dal mcp uses it too)
 from dal.eval.builtins import BUILTINS
 from dal.eval.interpreter import Engine, check_source
 from dal.eval.runtime import Runtime
@@ -55,6 +55,12 @@ class Fake:
         r = self.results[min(self.used, len(self.results) - 1)]
         self.used += 1
         return r
+
+
+def _within(path: str, roots: Iterable[str]) -> bool:
+    import os
+
+    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
 class TestSession:
@@ -140,19 +146,49 @@ class TestSession:
         """Run a workflow as `dal run` would: specified by the same builder, in the test's workspace."""
         from dal.runner.build import SpecError, build_spec
 
+        options = self.policy_options(policy)
+        file = options.get("policy_file")
+        if file is not None:
+            self.check_policy_file(file)
         try:
             spec = build_spec(script, workspace=self.workspace, store=self.store, key=key, max_steps=max_steps,
                               max_effects=max_effects, unsandboxed_as_root=self.unsandboxed_as_root,
-                              args=args, **self.policy_options(policy))
+                              args=args, **options)
         except SpecError as e:
+            if file is not None and str(file) in str(e):
+                from dal.core.shellword import sh_quote
+
+                # Not the parser's words: they quote the file's keys and values (docs/testing.md).
+                raise DalRuntimeError(f"the policy file {file} this invoke names is not a valid policy",
+                                      help=f"see why with `dal policy check --policy {sh_quote(file)}`") from None
             raise DalRuntimeError(str(e)) from None
         if self.ceiling is not None and (wider := beyond(spec.policy, self.ceiling)):
+            what = "; ".join(wider) if file is None else f"more ({len(wider)} difference(s); the file is not quoted)"
             raise DalRuntimeError(
-                f"the policy this invoke asks for allows {'; '.join(wider)}, which `dal test` was not given "
+                f"the policy this invoke asks for allows {what}, which `dal test` was not given "
                 f"({self.ceiling.source}): a test may only narrow the policy of the workflows it invokes",
                 help="the operator grants more on dal test's command line (--allow-run, --allow-read, "
                 "--allow-write, --allow-net, --require-approval, --allow-env, --policy FILE)")
+        if self.ceiling is not None:
+            spec = spec.evolve(policy=capped(spec.policy, self.ceiling))
         return self.start(spec, key, crash)
+
+    def check_policy_file(self, file: Path) -> None:
+        """A policy file an invoke names must lie in the test's project (the workspace of its folder, or the
+        folder `dal test` runs in) or a read root of the ceiling: refused before it is read, so that a test
+        cannot probe files elsewhere (docs/testing.md, "The policy ceiling")."""
+        import os
+
+        from dal.runner.workspace import find_workspace
+
+        roots = [str(find_workspace(None, start=self.test_dir).path.resolve()), os.path.realpath(os.getcwd())]
+        if self.ceiling is not None:
+            roots += [r for r in self.ceiling.read_roots if r != self.ceiling.workspace]
+        path = os.path.realpath(file)
+        if not _within(path, roots):
+            raise DalRuntimeError(f"the policy file {file} this invoke names is outside the test's project "
+                                  f"({roots[0]}) and the read roots dal test was given: not read",
+                                  help="keep a test's policy files in its project")
 
     def resume(self, run_id: str, *, max_steps: int | None, crash: tuple[str, int] | None) -> dict[str, Any]:
         """Continue a run as `dal resume RUN` would: its stored spec, with this test's overrides."""

@@ -71,3 +71,51 @@ def test_a_test_script_cannot_widen_the_policy_of_what_it_invokes(dal_test, tmp_
     got = dal_test({}, "--allow-run=sh", f"--allow-read={outside}", "--allow-env=DAL_TEST_SECRET", "-v")
     assert got.code == 0 and got.summary == "2 passed, 0 failed", got.out
     assert "ran: completed hunter2" in got.out
+
+
+def test_a_tests_own_toml_keeps_the_ceilings_protected_files_and_limits(dal_test, tmp_path) -> None:
+    """Attack 02 of attack5, executed: the project's dal.toml (the ceiling) protects a file in its write
+    root and sets `[limits] timeout = 1`; a test names its own TOML with the same write root, no `protect`
+    and a bigger timeout. The workflow it invokes may not truncate the file, and its sleep is cut at 1 s."""
+    outside = tmp_path.parent / f"{tmp_path.name}-out"
+    outside.mkdir()
+    keep = outside / "keep.txt"
+    keep.write_text("KEEP-ORIGINAL\n")
+    files = {
+        "dal.toml": f'[paths]\nwrite = ["{outside}"]\nprotect = ["{keep}"]\n[limits]\ntimeout = 1\nmax_output = 64\n',
+        "tests/evil.toml": f'[paths]\nwrite = ["{outside}"]\n[limits]\ntimeout = 30\nmax_output = 100000\n',
+        "tests/wf.dal": f'print(run(["tee", "{keep}"]).status)\nprint("sleep:", run("sleep 3").status)\n'
+                        'print("out:", len(run("seq 1000").stdout))\n',
+        "tests/a.test.dal": 'let r = invoke("wf.dal", {"policy": "evil.toml"})\nprint(r.output)\n',
+    }
+    got = dal_test(files, "-v", "tests/a.test.dal")
+    assert got.code == 0, got.out
+    assert keep.read_text() == "KEEP-ORIGINAL\n"
+    assert "denied" in got.out and "sleep: timeout" in got.out, got.out
+    kept = int(got.out.split("out: ")[1].split()[0])
+    assert kept < 200  # max_output 64 (plus the truncation note), not the test's 100000: seq 1000 is 3893 bytes
+
+
+def test_an_invoked_policy_file_outside_the_project_is_not_read(dal_test, tmp_path) -> None:
+    """Attack 06d of attack5: a test names any file on disk as an invoke's policy, and the error named its
+    keys or quoted a value. It is refused before it is read; a bad file inside is not quoted either."""
+    outside = tmp_path.parent / f"{tmp_path.name}-secrets"
+    outside.mkdir()
+    (outside / ".env").write_text('API_TOKEN = "s3cr3t-1"\n')
+    (outside / "p.toml").write_text('[run]\nallow = ["s3cr3t-2"]\n')
+    files = {
+        "dal.toml": "",
+        "tests/wf.dal": "print(1)\n",
+        "tests/d1.test.dal": f'invoke("wf.dal", {{"policy": "{outside}/.env"}})\n',
+        "tests/d2.test.dal": f'invoke("wf.dal", {{"policy": {{"file": "{outside}/p.toml"}}}})\n',
+        "tests/inside.toml": 'SECRET_KEY_NAME = 1\n',
+        "tests/wide.toml": '[run]\nallow = ["s3cr3t-3"]\n',
+        "tests/d3.test.dal": 'invoke("wf.dal", {"policy": "inside.toml"})\n',
+        "tests/d4.test.dal": 'invoke("wf.dal", {"policy": "wide.toml"})\n',
+    }
+    got = dal_test(files)
+    assert got.summary == "0 passed, 4 failed", got.out
+    assert got.out.count("is outside the test's project") == 2 and "not read" in got.out
+    assert "is not a valid policy" in got.out and "dal policy check --policy" in got.out
+    for leak in ("API_TOKEN", "s3cr3t", "SECRET_KEY_NAME"):
+        assert leak not in got.out + got.err, leak

@@ -43,13 +43,14 @@ def test_approve_while_a_resume_starts(make_durable) -> None:
             # you resume": this resume was that one).
             assert (f"applies to run {first['run_id']}, which is resuming now" in says
                     or f"applies to the run process {resumer.pid} is starting now" in says
-                    or "applies when you resume: `dal resume" in says), says
+                    or "applies when the operation next reaches effect 2: `dal resume" in says), says
             seen["applied to the resuming run"] += 1
         else:
             # It reached the gate before the decision: it waits, and approve said the next resume applies.
             assert resumer.returncode == 3 and first["status"] == "waiting", err
             assert re.search(rf"applies when you resume: (run {first['run_id']}, resuming now, reached effect "
-                             rf"2 before this decision|`dal resume {first['run_id']}`)"
+                             rf"2 before this decision)"
+                             rf"|applies when the operation next reaches effect 2: `dal resume {first['run_id']}`"
                              rf"|applies to the run process {resumer.pid} is starting now", says), says
             again = d.cli("resume", "send")
             assert again.code == 0, (i, again)  # not lost: the next resume executes it

@@ -98,7 +98,7 @@ def test_an_approval_survives_a_resume_that_ends_before_the_gate(durable) -> Non
     d.write("s.dal", SCRIPT)
     assert d.cli(*RUN, "s.dal").code == 3
     approved = d.cli("approve", "send", "--note", "checked")
-    assert approved.code == 0 and "applies when you resume" in approved.out
+    assert approved.code == 0 and "applies when the operation next reaches effect" in approved.out
     assert d.cli(*RUN, "--max-steps", "3", "s.dal").code == 4  # ends before the first effect
     assert d.cli("resume", "send", "--max-steps", "12").code == 4  # ends between the effects
     done = d.cli(*RUN, "s.dal")

@@ -156,14 +156,15 @@ def test_flags_on_the_resume_command_add_and_are_recorded(d) -> None:
     assert "added here: --allow-run=sh --allow-env=REGION" in shown.out
 
 
-def test_policy_flag_on_a_reinvocation_is_not_used(d) -> None:
-    d.write("wide.toml", WIDENED)
+def test_policy_flag_on_a_reinvocation_is_not_used(d, tmp_path: Path) -> None:
+    wide = tmp_path / "wide.toml"  # outside the workspace: one inside is refused outright (test_policy_files.py)
+    wide.write_text(WIDENED)
     assert d.cli("run", "--key", "send:5", "send.dal").code == 3
     (d.ws / "dal.toml").write_text(ORIGINAL)  # whatever the script did, the file is as it was
     assert d.cli("approve", "send:5").code == 0
-    again = d.cli("run", "--key", "send:5", "--policy", "wide.toml", "send.dal")
+    again = d.cli("run", "--key", "send:5", "--policy", str(wide), "send.dal")
     assert again.code == 0, again.err
-    assert "wide.toml is not used: operation 'send:5' runs under the policy it started with (dal.toml)" in again.err
+    assert f"{wide} is not used: operation 'send:5' runs under the policy it started with (dal.toml)" in again.err
     assert not (d.ws / "pwned.txt").exists()
     assert d.latest()["policy"]["sha256"] == sha(ORIGINAL)
 
