@@ -52,6 +52,10 @@ def cmd_console(args: argparse.Namespace) -> int:
     except StoreLocationError as e:
         return _die(str(e))
     try:
+        import jinja2  # noqa: F401  the console extra: imported here so that a missing one is named
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+
         from dal.console.serve import serve
     except ImportError as e:
         return _die(f"dal console needs the console extra ({e.name} is not installed): "

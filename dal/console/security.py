@@ -40,12 +40,20 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+WILDCARDS = ("0.0.0.0", "::")
+
+
 def allowed_hosts(host: str, port: int) -> frozenset[str]:
     """The Host headers the console answers: the address it listens on with its port (and `localhost`
-    for the loopback address). A name an attacker's DNS points at 127.0.0.1 is not among them."""
+    for the loopback address; for a wildcard address, this machine's names and the loopback names). A
+    name an attacker's DNS points at this machine is not among them."""
+    import socket
+
     names = {host}
-    if host in ("127.0.0.1", "::1"):
-        names |= {"127.0.0.1", "localhost", "[::1]"} if host == "::1" else {"127.0.0.1", "localhost"}
+    if host in ("127.0.0.1", "::1") or host in WILDCARDS:
+        names |= {"127.0.0.1", "localhost", "::1"}
+    if host in WILDCARDS:
+        names |= {socket.gethostname(), socket.getfqdn()}
     out = set()
     for n in names:
         n = f"[{n}]" if ":" in n and not n.startswith("[") else n

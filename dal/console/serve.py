@@ -49,7 +49,9 @@ def serve(location: StoreLocation, *, host: str = LOOPBACK, port: int = 0, name:
     port = sock.getsockname()[1]
     sessions = Sessions()
     app = build_app(location, sessions, host=host, port=port, name=name)
-    base = base_url(host, port)
+    from dal.console.security import WILDCARDS
+
+    base = base_url(socket.gethostname() if host in WILDCARDS else host, port)
     if not is_loopback(host):
         err.write(f"dal console: warning: listening on {host}, not only this machine: anyone who can reach "
                   f"{base} and has the login link can approve effects. The link is sent in clear (plain HTTP)\n")
