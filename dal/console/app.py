@@ -253,6 +253,7 @@ def build_app(location: StoreLocation, sessions: Sessions, *, host: str, port: i
         Route("/runs/{run_id:str}", _authed(console, run)),
         Route("/decide", _authed(console, decide), methods=["POST"]),
         Route("/static/console.css", plain(css)),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),  # no icon, and no 404 for it
     ]
     app = Starlette(routes=routes)
     return Guard(_ReadBody(app), allowed_hosts(host, port))
