@@ -46,8 +46,9 @@ def fill(db: Path, runs: int) -> list[str]:
                 r["status"], r["retry"] = MIX[i % len(MIX)]
                 if i >= runs - WAITING:  # the newest runs wait for a person
                     items = r["effects"]["items"][:2]
-                    items[1] = {**items[1], "command": f"mail -s report team-{i}@example.com", "status":
-                                "pending_approval", "class": "external", "code": None, "summary": "waiting for approval"}
+                    items[1] = {**items[1], "command": f"mail -s report team-{i}@example.com",
+                                "status": "pending_approval", "class": "external", "code": None,
+                                "summary": "waiting for approval"}
                     r["effects"] = {"count": 2, "budget": None, "items": items, "omitted": 0}
                     r.update(status="waiting", retry="escalate", external_effect="pending_approval",
                              blocker=f"effect 2 waits for approval: `{items[1]['command']}`")

@@ -118,8 +118,8 @@ def logout(console: Console, request: Request) -> Response:
 
 def waiting(console: Console, request: Request) -> Response:
     with console.store() as store:
-        items = views.waiting(store)
-    return console.page(request, "waiting.html", items=items)
+        listing = views.waiting(store)
+    return console.page(request, "waiting.html", items=listing["items"], total=listing["total"])
 
 
 def blocked(console: Console, request: Request) -> Response:

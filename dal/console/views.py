@@ -159,13 +159,12 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 86400:.0f} days ago"
 
 
-def waiting(store: RunStore, limit: int = 200) -> list[dict[str, Any]]:
-    """Runs that wait for a person, newest first: each with the effect it holds (None when the script
-    itself asked for a person: its blocker says why)."""
-    out = []
-    for row in store.list_runs(waiting=True, limit=limit):
-        out.append({"run": row, "held": held(store, row["run_id"])})
-    return out
+def waiting(store: RunStore, limit: int = 25) -> dict[str, Any]:
+    """The newest `limit` runs that wait for a person, each with the effect it holds (None when the
+    script itself asked for a person: its blocker says why), and how many wait in all."""
+    rows = store.list_runs(waiting=True, limit=limit)
+    total = store.count_runs(waiting=True) if len(rows) == limit else len(rows)
+    return {"items": [{"run": row, "held": held(store, row["run_id"])} for row in rows], "total": total}
 
 
 def _receipt_of(store: RunStore, run_id: str | None) -> dict[str, Any]:
@@ -218,23 +217,35 @@ def runs(store: RunStore, *, status: str | None = None, retry: str | None = None
     stored = {"died": "running", "resumed": None}.get(status or "", status) if status else None
     derived = status in ("died", "resumed", "running", "waiting", "interrupted")
     filters = {"operation": operation or None, "key": key or None}
-    # Filters the store does not take (retry, a derived status) are applied here, over every match.
     exact = not retry and not derived
-    rows = store.list_runs(status=stored, limit=limit if exact else None, **filters)
-    if status == "resumed":
-        rows = [r for r in rows if r.get("status") in ("waiting", "interrupted")]
-    out = []
-    for r in rows:
-        if retry and r.get("retry") != retry:
-            continue
-        label = run_label(store, r)
-        if derived and label != status:
-            continue
-        out.append({**r, "label": label, "duration": duration_text(r.get("duration_ms"))})
-        if len(out) >= limit:
-            break
-    total = store.count_runs(status=stored, **filters) if exact else None
-    return {"rows": out, "total": total}
+    if exact:
+        rows = store.list_runs(status=stored, limit=limit, **filters)
+        return {"rows": [_listed(store, r) for r in rows], "total": store.count_runs(status=stored, **filters)}
+    # Filters the store does not take (the retry class, a status read from the process or the next run)
+    # are applied here: over the newest runs first, in growing windows, so a common match reads a few
+    # hundred rows and only a rare one reads them all.
+    out: list[dict[str, Any]] = []
+    window, seen = limit * 4, 0
+    while True:
+        rows = store.list_runs(status=stored, limit=window, **filters)
+        for r in rows[seen:]:
+            if retry and r.get("retry") != retry:
+                continue
+            if status == "resumed" and r.get("status") not in ("waiting", "interrupted"):
+                continue
+            item = _listed(store, r)
+            if derived and item["label"] != status:
+                continue
+            out.append(item)
+            if len(out) >= limit:
+                return {"rows": out, "total": None}
+        if len(rows) < window:
+            return {"rows": out, "total": len(out)}
+        seen, window = len(rows), window * 4
+
+
+def _listed(store: RunStore, r: dict[str, Any]) -> dict[str, Any]:
+    return {**r, "label": run_label(store, r), "duration": duration_text(r.get("duration_ms"))}
 
 
 def run_page(store: RunStore, ref: str) -> dict[str, Any]:
