@@ -259,13 +259,16 @@ def run_page(store: RunStore, ref: str) -> dict[str, Any]:
     view = shown(store, rid, receipt_ws)  # type: ignore[arg-type]
     text = view.running if view.receipt is None else render(view.receipt, colour=False, decisions=view.decisions,
                                                            continued_by=view.continued_by)
+    # The operation's journal at this run: its own entries and those of the attempts it continues (a
+    # resume replays those rather than running them again), oldest attempt first.
     entries = []
-    for e in store.journal(rid):
-        if e.get("seq", 0) <= 0:
-            continue
-        result = e.get("result") or {}
-        entries.append({**e, "outcome": result.get("status") or e.get("status"),
-                        "detail_text": json.dumps(e.get("detail") or {}, sort_keys=True)})
+    for attempt in reversed(journal.chain(store, rid)[:20]):  # type: ignore[arg-type]
+        for e in store.journal(attempt["run_id"]):
+            if e.get("seq", 0) <= 0:
+                continue
+            result = e.get("result") or {}
+            entries.append({**e, "run_id": attempt["run_id"], "outcome": result.get("status") or e.get("status"),
+                            "detail_text": json.dumps(e.get("detail") or {}, sort_keys=True)})
     return {"run": store.run_row(rid) or row, "text": text, "journal": entries,
-            "decisions": [{**d, "text": describe_decision(d)} for d in store.approvals(rid)],
+            "decisions": [{**d, "text": describe_decision(d)} for d in view.decisions],
             "held": held(store, rid), "label": run_label(store, row)}

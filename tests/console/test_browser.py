@@ -87,6 +87,7 @@ def test_decide_in_the_browser_and_watch_the_jobs_finish(workspace: Workspace, c
     page.goto(f"{console.base}/queue")
     assert page.locator("section.jobs.ready tbody tr").count() == 2
     assert page.locator("section.jobs.waiting tbody tr").count() == 0
+    shot(page, "console-queue.png")
 
     # A worker resumes both: the send runs once, the append is not run again.
     w.worker()
@@ -95,7 +96,6 @@ def test_decide_in_the_browser_and_watch_the_jobs_finish(workspace: Workspace, c
     page.goto(f"{console.base}/queue")
     assert page.locator("section.jobs.ready tbody tr").count() == 0
     assert "done 3" in page.locator("p.counts").inner_text()
-    shot(page, "console-queue.png")
     page.goto(f"{console.base}/waiting")
     assert "No run waits for a person." in page.locator("main").inner_text()
 
@@ -109,7 +109,9 @@ def test_decide_in_the_browser_and_watch_the_jobs_finish(workspace: Workspace, c
     cli = w.dal("receipt", "show", rid)
     assert receipt.strip() == cli.out.strip()
     assert "effect 2: approved by ana (console session" in receipt and "(checked the recipients)" in receipt
-    assert "echo report | tee -a outbox.txt" in page.locator("table.journal").inner_text()
+    journal = page.locator("table.journal").inner_text()  # the operation's, over both attempts
+    assert "cat input.txt" in journal and "echo report | tee -a outbox.txt" in journal
+    assert "effect 2: approved by ana (console session" in page.locator("ul.decisions").inner_text()
     shot(page, "console-run.png")
 
     # Filter the runs: by status, by retry class, by operation.
