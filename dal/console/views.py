@@ -255,7 +255,9 @@ def run_page(store: RunStore, ref: str) -> dict[str, Any]:
 
     row = store.find_run(ref)
     rid = row["run_id"]
-    receipt_ws = Path(row["workspace"]) if row.get("workspace") else None
+    # A died run's receipt is rebuilt from its journal; its artifacts are looked for in its workspace.
+    ws = (row.get("policy") or {}).get("workspace") if isinstance(row.get("policy"), dict) else None
+    receipt_ws = Path(ws) if isinstance(ws, str) and ws else None
     view = shown(store, rid, receipt_ws)  # type: ignore[arg-type]
     text = view.running if view.receipt is None else render(view.receipt, colour=False, decisions=view.decisions,
                                                            continued_by=view.continued_by)
