@@ -119,7 +119,8 @@ def logout(console: Console, request: Request) -> Response:
 def waiting(console: Console, request: Request) -> Response:
     with console.store() as store:
         listing = views.waiting(store)
-    return console.page(request, "waiting.html", items=listing["items"], total=listing["total"])
+    return console.page(request, "waiting.html", items=listing["items"], total=listing["total"],
+                        handed=listing["handed"])
 
 
 def blocked(console: Console, request: Request) -> Response:

@@ -164,7 +164,17 @@ def waiting(store: RunStore, limit: int = 25) -> dict[str, Any]:
     script itself asked for a person: its blocker says why), and how many wait in all."""
     rows = store.list_runs(waiting=True, limit=limit)
     total = store.count_runs(waiting=True) if len(rows) == limit else len(rows)
-    return {"items": [{"run": row, "held": held(store, row["run_id"])} for row in rows], "total": total}
+    items = [{"run": row, "held": held(store, row["run_id"])} for row in rows]
+    # A job also waits when its script failed asking for a person (retry class escalate): its run is
+    # failed, not waiting, and nothing in it is to decide; `dal job retry` once the person has acted.
+    shown = {row["run_id"] for row in rows}
+    handed = []
+    for job in store.jobs().list(state="waiting", limit=limit):
+        run = _receipt_of(store, job.get("last_run_id"))
+        if job.get("last_run_id") in shown or run.get("status") == "waiting":
+            continue
+        handed.append({"job": job, "blocker": run.get("blocker") or job.get("note"), "status": run.get("status")})
+    return {"items": items, "total": total, "handed": handed}
 
 
 def _receipt_of(store: RunStore, run_id: str | None) -> dict[str, Any]:
@@ -256,8 +266,10 @@ def run_page(store: RunStore, ref: str) -> dict[str, Any]:
     row = store.find_run(ref)
     rid = row["run_id"]
     # A died run's receipt is rebuilt from its journal; its artifacts are looked for in its workspace.
-    ws = (row.get("policy") or {}).get("workspace") if isinstance(row.get("policy"), dict) else None
-    receipt_ws = Path(ws) if isinstance(ws, str) and ws else None
+    from dal.runner.stored import StoredRun
+
+    spec = StoredRun.of(row).spec
+    receipt_ws = Path(spec.workspace) if spec is not None and spec.workspace else None
     view = shown(store, rid, receipt_ws)  # type: ignore[arg-type]
     text = view.running if view.receipt is None else render(view.receipt, colour=False, decisions=view.decisions,
                                                            continued_by=view.continued_by)
