@@ -1,6 +1,6 @@
 """What the pages say about runs the browser test does not make: a run whose process was killed (-9)
-mid-effect is `died` in the list and on its page, with the receipt `dal receipt show` gives; a run that
-waits because its script asked for a person shows its blocker and no form; bad filters are 400."""
+mid-effect is `died` in the list and on its page, with the receipt `dal receipt show` gives; a job whose
+script handed it to a person shows its blocker and no form; bad filters are 400."""
 
 from __future__ import annotations
 
