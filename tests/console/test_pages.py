@@ -71,3 +71,11 @@ def test_a_job_its_script_hands_to_a_person_shows_why_and_no_form(workspace: Wor
         assert r.status == 400, bad
     r, _ = request(console, "GET", "/runs/run_nope", cookie=cookie)
     assert r.status == 404
+
+
+def test_a_workspace_with_no_store_yet_says_so_and_creates_nothing(workspace: Workspace, console: Server) -> None:
+    cookie = login(console)
+    for path in ("/waiting", "/runs", "/queue", "/blocked"):
+        r, page = request(console, "GET", path, cookie=cookie)
+        assert r.status == 200 and "No runs yet" in page, path
+    assert not (workspace.ws / ".dal").exists()  # pages only read: no store, no folder made
