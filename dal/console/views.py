@@ -64,6 +64,13 @@ def held(store: RunStore, run_id: str) -> dict[str, Any] | None:
     row = store.run_row(run_id)
     if row is None or row.get("status") != "waiting" or row.get("resumed_by"):
         return None
+    if journal.newest_of(store, row).get("run_id") != run_id:  # type: ignore[arg-type]
+        return None  # the operation moved on (a new attempt): decide about its newest run instead
+    return _held_of(store, row)
+
+
+def _held_of(store: RunStore, row: dict[str, Any]) -> dict[str, Any] | None:
+    """held() of a waiting run that is its operation's newest (`row`: its run_row())."""
     for kind, want in _WANT.items():
         try:
             item = held_effect(store, row, None, want)  # type: ignore[arg-type]
@@ -164,7 +171,12 @@ def waiting(store: RunStore, limit: int = 25) -> dict[str, Any]:
     script itself asked for a person: its blocker says why), and how many wait in all."""
     rows = store.list_runs(waiting=True, limit=limit)
     total = store.count_runs(waiting=True) if len(rows) == limit else len(rows)
-    items = [{"run": row, "held": held(store, row["run_id"])} for row in rows]
+    items = []
+    for row in rows:
+        full = store.run_row(row["run_id"]) or row
+        nid = journal.newest_of(store, full).get("run_id")  # type: ignore[arg-type]
+        mine = nid == row["run_id"]
+        items.append({"run": row, "held": _held_of(store, full) if mine else None, "newest": None if mine else nid})
     # A job also waits when its script failed asking for a person (retry class escalate): its run is
     # failed, not waiting, and nothing in it is to decide; `dal job retry` once the person has acted.
     shown = {row["run_id"] for row in rows}

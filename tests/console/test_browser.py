@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from conftest import APPEND, REPO, SEND, Server, Workspace
+from console_helpers import APPEND, REPO, SEND, Server, Workspace
 
 IMG = REPO / "docs" / "img"
 

@@ -10,8 +10,7 @@ import subprocess
 import sys
 import time
 
-from conftest import Server, Workspace
-from test_security import login, request
+from console_helpers import Server, Workspace, login, request
 
 
 def test_a_killed_run_is_died_with_the_receipt_receipt_show_gives(workspace: Workspace, console: Server) -> None:

@@ -4,49 +4,10 @@ passes every wall records its decision through the CLI's code path, naming the c
 
 from __future__ import annotations
 
-import html
 import re
-from http.client import HTTPResponse
-from urllib.parse import urlencode
 
 import pytest
-from conftest import SEND, Server, Workspace, start_console
-
-
-def request(server: Server, method: str, path: str, *, cookie: str | None = None, host: str | None = None,
-            origin: str | None = "same", body: dict[str, str] | None = None,
-            headers: dict[str, str] | None = None) -> tuple[HTTPResponse, str]:
-    c = server.conn()
-    h = {"Host": host or f"127.0.0.1:{server.port}", **(headers or {})}
-    if cookie:
-        h["Cookie"] = f"dal_console={cookie}"
-    if origin == "same":
-        h["Origin"] = server.base
-    elif origin is not None:
-        h["Origin"] = origin
-    data = None
-    if body is not None:
-        data = urlencode(body)
-        h["Content-Type"] = "application/x-www-form-urlencoded"
-    c.request(method, path, body=data, headers=h)
-    r = c.getresponse()
-    text = r.read().decode("utf-8")
-    c.close()
-    return r, text
-
-
-def login(server: Server) -> str:
-    r, _ = request(server, "GET", f"/login?token={server.token}", origin=None)
-    assert r.status == 303 and r.getheader("Location") == "/waiting"
-    cookie = r.getheader("Set-Cookie") or ""
-    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie, cookie
-    return re.match(r"dal_console=([^;]+)", cookie).group(1)  # type: ignore[union-attr]
-
-
-def form_of(page: str, run_id: str, seq: int) -> dict[str, str]:
-    """The hidden fields of the decision form of effect `seq` of `run_id`, as the page holds them."""
-    section = page.split(f'id="held-{run_id}-{seq}"', 1)[1].split("</section>", 1)[0]
-    return {n: html.unescape(v) for n, v in re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', section)}
+from console_helpers import SEND, Server, Workspace, form_of, login, request, start_console
 
 
 @pytest.fixture
@@ -165,7 +126,7 @@ def test_a_script_cannot_put_markup_or_bidi_tricks_on_the_page(workspace: Worksp
 
 
 def test_loopback_only_unless_asked_and_then_a_warning(workspace: Workspace) -> None:
-    from conftest import console_deps_or_skip
+    from console_helpers import console_deps_or_skip
 
     console_deps_or_skip()
     server = start_console(workspace)

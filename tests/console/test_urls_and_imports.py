@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO
+from console_helpers import REPO
 
 from dal.console.urls import run_url, waiting_url
 
