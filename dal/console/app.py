@@ -66,7 +66,7 @@ class Console:
 
     def page(self, request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         session = request.scope.get("dal.session")
-        body = self.env.get_template(name).render(csrf=session.csrf if session else "", store=self.location.path,
+        body = self.env.get_template(name).render(csrf=session.csrf if session else "", store=self.location.shown,
                                                   nav=name.removesuffix(".html"), **context)
         return HTMLResponse(body, status)
 

@@ -55,7 +55,7 @@ def serve(location: StoreLocation, *, host: str = LOOPBACK, port: int = 0, name:
     if not is_loopback(host):
         err.write(f"dal console: warning: listening on {host}, not only this machine: anyone who can reach "
                   f"{base} and has the login link can approve effects. The link is sent in clear (plain HTTP)\n")
-    out.write(f"dal console: store {location.path}\n")
+    out.write(f"dal console: store {location.shown}\n")  # a PostgreSQL URL without its password
     out.write(f"dal console: open {base}/login?token={sessions.token}\n")
     out.write("dal console: the link works once (it opens a session in that browser); Ctrl-C stops the console\n")
     out.flush()
