@@ -41,6 +41,7 @@ common commands:
                                 queue a run / run queued jobs (dal jobs, dal schedule)
   dal mcp                       serve DAL to a coding agent over MCP (stdio)
   dal repl                      interactive session (also: `dal` alone on a terminal)
+  dal console                   the operator console in a browser (runs waiting for a person)
   dal completion bash|zsh|fish  print a shell completion script
 """
 
@@ -139,9 +140,18 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         _register_check_and_fmt(sub)
 
     if only is None:
-        from dal.cli import durable_cmd, policy_cmd, receipts_cmd, repl_cmd, store_cmd, test_cmd, worker_cmd
+        from dal.cli import (
+            console_cmd,
+            durable_cmd,
+            policy_cmd,
+            receipts_cmd,
+            repl_cmd,
+            store_cmd,
+            test_cmd,
+            worker_cmd,
+        )
 
-        for mod in (policy_cmd, receipts_cmd, durable_cmd, repl_cmd, test_cmd, worker_cmd, store_cmd):
+        for mod in (policy_cmd, receipts_cmd, durable_cmd, repl_cmd, test_cmd, worker_cmd, store_cmd, console_cmd):
             mod.register(sub)
         from dal.cli import mcp_cmd
 

@@ -229,35 +229,24 @@ def cmd_receipt_show(args: argparse.Namespace, out: TextIO | None = None, err: T
     """`dal receipt show REF`: render one receipt (`--json` the stored receipt, `--md` the markdown)."""
     out = out or sys.stdout
     err = err or sys.stderr
+    from dal.runner.shown import shown
+
     try:
         with _open(args) as store:
-            try:
-                receipt = store.find(args.ref)
-            except RunNotFound:
-                unfinished = _unfinished(store, args.ref)
-                if unfinished is None:
-                    raise
-                if isinstance(unfinished, str):  # still running: say so, show nothing as final
-                    if args.json:
-                        _emit("running", {"run_id": unfinished.split()[1], "message": unfinished}, out)
-                    else:
-                        out.write(unfinished + "\n")
-                    return 0
-                receipt = unfinished
-            decisions = store.approvals(receipt["run_id"])
-            if receipt.get("previous_run"):
-                # A resumed run acts on the decisions people recorded on the run it continues: say who.
-                seen = {d.get("id") for d in decisions}
-                earlier = [d for d in store.approvals(receipt["previous_run"]) if d.get("id") not in seen]
-                decisions = earlier + decisions
-            row = store.run_row(receipt["run_id"]) or {}
-            continued_by = row.get("resumed_by")
+            view = shown(store, args.ref)
     except NoStore as e:
         return _fail(f"no runs yet (no run store at {e.path})", err, out=out, json=args.json)
     except RunNotFound as e:
         return _fail(str(e), err, out=out, json=args.json)
     except StoreError as e:
         return _fail(str(e), err, EXIT_STORE, out, args.json)
+    if view.running is not None:  # still running: say so, show nothing as final
+        if args.json:
+            _emit("running", {"run_id": view.running.split()[1], "message": view.running}, out)
+        else:
+            out.write(view.running + "\n")
+        return 0
+    receipt, decisions, continued_by = view.receipt, view.decisions, view.continued_by
     if args.json:
         _emit("receipt", receipt, out)
     elif args.md:
@@ -265,35 +254,6 @@ def cmd_receipt_show(args: argparse.Namespace, out: TextIO | None = None, err: T
     else:
         out.write(render(receipt, colour=use_colour(out), decisions=decisions, continued_by=continued_by))
     return 0
-
-
-def _unfinished(store: Store, ref: str) -> dict[str, Any] | str | None:
-    """A run with no receipt yet: a line saying it is still running, or, when its process is gone, the
-    receipt its journal gives, with status `died` (the next invocation records it as `interrupted`). None
-    when `ref` names no run."""
-    from dal.runner.runner import crashed_receipt
-
-    try:
-        rows = store.list_runs(limit=1) if ref.strip() == "latest" else [store.find_run(ref)]
-    except RunNotFound:
-        return None
-    if not rows or not rows[0]:
-        return None
-    run = store.run_row(rows[0]["run_id"]) or rows[0]
-    if run.get("status") != "running":
-        return None
-    rid, pid = run["run_id"], run.get("pid")
-    journal = [r for r in store.journal(rid) if r["seq"] > 0]
-    if _state(run, run) == "running":
-        return (f"running  {rid}  (process {pid}, started {run['started_at']}, {len(journal)} effect"
-                f"{'s' if len(journal) != 1 else ''} journaled so far): no receipt until it ends")
-    receipt = crashed_receipt(
-        store, run, workspace=Path.cwd(),
-        blocker=f"the process running it ({pid}) died before writing its receipt (killed?); its journal "
-                "says what ran. The next `dal resume` (or a run with its key) records this receipt as "
-                "interrupted and continues from the journal",
-    )
-    return {**receipt, "status": "died"}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from dal.receipts.jobs import JobQueue
     from dal.receipts.oplock import KeyLock
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # save_receipt() checks this many entries (plus the last) of each long list against the schema.
 VALIDATE_SAMPLE = 8
 # How long a writer waits for the store's write lock (SQLite's busy timeout), unless DAL_STORE_TIMEOUT
@@ -155,6 +155,11 @@ MIGRATIONS: dict[int, list[str]] = {
         "CREATE INDEX runs_by_ord ON runs(ord)",
         "CREATE INDEX runs_by_key_ord ON runs(key, ord)",
         "ALTER TABLE approvals ADD COLUMN command TEXT",
+    ],
+    # The run that continued a run (run_row's `resumed_by`, the `resumed` label of `dal receipts` and the
+    # console) is looked up by previous_run: without an index every look-up read every run.
+    5: [
+        "CREATE INDEX runs_by_previous ON runs(previous_run)",
     ],
 }
 
@@ -344,6 +349,7 @@ SCHEMA_DIGESTS = {
     2: "c6a43d30776b6647bba3b71ef39c65a0bebce4e746bbf76e18858be4a81923a8",
     3: "2dc9691ce37d9983394476c418688f9ea4e0baafe75de61a54edb7af7361a14c",
     4: "d3b1e3fc7adc8983977b4cddc5cdd704ae90bca7b8168af776c026c511535dd4",
+    5: "eb92bb2797166cdcf21713546f2a504b993bc88cf0ef35f0d38dfdaff9240fa1",
 }
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 # stage -> the stages it may import (besides itself). Bottom to top; a front end never imports another,
 # except that the `dal` command line dispatches to the REPL (`dal repl`), the test runner (`dal test`),
-# the worker (`dal worker`) and the MCP server (`dal mcp`, built on the Python API). `root` is the `dal`
-# package itself (its lazy `dal.run` and friends).
+# the worker (`dal worker`), the MCP server (`dal mcp`, built on the Python API) and the console
+# (`dal console`). `root` is the `dal` package itself (its lazy `dal.run` and friends).
 _BELOW_RUNNER = ("runner", "receipts", "effects", "eval", "resolve", "syntax", "core")
 STAGES: dict[str, tuple[str, ...]] = {
     "core": (),
@@ -36,7 +36,8 @@ STAGES: dict[str, tuple[str, ...]] = {
     "testing": _BELOW_RUNNER,
     "worker": _BELOW_RUNNER,
     "mcp": ("api", *_BELOW_RUNNER),  # an agent's front end over the Python API
-    "cli": ("repl", "testing", "worker", "mcp", *_BELOW_RUNNER),
+    "console": _BELOW_RUNNER,
+    "cli": ("repl", "testing", "worker", "mcp", "console", *_BELOW_RUNNER),
     "root": ("api", "cli", "core"),
     "tools": (),
 }

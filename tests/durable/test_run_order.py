@@ -138,7 +138,7 @@ def test_a_version_3_store_keeps_the_order_its_runs_were_recorded_in(tmp_path) -
     conn.commit()
     conn.close()
     with Store(db) as store:
-        assert store.version == 4
+        assert store.version == store_module.SCHEMA_VERSION
         assert [r["run_id"][-1] for r in store.runs_of_key("k")] == ["3", "2", "1"]
         store.begin_run("run_20250101T000000000Z_000004", operation="k", key="k",
                         previous_run="run_20260101T000030000Z_000003")

@@ -1,0 +1,78 @@
+"""What `dal receipt show` renders for a run, gathered in one place so that every front end that shows a
+receipt (the CLI, the console) shows the same thing: the receipt, the decisions people recorded (with
+those of the run it continues), and the run that continued it. A run with no receipt yet is either still
+running (a line saying so) or died (the receipt its journal gives, with status `died`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dal.core.records import FrozenRecord
+from dal.receipts.store import RunNotFound, Store
+
+
+class Shown(FrozenRecord):
+    """A receipt to render (None while the run is still running: `running` says so instead), its
+    decisions and the run that continued it."""
+
+    __slots__ = ("receipt", "decisions", "continued_by", "running")
+
+    def __init__(self, receipt: dict[str, Any] | None, decisions: list[dict[str, Any]], continued_by: str | None,
+                 running: str | None = None) -> None:
+        init = object.__setattr__
+        init(self, "receipt", receipt)
+        init(self, "decisions", decisions)
+        init(self, "continued_by", continued_by)
+        init(self, "running", running)
+
+
+def shown(store: Store, ref: str, workspace: Path | None = None) -> Shown:
+    """What `dal receipt show REF` shows. Raises RunNotFound when `ref` names no run. `workspace`: where
+    a died run's artifacts are looked for (the current directory by default)."""
+    try:
+        receipt: dict[str, Any] | str | None = store.find(ref)
+    except RunNotFound:
+        receipt = unfinished(store, ref, workspace)
+        if receipt is None:
+            raise
+        if isinstance(receipt, str):  # still running: say so, show nothing as final
+            return Shown(None, [], None, receipt)
+    assert isinstance(receipt, dict)
+    decisions = store.approvals(receipt["run_id"])
+    if receipt.get("previous_run"):
+        # A resumed run acts on the decisions people recorded on the run it continues: say who.
+        seen = {d.get("id") for d in decisions}
+        earlier = [d for d in store.approvals(receipt["previous_run"]) if d.get("id") not in seen]
+        decisions = earlier + decisions
+    row = store.run_row(receipt["run_id"]) or {}
+    return Shown(receipt, decisions, row.get("resumed_by"))
+
+
+def unfinished(store: Store, ref: str, workspace: Path | None = None) -> dict[str, Any] | str | None:
+    """A run with no receipt yet: a line saying it is still running, or, when its process is gone, the
+    receipt its journal gives, with status `died` (the next invocation records it as `interrupted`). None
+    when `ref` names no run."""
+    from dal.runner.runner import crashed_receipt, run_alive
+
+    try:
+        rows = store.list_runs(limit=1) if ref.strip() == "latest" else [store.find_run(ref)]
+    except RunNotFound:
+        return None
+    if not rows or not rows[0]:
+        return None
+    run = store.run_row(rows[0]["run_id"]) or rows[0]
+    if run.get("status") != "running":
+        return None
+    rid, pid = run["run_id"], run.get("pid")
+    journal = [r for r in store.journal(rid) if r["seq"] > 0]
+    if run_alive(run):
+        return (f"running  {rid}  (process {pid}, started {run['started_at']}, {len(journal)} effect"
+                f"{'s' if len(journal) != 1 else ''} journaled so far): no receipt until it ends")
+    receipt = crashed_receipt(
+        store, run, workspace=workspace or Path.cwd(),
+        blocker=f"the process running it ({pid}) died before writing its receipt (killed?); its journal "
+                "says what ran. The next `dal resume` (or a run with its key) records this receipt as "
+                "interrupted and continues from the journal",
+    )
+    return {**receipt, "status": "died"}
