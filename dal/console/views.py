@@ -238,12 +238,12 @@ def runs(store: RunStore, *, status: str | None = None, retry: str | None = None
     """Runs newest first, filtered; each row with the status a person reads (run_label)."""
     stored = {"died": "running", "resumed": None}.get(status or "", status) if status else None
     derived = status in ("died", "resumed", "running", "waiting", "interrupted")
-    filters = {"operation": operation or None, "key": key or None}
-    exact = not retry and not derived
+    filters = {"operation": operation or None, "key": key or None, "retry": retry or None}
+    exact = not derived
     if exact:
         rows = store.list_runs(status=stored, limit=limit, **filters)
         return {"rows": [_listed(store, r) for r in rows], "total": store.count_runs(status=stored, **filters)}
-    # Filters the store does not take (the retry class, a status read from the process or the next run)
+    # Filters the store does not take (a status read from the process or the next run)
     # are applied here: over the newest runs first, in growing windows, so a common match reads a few
     # hundred rows and only a rare one reads them all.
     out: list[dict[str, Any]] = []

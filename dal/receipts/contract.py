@@ -130,8 +130,8 @@ class RunStore(Protocol):
         ...
 
     def list_runs(self, *, status: str | None = None, operation: str | None = None, key: str | None = None,
-                  waiting: bool = False, limit: int | None = 50) -> list[Row]:
-        """Runs newest first, in the order the store recorded them."""
+                  waiting: bool = False, limit: int | None = 50, retry: str | None = None) -> list[Row]:
+        """Runs newest first, in the order the store recorded them; `retry`: of that retry class only."""
         ...
 
     def policy_files(self, workspace: str) -> list[str]:
@@ -140,7 +140,7 @@ class RunStore(Protocol):
         ...
 
     def count_runs(self, *, status: str | None = None, operation: str | None = None, key: str | None = None,
-                   waiting: bool = False) -> int: ...
+                   waiting: bool = False, retry: str | None = None) -> int: ...
 
     def lineage(self, run_id: str, *, limit: int = 10_000) -> list[Row]:
         """`run_id` and the runs it continues, newest first."""

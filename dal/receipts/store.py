@@ -1192,6 +1192,7 @@ class Store:
         key: str | None = None,
         waiting: bool = False,
         limit: int | None = 50,
+        retry: str | None = None,
     ) -> list[dict[str, Any]]:
         """Runs newest first in the order the store recorded them (not their ids' clock, which a clock step
         can put out of order: `latest` is the run recorded last), as summary rows (run_id, operation, key,
@@ -1201,8 +1202,9 @@ class Store:
 
         `operation` matches the operation or the key, exactly or as a glob when it has `*`, `?` or `[`.
         `waiting` keeps only runs that wait for a person or a resume.
+        `retry` keeps only runs of that retry class.
         """
-        where, args = self._filters(status=status, operation=operation, key=key, waiting=waiting)
+        where, args = self._filters(status=status, operation=operation, key=key, waiting=waiting, retry=retry)
         sql = f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY {self._newest_first}"
         if limit is not None:
             sql += " LIMIT ?"
@@ -1254,21 +1256,26 @@ class Store:
         operation: str | None = None,
         key: str | None = None,
         waiting: bool = False,
+        retry: str | None = None,
     ) -> int:
         """How many runs list_runs() would return without a limit."""
-        where, args = self._filters(status=status, operation=operation, key=key, waiting=waiting)
+        where, args = self._filters(status=status, operation=operation, key=key, waiting=waiting, retry=retry)
         return self._read(
             "counting runs",
             lambda c: c.execute(f"SELECT count(*) FROM runs{where}", args).fetchone()[0] if self._has_tables(c) else 0,
         )
 
     @staticmethod
-    def _filters(*, status: str | None, operation: str | None, key: str | None, waiting: bool) -> tuple[str, list[Any]]:
+    def _filters(*, status: str | None, operation: str | None, key: str | None, waiting: bool,
+                 retry: str | None = None) -> tuple[str, list[Any]]:
         clauses: list[str] = []
         args: list[Any] = []
         if status:
             clauses.append("status = ?")
             args.append(status)
+        if retry:
+            clauses.append("retry = ?")
+            args.append(retry)
         if waiting:
             # A waiting run that a later run resumed (its previous_run) no longer waits for anyone.
             clauses.append(

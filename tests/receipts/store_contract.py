@@ -82,6 +82,8 @@ def test_runs_are_listed_newest_first_and_counted_with_the_same_filters(store: A
     assert [r["run_id"] for r in store.list_runs(status="failed")] == [ids[2]]
     assert store.count_runs() == 5 and store.count_runs(key="k") == 3 and store.count_runs(status="failed") == 1
     assert store.count_runs(key="nothing") == 0 and store.list_runs(key="nothing") == []
+    assert [r["run_id"] for r in store.list_runs(retry="inspect")] == [ids[2]]
+    assert store.count_runs(retry="inspect") == 1 and store.count_runs(retry="none", key="k") == 2
 
 
 def test_the_runs_of_a_key_are_in_the_order_the_store_recorded_them_not_by_id(store: Any) -> None:

@@ -370,8 +370,8 @@ class PgStore:
         return self._assemble(c, row[0], row[1])
 
     def list_runs(self, *, status: str | None = None, operation: str | None = None, key: str | None = None,
-                  waiting: bool = False, limit: int | None = 50) -> list[dict[str, Any]]:
-        where, args = _filters(status=status, operation=operation, key=key, waiting=waiting)
+                  waiting: bool = False, limit: int | None = 50, retry: str | None = None) -> list[dict[str, Any]]:
+        where, args = _filters(status=status, operation=operation, key=key, waiting=waiting, retry=retry)
         sql = f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY ord DESC"  # the order the store recorded them
         if limit is not None:
             sql += " LIMIT %s"
@@ -387,8 +387,8 @@ class PgStore:
         return self._read(f"listing the runs of {key!r}", lambda c: self._dicts(c.execute(sql, args)))
 
     def count_runs(self, *, status: str | None = None, operation: str | None = None, key: str | None = None,
-                   waiting: bool = False) -> int:
-        where, args = _filters(status=status, operation=operation, key=key, waiting=waiting)
+                   waiting: bool = False, retry: str | None = None) -> int:
+        where, args = _filters(status=status, operation=operation, key=key, waiting=waiting, retry=retry)
         return self._read("counting runs", lambda c: int(c.execute(f"SELECT count(*) FROM runs{where}",
                                                                    args).fetchone()[0]))
 
@@ -598,12 +598,16 @@ def _fenced(c: Any, fence: Any, where: str) -> None:
                      "clock and was not renewed: this worker starts no new effect of it", where)
 
 
-def _filters(*, status: str | None, operation: str | None, key: str | None, waiting: bool) -> tuple[str, list[Any]]:
+def _filters(*, status: str | None, operation: str | None, key: str | None, waiting: bool,
+             retry: str | None = None) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     args: list[Any] = []
     if status:
         clauses.append("status = %s")
         args.append(status)
+    if retry:
+        clauses.append("retry = %s")
+        args.append(retry)
     if waiting:
         clauses.append("status = 'waiting' AND NOT EXISTS (SELECT 1 FROM runs later"
                        " WHERE later.previous_run = runs.run_id)")
