@@ -66,6 +66,21 @@ def test_a_begun_run_is_running_without_a_receipt_until_its_receipt_is_saved(sto
     assert store.run_row(run_id)["status"] == "failed"
 
 
+def test_the_policy_files_a_workspace_ran_under_are_listed_once(store: Any) -> None:
+    # Every run protects them (docs/policy.md, "Policy files are protected"): a store that lists none lets a
+    # default-policy run rewrite the file the operator's next `--policy` run reads.
+    def spec(source: str, workspace: str, sha: str | None = "ab" * 32) -> dict:
+        return {"spec": {"policy": {"source": source, "file_sha256": sha, "workspace": workspace}}, "attempt": "new"}
+
+    store.begin_run(_rid(1), operation="a", policy=spec("/w/ci/strict.toml", "/w"))
+    store.begin_run(_rid(2), operation="b", policy=spec("/w/ci/strict.toml", "/w"))
+    store.begin_run(_rid(3), operation="c", policy=spec("/w/dal.toml", "/w"))
+    store.begin_run(_rid(4), operation="d", policy=spec("/other/dal.toml", "/other"))
+    store.begin_run(_rid(5), operation="e", policy=spec("default", "/w", sha=None))  # no file
+    assert sorted(store.policy_files("/w")) == ["/w/ci/strict.toml", "/w/dal.toml"]
+    assert store.policy_files("/nowhere") == []
+
+
 def test_a_run_id_is_begun_once(store: Any) -> None:
     store.begin_run(_rid(1), operation="op")
     with pytest.raises(StoreError):

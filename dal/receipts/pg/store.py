@@ -386,6 +386,14 @@ class PgStore:
             args.append(max(0, int(limit)))
         return self._read(f"listing the runs of {key!r}", lambda c: self._dicts(c.execute(sql, args)))
 
+    def policy_files(self, workspace: str) -> list[str]:
+        """The policy files runs in `workspace` started under (contract.RunStore.policy_files)."""
+        sql = ("SELECT DISTINCT policy #>> '{spec,policy,source}' FROM runs"
+               " WHERE policy #>> '{spec,policy,file_sha256}' IS NOT NULL"
+               " AND policy #>> '{spec,policy,workspace}' = %s")
+        return self._read("listing the policy files of runs", lambda c: [
+            r[0] for r in c.execute(sql, (workspace,)).fetchall() if isinstance(r[0], str)])
+
     def count_runs(self, *, status: str | None = None, operation: str | None = None, key: str | None = None,
                    waiting: bool = False, retry: str | None = None) -> int:
         where, args = _filters(status=status, operation=operation, key=key, waiting=waiting, retry=retry)
