@@ -183,8 +183,11 @@ def header_damage(path: Path) -> str | None:
         return "its header is damaged (impossible page size or payload fractions)"
     pages = int.from_bytes(head[28:32], "big")
     valid = head[24:28] == head[92:96]
-    wal = wal_path(path)
-    if valid and pages and (not wal.exists() or wal.stat().st_size == 0) and pages * page_size > size:
+    try:
+        wal_size = wal_path(path).stat().st_size
+    except OSError:  # none, or removed this instant by the last connection's checkpoint
+        wal_size = 0
+    if valid and pages and wal_size == 0 and pages * page_size > size:
         return (f"it is shorter than its header says ({size:,} bytes, but {pages:,} pages of {page_size:,} "
                 "bytes): it was truncated")
     return None

@@ -198,5 +198,6 @@ def test_a_long_string_literal_is_lexed_without_memory_per_character() -> None:
                               cwd=ROOT, check=True)
         grown[regex] = int(done.stdout)  # KB
     # The greedy group keeps a backtracking entry per character (some 600 MB for these 3 MB on a quiet
-    # machine, 140 MB seen on a loaded one, whose peak RSS the kernel trims); a 10 MB literal took 2 GB.
-    assert grown["possessive"] < 50_000 < 100_000 < grown["greedy"], grown
+    # machine, 140 MB and 98 MB seen on loaded ones, whose peak RSS the kernel trims); a 10 MB literal took
+    # 2 GB. The control only has to show that the measure sees per-character growth.
+    assert grown["possessive"] < 50_000 < 60_000 < grown["greedy"], grown

@@ -83,6 +83,10 @@ def test_kill_9_of_workers_at_random_instants_loses_and_repeats_nothing(world: W
         w.wait(10)
     last = world.worker("--concurrency", "2", "--lease", "1")
     finish_all(world, range(1, jobs + 1), 120, f"seed {SEED}, kills {kills}")
+    # The earlier workers may have finished every job: SIGTERM once this one has started (a SIGTERM while
+    # Python still imports ends it by the default action, -15, with nothing claimed).
+    log = Path(last.log)  # type: ignore[attr-defined]
+    world.wait_for(lambda: "started:" in log.read_text(encoding="utf-8"), 60, "the last worker to start")
     last.send_signal(signal.SIGTERM)
     assert last.wait(30) == 0
     counted(world, range(jobs))
