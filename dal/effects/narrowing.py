@@ -10,7 +10,7 @@ from typing import Any
 
 from dal.effects.policy import Policy
 
-__all__ = ["beyond", "capped"]
+__all__ = ["beyond", "capped", "loosened"]
 
 
 def _within(path: str, roots: Iterable[str]) -> bool:
@@ -44,6 +44,25 @@ def beyond(policy: Policy, ceiling: Policy) -> list[str]:
             out.append(f"classing {r.name} as idempotent")
         if r.effect_class == "read" and not (c is not None and c.effect_class == "read"):
             out.append(f"classing {r.name} as a read")
+    return out
+
+
+def loosened(policy: Policy, ceiling: Policy) -> list[str]:
+    """What capped() would take back from `policy`, one phrase each: a path the ceiling protects or hides
+    that `policy` does not, a limit above the ceiling's. A host that must run `policy` as it is (a stored
+    policy a continuation keeps) refuses it rather than capping it silently."""
+    out: list[str] = []
+    if unprotected := [p for p in ceiling.protected if p not in policy.protected]:
+        out.append("writing protected " + ", ".join(unprotected))
+    if shown := [p for p in ceiling.hidden if p not in policy.hidden]:
+        out.append("seeing hidden " + ", ".join(shown))
+    limited = capped(policy, ceiling)
+    from dal.effects.policy import LIMIT_DEFAULTS
+
+    for key in ("timeout", "max_output", *LIMIT_DEFAULTS):
+        if getattr(limited, key) != getattr(policy, key):
+            out.append(f"{key} {getattr(policy, key) if getattr(policy, key) is not None else 'unset'} "
+                       f"(the ceiling's is {getattr(limited, key)})")
     return out
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from dal.core import defaults
 from dal.core.shellword import sh_quote
-from dal.effects.narrowing import beyond
+from dal.effects.narrowing import beyond, loosened
 from dal.effects.policy import Policy
 
 # The agent's `policy` argument: the policy flags' names, each naming what the run may use at most.
@@ -94,7 +94,8 @@ class Ceiling:
         if stored is None:
             raise Widening(f"refused: run {run_id} keeps no policy in force that dal mcp can compare with its "
                            f"own; only the operator can continue it (`dal resume {sh_quote(run_id)}`)")
-        if wider := beyond(stored, self.policy):
+        # beyond() compares what may run and where; loosened() what is protected, hidden and limited.
+        if wider := beyond(stored, self.policy) + loosened(stored, self.policy):
             raise Widening(f"refused: the operation of run {run_id} runs under its stored policy, which allows "
                            f"{'; '.join(wider)} beyond the operator's policy for dal mcp ({self.policy.source}); "
                            f"only the operator can continue it (`dal resume {sh_quote(run_id)}`); nothing was run")

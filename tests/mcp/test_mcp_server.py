@@ -191,6 +191,33 @@ def test_the_agents_keys_are_its_own_and_an_operation_the_operator_widened_is_no
     assert (ws / "a").exists() and not (ws / "b").exists()
 
 
+def test_an_operation_stored_under_fewer_protections_or_higher_limits_is_not_continued_by_the_agent(
+        ws: Path) -> None:
+    # The operator tightens dal.toml (a protected path, a lower timeout) and restarts dal mcp: the agent's
+    # waiting operation keeps its stored, looser policy, so only the operator may continue it.
+    script = 'run("touch a")\nrun("touch Makefile")\nprint("end")\n'
+
+    async def start(a: Agent) -> str:
+        out = await a.ok("run", {"script": script, "key": "tight"})
+        assert out["status"] == "waiting"
+        return str(out["run_id"])
+
+    first = serve(ws, start)
+    assert cli("approve", first, "--workspace", str(ws), cwd=ws).returncode == 0
+    (ws / "dal.toml").write_text((ws / "dal.toml").read_text()
+                                 + '\n[paths]\nprotect = ["Makefile"]\n\n[limits]\ntimeout = 5\n')
+
+    async def refused(a: Agent) -> None:
+        msg = await a.refused("resume", {"run": first})
+        assert "writing protected" in msg and "Makefile" in msg and "timeout" in msg, msg
+        assert f"dal resume {first}" in msg
+        msg = await a.refused("run", {"script": script, "key": "tight"})
+        assert "writing protected" in msg
+
+    serve(ws, refused)
+    assert not (ws / "a").exists() and not (ws / "Makefile").exists()
+
+
 def test_malformed_arguments_get_clear_errors_and_the_server_keeps_serving(ws: Path, tmp_path: Path) -> None:
     (tmp_path / "elsewhere.dal").write_text('print("x")\n')
 
