@@ -58,6 +58,9 @@ class Console:
 
     @contextmanager
     def store(self, *, write: bool = False) -> Iterator[Any]:
+        # A decision needs a run to decide: a workspace without a store gets none made by a POST.
+        if write and self.location.kind != "postgresql" and not self.location.file.exists():
+            raise NoStore(f"no run store at {self.location.shown} yet", self.location.file)
         s = open_store(self.location, readonly=not write)
         try:
             yield s

@@ -5,6 +5,7 @@ script handed it to a person shows its blocker and no form; bad filters are 400.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -78,3 +79,10 @@ def test_a_workspace_with_no_store_yet_says_so_and_creates_nothing(workspace: Wo
         r, page = request(console, "GET", path, cookie=cookie)
         assert r.status == 200 and "No runs yet" in page, path
     assert not (workspace.ws / ".dal").exists()  # pages only read: no store, no folder made
+    # A decision posted with the session's own token (a stale tab) has no run to decide: nothing is made.
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert csrf is not None
+    body = {"csrf": csrf.group(1), "run": "run_x", "effect": "1", "decision": "approved", "shown": "0" * 16}
+    r, page = request(console, "POST", "/decide", cookie=cookie, body=body)
+    assert r.status == 200 and "No runs yet" in page
+    assert not (workspace.ws / ".dal").exists()
