@@ -85,8 +85,10 @@ def test_failure_summary_names_exit_code_and_first_stderr_line(workspace: Path) 
 
 @pytest.mark.parametrize("sandbox", WALLS)
 def test_timeout_kills_the_whole_process_group(workspace: Path, sandbox: bool) -> None:
+    # Durations no other test (nor this one's other parameter, in another xdist worker) uses at the same time.
+    a, b = f"7.{os.getpid()}{int(sandbox)}1", f"7.{os.getpid()}{int(sandbox)}2"
     started = time.monotonic()
-    r = run_effect("sleep 7.25 | sleep 7.5", ctx(workspace, sandbox, timeout=0.5))
+    r = run_effect(f"sleep {a} | sleep {b}", ctx(workspace, sandbox, timeout=0.5))
     assert r.status == "timeout" and r.code is None and not r.ok
     assert str(r) == "command timed out after 0.5s"
     assert time.monotonic() - started < 3
@@ -98,7 +100,7 @@ def test_timeout_kills_the_whole_process_group(workspace: Path, sandbox: bool) -
                 cmdline = Path("/proc", pid, "cmdline").read_bytes()
             except OSError:
                 continue
-            if cmdline in (b"sleep\x007.25\x00", b"sleep\x007.5\x00"):
+            if cmdline in (f"sleep\x00{a}\x00".encode(), f"sleep\x00{b}\x00".encode()):
                 leftovers.append(pid)
     assert leftovers == []
 
