@@ -626,20 +626,22 @@ def _limit(limits: dict, key: str, source: str) -> int | None:
 
 def _roots(ws: str, entries: list[str], where: str | None = None) -> list[str]:
     """The entries resolved (relative ones from the workspace). With `where` (a read or write root's flag or
-    key): PolicyError for an entry that names a place inside the workspace but resolves outside it through
+    key): PolicyError for an entry that names a place inside the workspace but reaches another place through
     a symlink in the workspace, which any script may have made (`git apply` of a mode 120000 file, `ln -s`
-    in the wall): the operator who wrote `--allow-write=out` means WS/out, not wherever `out` points now."""
+    in the wall): the operator who wrote `--allow-write=out` means WS/out, not wherever `out` points now —
+    outside the workspace, or the workspace itself (`out -> .`), which would widen `out` to all of it."""
     out = []
     for e in entries:
         joined = os.path.join(ws, os.path.expanduser(e))
         resolved = os.path.realpath(joined)
         named = os.path.normpath(joined)
-        if where is not None and _inside(named, ws) and not _inside(resolved, ws):
+        if where is not None and _inside(named, ws) and resolved != named:
             link = _first_link(ws, named)
             what = (f"{link} is a symlink to {os.path.realpath(link)}" if link else
                     f"it resolves to {resolved} through a symlink")
-            raise PolicyError(f"{where}: {e}: {what}, outside the workspace (a script may have made it); name "
-                              f"{resolved} if you mean it")
+            where_to = "inside" if _inside(resolved, ws) else "outside"
+            raise PolicyError(f"{where}: {e}: {what}, {where_to} the workspace (a script may have made it); "
+                              f"name {resolved} if you mean it")
         out.append(resolved)
     return out
 

@@ -64,13 +64,34 @@ def test_a_root_in_the_policy_file_through_a_planted_link_is_an_error(ws) -> Non
     _untouched(d)
 
 
-def test_the_target_named_is_a_root_and_a_link_inside_the_workspace_is_fine(ws) -> None:
+@pytest.mark.skipif(shutil.which("git") is None, reason="no git")
+def test_a_link_to_the_workspace_itself_does_not_widen_a_narrowed_root(ws) -> None:
+    # attack6 07: run 1 makes `out -> .`; the operator's --allow-write=out must not become the whole workspace.
+    d = ws
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=d.ws, check=True)
+    patch = PATCH.replace("+../outside", "+.")
+    d.write("run1.dal", f'print(run("printf \'{patch}\' > p.patch").status)\nprint(run("git apply p.patch").status)\n')
+    assert d.cli("run", "--allow-run=git", "run1.dal").code == 0
+    assert (d.ws / "out").is_symlink() and (d.ws / "out").resolve() == d.ws.resolve()
+    d.write("build.sh", "the operator's build script\n")
+    d.write("run2.dal", 'print(run("tee build.sh < /dev/null").status)\nprint(run("touch out/x").status)\n')
+    r = d.cli("run", "--allow-write=out", "run2.dal")
+    assert r.code == 2, r
+    assert (f"--allow-write: out: {d.ws.resolve()}/out is a symlink to {d.ws.resolve()}, inside the workspace"
+            in r.err)
+    assert (d.ws / "build.sh").read_text() == "the operator's build script\n"
+    assert not (d.ws / "x").exists()
+
+
+def test_the_target_named_is_a_root_and_a_link_is_not_followed_even_inside_the_workspace(ws) -> None:
     d = ws
     (d.ws / "out").symlink_to(d.outside)
     (d.ws / "real").mkdir()
     (d.ws / "inside").symlink_to(d.ws / "real")
-    d.write("s.dal", 'print(run("touch inside/x").status)\n')
-    assert d.cli("run", "--allow-write=inside", "s.dal").out == "completed\n"
+    d.write("s.dal", 'print(run("touch real/x").status)\n')
+    r = d.cli("run", "--allow-write=inside", "s.dal")
+    assert r.code == 2 and f"name {(d.ws / 'real').resolve()} if you mean it" in r.err, r
+    assert d.cli("run", "--allow-write=real", "s.dal").out == "completed\n"  # the folder itself, by its name
     assert (d.ws / "real" / "x").exists()
     d.write("t.dal", f'print(run("touch {d.outside}/named").status)\n')
     assert d.cli("run", f"--allow-write={d.outside}", "t.dal").out == "completed\n"  # the operator means it
