@@ -29,6 +29,10 @@ from dal.effects.safeopen import DeniedAtOpen, open_redirect
 from dal.effects.sandbox import _GIT_SCAN_LIMIT, Wall, WallRefused, _identity
 from dal.effects.shell import Pipeline, SimpleCommand
 
+# DAL's own messages name paths a program chose, which may not be UTF-8 (read with surrogateescape): shown
+# with backslash escapes rather than failing the run with an internal error (attack6 12).
+SHOWN = "backslashreplace"
+
 __all__ = ["ExecOutcome", "execute_plan", "scrubbed_env", "EffectCancelled"]
 
 
@@ -204,7 +208,7 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
     except (WallRefused, GuardRefused) as e:
         # Like a path denied at start: this pipeline does not start, the list goes on as after a failure.
         what = "the wall cannot be set up" if isinstance(e, WallRefused) else "git's state cannot be held"
-        run.err.add(f"dal: {pipeline.commands[0].argv[0]}: denied at start: {what}: {e}\n".encode())
+        run.err.add(f"dal: {pipeline.commands[0].argv[0]}: denied at start: {what}: {e}\n".encode(errors=SHOWN))
         return 126
     refused: list[str] = []
     try:
@@ -217,13 +221,14 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
     if refused:
         # gitguard: a commit, the stash or the index now records a path a person's git must never write; the
         # refs and the index are back as before. First on stderr, so that the result's summary says it.
-        run.err.prepend("".join(f"dal: {m}\n" for m in refused).encode())
+        run.err.prepend("".join(f"dal: {m}\n" for m in refused).encode(errors=SHOWN))
         code = 126 if isinstance(code, int) else code
     if wall is not None and wall.undone:
         # sandbox.Wall._undo_nested: a policy file, a store or (a program other than git) a repository made or
         # changed anywhere in the write roots, which a later `dal run` or a person's git there would take up.
         run.err.add(f"dal: undid what a program did to protected names inside the wall: {', '.join(wall.undone)}; "
-                    "a policy file, a store or a git repository is never made or changed by a script\n".encode())
+                    "a policy file, a store or a git repository is never made or changed by a script\n"
+                    .encode(errors=SHOWN))
         if not wall.swept and not wall.unchecked:
             return 126 if isinstance(code, int) else code
     if wall is not None and wall.swept:
@@ -232,14 +237,15 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
         run.err.add(f"dal: removed {', '.join(wall.swept)}, made inside the wall: a person's git would act on it "
                     "later (a rebase, am or cherry-pick must finish within one command). If a commit or the index "
                     "holds it, `git reset --hard`, `git checkout` or `git stash` puts it back: check `git status` "
-                    "and the branch's commits before you do\n".encode())
+                    "and the branch's commits before you do\n".encode(errors=SHOWN))
         if not wall.unchecked:
             return 126 if isinstance(code, int) else code
     if wall is not None and wall.unchecked:
         # Fail closed (sandbox._GIT_SCAN_LIMIT): the pipeline grew the tree past what the walk checks.
         run.err.add(f"dal: could not check what the program left for git in {', '.join(wall.unchecked)}: more than "
                     f"{_GIT_SCAN_LIMIT} entries there now, or a folder DAL cannot look into; look for a `.git` file, a "
-                    "folder holding HEAD, objects/ and refs/, or a dal.toml before running git or dal there\n".encode())
+                    "folder holding HEAD, objects/ and refs/, or a dal.toml before running git or dal there\n"
+                    .encode(errors=SHOWN))
         return 126 if isinstance(code, int) else code
     return code
 
@@ -340,7 +346,7 @@ def _spawn(
     except OSError as e:  # a path vanished while it was resolved: something is changing the tree right now
         why = f"a path changed while it was being checked ({e.strerror}: {e.filename})"
     if why is not None:
-        os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {why}\n".encode())
+        os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {why}\n".encode(errors=SHOWN))
         return 126
     fds = {0: stdin, 1: stdout, 2: stderr}
     opened: list[int] = []
@@ -352,10 +358,10 @@ def _spawn(
             try:
                 fd = open_redirect(r.target, r.op, run.policy)  # type: ignore[arg-type]
             except DeniedAtOpen as e:
-                os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {e}\n".encode())
+                os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {e}\n".encode(errors=SHOWN))
                 return 126
             except OSError as e:
-                os.write(stderr, f"dal: {r.target}: {e.strerror}\n".encode())
+                os.write(stderr, f"dal: {r.target}: {e.strerror}\n".encode(errors=SHOWN))
                 return 1
             opened.append(fd)
             for k in (1, 2) if r.fd == -1 else (r.fd,):
@@ -384,7 +390,7 @@ def _spawn_bare(cmd: SimpleCommand, run: _CommandRun, fds: dict[int, int], pgid:
             preexec_fn=_preexec(run),
         )
     except OSError as e:
-        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode())
+        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode(errors=SHOWN))
         return 127
 
 
@@ -441,7 +447,7 @@ def _spawn_walled(
         for fd in (*child, info_r, block_w):
             os.close(fd)
         os.write(fds[2], f"dal: {cmd.argv[0]}: denied at start: the wall takes at most {_BWRAP_MAX_ARGS} arguments, "
-                         f"and this command with the wall's own needs {len(argv)}\n".encode())
+                         f"and this command with the wall's own needs {len(argv)}\n".encode(errors=SHOWN))
         return 126
     try:
         proc = subprocess.Popen(
@@ -458,7 +464,7 @@ def _spawn_walled(
     except OSError as e:
         os.close(info_r)
         os.close(block_w)
-        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode())
+        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode(errors=SHOWN))
         return 127
     finally:
         for fd in child:
@@ -481,7 +487,8 @@ def _release(run: _CommandRun) -> bool:
         if pid is _LATE:
             return False
         if pid is None:
-            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n".encode())
+            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n"
+                        .encode(errors=SHOWN))
             continue
         run.limits.apply(pid, with_nproc=cg is None or not cg.bounds_processes)
         if cg is not None:
@@ -489,7 +496,8 @@ def _release(run: _CommandRun) -> bool:
         try:
             os.write(held.block_w, b"\0")  # let the program start
         except OSError:  # bubblewrap died meanwhile (EPIPE): the stage fails, it does not crash DAL
-            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n".encode())
+            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n"
+                        .encode(errors=SHOWN))
     return True
 
 

@@ -605,6 +605,17 @@ def test_a_policy_file_or_store_made_in_a_subfolder_is_removed_and_the_command_f
 
 
 @walled
+def test_a_policy_file_under_a_name_that_is_not_utf8_is_removed_and_named(tmp_path: Path) -> None:
+    """attack6 12: the message naming it failed the run with an internal error (a strict UTF-8 encode)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    r = sh(ws, "d=\"$(printf 'bad\\377')\" && mkdir \"$d\" && printf '[run]\\n' > \"$d/dal.toml\" && echo written")
+    assert "written" in r.stdout and r.code == 126, r
+    assert "bad\\udcff/dal.toml" in r.stderr, r.stderr
+    assert os.listdir(ws / os.fsdecode(b"bad\xff")) == []
+
+
+@walled
 @pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
 def test_existing_nested_policy_files_stores_and_repositories_are_read_only(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
