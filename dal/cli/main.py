@@ -1,7 +1,7 @@
 """The `dal` command line: a thin layer over the engine, the runner and the store.
 
 Exit codes of `dal run`: 0 completed or skipped, 1 failed, 2 rejected or usage error, 3 waiting,
-4 exhausted, 130 interrupted (143 when stopped by SIGTERM).
+4 exhausted, 130 interrupted (143 when stopped by SIGTERM, 129 by SIGHUP, 131 by SIGQUIT).
 """
 
 from __future__ import annotations

@@ -956,7 +956,10 @@ def _execute(run: _RunState) -> RunReport:
             got["signal"] = name
             rt.interrupt(name)
 
-        for s in (signal.SIGINT, signal.SIGTERM):
+        # A closed terminal (SIGHUP) or Ctrl-\ (SIGQUIT) stops the run as SIGTERM does: the command under way
+        # ends, and what the wall and the git guard undo after it is undone (killed outright, DAL would leave a
+        # program's nested dal.toml in place: attack6 08).
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             restore[s] = signal.signal(s, on_signal)
     try:
         outcome = Engine(rt).execute(checked)  # type: ignore[arg-type]
@@ -972,9 +975,13 @@ def _execute(run: _RunState) -> RunReport:
     report.signal_name = got.get("signal")
     if report.exit_code == 2:
         return report
-    if report.receipt["status"] == "interrupted" and got.get("signal") in ("SIGTERM", "SIGPIPE"):
-        report.exit_code = 143 if got["signal"] == "SIGTERM" else 141
+    if report.receipt["status"] == "interrupted" and got.get("signal") in _SIGNAL_EXIT:
+        report.exit_code = _SIGNAL_EXIT[got["signal"]]
     return report
+
+
+# 128 + the signal's number, as a shell reports a program it stopped; Ctrl-C keeps the runtime's 130.
+_SIGNAL_EXIT = {"SIGTERM": 143, "SIGPIPE": 141, "SIGHUP": 129, "SIGQUIT": 131}
 
 
 def _stop_on_closed_pipe(write: Callable[[str], Any], got: dict[str, str],
