@@ -61,7 +61,20 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
         return hostmode.error(str(e), 2)
     for note in notes:
         sys.stderr.write(f"dal: note: {note}\n")
-    policy = spec.policy
+    # What a run adds to the policy before checking an effect: its store and receipts protected and hidden,
+    # every policy file the store recorded protected (dal/runner/inforce.py), so the two agree (attack6 13).
+    from dal.receipts.location import open_store
+    from dal.receipts.store import NoStore, StoreError
+    from dal.runner.inforce import protect_spec
+
+    policy = protect_spec(spec)
+    try:
+        with open_store(spec.store, readonly=True) as store:
+            policy = policy.protecting(store.policy_files(policy.workspace))
+    except NoStore:
+        pass
+    except StoreError as e:
+        sys.stderr.write(f"dal: note: the store's recorded policy files are not in this check: {e}\n")
     from dal.effects import check_command, sandbox_status
 
     d = check_command(args.cmd, policy)

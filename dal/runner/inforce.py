@@ -20,10 +20,10 @@ from typing import Any
 
 from dal.core.records import ValueRecord
 from dal.effects.policy import Policy, PolicyError
-from dal.runner.spec import SpecError
+from dal.runner.spec import RunSpec, SpecError
 
-__all__ = ["ADDITIVE_FLAGS", "Adopted", "adopt", "additions_of", "policy_digest", "protect_run", "receipt_policy",
-           "stored_policy", "unguarded_policy_file"]
+__all__ = ["ADDITIVE_FLAGS", "Adopted", "adopt", "additions_of", "policy_digest", "protect_run", "protect_spec",
+           "receipt_policy", "stored_policy", "unguarded_policy_file"]
 
 # The flags a later run of an operation may add to its stored policy (all of them widen; none narrows).
 ADDITIVE_FLAGS = ("allow_run", "allow_read", "allow_write", "allow_net", "require_approval", "allow_env")
@@ -55,6 +55,16 @@ def protect_run(policy: Policy, store: Path | None, receipts: Path) -> Policy:
     # Hidden too: the store journals env() values and every command's output (docs/policy.md).
     sides = [db + side for side in ("-wal", "-shm", "-journal", "-seal", "-reserve")]
     return policy.hiding([db, *sides, str(locks_folder(db)), os.path.realpath(receipts)])
+
+
+def protect_spec(spec: RunSpec, policy: Policy | None = None) -> Policy:
+    """`policy` (default: the spec's) as a run of `spec` checks and walls its effects, before the recorded
+    policy files are added: its store and receipts protected and hidden, a database server's socket and
+    password files hidden. `dal run` and `dal policy check` both use it, so that they agree."""
+    policy = spec.policy if policy is None else policy
+    if not spec.store.is_file:  # a database server: no file here, but its socket and password files
+        return protect_run(policy, None, spec.receipts_dir()).hiding(spec.store.private_paths())
+    return protect_run(policy, spec.store.file, spec.receipts_dir())
 
 
 def unguarded_policy_file(policy: Policy, recorded: list[str]) -> str | None:

@@ -45,7 +45,7 @@ from dal.runner.inforce import (
     Adopted,
     adopt,
     policy_digest,
-    protect_run,
+    protect_spec,
     receipt_policy,
     stored_policy,
     unguarded_policy_file,
@@ -285,9 +285,7 @@ class _RunState:
     # --- the policy in force -------------------------------------------------------------------
 
     def protect(self, policy: Policy) -> Policy:
-        if not self.spec.store.is_file:  # a database server: no file here, but its socket and password files
-            return protect_run(policy, None, self.spec.receipts_dir()).hiding(self.spec.store.private_paths())
-        return protect_run(policy, self.spec.store.file, self.spec.receipts_dir())
+        return protect_spec(self.spec, policy)
 
     def recorded_policy_files(self) -> list[str]:
         """The policy files runs of this workspace started under, as the store recorded them (read once)."""

@@ -78,6 +78,11 @@ def test_a_recorded_policy_file_is_not_written_by_a_run_under_another_policy(ws,
     assert r.out.splitlines() == ["denied", "denied"], r
     assert "is protected" in d.latest()["effects"]["items"][0]["reason"]
     assert policy.read_text() == STRICT
+    # `dal policy check` says what `dal run` does (attack6 13: it said allow, the run denied)
+    c = d.cli("policy", "check", f"tee {policy}", f"--allow-write={d.ws},{policy.parent}")
+    assert c.code == 1 and c.out.startswith("deny: writes a protected path:") and str(policy) in c.out, c
+    c = d.cli("policy", "check", "tee .dal/dal.db")
+    assert c.code == 1 and "protected" in c.out, c
 
 
 @pytest.mark.skipif(not HAVE_BWRAP, reason="no bwrap")
