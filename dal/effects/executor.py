@@ -20,10 +20,10 @@ from typing import Any
 
 import attrs
 
-from dal.effects import seccomp
+from dal.effects import reaper, seccomp
 from dal.effects.check import Decision, recheck
 from dal.effects.gitguard import GitGuard, GuardRefused
-from dal.effects.limits import Cgroup, CommandLimits, describe_signal_limit
+from dal.effects.limits import Cgroup, CommandLimits, describe_signal_limit, die_with_parent
 from dal.effects.policy import DEFAULT_TOOLSET_NAMES, TRUSTED_PATH, Policy
 from dal.effects.safeopen import DeniedAtOpen, open_redirect
 from dal.effects.sandbox import _GIT_SCAN_LIMIT, Wall, WallRefused, _identity
@@ -118,6 +118,15 @@ class _CommandRun:
         self.cgroup: Cgroup | None = None
         self.hit: list[str] = []
         self.held: list[_Held] = []  # walled stages of the pipeline being started, not yet released
+        self._walled_setup: Callable[[], None] | None = None
+
+    def walled_setup(self) -> Callable[[], None]:
+        """preexec_fn of each stage's bubblewrap: it dies with DAL and is in the command's cgroup from before
+        its exec (limits.Cgroup.joiner), so that no instant of a kill -9 leaves a process of the wall outside
+        what the next start sweeps (limits.sweep_orphans)."""
+        if self._walled_setup is None:
+            self._walled_setup = self.cgroup.joiner() if self.cgroup is not None else die_with_parent()
+        return self._walled_setup
 
     def bare_env(self) -> dict[str, str]:
         """The environment of a program run without the wall, with the command's own HOME: a fresh folder,
@@ -425,6 +434,7 @@ def _spawn_walled(
     command's cgroup meanwhile (_release), so the program and everything it starts are bound from their
     first instruction. The stages of a pipeline are all started before any is released, so that their
     set-ups overlap."""
+    reaper.register()  # before the first wall: what a kill -9 leaves, the next start finds (reaper.sweep)
     info_r, info_w = os.pipe()
     block_r, block_w = os.pipe()
     passwd, group = _identity()
@@ -436,6 +446,10 @@ def _spawn_walled(
         os.close(w)
         data.append(r)
     child = [info_w, block_r, *data]
+    # bubblewrap holds the block pipe's write end too (its sandbox's init inherits it): a DAL killed before it
+    # let the stage go leaves that init waiting for ever (for the next start's sweep), never starting the
+    # program without its limits, as it did when the read saw end of file.
+    keep = (*child, block_w)
     argv = wall.argv(list(cmd.argv), (data[0], data[1]), info_w, block_r, data[2] if len(data) > 2 else None)
     if len(argv) > _BWRAP_MAX_ARGS:
         for fd in (*child, info_r, block_w):
@@ -450,10 +464,11 @@ def _spawn_walled(
             stdout=fds[1],
             stderr=fds[2],
             cwd=run.policy.workspace,
-            env=scrubbed_env(wall.home),
+            env={**scrubbed_env(wall.home), reaper.WALL_OWNER: reaper.owner_tag(os.getpid())},
             close_fds=True,
-            pass_fds=(*child, *wall.fds),
+            pass_fds=(*keep, *wall.fds),
             process_group=pgid,
+            preexec_fn=run.walled_setup(),
         )
     except OSError as e:
         os.close(info_r)

@@ -161,7 +161,8 @@ def _namespaces(cwd: str, allow_net: bool) -> list[str]:
             "--unshare-uts"]
     if not allow_net:
         argv.append("--unshare-net")
-    return [*argv, "--die-with-parent", "--new-session", "--chdir", cwd]
+    # reaper.WALL_OWNER names the DAL process to bubblewrap only (/proc/PID/environ), never to the program
+    return [*argv, "--die-with-parent", "--new-session", "--unsetenv", "DAL_WALL_OWNER", "--chdir", cwd]
 
 
 def _private(tmp_size: int) -> list[str]:

@@ -866,6 +866,9 @@ def _execute(run: _RunState) -> RunReport:
         return _finish(run, source, operation, Outcome("rejected", errors[0], ended_by="error"),
                        rt=None, handler=None, recorder=None)
 
+    from dal.effects.recover import recover
+
+    run._notify(recover(run.policy))  # what a DAL killed -9 mid-command left (its walls' processes), first
     recorder = LoopRecorder(on_receipt=hooks.on_loop_receipt)
     stopped: list[RunnerError] = []  # operation("K") found the key busy: reported once the script stopped
     got: dict[str, str] = {}  # the signal (or SIGPIPE of a closed output) that stopped the run
