@@ -344,6 +344,11 @@ def _curl_group(g: dict, reads: list[str], writes: list[str]) -> None:
     if outdir is not None and g["create"]:
         writes.append(outdir)
     for url in g["urls"]:
+        if not g["globoff"] and _GLOB.search(url.split(":", 1)[0]):
+            # attack6 finding 01: curl expands the glob before it reads the scheme, so `{file,x}:///etc/x` or
+            # `[e-f]ile:///...` is a file: URL the check never saw as one.
+            raise _Deny(f"curl {url}: a URL glob before the scheme's `:` may make a file: URL (add -g to turn "
+                        "globbing off)")
         if _GLOB.search(url) and not g["globoff"] and (g["remote"] or _file_url(url) is not None):
             raise _Deny(f"curl {url}: a URL glob names files the check cannot list (add -g to turn globbing off)")
         if g["remote"]:
@@ -421,7 +426,7 @@ _WGET_E_SAFE = frozenset(
     "robots tries timeout readtimeout connecttimeout dnstimeout wait waitretry randomwait verbose quiet "
     "useragent header checkcertificate httpsonly inet4only inet6only preferfamily limitrate maxredirect "
     "retryconnrefused serverresponse showprogress progress method compression httpkeepalive cache cookies "
-    "iri localencoding remoteencoding secureprotocol ciphers noparent timestamping noclobber continue "
+    "secureprotocol ciphers noparent timestamping noclobber continue "
     "referer debug reportspeed".split()
 )
 
@@ -588,9 +593,39 @@ def _wget_outputs(urls: list[str], seen: dict[str, list[str | None]], writes: li
                         raise _Deny(f"wget {url}: more than 1000 numbered copies of {path}")
 
 
+def _wget_shorthand(url: str) -> str:
+    """The URL wget makes of one without a scheme (url.c, rewrite_shorthand_url): `HOST:PATH` is
+    `ftp://HOST/PATH` unless PATH is a port number (`localhost:8080/x`); anything else is http (attack6
+    finding 06: `localhost:x/*` was taken for http, and wget fetched an FTP glob)."""
+    m = re.search(r"[:/]", url)
+    if m is not None and m.group() == ":":
+        digits = re.match(r"[0-9]*", url[m.end():]).group()  # type: ignore[union-attr]
+        after = url[m.end() + len(digits):]
+        if not (digits and (after == "" or after.startswith("/"))):
+            return "ftp://" + url[:m.start()] + "/" + url[m.end():]
+    return "http://" + url
+
+
+def _wget_hosts(parts: urllib.parse.SplitResult) -> list[str]:
+    """The folder names `-x` may make for the URL's host: as written (without the user), and as wget writes
+    it (attack6 finding 03: wget lowercases the host and drops the scheme's default port; `LOCALHOST:P` was
+    checked while wget wrote `localhost:P`)."""
+    written = parts.netloc.rsplit("@", 1)[-1]
+    try:
+        port = parts.port
+    except ValueError:
+        raise _Deny(f"wget {parts.geturl()}: a port that is not a number") from None
+    default = {"http": 80, "https": 443, "ftp": 21, "ftps": 990}.get(parts.scheme.lower())
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    parsed = host + (f":{port}" if port is not None and port != default else "")
+    return list(dict.fromkeys([written, parsed, host]))
+
+
 def _wget_paths(url: str, page: str, tree: bool, no_host: bool, cut: int) -> list[str]:
     if "://" not in url:
-        url = "http://" + url
+        url = _wget_shorthand(url)
     parts = urllib.parse.urlsplit(url)
     if parts.scheme.lower() not in ("http", "https", "ftp", "ftps"):
         raise _Deny(f"wget {url}: the scheme {parts.scheme}: is not one wget fetches")
@@ -605,17 +640,19 @@ def _wget_paths(url: str, page: str, tree: bool, no_host: bool, cut: int) -> lis
         if "/" in name:
             name = name.replace("/", "%2F")  # as wget escapes it
         dirs = [s for s in segments[:-1] if s]
+        rels = [name]
         if tree:
             dirs = dirs[cut:]
-            if not no_host:
-                dirs.insert(0, parts.netloc.rsplit("@", 1)[-1])
-            rel = "/".join([*dirs, name])
-        else:
-            rel = name
-        if any(s in (".", "..") for s in rel.split("/")):
-            raise _Deny(f"wget {url}: a `.` or `..` in the name it would save")
-        out.append(rel)
-    return out
+            hosts = [] if no_host else _wget_hosts(parts)
+            rels = ["/".join([*([h] if h else []), *dirs, name]) for h in (hosts or [""])]
+        if parts.scheme.lower().startswith("ftp"):
+            # the listing wget may fetch beside the file (kept with --no-remove-listing)
+            rels += [r.rsplit("/", 1)[0] + "/.listing" if "/" in r else ".listing" for r in rels]
+        for rel in rels:
+            if any(s in (".", "..") for s in rel.split("/")):
+                raise _Deny(f"wget {url}: a `.` or `..` in the name it would save")
+            out.append(rel)
+    return list(dict.fromkeys(out))
 
 
 FETCHERS = frozenset({"curl", "wget"})

@@ -351,3 +351,33 @@ def test_wget_touches_only_what_its_model_says(tmp_path: Path, server: str, i: i
     if i == 1:
         (top / "a.txt").write_text("old\n")
     _touched_only_what_the_model_says(top, tuple(shlex.split(command.replace("{URL}", server))))
+
+
+@pytest.mark.skipif(not (HAVE_CURL and HAVE_WGET), reason="curl and wget needed")
+@pytest.mark.parametrize("wall", _walls())
+def test_attack6_fetcher_findings_are_denied_and_nothing_changes(ws: Path, server: str, wall: bool) -> None:
+    """attack6 findings 01 (a curl glob in the scheme is a file: URL: read and overwrite a canary, read the
+    store), 02 (`wget -e remoteencoding=UTF-7` saves `+AGQ-al.toml` as dal.toml), 03 (`wget -x` lowercases
+    the host: `LOCALHOST:P` checked, `localhost:P -> .git` written), 06 (`wget HOST:PATH` is an FTP URL,
+    and its glob the server's listing names). Executed next to the canaries, with the wall and without."""
+    (ws / "payload").write_text("PAYLOAD\n")
+    outside = ws.parent / "outside" / "canary.txt"
+    port = server.rsplit(":", 1)[1]
+    (ws / f"localhost:{port}").symlink_to(".git")  # what `git apply` of a mode 120000 file leaves
+    config = (ws / ".git" / "config").read_bytes()
+    ctx = EffectContext(policy=_policy(ws, net=True), use_sandbox=wall, unsandboxed_as_root=True)
+    for cmd in (f"curl -s '{{file,x}}://{outside}'", f"curl -s '[e-f]ile://{outside}'",
+                f"curl -s '{{file:,x:}}//{outside}'", f"curl -s -T payload '{{file,x}}://{outside}'",
+                f"curl -s '[e-f]ile://{ws}/.dal/dal.db'",
+                f"wget -q -e remoteencoding=UTF-7 {server}/+AGQ-al.toml", f"wget -q -e localencoding=UTF-7 {server}/x",
+                f"wget -q -x http://LOCALHOST:{port}/config", f"wget -q -x http://u@LocalHost:{port}/config",
+                f"wget -q 'localhost:x/*'", "wget -q localhost:x/dal.toml"):
+        r = run_effect(cmd, ctx)
+        assert r.status == "denied", (cmd, r.summary)
+    assert outside.read_text() == CANARY
+    assert (ws / ".git" / "config").read_bytes() == config
+    assert not (ws / "dal.toml").read_text().count("sh")
+    r = run_effect(f"curl -sg '{{file,x}}://{outside}'", ctx)  # -g: the braces are literal, no file: URL
+    assert "CANARY" not in r.stdout
+    r = run_effect(f"wget -q -P out localhost:{port}/d/a.txt", ctx)  # HOST:PORT/PATH stays http
+    assert r.ok and (ws / "out" / "a.txt").read_text() == "served\n", r.stderr
