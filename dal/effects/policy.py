@@ -634,11 +634,14 @@ def _roots(ws: str, entries: list[str], where: str | None = None) -> list[str]:
         joined = os.path.join(ws, os.path.expanduser(e))
         resolved = os.path.realpath(joined)
         named = os.path.normpath(joined)
-        if where is not None and _inside(named, ws) and not _inside(resolved, ws):
+        # attack6 finding 07: also a symlink to another place inside the workspace (`out -> .` turned a
+        # narrowed `--allow-write=out` into the whole workspace).
+        if where is not None and _inside(named, ws) and resolved != named:
             link = _first_link(ws, named)
             what = (f"{link} is a symlink to {os.path.realpath(link)}" if link else
                     f"it resolves to {resolved} through a symlink")
-            raise PolicyError(f"{where}: {e}: {what}, outside the workspace (a script may have made it); name "
+            where_to = "inside" if _inside(resolved, ws) else "outside"
+            raise PolicyError(f"{where}: {e}: {what}, {where_to} the workspace (a script may have made it); name "
                               f"{resolved} if you mean it")
         out.append(resolved)
     return out
