@@ -19,7 +19,7 @@ def register(sub: Any) -> None:
         "receipt (in the store and as .dal/receipts/<run_id>.json and .md).\n\n"
         "exit codes: 0 completed or skipped, 1 failed, 2 rejected (syntax or name errors) or usage error, "
         "3 waiting for a person (approval, uncertain effect, busy key), 4 a budget ran out, "
-        "130 interrupted (143 on SIGTERM)",
+        "130 interrupted (143 on SIGTERM, 129 on SIGHUP, 131 on SIGQUIT)",
     )
     p.add_argument("script", type=Path, metavar="SCRIPT", help="the script's path, or - to read it from stdin")
     add_script_args(p)

@@ -8,6 +8,7 @@ around them. The timeout covers starting every process, not only waiting for the
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import select
@@ -23,6 +24,7 @@ import attrs
 from dal.effects import reaper, seccomp
 from dal.effects.check import Decision, recheck
 from dal.effects.gitguard import GitGuard, GuardRefused
+from dal.effects.held import Held
 from dal.effects.limits import Cgroup, CommandLimits, describe_signal_limit, die_with_parent
 from dal.effects.policy import DEFAULT_TOOLSET_NAMES, TRUSTED_PATH, Policy
 from dal.effects.safeopen import DeniedAtOpen, open_redirect
@@ -30,6 +32,21 @@ from dal.effects.sandbox import _GIT_SCAN_LIMIT, Wall, WallRefused, _identity
 from dal.effects.shell import Pipeline, SimpleCommand
 
 __all__ = ["ExecOutcome", "execute_plan", "scrubbed_env", "EffectCancelled"]
+
+
+def _path_bytes(e: UnicodeError) -> tuple[str | bytes, int]:
+    """attack6 finding 12: DAL's messages name paths, which the OS gives as bytes (a program's `bad\\xff/
+    dal.toml` is `bad\\udcff/dal.toml`): write those bytes back as they were, and any other character that
+    is not UTF-8 as an escape, never an internal error."""
+    assert isinstance(e, UnicodeEncodeError)
+    bad = e.object[e.start:e.end]
+    if all(0xDC80 <= ord(c) <= 0xDCFF for c in bad):
+        return bytes(ord(c) - 0xDC00 for c in bad), e.end
+    return bad.encode("ascii", "backslashreplace").decode(), e.end
+
+
+_PATHS = "dal-paths"
+codecs.register_error(_PATHS, _path_bytes)
 
 
 def scrubbed_env(home: str) -> dict[str, str]:
@@ -204,18 +221,33 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
     # Placeholders for a missing dal.toml or .dal, and the repository's references held (gitguard), only when
     # a program may write files the check cannot see (sandbox.PLACEHOLDERS).
     others = any(c.argv[0] not in DEFAULT_TOOLSET_NAMES for c in pipeline.commands)
-    guard = None
+    guard: GitGuard | None = None
+    wall: Wall | None = None
+    record: Held | None = None
+    step = "git's state cannot be held"
     try:
         if others:
             guard = GitGuard.start(run.policy, walled=run.sandbox)
-        wall = (Wall(run.policy, run.exes.values(), run.limits.tmp_size, others, locks_git(pipeline))
-                if run.sandbox else None)
-    except (WallRefused, GuardRefused) as e:
+        step = "the wall cannot be set up"
+        if run.sandbox:
+            wall = Wall(run.policy, run.exes.values(), run.limits.tmp_size, others, locks_git(pipeline))
+        # Durably, before any stage starts: what the guard and the wall hold, for the next start to check
+        # should DAL be killed while the pipeline runs (held.py).
+        step = "what the wall and git's guard hold cannot be recorded in .dal/held"
+        record = Held.write(run.policy, guard, wall) if others else None
+    except BaseException as e:
+        # The guard is finished and the wall closed whatever failed (Wall() closes itself when it raises).
+        if wall is not None:
+            wall.close()
+        refused = guard.finish() if guard is not None else []
+        if not isinstance(e, (WallRefused, GuardRefused, OSError)):
+            raise
         # Like a path denied at start: this pipeline does not start, the list goes on as after a failure.
-        what = "the wall cannot be set up" if isinstance(e, WallRefused) else "git's state cannot be held"
-        run.err.add(f"dal: {pipeline.commands[0].argv[0]}: denied at start: {what}: {e}\n".encode())
+        run.err.add(f"dal: {pipeline.commands[0].argv[0]}: denied at start: {step}: {e}\n".encode("utf-8", _PATHS))
+        if refused:
+            run.err.prepend("".join(f"dal: {m}\n" for m in refused).encode("utf-8", _PATHS))
         return 126
-    refused: list[str] = []
+    refused = []
     try:
         code = _run_stages(pipeline, run, wall)
     finally:
@@ -223,16 +255,18 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
             wall.close()
         if guard is not None:
             refused = guard.finish()
+        if record is not None:
+            record.remove()
     if refused:
         # gitguard: a commit, the stash or the index now records a path a person's git must never write; the
         # refs and the index are back as before. First on stderr, so that the result's summary says it.
-        run.err.prepend("".join(f"dal: {m}\n" for m in refused).encode())
+        run.err.prepend("".join(f"dal: {m}\n" for m in refused).encode("utf-8", _PATHS))
         code = 126 if isinstance(code, int) else code
     if wall is not None and wall.undone:
         # sandbox.Wall._undo_nested: a policy file, a store or (a program other than git) a repository made or
         # changed anywhere in the write roots, which a later `dal run` or a person's git there would take up.
         run.err.add(f"dal: undid what a program did to protected names inside the wall: {', '.join(wall.undone)}; "
-                    "a policy file, a store or a git repository is never made or changed by a script\n".encode())
+                    "a policy file, a store or a git repository is never made or changed by a script\n".encode("utf-8", _PATHS))
         if not wall.swept and not wall.unchecked:
             return 126 if isinstance(code, int) else code
     if wall is not None and wall.swept:
@@ -241,14 +275,14 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
         run.err.add(f"dal: removed {', '.join(wall.swept)}, made inside the wall: a person's git would act on it "
                     "later (a rebase, am or cherry-pick must finish within one command). If a commit or the index "
                     "holds it, `git reset --hard`, `git checkout` or `git stash` puts it back: check `git status` "
-                    "and the branch's commits before you do\n".encode())
+                    "and the branch's commits before you do\n".encode("utf-8", _PATHS))
         if not wall.unchecked:
             return 126 if isinstance(code, int) else code
     if wall is not None and wall.unchecked:
         # Fail closed (sandbox._GIT_SCAN_LIMIT): the pipeline grew the tree past what the walk checks.
         run.err.add(f"dal: could not check what the program left for git in {', '.join(wall.unchecked)}: more than "
                     f"{_GIT_SCAN_LIMIT} entries there now, or a folder DAL cannot look into; look for a `.git` file, a "
-                    "folder holding HEAD, objects/ and refs/, or a dal.toml before running git or dal there\n".encode())
+                    "folder holding HEAD, objects/ and refs/, or a dal.toml before running git or dal there\n".encode("utf-8", _PATHS))
         return 126 if isinstance(code, int) else code
     return code
 
@@ -349,7 +383,7 @@ def _spawn(
     except OSError as e:  # a path vanished while it was resolved: something is changing the tree right now
         why = f"a path changed while it was being checked ({e.strerror}: {e.filename})"
     if why is not None:
-        os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {why}\n".encode())
+        os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {why}\n".encode("utf-8", _PATHS))
         return 126
     fds = {0: stdin, 1: stdout, 2: stderr}
     opened: list[int] = []
@@ -361,10 +395,10 @@ def _spawn(
             try:
                 fd = open_redirect(r.target, r.op, run.policy)  # type: ignore[arg-type]
             except DeniedAtOpen as e:
-                os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {e}\n".encode())
+                os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {e}\n".encode("utf-8", _PATHS))
                 return 126
             except OSError as e:
-                os.write(stderr, f"dal: {r.target}: {e.strerror}\n".encode())
+                os.write(stderr, f"dal: {r.target}: {e.strerror}\n".encode("utf-8", _PATHS))
                 return 1
             opened.append(fd)
             for k in (1, 2) if r.fd == -1 else (r.fd,):
@@ -393,7 +427,7 @@ def _spawn_bare(cmd: SimpleCommand, run: _CommandRun, fds: dict[int, int], pgid:
             preexec_fn=_preexec(run),
         )
     except OSError as e:
-        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode())
+        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode("utf-8", _PATHS))
         return 127
 
 
@@ -455,7 +489,7 @@ def _spawn_walled(
         for fd in (*child, info_r, block_w):
             os.close(fd)
         os.write(fds[2], f"dal: {cmd.argv[0]}: denied at start: the wall takes at most {_BWRAP_MAX_ARGS} arguments, "
-                         f"and this command with the wall's own needs {len(argv)}\n".encode())
+                         f"and this command with the wall's own needs {len(argv)}\n".encode("utf-8", _PATHS))
         return 126
     try:
         proc = subprocess.Popen(
@@ -473,7 +507,7 @@ def _spawn_walled(
     except OSError as e:
         os.close(info_r)
         os.close(block_w)
-        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode())
+        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode("utf-8", _PATHS))
         return 127
     finally:
         for fd in child:
@@ -496,7 +530,7 @@ def _release(run: _CommandRun) -> bool:
         if pid is _LATE:
             return False
         if pid is None:
-            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n".encode())
+            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n".encode("utf-8", _PATHS))
             continue
         run.limits.apply(pid, with_nproc=cg is None or not cg.bounds_processes)
         if cg is not None:
@@ -504,7 +538,7 @@ def _release(run: _CommandRun) -> bool:
         try:
             os.write(held.block_w, b"\0")  # let the program start
         except OSError:  # bubblewrap died meanwhile (EPIPE): the stage fails, it does not crash DAL
-            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n".encode())
+            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n".encode("utf-8", _PATHS))
     return True
 
 

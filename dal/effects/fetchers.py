@@ -68,6 +68,7 @@ _CURL_VALUES = (
 CURL_LONG: dict[str, str] = {
     **dict.fromkeys(_CURL_FLAGS.split(), FLAG),
     **dict.fromkeys(_CURL_VALUES.split(), VALUE),
+    **dict.fromkeys("socks4 socks4a socks5 socks5-hostname".split(), "socks"),
     **_table(
         "",
         output="output", output_dir="outdir", url="url",
@@ -123,6 +124,19 @@ def _curl_long(word: str) -> tuple[str, bool]:
     return name, negated
 
 
+def _socks_socket(value: str) -> str | None:
+    """The unix socket a SOCKS proxy URL names (`socks5h://[user@]localhost[:port]/PATH`), None for any other."""
+    try:
+        parts = urllib.parse.urlsplit(value)
+    except ValueError:
+        raise _Deny(f"curl: the proxy {value!r} cannot be read as a URL") from None
+    if not parts.scheme.lower().startswith("socks"):
+        return None
+    if (parts.hostname or "").lower() != "localhost" or parts.path in ("", "/"):
+        return None
+    return urllib.parse.unquote(parts.path)
+
+
 def _file_url(url: str) -> str | None:
     """The local path of a file: URL (FILE:/x, file:///x, file://localhost/x), None for any other scheme."""
     m = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", url)
@@ -162,9 +176,12 @@ def _curl_value(kind: str, opt: str, value: str, reads: list[str], writes: list[
         raise _Deny(f"curl {opt}: {kind[5:]}")
     if not value and kind in (READ, WRITE, RW):
         return  # `--alt-svc ""`: the feature without a file
-    if kind == "proxy":
-        if re.match(r"socks[0-9a-z]*://localhost/", value, re.IGNORECASE):
-            raise _Deny(f"curl {opt} {value}: a SOCKS proxy through a local socket, outside the check's roots")
+    if kind in ("proxy", "socks"):
+        # curl 7.84+: a SOCKS proxy on host localhost with a path is that unix socket, whatever the port or user
+        # (attack6 finding 10: `socks5h://localhost:1080/outside/svc.sock` passed), also through --socks5 & co.
+        sock = _socks_socket(value if "://" in value or kind == "proxy" else "socks5h://" + value)
+        if sock is not None:
+            reads.append(sock)
         return
     if kind == "timecond":
         if value.lstrip("+-="):

@@ -866,9 +866,17 @@ def _execute(run: _RunState) -> RunReport:
         return _finish(run, source, operation, Outcome("rejected", errors[0], ended_by="error"),
                        rt=None, handler=None, recorder=None)
 
-    from dal.effects.recover import recover
+    from dal.effects.recover import RecoverRefused, recover
 
-    run._notify(recover(run.policy))  # what a DAL killed -9 mid-command left (its walls' processes), first
+    try:  # what a DAL killed -9 mid-command left: its walls' processes, the checks after its pipeline
+        undone = recover(run.policy)
+    except RecoverRefused as e:
+        raise RunnerError(str(e)) from None
+    if undone:
+        # Fail closed: this run's policy was loaded from the tree as that command left it (a nested dal.toml
+        # it made is the policy of `cd sub && dal run`); the next invocation loads it from the tree put back.
+        raise RunnerError("; ".join(undone) + ". Nothing ran: this run's policy was read before that was undone; "
+                          "run the command again")
     recorder = LoopRecorder(on_receipt=hooks.on_loop_receipt)
     stopped: list[RunnerError] = []  # operation("K") found the key busy: reported once the script stopped
     got: dict[str, str] = {}  # the signal (or SIGPIPE of a closed output) that stopped the run
@@ -959,7 +967,9 @@ def _execute(run: _RunState) -> RunReport:
             got["signal"] = name
             rt.interrupt(name)
 
-        for s in (signal.SIGINT, signal.SIGTERM):
+        # SIGHUP and SIGQUIT too (a terminal or ssh session closing; attack6 finding 08): killed at once, DAL
+        # never undid what the command's wall holds (a nested dal.toml a program made meanwhile stayed).
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             restore[s] = signal.signal(s, on_signal)
     try:
         outcome = Engine(rt).execute(checked)  # type: ignore[arg-type]
@@ -975,8 +985,9 @@ def _execute(run: _RunState) -> RunReport:
     report.signal_name = got.get("signal")
     if report.exit_code == 2:
         return report
-    if report.receipt["status"] == "interrupted" and got.get("signal") in ("SIGTERM", "SIGPIPE"):
-        report.exit_code = 143 if got["signal"] == "SIGTERM" else 141
+    codes = {"SIGTERM": 143, "SIGPIPE": 141, "SIGHUP": 129, "SIGQUIT": 131}
+    if report.receipt["status"] == "interrupted" and got.get("signal") in codes:
+        report.exit_code = codes[got["signal"]]
     return report
 
 

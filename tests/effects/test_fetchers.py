@@ -136,7 +136,7 @@ DENIED = [
     ("wget ftp://x/pub/", "FTP glob"),
     ("curl --proto-default file etc/passwd", "local file"),
     ("curl -z /etc/shadow http://x/", "outside"),
-    ("curl -x socks5h://localhost/run/tor/socks http://x/", "local socket"),
+    ("curl -x socks5h://localhost/run/tor/socks http://x/", "outside the allowed roots"),
     ("curl -L --proto-redir all http://x/", "local file"),
     ("curl -L --proto-redir=+file http://x/", "unknown"),
     ("wget --frob http://x/", "unknown"),
@@ -371,7 +371,7 @@ def test_attack6_fetcher_findings_are_denied_and_nothing_changes(ws: Path, serve
                 f"curl -s '[e-f]ile://{ws}/.dal/dal.db'",
                 f"wget -q -e remoteencoding=UTF-7 {server}/+AGQ-al.toml", f"wget -q -e localencoding=UTF-7 {server}/x",
                 f"wget -q -x http://LOCALHOST:{port}/config", f"wget -q -x http://u@LocalHost:{port}/config",
-                f"wget -q 'localhost:x/*'", "wget -q localhost:x/dal.toml"):
+                "wget -q 'localhost:x/*'", "wget -q localhost:x/dal.toml"):
         r = run_effect(cmd, ctx)
         assert r.status == "denied", (cmd, r.summary)
     assert outside.read_text() == CANARY
@@ -381,3 +381,29 @@ def test_attack6_fetcher_findings_are_denied_and_nothing_changes(ws: Path, serve
     assert "CANARY" not in r.stdout
     r = run_effect(f"wget -q -P out localhost:{port}/d/a.txt", ctx)  # HOST:PORT/PATH stays http
     assert r.ok and (ws / "out" / "a.txt").read_text() == "served\n", r.stderr
+
+
+@pytest.mark.skipif(not HAVE_CURL, reason="curl not installed")
+@pytest.mark.parametrize("wall", _walls())
+def test_a_socks_proxy_through_a_unix_socket_outside_is_denied(ws: Path, wall: bool) -> None:
+    """attack6 finding 10: `socks5h://localhost:1080/PATH` (a port, a user, or --socks5-hostname) still names the
+    unix socket PATH to curl 7.84+, and it connected to one outside the roots (a Tor SocksPort would carry
+    any request). Executed against a listening socket outside: nothing connects."""
+    import socket
+
+    path = ws.parent / "outside" / "svc.sock"
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(path))
+    srv.listen(4)
+    srv.settimeout(0.3)
+    try:
+        ctx = EffectContext(policy=_policy(ws, net=True), use_sandbox=wall, unsandboxed_as_root=True)
+        for cmd in (f"curl -s -m 2 -x socks5h://localhost:1080{path} http://x/",
+                    f"curl -s -m 2 -x socks5h://u@LocalHost{path} http://x/",
+                    f"curl -s -m 2 --socks5-hostname localhost{path} http://x/"):
+            r = run_effect(cmd, ctx)
+            assert r.status == "denied" and "outside the allowed roots" in r.summary, (cmd, r.summary)
+        with pytest.raises(TimeoutError):
+            srv.accept()
+    finally:
+        srv.close()
