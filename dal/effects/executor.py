@@ -28,7 +28,7 @@ from dal.effects.held import Held
 from dal.effects.limits import Cgroup, CommandLimits, describe_signal_limit, die_with_parent
 from dal.effects.policy import DEFAULT_TOOLSET_NAMES, TRUSTED_PATH, Policy
 from dal.effects.safeopen import DeniedAtOpen, open_redirect
-from dal.effects.sandbox import _GIT_SCAN_LIMIT, Wall, WallRefused, _identity
+from dal.effects.sandbox import _UNDO_SCAN_LIMIT, Wall, WallRefused, _identity
 from dal.effects.shell import Pipeline, SimpleCommand
 
 __all__ = ["ExecOutcome", "execute_plan", "scrubbed_env", "EffectCancelled"]
@@ -46,6 +46,7 @@ def _path_bytes(e: UnicodeError) -> tuple[str | bytes, int]:
 
 
 _PATHS = "dal-paths"
+_UTF8 = ("utf-8", _PATHS)
 codecs.register_error(_PATHS, _path_bytes)
 
 
@@ -243,9 +244,9 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
         if not isinstance(e, (WallRefused, GuardRefused, OSError)):
             raise
         # Like a path denied at start: this pipeline does not start, the list goes on as after a failure.
-        run.err.add(f"dal: {pipeline.commands[0].argv[0]}: denied at start: {step}: {e}\n".encode("utf-8", _PATHS))
+        run.err.add(f"dal: {pipeline.commands[0].argv[0]}: denied at start: {step}: {e}\n".encode(*_UTF8))
         if refused:
-            run.err.prepend("".join(f"dal: {m}\n" for m in refused).encode("utf-8", _PATHS))
+            run.err.prepend("".join(f"dal: {m}\n" for m in refused).encode(*_UTF8))
         return 126
     refused = []
     try:
@@ -260,13 +261,13 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
     if refused:
         # gitguard: a commit, the stash or the index now records a path a person's git must never write; the
         # refs and the index are back as before. First on stderr, so that the result's summary says it.
-        run.err.prepend("".join(f"dal: {m}\n" for m in refused).encode("utf-8", _PATHS))
+        run.err.prepend("".join(f"dal: {m}\n" for m in refused).encode(*_UTF8))
         code = 126 if isinstance(code, int) else code
     if wall is not None and wall.undone:
         # sandbox.Wall._undo_nested: a policy file, a store or (a program other than git) a repository made or
         # changed anywhere in the write roots, which a later `dal run` or a person's git there would take up.
         run.err.add(f"dal: undid what a program did to protected names inside the wall: {', '.join(wall.undone)}; "
-                    "a policy file, a store or a git repository is never made or changed by a script\n".encode("utf-8", _PATHS))
+                    "a policy file, a store or a git repository is never made or changed by a script\n".encode(*_UTF8))
         if not wall.swept and not wall.unchecked:
             return 126 if isinstance(code, int) else code
     if wall is not None and wall.swept:
@@ -275,14 +276,15 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
         run.err.add(f"dal: removed {', '.join(wall.swept)}, made inside the wall: a person's git would act on it "
                     "later (a rebase, am or cherry-pick must finish within one command). If a commit or the index "
                     "holds it, `git reset --hard`, `git checkout` or `git stash` puts it back: check `git status` "
-                    "and the branch's commits before you do\n".encode("utf-8", _PATHS))
+                    "and the branch's commits before you do\n".encode(*_UTF8))
         if not wall.unchecked:
             return 126 if isinstance(code, int) else code
     if wall is not None and wall.unchecked:
-        # Fail closed (sandbox._GIT_SCAN_LIMIT): the pipeline grew the tree past what the walk checks.
+        # Fail closed (sandbox._UNDO_SCAN_LIMIT): the pipeline grew the tree past what the walk checks.
         run.err.add(f"dal: could not check what the program left for git in {', '.join(wall.unchecked)}: more than "
-                    f"{_GIT_SCAN_LIMIT} entries there now, or a folder DAL cannot look into; look for a `.git` file, a "
-                    "folder holding HEAD, objects/ and refs/, or a dal.toml before running git or dal there\n".encode("utf-8", _PATHS))
+                    f"{_UNDO_SCAN_LIMIT} entries there now, or a folder DAL cannot look into; look for a `.git` file, "
+                    "a folder holding HEAD, objects/ and refs/, or a dal.toml before running git or dal there\n"
+                    .encode(*_UTF8))
         return 126 if isinstance(code, int) else code
     return code
 
@@ -383,7 +385,7 @@ def _spawn(
     except OSError as e:  # a path vanished while it was resolved: something is changing the tree right now
         why = f"a path changed while it was being checked ({e.strerror}: {e.filename})"
     if why is not None:
-        os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {why}\n".encode("utf-8", _PATHS))
+        os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {why}\n".encode(*_UTF8))
         return 126
     fds = {0: stdin, 1: stdout, 2: stderr}
     opened: list[int] = []
@@ -395,10 +397,10 @@ def _spawn(
             try:
                 fd = open_redirect(r.target, r.op, run.policy)  # type: ignore[arg-type]
             except DeniedAtOpen as e:
-                os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {e}\n".encode("utf-8", _PATHS))
+                os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {e}\n".encode(*_UTF8))
                 return 126
             except OSError as e:
-                os.write(stderr, f"dal: {r.target}: {e.strerror}\n".encode("utf-8", _PATHS))
+                os.write(stderr, f"dal: {r.target}: {e.strerror}\n".encode(*_UTF8))
                 return 1
             opened.append(fd)
             for k in (1, 2) if r.fd == -1 else (r.fd,):
@@ -427,7 +429,7 @@ def _spawn_bare(cmd: SimpleCommand, run: _CommandRun, fds: dict[int, int], pgid:
             preexec_fn=_preexec(run),
         )
     except OSError as e:
-        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode("utf-8", _PATHS))
+        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode(*_UTF8))
         return 127
 
 
@@ -489,7 +491,7 @@ def _spawn_walled(
         for fd in (*child, info_r, block_w):
             os.close(fd)
         os.write(fds[2], f"dal: {cmd.argv[0]}: denied at start: the wall takes at most {_BWRAP_MAX_ARGS} arguments, "
-                         f"and this command with the wall's own needs {len(argv)}\n".encode("utf-8", _PATHS))
+                         f"and this command with the wall's own needs {len(argv)}\n".encode(*_UTF8))
         return 126
     try:
         proc = subprocess.Popen(
@@ -507,7 +509,7 @@ def _spawn_walled(
     except OSError as e:
         os.close(info_r)
         os.close(block_w)
-        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode("utf-8", _PATHS))
+        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode(*_UTF8))
         return 127
     finally:
         for fd in child:
@@ -530,7 +532,7 @@ def _release(run: _CommandRun) -> bool:
         if pid is _LATE:
             return False
         if pid is None:
-            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n".encode("utf-8", _PATHS))
+            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n".encode(*_UTF8))
             continue
         run.limits.apply(pid, with_nproc=cg is None or not cg.bounds_processes)
         if cg is not None:
@@ -538,7 +540,7 @@ def _release(run: _CommandRun) -> bool:
         try:
             os.write(held.block_w, b"\0")  # let the program start
         except OSError:  # bubblewrap died meanwhile (EPIPE): the stage fails, it does not crash DAL
-            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n".encode("utf-8", _PATHS))
+            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n".encode(*_UTF8))
     return True
 
 

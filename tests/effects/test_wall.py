@@ -653,7 +653,8 @@ def test_too_many_nested_policy_files_refuse_the_wall(tmp_path: Path, monkeypatc
 @walled
 def test_a_protected_path_that_did_not_exist_is_held_while_the_pipeline_runs(tmp_path: Path) -> None:
     """`[paths] protect` names it, the check denies writing it; an interpreter cannot make it inside the wall
-    either: while the pipeline runs it is an empty read-only folder, removed after it. Before, it could be made and used meanwhile, and was only removed afterwards."""
+    either: while the pipeline runs it is an empty read-only folder, removed after it. Before, it could be
+    made and used meanwhile, and was only removed afterwards."""
     ws = tmp_path / "ws"
     (ws / ".config").mkdir(parents=True)
     (ws / "dal.toml").write_text('[run]\nallow = ["sh"]\n[paths]\nprotect = ["Makefile", "secrets/"]\n')
