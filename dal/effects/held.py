@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 
-from dal.effects import reaper
+from dal.effects import owners, reaper
 from dal.effects.gitguard import GitGuard
 from dal.effects.policy import Policy
 from dal.effects.sandbox import Wall
@@ -105,10 +105,7 @@ def _owner_gone(name: str) -> bool:
     parts = name.split(".")[0].split("-")
     if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
         return False
-    from dal.effects.limits import _start_time
-
-    now = _start_time(int(parts[0]))
-    return now == -1 or (now != 0 and now != int(parts[1]))
+    return owners.gone(int(parts[0]), int(parts[1]))
 
 
 def finish_dead(policy: Policy) -> list[str]:

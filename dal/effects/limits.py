@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 
 from dal.core.records import FrozenRecord
+from dal.effects import owners
 from dal.effects.policy import Policy
 
 __all__ = ["CommandLimits", "Cgroup", "describe_signal_limit", "die_with_parent", "format_bytes", "sweep_orphans"]
@@ -205,6 +206,7 @@ class Cgroup:
     @classmethod
     def create(cls, limits: CommandLimits) -> Cgroup | None:
         global _counter
+        owners.register()  # before the first cgroup: a kill -9 leaves it for the next start to sweep
         _retry_leftovers()
         own = _own_cgroups()
         _counter += 1
@@ -373,17 +375,7 @@ def _orphans() -> list[str]:
 
 
 def _start_time(pid: int) -> int:
-    """When `pid` started (clock ticks after boot, /proc/PID/stat's field 22): -1 when it is gone, 0 when it
-    cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return -1
-    except OSError:
-        return 0
-    fields = data[data.rfind(b")") + 2:].split()
-    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else 0
+    return owners.start_time(pid)
 
 
 def _alive(pid: int) -> bool:

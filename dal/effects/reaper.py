@@ -15,64 +15,18 @@ init is its sandbox's PID 1: the program dies with it), then remove the file.
 
 from __future__ import annotations
 
-import atexit
-import functools
 import os
 import signal
 import time
 
-from dal.effects import limits
+from dal.effects import owners
 
 __all__ = ["WALL_OWNER", "owner_tag", "register", "sweep", "sweep_now_and_then"]
 
 WALL_OWNER = "DAL_WALL_OWNER"
 _BWRAP_COMM = b"(bwrap)"
-
-
-@functools.lru_cache(maxsize=4)
-def owner_tag(pid: int) -> str:
-    """This process's tag: its pid and start time (a pid alone may name another process later)."""
-    return f"{pid}-{limits._start_time(pid)}"
-
-
-def _folder() -> str:
-    return f"/tmp/dal-walls-{os.geteuid()}"  # one for every DAL process of the user, whatever its TMPDIR
-
-
-_registered: set[int] = set()
-
-
-def register() -> None:
-    """Before this process starts its first wall: leave the file that names it, removed when it exits."""
-    pid = os.getpid()
-    if pid in _registered:
-        return
-    _registered.add(pid)
-    folder = _folder()
-    try:
-        os.mkdir(folder, 0o700)
-    except FileExistsError:
-        pass
-    except OSError:
-        return
-    try:
-        st = os.lstat(folder)
-        if st.st_uid != os.geteuid() or not os.path.isdir(folder) or os.path.islink(folder):
-            return  # not ours: another user's folder at that name, nothing to leave there
-        path = os.path.join(folder, owner_tag(pid))
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
-    except OSError:
-        return
-    atexit.register(_unregister, path, pid)
-
-
-def _unregister(path: str, pid: int) -> None:
-    if os.getpid() == pid:  # not in a forked child that exits
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-
+owner_tag = owners.tag
+register = owners.register
 
 _SWEEP_EVERY = 60.0  # seconds: a long-lived worker sweeps again now and then, a run start at most this often
 _last_sweep: list[float] = []
@@ -89,30 +43,18 @@ def sweep_now_and_then() -> int:
 
 def sweep() -> int:
     """Kill what DAL processes that are gone left running: their commands' cgroups (limits.sweep_orphans) and,
-    without cgroups, every bubblewrap their tag names; how many owners' leftovers it found."""
-    found = limits.sweep_orphans()
-    folder = _folder()
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return found
-    dead = []
-    for name in names:
-        pid, _, start = name.partition("-")
-        if not (pid.isdigit() and start.lstrip("-").isdigit()):
-            continue
-        now = limits._start_time(int(pid))
-        if now == -1 or (now != 0 and str(now) != start):
-            dead.append(name)
+    without cgroups, every bubblewrap their tag names; how many such processes it found. Only when one of
+    them registered (owners.py) and is gone: a start with nothing to sweep lists one folder."""
+    dead = owners.dead()
     if not dead:
-        return found
+        return 0
+    from dal.effects import limits
+
+    limits.sweep_orphans()
     _kill_tagged({f"{WALL_OWNER}={name}".encode() for name in dead})
     for name in dead:
-        try:
-            os.unlink(os.path.join(folder, name))
-        except OSError:
-            pass
-    return found + len(dead)
+        owners.forget(name)
+    return len(dead)
 
 
 def _kill_tagged(tags: set[bytes]) -> None:
