@@ -8,6 +8,7 @@ around them. The timeout covers starting every process, not only waiting for the
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import select
@@ -20,20 +21,33 @@ from typing import Any
 
 import attrs
 
-from dal.effects import seccomp
+from dal.effects import reaper, seccomp
 from dal.effects.check import Decision, recheck
 from dal.effects.gitguard import GitGuard, GuardRefused
-from dal.effects.limits import Cgroup, CommandLimits, describe_signal_limit
+from dal.effects.held import Held
+from dal.effects.limits import Cgroup, CommandLimits, describe_signal_limit, die_with_parent
 from dal.effects.policy import DEFAULT_TOOLSET_NAMES, TRUSTED_PATH, Policy
 from dal.effects.safeopen import DeniedAtOpen, open_redirect
-from dal.effects.sandbox import _GIT_SCAN_LIMIT, Wall, WallRefused, _identity
+from dal.effects.sandbox import _UNDO_SCAN_LIMIT, Wall, WallRefused, _identity
 from dal.effects.shell import Pipeline, SimpleCommand
 
-# DAL's own messages name paths a program chose, which may not be UTF-8 (read with surrogateescape): shown
-# with backslash escapes rather than failing the run with an internal error (attack6 12).
-SHOWN = "backslashreplace"
-
 __all__ = ["ExecOutcome", "execute_plan", "scrubbed_env", "EffectCancelled"]
+
+
+def _path_bytes(e: UnicodeError) -> tuple[str | bytes, int]:
+    """attack6 finding 12: DAL's messages name paths, which the OS gives as bytes (a program's `bad\\xff/
+    dal.toml` is `bad\\udcff/dal.toml`): write those bytes back as they were, and any other character that
+    is not UTF-8 as an escape, never an internal error."""
+    assert isinstance(e, UnicodeEncodeError)
+    bad = e.object[e.start:e.end]
+    if all(0xDC80 <= ord(c) <= 0xDCFF for c in bad):
+        return bytes(ord(c) - 0xDC00 for c in bad), e.end
+    return bad.encode("ascii", "backslashreplace").decode(), e.end
+
+
+_PATHS = "dal-paths"
+_UTF8 = ("utf-8", _PATHS)
+codecs.register_error(_PATHS, _path_bytes)
 
 
 def scrubbed_env(home: str) -> dict[str, str]:
@@ -122,6 +136,15 @@ class _CommandRun:
         self.cgroup: Cgroup | None = None
         self.hit: list[str] = []
         self.held: list[_Held] = []  # walled stages of the pipeline being started, not yet released
+        self._walled_setup: Callable[[], None] | None = None
+
+    def walled_setup(self) -> Callable[[], None]:
+        """preexec_fn of each stage's bubblewrap: it dies with DAL and is in the command's cgroup from before
+        its exec (limits.Cgroup.joiner), so that no instant of a kill -9 leaves a process of the wall outside
+        what the next start sweeps (limits.sweep_orphans)."""
+        if self._walled_setup is None:
+            self._walled_setup = self.cgroup.joiner() if self.cgroup is not None else die_with_parent()
+        return self._walled_setup
 
     def bare_env(self) -> dict[str, str]:
         """The environment of a program run without the wall, with the command's own HOME: a fresh folder,
@@ -199,18 +222,33 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
     # Placeholders for a missing dal.toml or .dal, and the repository's references held (gitguard), only when
     # a program may write files the check cannot see (sandbox.PLACEHOLDERS).
     others = any(c.argv[0] not in DEFAULT_TOOLSET_NAMES for c in pipeline.commands)
-    guard = None
+    guard: GitGuard | None = None
+    wall: Wall | None = None
+    record: Held | None = None
+    step = "git's state cannot be held"
     try:
         if others:
             guard = GitGuard.start(run.policy, walled=run.sandbox)
-        wall = (Wall(run.policy, run.exes.values(), run.limits.tmp_size, others, locks_git(pipeline))
-                if run.sandbox else None)
-    except (WallRefused, GuardRefused) as e:
+        step = "the wall cannot be set up"
+        if run.sandbox:
+            wall = Wall(run.policy, run.exes.values(), run.limits.tmp_size, others, locks_git(pipeline))
+        # Durably, before any stage starts: what the guard and the wall hold, for the next start to check
+        # should DAL be killed while the pipeline runs (held.py).
+        step = "what the wall and git's guard hold cannot be recorded in .dal/held"
+        record = Held.write(run.policy, guard, wall) if others else None
+    except BaseException as e:
+        # The guard is finished and the wall closed whatever failed (Wall() closes itself when it raises).
+        if wall is not None:
+            wall.close()
+        refused = guard.finish() if guard is not None else []
+        if not isinstance(e, (WallRefused, GuardRefused, OSError)):
+            raise
         # Like a path denied at start: this pipeline does not start, the list goes on as after a failure.
-        what = "the wall cannot be set up" if isinstance(e, WallRefused) else "git's state cannot be held"
-        run.err.add(f"dal: {pipeline.commands[0].argv[0]}: denied at start: {what}: {e}\n".encode(errors=SHOWN))
+        run.err.add(f"dal: {pipeline.commands[0].argv[0]}: denied at start: {step}: {e}\n".encode(*_UTF8))
+        if refused:
+            run.err.prepend("".join(f"dal: {m}\n" for m in refused).encode(*_UTF8))
         return 126
-    refused: list[str] = []
+    refused = []
     try:
         code = _run_stages(pipeline, run, wall)
     finally:
@@ -218,17 +256,18 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
             wall.close()
         if guard is not None:
             refused = guard.finish()
+        if record is not None:
+            record.remove()
     if refused:
         # gitguard: a commit, the stash or the index now records a path a person's git must never write; the
         # refs and the index are back as before. First on stderr, so that the result's summary says it.
-        run.err.prepend("".join(f"dal: {m}\n" for m in refused).encode(errors=SHOWN))
+        run.err.prepend("".join(f"dal: {m}\n" for m in refused).encode(*_UTF8))
         code = 126 if isinstance(code, int) else code
     if wall is not None and wall.undone:
         # sandbox.Wall._undo_nested: a policy file, a store or (a program other than git) a repository made or
         # changed anywhere in the write roots, which a later `dal run` or a person's git there would take up.
         run.err.add(f"dal: undid what a program did to protected names inside the wall: {', '.join(wall.undone)}; "
-                    "a policy file, a store or a git repository is never made or changed by a script\n"
-                    .encode(errors=SHOWN))
+                    "a policy file, a store or a git repository is never made or changed by a script\n".encode(*_UTF8))
         if not wall.swept and not wall.unchecked:
             return 126 if isinstance(code, int) else code
     if wall is not None and wall.swept:
@@ -237,15 +276,15 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
         run.err.add(f"dal: removed {', '.join(wall.swept)}, made inside the wall: a person's git would act on it "
                     "later (a rebase, am or cherry-pick must finish within one command). If a commit or the index "
                     "holds it, `git reset --hard`, `git checkout` or `git stash` puts it back: check `git status` "
-                    "and the branch's commits before you do\n".encode(errors=SHOWN))
+                    "and the branch's commits before you do\n".encode(*_UTF8))
         if not wall.unchecked:
             return 126 if isinstance(code, int) else code
     if wall is not None and wall.unchecked:
-        # Fail closed (sandbox._GIT_SCAN_LIMIT): the pipeline grew the tree past what the walk checks.
+        # Fail closed (sandbox._UNDO_SCAN_LIMIT): the pipeline grew the tree past what the walk checks.
         run.err.add(f"dal: could not check what the program left for git in {', '.join(wall.unchecked)}: more than "
-                    f"{_GIT_SCAN_LIMIT} entries there now, or a folder DAL cannot look into; look for a `.git` file, a "
-                    "folder holding HEAD, objects/ and refs/, or a dal.toml before running git or dal there\n"
-                    .encode(errors=SHOWN))
+                    f"{_UNDO_SCAN_LIMIT} entries there now, or a folder DAL cannot look into; look for a `.git` file, "
+                    "a folder holding HEAD, objects/ and refs/, or a dal.toml before running git or dal there\n"
+                    .encode(*_UTF8))
         return 126 if isinstance(code, int) else code
     return code
 
@@ -346,7 +385,7 @@ def _spawn(
     except OSError as e:  # a path vanished while it was resolved: something is changing the tree right now
         why = f"a path changed while it was being checked ({e.strerror}: {e.filename})"
     if why is not None:
-        os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {why}\n".encode(errors=SHOWN))
+        os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {why}\n".encode(*_UTF8))
         return 126
     fds = {0: stdin, 1: stdout, 2: stderr}
     opened: list[int] = []
@@ -358,10 +397,10 @@ def _spawn(
             try:
                 fd = open_redirect(r.target, r.op, run.policy)  # type: ignore[arg-type]
             except DeniedAtOpen as e:
-                os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {e}\n".encode(errors=SHOWN))
+                os.write(stderr, f"dal: {cmd.argv[0]}: denied at start: {e}\n".encode(*_UTF8))
                 return 126
             except OSError as e:
-                os.write(stderr, f"dal: {r.target}: {e.strerror}\n".encode(errors=SHOWN))
+                os.write(stderr, f"dal: {r.target}: {e.strerror}\n".encode(*_UTF8))
                 return 1
             opened.append(fd)
             for k in (1, 2) if r.fd == -1 else (r.fd,):
@@ -390,7 +429,7 @@ def _spawn_bare(cmd: SimpleCommand, run: _CommandRun, fds: dict[int, int], pgid:
             preexec_fn=_preexec(run),
         )
     except OSError as e:
-        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode(errors=SHOWN))
+        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode(*_UTF8))
         return 127
 
 
@@ -431,6 +470,7 @@ def _spawn_walled(
     command's cgroup meanwhile (_release), so the program and everything it starts are bound from their
     first instruction. The stages of a pipeline are all started before any is released, so that their
     set-ups overlap."""
+    reaper.register()  # before the first wall: what a kill -9 leaves, the next start finds (reaper.sweep)
     info_r, info_w = os.pipe()
     block_r, block_w = os.pipe()
     passwd, group = _identity()
@@ -442,12 +482,16 @@ def _spawn_walled(
         os.close(w)
         data.append(r)
     child = [info_w, block_r, *data]
+    # bubblewrap holds the block pipe's write end too (its sandbox's init inherits it): a DAL killed before it
+    # let the stage go leaves that init waiting for ever (for the next start's sweep), never starting the
+    # program without its limits, as it did when the read saw end of file.
+    keep = (*child, block_w)
     argv = wall.argv(list(cmd.argv), (data[0], data[1]), info_w, block_r, data[2] if len(data) > 2 else None)
     if len(argv) > _BWRAP_MAX_ARGS:
         for fd in (*child, info_r, block_w):
             os.close(fd)
         os.write(fds[2], f"dal: {cmd.argv[0]}: denied at start: the wall takes at most {_BWRAP_MAX_ARGS} arguments, "
-                         f"and this command with the wall's own needs {len(argv)}\n".encode(errors=SHOWN))
+                         f"and this command with the wall's own needs {len(argv)}\n".encode(*_UTF8))
         return 126
     try:
         proc = subprocess.Popen(
@@ -456,15 +500,16 @@ def _spawn_walled(
             stdout=fds[1],
             stderr=fds[2],
             cwd=run.policy.workspace,
-            env=scrubbed_env(wall.home),
+            env={**scrubbed_env(wall.home), reaper.WALL_OWNER: reaper.owner_tag(os.getpid())},
             close_fds=True,
-            pass_fds=(*child, *wall.fds),
+            pass_fds=(*keep, *wall.fds),
             process_group=pgid,
+            preexec_fn=run.walled_setup(),
         )
     except OSError as e:
         os.close(info_r)
         os.close(block_w)
-        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode(errors=SHOWN))
+        os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode(*_UTF8))
         return 127
     finally:
         for fd in child:
@@ -487,8 +532,7 @@ def _release(run: _CommandRun) -> bool:
         if pid is _LATE:
             return False
         if pid is None:
-            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n"
-                        .encode(errors=SHOWN))
+            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n".encode(*_UTF8))
             continue
         run.limits.apply(pid, with_nproc=cg is None or not cg.bounds_processes)
         if cg is not None:
@@ -496,8 +540,7 @@ def _release(run: _CommandRun) -> bool:
         try:
             os.write(held.block_w, b"\0")  # let the program start
         except OSError:  # bubblewrap died meanwhile (EPIPE): the stage fails, it does not crash DAL
-            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n"
-                        .encode(errors=SHOWN))
+            run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n".encode(*_UTF8))
     return True
 
 

@@ -68,6 +68,7 @@ _CURL_VALUES = (
 CURL_LONG: dict[str, str] = {
     **dict.fromkeys(_CURL_FLAGS.split(), FLAG),
     **dict.fromkeys(_CURL_VALUES.split(), VALUE),
+    **dict.fromkeys("socks4 socks4a socks5 socks5-hostname".split(), "socks"),
     **_table(
         "",
         output="output", output_dir="outdir", url="url",
@@ -123,6 +124,19 @@ def _curl_long(word: str) -> tuple[str, bool]:
     return name, negated
 
 
+def _socks_socket(value: str) -> str | None:
+    """The unix socket a SOCKS proxy URL names (`socks5h://[user@]localhost[:port]/PATH`), None for any other."""
+    try:
+        parts = urllib.parse.urlsplit(value)
+    except ValueError:
+        raise _Deny(f"curl: the proxy {value!r} cannot be read as a URL") from None
+    if not parts.scheme.lower().startswith("socks"):
+        return None
+    if (parts.hostname or "").lower() != "localhost" or parts.path in ("", "/"):
+        return None
+    return urllib.parse.unquote(parts.path)
+
+
 def _file_url(url: str) -> str | None:
     """The local path of a file: URL (FILE:/x, file:///x, file://localhost/x), None for any other scheme."""
     m = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", url)
@@ -162,9 +176,12 @@ def _curl_value(kind: str, opt: str, value: str, reads: list[str], writes: list[
         raise _Deny(f"curl {opt}: {kind[5:]}")
     if not value and kind in (READ, WRITE, RW):
         return  # `--alt-svc ""`: the feature without a file
-    if kind == "proxy":
-        if re.match(r"socks[0-9a-z]*://localhost/", value, re.IGNORECASE):
-            raise _Deny(f"curl {opt} {value}: a SOCKS proxy through a local socket, outside the check's roots")
+    if kind in ("proxy", "socks"):
+        # curl 7.84+: a SOCKS proxy on host localhost with a path is that unix socket, whatever the port or user
+        # (attack6 finding 10: `socks5h://localhost:1080/outside/svc.sock` passed), also through --socks5 & co.
+        sock = _socks_socket(value if "://" in value or kind == "proxy" else "socks5h://" + value)
+        if sock is not None:
+            reads.append(sock)
         return
     if kind == "timecond":
         if value.lstrip("+-="):
@@ -344,6 +361,11 @@ def _curl_group(g: dict, reads: list[str], writes: list[str]) -> None:
     if outdir is not None and g["create"]:
         writes.append(outdir)
     for url in g["urls"]:
+        if not g["globoff"] and _GLOB.search(url.split(":", 1)[0]):
+            # attack6 finding 01: curl expands the glob before it reads the scheme, so `{file,x}:///etc/x` or
+            # `[e-f]ile:///...` is a file: URL the check never saw as one.
+            raise _Deny(f"curl {url}: a URL glob before the scheme's `:` may make a file: URL (add -g to turn "
+                        "globbing off)")
         if _GLOB.search(url) and not g["globoff"] and (g["remote"] or _file_url(url) is not None):
             raise _Deny(f"curl {url}: a URL glob names files the check cannot list (add -g to turn globbing off)")
         if g["remote"]:
@@ -421,7 +443,7 @@ _WGET_E_SAFE = frozenset(
     "robots tries timeout readtimeout connecttimeout dnstimeout wait waitretry randomwait verbose quiet "
     "useragent header checkcertificate httpsonly inet4only inet6only preferfamily limitrate maxredirect "
     "retryconnrefused serverresponse showprogress progress method compression httpkeepalive cache cookies "
-    "iri localencoding remoteencoding secureprotocol ciphers noparent timestamping noclobber continue "
+    "secureprotocol ciphers noparent timestamping noclobber continue "
     "referer debug reportspeed".split()
 )
 
@@ -588,9 +610,39 @@ def _wget_outputs(urls: list[str], seen: dict[str, list[str | None]], writes: li
                         raise _Deny(f"wget {url}: more than 1000 numbered copies of {path}")
 
 
+def _wget_shorthand(url: str) -> str:
+    """The URL wget makes of one without a scheme (url.c, rewrite_shorthand_url): `HOST:PATH` is
+    `ftp://HOST/PATH` unless PATH is a port number (`localhost:8080/x`); anything else is http (attack6
+    finding 06: `localhost:x/*` was taken for http, and wget fetched an FTP glob)."""
+    m = re.search(r"[:/]", url)
+    if m is not None and m.group() == ":":
+        digits = re.match(r"[0-9]*", url[m.end():]).group()  # type: ignore[union-attr]
+        after = url[m.end() + len(digits):]
+        if not (digits and (after == "" or after.startswith("/"))):
+            return "ftp://" + url[:m.start()] + "/" + url[m.end():]
+    return "http://" + url
+
+
+def _wget_hosts(parts: urllib.parse.SplitResult) -> list[str]:
+    """The folder names `-x` may make for the URL's host: as written (without the user), and as wget writes
+    it (attack6 finding 03: wget lowercases the host and drops the scheme's default port; `LOCALHOST:P` was
+    checked while wget wrote `localhost:P`)."""
+    written = parts.netloc.rsplit("@", 1)[-1]
+    try:
+        port = parts.port
+    except ValueError:
+        raise _Deny(f"wget {parts.geturl()}: a port that is not a number") from None
+    default = {"http": 80, "https": 443, "ftp": 21, "ftps": 990}.get(parts.scheme.lower())
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    parsed = host + (f":{port}" if port is not None and port != default else "")
+    return list(dict.fromkeys([written, parsed, host]))
+
+
 def _wget_paths(url: str, page: str, tree: bool, no_host: bool, cut: int) -> list[str]:
     if "://" not in url:
-        url = "http://" + url
+        url = _wget_shorthand(url)
     parts = urllib.parse.urlsplit(url)
     if parts.scheme.lower() not in ("http", "https", "ftp", "ftps"):
         raise _Deny(f"wget {url}: the scheme {parts.scheme}: is not one wget fetches")
@@ -605,17 +657,19 @@ def _wget_paths(url: str, page: str, tree: bool, no_host: bool, cut: int) -> lis
         if "/" in name:
             name = name.replace("/", "%2F")  # as wget escapes it
         dirs = [s for s in segments[:-1] if s]
+        rels = [name]
         if tree:
             dirs = dirs[cut:]
-            if not no_host:
-                dirs.insert(0, parts.netloc.rsplit("@", 1)[-1])
-            rel = "/".join([*dirs, name])
-        else:
-            rel = name
-        if any(s in (".", "..") for s in rel.split("/")):
-            raise _Deny(f"wget {url}: a `.` or `..` in the name it would save")
-        out.append(rel)
-    return out
+            hosts = [] if no_host else _wget_hosts(parts)
+            rels = ["/".join([*([h] if h else []), *dirs, name]) for h in (hosts or [""])]
+        if parts.scheme.lower().startswith("ftp"):
+            # the listing wget may fetch beside the file (kept with --no-remove-listing)
+            rels += [r.rsplit("/", 1)[0] + "/.listing" if "/" in r else ".listing" for r in rels]
+        for rel in rels:
+            if any(s in (".", "..") for s in rel.split("/")):
+                raise _Deny(f"wget {url}: a `.` or `..` in the name it would save")
+            out.append(rel)
+    return list(dict.fromkeys(out))
 
 
 FETCHERS = frozenset({"curl", "wget"})

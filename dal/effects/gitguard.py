@@ -236,6 +236,26 @@ class GitGuard:
             held = frozenset(os.path.realpath(p) for p in policy.protected if os.path.isfile(p))
         return cls(policy, held, _find_git())
 
+    # --- kept in .dal/held while the pipeline runs (held.py) ------------------------------------------
+
+    def state(self) -> dict:
+        """What finish() needs, for a record a later start can finish it from (the bytes as latin-1 text)."""
+        return {"held_paths": sorted(self.held_paths), "git": self.git, "top": self.top, "common": self.common,
+                "dirs": list(self.dirs), "before": {k: v.decode("latin-1") for k, v in self.before.items()}}
+
+    @classmethod
+    def from_state(cls, policy: Policy, state: dict) -> GitGuard:
+        """The guard a killed DAL held, as its record (state()) keeps it, to finish() now."""
+        guard = cls.__new__(cls)
+        guard.policy = policy
+        guard.held_paths = frozenset(state["held_paths"])
+        guard.git = _find_git()  # the trusted PATH's, not a name from a file
+        guard.top, guard.common, guard.dirs = state["top"], state["common"], list(state["dirs"])
+        guard.before = {k: v.encode("latin-1") for k, v in state["before"].items()}
+        guard.entries = 0
+        guard.lookalikes = []
+        return guard
+
     # --- after the pipeline -------------------------------------------------------------------------
 
     def finish(self) -> list[str]:
@@ -270,6 +290,13 @@ class GitGuard:
         odd = [p for p in changed if "/reftable/" in p or _odd(after.get(p, b""))]
         if odd:  # a reftable this reader cannot read, a ref that is a symlink or a FIFO: fail closed
             return [f"{self._show(odd[0])} (a ref DAL cannot hold: a symbolic link, not a regular file, or a reftable)"]
+        replaced = _new_replace_refs(self.before, after, changed)
+        if replaced:
+            # attack6 finding 05: a replace ref makes every git the operator runs show another object for the one
+            # it names (a tracked dal.toml's blob), and `git checkout` write it; the guard's own git ignores
+            # them, so what it checks is not what the operator would get. Fail closed on any new or changed one.
+            return [f"{replaced[0]} (a replace ref: every git the operator runs would show and check out another "
+                    "object in place of the one it names)"]
         bad = self._found(top, dirs, after, changed)
         # Without the wall nothing else removes what git wrote into the work tree meanwhile: a lookalike's HEAD
         # goes, as the wall's walk would remove it (inside the wall it is gone already).
@@ -513,6 +540,20 @@ class GitGuard:
     def _show(self, path: str) -> str:
         ws = self.policy.workspace
         return os.path.relpath(path, ws) if P.within(path, [ws]) else path
+
+
+def _new_replace_refs(before: dict[str, bytes], after: dict[str, bytes], changed: list[str]) -> list[str]:
+    """refs/replace/* refs that are new or name another object now: loose files, and lines of packed-refs."""
+    out = [p[p.index("/refs/replace/") + 1:] for p in changed if "/refs/replace/" in p and p in after]
+
+    def packed(data: bytes) -> set[bytes]:
+        return {line.strip() for line in data.splitlines() if b" refs/replace/" in line}
+
+    for p in changed:
+        if os.path.basename(p) == "packed-refs" and p in after:
+            out += sorted(x.split()[-1].decode(errors="replace")
+                          for x in packed(after[p]) - packed(before.get(p, b"")))
+    return out
 
 
 def _find_git() -> str | None:

@@ -560,9 +560,18 @@ def _option(sub: Sub, sub_name: str, name: str) -> str:
         return "value"
     if name in sub.deny:
         return "flag"
+    if _any_output(name):
+        return WRITE
     if sub.flags is not None and name not in sub.flags and not name.startswith("--no-"):
         raise Unsafe(f"git {sub_name} {name}: an option DAL does not know for this subcommand")
     return "flag"
+
+
+def _any_output(name: str) -> bool:
+    """attack6 finding 09: every subcommand that takes git's revision or diff options takes `--output=FILE`
+    (reflog, shortlog, rev-list, blame, annotate, stash show/list...), and git writes FILE; where the model
+    does not list it, `--output` and its abbreviations are a written path anyway (their value taken too)."""
+    return len(name) >= 5 and "--output".startswith(name)
 
 
 def _parse(sub_name: str, sub: Sub, args: list[str]) -> Parsed:
@@ -620,7 +629,8 @@ def _also_an_option(sub: Sub, sub_name: str, value: str) -> None:
 
 
 def _path_values(sub: Sub, parsed: Parsed, kind: str) -> list[str]:
-    return [v for n, v in parsed.options if v is not None and sub.paths.get(n) == kind and v != "-"]
+    return [v for n, v in parsed.options if v is not None and v != "-"
+            and (sub.paths.get(n) or (WRITE if _any_output(n) and n not in sub.values else None)) == kind]
 
 
 def analyze_git(argv: tuple[str, ...], is_dir: Callable[[str], bool]) -> ArgUse:
@@ -651,6 +661,9 @@ def analyze_git(argv: tuple[str, ...], is_dir: Callable[[str], bool]) -> ArgUse:
         parsed = _parse(sub_name, sub, args[i + 1 :])
         if "--help" in (n for n, _ in parsed.options):
             raise Unsafe(f"git {sub_name} --help: runs man or a web browser")
+        if sub_name == "format-patch" and any("/" in (v or "") for n, v in parsed.options if n == "--suffix"):
+            # attack6 finding 11: `--suffix=/../dal.toml` after `mkdir 0001-s` wrote ./0001-s/../dal.toml
+            raise Unsafe(f"git {sub_name} --suffix with `/`: the patch files would be written in another folder")
         if sub.custom is _mv:
             use, git = _mv(parsed, is_dir)
         elif sub.custom is not None:

@@ -20,9 +20,10 @@ import time
 from collections.abc import Callable
 
 from dal.core.records import FrozenRecord
+from dal.effects import owners
 from dal.effects.policy import Policy
 
-__all__ = ["CommandLimits", "Cgroup", "describe_signal_limit", "format_bytes"]
+__all__ = ["CommandLimits", "Cgroup", "describe_signal_limit", "die_with_parent", "format_bytes", "sweep_orphans"]
 
 
 def format_bytes(n: int) -> str:
@@ -81,17 +82,13 @@ class CommandLimits(FrozenRecord):
                 return  # bubblewrap gave up already; its exit status says why
 
     def preexec(self, cgroup: Cgroup | None) -> Callable[[], None]:
-        """The child-side setup for a program started without the wall: join the cgroup, set the rlimits."""
+        """The child-side setup for a program started without the wall: die with DAL, join the cgroup, set
+        the rlimits."""
         pairs = self.rlimits(cgroup is None or not cgroup.bounds_processes)
-        procs = cgroup.procs_files() if cgroup is not None else ()
+        join = cgroup.joiner() if cgroup is not None else die_with_parent()
 
         def setup() -> None:
-            for path in procs:
-                fd = os.open(path, os.O_WRONLY)
-                try:
-                    os.write(fd, b"0")  # "0" is the writing process
-                finally:
-                    os.close(fd)
+            join()
             for res, value in pairs:
                 soft, hard = resource.getrlimit(res)
                 if hard == resource.RLIM_INFINITY or value <= hard:
@@ -209,10 +206,11 @@ class Cgroup:
     @classmethod
     def create(cls, limits: CommandLimits) -> Cgroup | None:
         global _counter
+        owners.register()  # before the first cgroup: a kill -9 leaves it for the next start to sweep
         _retry_leftovers()
         own = _own_cgroups()
         _counter += 1
-        name = f"dal-{os.getpid()}-{_counter}"
+        name = f"dal-{os.getpid()}-{_counter}-{_own_start(os.getpid())}"  # whose: sweep_orphans
         dirs: dict[str, str] = {}
         settings = {
             "v2": [("pids.max", limits.processes), ("memory.max", limits.memory), ("memory.swap.max", 0)],
@@ -244,6 +242,24 @@ class Cgroup:
 
     def procs_files(self) -> tuple[str, ...]:
         return tuple(os.path.join(d, "cgroup.procs") for d in self.dirs.values())
+
+    def joiner(self) -> Callable[[], None]:
+        """For preexec_fn: die with DAL (die_with_parent), then join the command's cgroup(s), before exec.
+        bubblewrap itself is started this way, so that every process of the wall, its own included, is in
+        the cgroup from its birth: a DAL killed at any instant leaves nothing the next sweep cannot find."""
+        procs = self.procs_files()
+        die = die_with_parent()
+
+        def setup() -> None:
+            die()
+            for path in procs:
+                fd = os.open(path, os.O_WRONLY)
+                try:
+                    os.write(fd, b"0")  # "0" is the writing process
+                finally:
+                    os.close(fd)
+
+        return setup
 
     def add(self, pid: int) -> None:
         """Move `pid` (with its threads) into the command's cgroup(s); its children are born there."""
@@ -318,23 +334,48 @@ def _kill_all(path: str, patience: float) -> bool:
 
 
 def _retry_leftovers(patience: float = 0.0) -> None:
-    """Remove the cgroups of earlier commands that were not empty yet, and those a DAL process that died
-    (kill -9) left behind."""
+    """Remove the cgroups of earlier commands that were not empty yet, and (once per process) those a DAL
+    process that died (kill -9) left behind."""
     global _swept
     if not _swept:
         _swept = True
-        for base in _own_cgroups().values():
-            try:
-                names = os.listdir(base)
-            except OSError:
-                continue
-            for name in names:
-                parts = name.split("-")
-                if len(parts) == 3 and parts[0] == "dal" and parts[1].isdigit() and not _alive(int(parts[1])):
-                    _leftover.append(os.path.join(base, name))
+        _leftover.extend(p for p in _orphans() if p not in _leftover)
     for path in list(_leftover):
         if _kill_all(path, patience):
             _leftover.remove(path)
+
+
+def sweep_orphans(patience: float = 0.2) -> int:
+    """Kill every process left in the cgroup of a command whose DAL process is gone (killed -9 while it ran:
+    a bubblewrap waiting for its parent's go-ahead, the stages behind it waiting for end of file), and
+    remove those cgroups; the number of cgroups it found. Called when a run starts (dal.effects.recover)."""
+    found = [p for p in _orphans() if p not in _leftover]
+    _leftover.extend(found)
+    _retry_leftovers(patience)
+    return len(found)
+
+
+def _orphans() -> list[str]:
+    """The command cgroups (`dal-PID-N-START`, or `dal-PID-N` of an older DAL) whose owner is not alive: its
+    pid is gone, or now names another process (its start time differs)."""
+    out = []
+    for base in _own_cgroups().values():
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        for name in names:
+            parts = name.split("-")
+            if len(parts) not in (3, 4) or parts[0] != "dal" or not all(x.isdigit() for x in parts[1:]):
+                continue
+            pid, start = int(parts[1]), int(parts[3]) if len(parts) == 4 else None
+            if not _alive(pid) or (start is not None and _start_time(pid) not in (start, 0)):
+                out.append(os.path.join(base, name))
+    return out
+
+
+def _start_time(pid: int) -> int:
+    return owners.start_time(pid)
 
 
 def _alive(pid: int) -> bool:
@@ -345,6 +386,37 @@ def _alive(pid: int) -> bool:
     except OSError:
         pass
     return True
+
+
+@functools.lru_cache(maxsize=4)
+def _own_start(pid: int) -> int:
+    return _start_time(pid)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+@functools.lru_cache(maxsize=1)
+def _prctl() -> Callable[..., int]:
+    import ctypes  # only when DAL starts a program
+
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
+def die_with_parent() -> Callable[[], None]:
+    """For preexec_fn: the child is killed when DAL dies (PR_SET_PDEATHSIG, SIGKILL; it survives the exec of
+    bubblewrap, which is not set-user-ID), and exits at once if DAL died before that was set. bubblewrap's own
+    --die-with-parent takes effect only after it has cloned the sandbox's init: a DAL killed in between left
+    a bubblewrap running, and its init waiting for ever."""
+    prctl = _prctl()
+    parent = os.getpid()
+
+    def setup() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(137)
+
+    return setup
 
 
 _swept = False

@@ -79,6 +79,8 @@ _GIT_SCAN_LIMIT = 50_000
 # bound read-only (and stores hidden), at most _NESTED_LIMIT of them; after the pipeline a new one is removed
 # and a changed one put back, and the command fails naming it (docs/policy.md, "Protected names anywhere").
 NESTED_NAMES = frozenset({"dal.toml", ".dal"})
+# After a pipeline that grew the write roots past _GIT_SCAN_LIMIT, the undo's walk goes on up to this many.
+_UNDO_SCAN_LIMIT = 5_000_000
 _NESTED_LIMIT = 256
 _NESTED_FILE_LIMIT = 1 << 20  # a policy file larger than this is not kept to put back: it is refused
 # bubblewrap takes at most 9000 arguments (MAX_WORDS in check.py leaves room below it for the wall's own)
@@ -161,7 +163,8 @@ def _namespaces(cwd: str, allow_net: bool) -> list[str]:
             "--unshare-uts"]
     if not allow_net:
         argv.append("--unshare-net")
-    return [*argv, "--die-with-parent", "--new-session", "--chdir", cwd]
+    # reaper.WALL_OWNER names the DAL process to bubblewrap only (/proc/PID/environ), never to the program
+    return [*argv, "--die-with-parent", "--new-session", "--unsetenv", "DAL_WALL_OWNER", "--chdir", cwd]
 
 
 def _private(tmp_size: int) -> list[str]:
@@ -397,9 +400,12 @@ class Wall:
         """Create the read-only stand-in for a protected entry that does not exist (PLACEHOLDERS)."""
         name = os.path.basename(path)
         at_top = os.path.dirname(path) == ws and name in PLACEHOLDERS
-        if not self.make_placeholders or not (at_top or os.path.relpath(path, ws) in GIT_PLACEHOLDERS):
+        # A `[paths] protect` entry, WS/.gitconfig, WS/.config/git, a recorded policy file that is missing: held
+        # too (an empty read-only folder), when the folder it would be in exists.
+        absent = path in self._absent
+        if not self.make_placeholders or not (at_top or absent or os.path.relpath(path, ws) in GIT_PLACEHOLDERS):
             return None
-        if self.lock_git and not at_top:
+        if self.lock_git and not at_top and not absent:
             return None  # inside a `.git` that is read-only as a whole
         parent = os.path.realpath(os.path.dirname(path))  # where `.git` really is, when it is a symlink
         if not _within(parent, self._write_roots):
@@ -410,7 +416,9 @@ class Wall:
             return None  # no .git (or no .git/objects/info): nothing there for git to read either
         path = os.path.join(parent, name)
         try:
-            if name in _FILE_PLACEHOLDERS and not at_top:
+            # The others are empty folders: `git add -A` ignores one (an empty file would be committed), and one a
+            # killed DAL left is no file anything reads, no policy a later run could load.
+            if name in _FILE_PLACEHOLDERS and not at_top and not absent:
                 os.close(os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
                                  dir_fd=dirfd))
             else:
@@ -469,6 +477,53 @@ class Wall:
                  if os.path.lexists(path)]
         return done
 
+    # --- kept in .dal/held while the pipeline runs (held.py) ------------------------------------------
+
+    def state(self) -> dict | None:
+        """What close() needs after the pipeline, for a record a later start can close the wall from when DAL
+        is killed meanwhile (the bytes as latin-1 text); None when there is nothing to undo."""
+        if not self.placeholders and self._sweep_at is None and self._index is None and self._git_marks is None:
+            return None
+
+        def text(b: bytes | None) -> str | None:
+            return None if b is None else b.decode("latin-1")
+
+        return {
+            "placeholders": [list(x) for x in self.placeholders],
+            "sweep_at": None if self._sweep_at is None else [*self._sweep_at[:2], list(self._sweep_at[2]),
+                                                              self._sweep_at[3]],
+            "index": None if self._index is None else [self._index[0], text(self._index[1])],
+            "git_marks": None if self._git_marks is None else sorted(self._git_marks),
+            "write_roots": list(self._write_roots), "ws": self._sweep_ws, "lock_git": self.lock_git,
+            "nested": {k: text(v) for k, v in self._nested.items()}, "nested_git": sorted(self._nested_git),
+            "absent": list(self._absent), "gitfiles": {k: text(v) for k, v in self._gitfiles.items()},
+        }
+
+    @classmethod
+    def from_state(cls, policy: Policy, state: dict) -> Wall:
+        """The wall a killed DAL set up, as its record (state()) keeps it, to close() now: no descriptors."""
+        def raw(t: str | None) -> bytes | None:
+            return None if t is None else t.encode("latin-1")
+
+        wall = cls.__new__(cls)
+        wall.fds = []
+        wall.make_placeholders = True
+        wall.lock_git = bool(state["lock_git"])
+        wall.undone, wall.swept, wall.unchecked = [], [], []
+        wall.placeholders = [(p, int(d), int(i)) for p, d, i in state["placeholders"]]
+        sw = state["sweep_at"]
+        wall._sweep_at = None if sw is None else (sw[0], sw[1], tuple(sw[2]), bool(sw[3]))
+        ix = state["index"]
+        wall._index = None if ix is None else (ix[0], raw(ix[1]), policy)
+        wall._git_marks = None if state["git_marks"] is None else set(state["git_marks"])
+        wall._write_roots = list(state["write_roots"])
+        wall._sweep_ws = state["ws"]
+        wall._nested = {k: raw(v) for k, v in state["nested"].items()}
+        wall._nested_git = set(state["nested_git"])
+        wall._absent = list(state["absent"])
+        wall._gitfiles = {k: v for k, t in state["gitfiles"].items() if (v := raw(t)) is not None}
+        return wall
+
     def _git_marks_before(self) -> set[str]:
         return self._git_marks or set()
 
@@ -495,6 +550,11 @@ class Wall:
             self._index = None
         if self._git_marks is not None:
             after, complete = _git_marks(self._write_roots)
+            if not complete:
+                # attack6 finding 04: a program grew the tree past the limit (in an order it can learn) to keep
+                # a nested dal.toml out of a partial walk. What it made exists anyway: walk all of it, up to a
+                # far larger bound, so that what the undo acts on is complete.
+                after, complete = _git_marks(self._write_roots, _UNDO_SCAN_LIMIT)
             ws = self._sweep_ws
             self.undone += [os.path.relpath(p, ws) if _within(p, [ws]) else p for p in self._undo_nested(after)]
             after = {m for m in after if os.path.basename(m) not in NESTED_NAMES}
@@ -506,7 +566,7 @@ class Wall:
             self._git_marks = None
 
 
-def _git_marks(roots: Iterable[str]) -> tuple[set[str], bool]:
+def _git_marks(roots: Iterable[str], limit: int | None = None) -> tuple[set[str], bool]:
     """Every entry named `.git` and every folder that passes for a git directory (HEAD, objects/ and refs/,
     or HEAD and commondir) below `roots`, walked without following symlinks and not into either; and whether
     the walk was complete (False: it stopped at _GIT_SCAN_LIMIT entries, and what it found is only part)."""
@@ -522,7 +582,7 @@ def _git_marks(roots: Iterable[str]) -> tuple[set[str], bool]:
         except OSError:
             continue
         count += len(entries)
-        if count > _GIT_SCAN_LIMIT:
+        if count > (_GIT_SCAN_LIMIT if limit is None else limit):
             return found, False
         names = {e.name for e in entries}
         if "HEAD" in names and ({"objects", "refs"} <= names or "commondir" in names):

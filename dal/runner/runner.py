@@ -864,6 +864,17 @@ def _execute(run: _RunState) -> RunReport:
         return _finish(run, source, operation, Outcome("rejected", errors[0], ended_by="error"),
                        rt=None, handler=None, recorder=None)
 
+    from dal.effects.recover import RecoverRefused, recover
+
+    try:  # what a DAL killed -9 mid-command left: its walls' processes, the checks after its pipeline
+        undone = recover(run.policy)
+    except RecoverRefused as e:
+        raise RunnerError(str(e)) from None
+    if undone:
+        # Fail closed: this run's policy was loaded from the tree as that command left it (a nested dal.toml
+        # it made is the policy of `cd sub && dal run`); the next invocation loads it from the tree put back.
+        raise RunnerError("; ".join(undone) + ". Nothing ran: this run's policy was read before that was undone; "
+                          "run the command again")
     recorder = LoopRecorder(on_receipt=hooks.on_loop_receipt)
     stopped: list[RunnerError] = []  # operation("K") found the key busy: reported once the script stopped
     got: dict[str, str] = {}  # the signal (or SIGPIPE of a closed output) that stopped the run

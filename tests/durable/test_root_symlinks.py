@@ -96,3 +96,23 @@ def test_the_target_named_is_a_root_and_a_link_is_not_followed_even_inside_the_w
     d.write("t.dal", f'print(run("touch {d.outside}/named").status)\n')
     assert d.cli("run", f"--allow-write={d.outside}", "t.dal").out == "completed\n"  # the operator means it
     assert (d.outside / "named").exists()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="no git")
+def test_a_symlink_to_another_place_inside_the_workspace_is_refused_too(ws) -> None:
+    """attack6 finding 07: `out -> .` (git apply of a mode 120000 file) turned the operator's narrowed
+    `--allow-write=out` into the whole workspace: `tee build.sh` truncated the operator's script."""
+    d = ws
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=d.ws, check=True)
+    patch = PATCH.replace("../outside", ".")
+    d.write("run1.dal", f'print(run("printf \'{patch}\' > p.patch").status)\nprint(run("git apply p.patch").status)\n')
+    assert d.cli("run", "--allow-run=git", "run1.dal").code == 0
+    assert (d.ws / "out").is_symlink()
+    d.write("build.sh", "echo the operator's build\n")
+    d.write("run2.dal", 'print(run("echo x | tee build.sh").status)\n')
+    r2 = d.cli("run", "--allow-write=out", "run2.dal")
+    assert r2.code == 2, r2
+    assert f"--allow-write: out: {d.ws.resolve()}/out is a symlink to {d.ws.resolve()}, inside the workspace" in r2.err
+    assert (d.ws / "build.sh").read_text() == "echo the operator's build\n"
+    checked = d.cli("policy", "check", "tee build.sh", "--allow-write=out")
+    assert checked.code == 2 and "is a symlink to" in checked.err

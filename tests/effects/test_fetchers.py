@@ -136,7 +136,7 @@ DENIED = [
     ("wget ftp://x/pub/", "FTP glob"),
     ("curl --proto-default file etc/passwd", "local file"),
     ("curl -z /etc/shadow http://x/", "outside"),
-    ("curl -x socks5h://localhost/run/tor/socks http://x/", "local socket"),
+    ("curl -x socks5h://localhost/run/tor/socks http://x/", "outside the allowed roots"),
     ("curl -L --proto-redir all http://x/", "local file"),
     ("curl -L --proto-redir=+file http://x/", "unknown"),
     ("wget --frob http://x/", "unknown"),
@@ -351,3 +351,59 @@ def test_wget_touches_only_what_its_model_says(tmp_path: Path, server: str, i: i
     if i == 1:
         (top / "a.txt").write_text("old\n")
     _touched_only_what_the_model_says(top, tuple(shlex.split(command.replace("{URL}", server))))
+
+
+@pytest.mark.skipif(not (HAVE_CURL and HAVE_WGET), reason="curl and wget needed")
+@pytest.mark.parametrize("wall", _walls())
+def test_attack6_fetcher_findings_are_denied_and_nothing_changes(ws: Path, server: str, wall: bool) -> None:
+    """attack6 findings 01 (a curl glob in the scheme is a file: URL: read and overwrite a canary, read the
+    store), 02 (`wget -e remoteencoding=UTF-7` saves `+AGQ-al.toml` as dal.toml), 03 (`wget -x` lowercases
+    the host: `LOCALHOST:P` checked, `localhost:P -> .git` written), 06 (`wget HOST:PATH` is an FTP URL,
+    and its glob the server's listing names). Executed next to the canaries, with the wall and without."""
+    (ws / "payload").write_text("PAYLOAD\n")
+    outside = ws.parent / "outside" / "canary.txt"
+    port = server.rsplit(":", 1)[1]
+    (ws / f"localhost:{port}").symlink_to(".git")  # what `git apply` of a mode 120000 file leaves
+    config = (ws / ".git" / "config").read_bytes()
+    ctx = EffectContext(policy=_policy(ws, net=True), use_sandbox=wall, unsandboxed_as_root=True)
+    for cmd in (f"curl -s '{{file,x}}://{outside}'", f"curl -s '[e-f]ile://{outside}'",
+                f"curl -s '{{file:,x:}}//{outside}'", f"curl -s -T payload '{{file,x}}://{outside}'",
+                f"curl -s '[e-f]ile://{ws}/.dal/dal.db'",
+                f"wget -q -e remoteencoding=UTF-7 {server}/+AGQ-al.toml", f"wget -q -e localencoding=UTF-7 {server}/x",
+                f"wget -q -x http://LOCALHOST:{port}/config", f"wget -q -x http://u@LocalHost:{port}/config",
+                "wget -q 'localhost:x/*'", "wget -q localhost:x/dal.toml"):
+        r = run_effect(cmd, ctx)
+        assert r.status == "denied", (cmd, r.summary)
+    assert outside.read_text() == CANARY
+    assert (ws / ".git" / "config").read_bytes() == config
+    assert not (ws / "dal.toml").read_text().count("sh")
+    r = run_effect(f"curl -sg '{{file,x}}://{outside}'", ctx)  # -g: the braces are literal, no file: URL
+    assert "CANARY" not in r.stdout
+    r = run_effect(f"wget -q -P out localhost:{port}/d/a.txt", ctx)  # HOST:PORT/PATH stays http
+    assert r.ok and (ws / "out" / "a.txt").read_text() == "served\n", r.stderr
+
+
+@pytest.mark.skipif(not HAVE_CURL, reason="curl not installed")
+@pytest.mark.parametrize("wall", _walls())
+def test_a_socks_proxy_through_a_unix_socket_outside_is_denied(ws: Path, wall: bool) -> None:
+    """attack6 finding 10: `socks5h://localhost:1080/PATH` (a port, a user, or --socks5-hostname) still names the
+    unix socket PATH to curl 7.84+, and it connected to one outside the roots (a Tor SocksPort would carry
+    any request). Executed against a listening socket outside: nothing connects."""
+    import socket
+
+    path = ws.parent / "outside" / "svc.sock"
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(path))
+    srv.listen(4)
+    srv.settimeout(0.3)
+    try:
+        ctx = EffectContext(policy=_policy(ws, net=True), use_sandbox=wall, unsandboxed_as_root=True)
+        for cmd in (f"curl -s -m 2 -x socks5h://localhost:1080{path} http://x/",
+                    f"curl -s -m 2 -x socks5h://u@LocalHost{path} http://x/",
+                    f"curl -s -m 2 --socks5-hostname localhost{path} http://x/"):
+            r = run_effect(cmd, ctx)
+            assert r.status == "denied" and "outside the allowed roots" in r.summary, (cmd, r.summary)
+        with pytest.raises(TimeoutError):
+            srv.accept()
+    finally:
+        srv.close()

@@ -398,3 +398,57 @@ def test_a_pull_from_a_bundle_is_undone(tmp_path: Path) -> None:
     r = run(ws, "git pull -q --no-rebase --no-edit --allow-unrelated-histories b.bundle main")
     failed_and_put_back(r, before, ws)
     assert_nothing_comes_back(ws, marker)
+
+
+@WALL_OR_NOT
+def test_a_replace_ref_that_swaps_a_tracked_policy_file_is_undone(tmp_path: Path, wall: bool) -> None:
+    """attack6 finding 05: `git push . BLOB:refs/replace/OID` made every git the operator runs read a tracked
+    sub/dal.toml's blob as the script's text (the guard listed only commits and trees a new ref names), and
+    a routine `git checkout HEAD~1 && git checkout main` wrote it, so `cd sub && dal run` allowed sh."""
+    ws, _ = repo(tmp_path)
+    (ws / "sub").mkdir()
+    (ws / "sub" / "dal.toml").write_text("[run]\n")
+    operator(ws, "add", "sub/dal.toml")
+    operator(ws, "commit", "-qm", "policy")
+    (ws / "evil.txt").write_text('[run]\nallow = ["sh"]\n')
+    old = operator(ws, "rev-parse", "HEAD:sub/dal.toml").stdout.strip()
+    assert run(ws, "git add evil.txt", **hook(wall)).ok
+    blob = run(ws, "git rev-parse :evil.txt", **hook(wall)).stdout.strip()
+    assert run(ws, "git rm -q --cached evil.txt", **hook(wall)).ok
+    before = refs(ws)
+    for command in (f"git push -q . {blob}:refs/replace/{old}", f"git fetch -q . {blob}:refs/replace/{old}"):
+        r = run(ws, command, **hook(wall))
+        assert r.code == 126 and f"refs/replace/{old} (a replace ref" in r.stderr.splitlines()[0], (command, r.stderr)
+        assert refs(ws) == before and not (ws / ".git" / "refs" / "replace" / old).exists()
+    assert operator(ws, "show", "HEAD:sub/dal.toml").stdout == "[run]\n"
+    operator(ws, "checkout", "-q", "HEAD~1")
+    operator(ws, "checkout", "-q", "main")
+    assert (ws / "sub" / "dal.toml").read_text() == "[run]\n"
+
+
+@WALL_OR_NOT
+def test_output_of_read_subcommands_and_a_format_patch_suffix_are_checked_writes(tmp_path: Path, wall: bool) -> None:
+    """attack6 findings 09 (`git reflog -1 --format=%B --output=.git/config` wrote a commit message the script
+    chose into .git/config: the operator's `git status` ran its fsmonitor; shortlog, rev-list, blame, stash
+    list/show the same) and 11 (`format-patch --suffix=/../dal.toml` after `mkdir 0001-s` wrote dal.toml)."""
+    ws, marker = repo(tmp_path)
+    (ws / "dal.toml").write_text("[run]\n")
+    operator(ws, "add", "dal.toml")
+    operator(ws, "commit", "-qm", "policy")
+    config = (ws / ".git" / "config").read_bytes()
+    (ws / "m.txt").write_text(f'[core]\n\tfsmonitor = "touch {marker}; false"\n')
+    assert run(ws, "git commit -q --allow-empty -F m.txt", **hook(wall)).ok
+    (ws / "0001-s").mkdir()
+    assert run(ws, "git commit -q --allow-empty -m s", **hook(wall)).ok
+    for command in ("git reflog -2 --format=%B --output=.git/config", "git shortlog --output=dal.toml HEAD",
+                    "git rev-list --outp dal.toml HEAD", "git stash list --output=.git/config",
+                    "git blame --output=dal.toml README", "git format-patch -1 --suffix=/../dal.toml",
+                    "git format-patch -1 --suffix /../dal.toml"):
+        r = run(ws, command, **hook(wall))
+        assert r.status == "denied", (command, r.summary)
+    assert (ws / ".git" / "config").read_bytes() == config
+    assert (ws / "dal.toml").read_text() == "[run]\n"
+    operator(ws, "status")
+    assert not marker.exists()
+    r = run(ws, "git shortlog --output=out.txt HEAD", **hook(wall))  # a write root: runs, and writes it
+    assert r.ok and (ws / "out.txt").exists(), r.stderr

@@ -471,10 +471,22 @@ def test_the_walk_for_git_lookalikes_fails_closed_past_its_limit(tmp_path: Path,
 
     ws = tmp_path / "ws"
     (ws / "pad").mkdir(parents=True)
+    (ws / "b").mkdir()
     monkeypatch.setattr(sandbox, "_GIT_SCAN_LIMIT", 40)
+    monkeypatch.setattr(sandbox, "_UNDO_SCAN_LIMIT", 50)  # past the undo's own bound: fails closed, naming the roots
     r = sh(ws, "cd pad && for i in $(seq 60); do touch f$i; done && echo grown")
     assert r.code == 126 and "grown" in r.stdout, r.stderr
     assert "could not check what the program left for git" in r.stderr and str(ws) in r.stderr, r.stderr
+    assert run_effect("rm -rf pad", EffectContext(policy=Policy.load(ws))).ok
+    (ws / "pad").mkdir()
+    monkeypatch.setattr(sandbox, "_UNDO_SCAN_LIMIT", 1000)
+    # attack6 finding 04: padding past the limit kept a nested dal.toml out of the partial walk, and it stayed.
+    # The undo walks on (up to _UNDO_SCAN_LIMIT): the policy file goes, whatever order the walk takes.
+    r = sh(ws, "cd pad && for i in $(seq 60); do touch f$i; done && printf '[paths]\\nread = [\"/\"]\\n' "
+               "> ../b/dal.toml && echo grown")
+    assert r.code == 126 and "grown" in r.stdout, r.stderr
+    assert "b/dal.toml (made inside the wall; removed)" in r.stderr and not (ws / "b" / "dal.toml").exists()
+    assert "could not check" not in r.stderr
     r = sh(ws, "touch ../pwned")
     assert r.code == 126 and "the wall cannot be set up" in r.stderr and "more than 40 entries" in r.stderr
     assert not os.path.lexists(tmp_path / "pwned")
@@ -605,17 +617,6 @@ def test_a_policy_file_or_store_made_in_a_subfolder_is_removed_and_the_command_f
 
 
 @walled
-def test_a_policy_file_under_a_name_that_is_not_utf8_is_removed_and_named(tmp_path: Path) -> None:
-    """attack6 12: the message naming it failed the run with an internal error (a strict UTF-8 encode)."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    r = sh(ws, "d=\"$(printf 'bad\\377')\" && mkdir \"$d\" && printf '[run]\\n' > \"$d/dal.toml\" && echo written")
-    assert "written" in r.stdout and r.code == 126, r
-    assert "bad\\udcff/dal.toml" in r.stderr, r.stderr
-    assert os.listdir(ws / os.fsdecode(b"bad\xff")) == []
-
-
-@walled
 @pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
 def test_existing_nested_policy_files_stores_and_repositories_are_read_only(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
@@ -650,17 +651,34 @@ def test_too_many_nested_policy_files_refuse_the_wall(tmp_path: Path, monkeypatc
 
 
 @walled
-def test_a_protected_path_that_did_not_exist_is_removed_after_the_pipeline(tmp_path: Path) -> None:
-    """`[paths] protect` names it, the check denies writing it; an interpreter that makes it anyway inside the
-    wall has it removed, and the command fails naming it. The run store's own side files are left alone."""
+def test_a_protected_path_that_did_not_exist_is_held_while_the_pipeline_runs(tmp_path: Path) -> None:
+    """`[paths] protect` names it, the check denies writing it; an interpreter cannot make it inside the wall
+    either: while the pipeline runs it is an empty read-only folder, removed after it. Before, it could be
+    made and used meanwhile, and was only removed afterwards."""
+    ws = tmp_path / "ws"
+    (ws / ".config").mkdir(parents=True)
+    (ws / "dal.toml").write_text('[run]\nallow = ["sh"]\n[paths]\nprotect = ["Makefile", "secrets/"]\n')
+    r = sh(ws, "echo 'all:; touch pwned' > Makefile; mkdir -p secrets; echo k > secrets/k; "
+               "printf '[user]\\n' > .gitconfig; mkdir -p .config/git; touch .config/git/config; "
+               "test -f Makefile || test -f .gitconfig || test -e secrets/k || test -e .config/git/config || echo held",
+           policy=Policy.load(ws))
+    assert r.stdout == "held\n", r
+    assert "Read-only file system" in r.stderr and "Is a directory" in r.stderr, r.stderr
+    for rel in ("Makefile", "secrets", ".gitconfig", ".config/git"):
+        assert not os.path.lexists(ws / rel), (rel, r.stderr)  # the placeholders are gone too
+    assert (ws / ".config").is_dir()
+
+
+@walled
+def test_a_protected_path_whose_folder_is_missing_is_removed_after_the_pipeline(tmp_path: Path) -> None:
+    """Not held (its folder does not exist: a placeholder would need one made): made inside the wall, it is
+    removed after the pipeline, and the command fails naming it."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    (ws / "dal.toml").write_text('[run]\nallow = ["sh"]\n[paths]\nprotect = ["Makefile", "secrets/"]\n')
-    r = sh(ws, "echo 'all:; touch pwned' > Makefile && mkdir -p secrets && echo k > secrets/k && "
-               "printf '[user]\\n' > .gitconfig && echo made", policy=Policy.load(ws))
+    (ws / "dal.toml").write_text('[run]\nallow = ["sh"]\n[paths]\nprotect = ["build/Makefile"]\n')
+    r = sh(ws, "mkdir -p build && echo 'all:; touch pwned' > build/Makefile && echo made", policy=Policy.load(ws))
     assert "made" in r.stdout and r.code == 126, r
-    for rel in ("Makefile", "secrets", ".gitconfig"):
-        assert not os.path.lexists(ws / rel) and rel in r.stderr, (rel, r.stderr)
+    assert not os.path.lexists(ws / "build" / "Makefile") and "build/Makefile" in r.stderr
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="drops to another user in a child: needs root")
@@ -700,3 +718,16 @@ def test_a_folder_made_unlistable_does_not_hide_a_policy_file_from_the_walk(tmp_
     assert stat.S_IMODE(os.stat(ws / "sub").st_mode) & 0o700 == 0o700
     shutil.rmtree(top, ignore_errors=True)
     assert also is False  # fail closed: the wall is refused, or the command fails, rather than half checked
+
+
+@walled
+def test_a_nested_policy_file_below_a_name_that_is_not_utf8_is_undone_without_an_internal_error(
+        tmp_path: Path) -> None:
+    """attack6 finding 12: the undo's message named `bad\\xff/dal.toml`, and encoding it raised: the run ended
+    with an internal error and the effect's result was not journaled."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    r = sh(ws, 'd=$(printf "bad\\377"); mkdir "$d" && echo "[run]" > "$d/dal.toml" && echo made')
+    assert r.code == 126 and "made" in r.stdout, r
+    assert "dal.toml (made inside the wall; removed)" in r.stderr
+    assert not os.path.lexists(os.path.join(os.fsencode(ws), b"bad\xff", b"dal.toml"))

@@ -1,0 +1,160 @@
+"""What a pipeline holds, kept on disk while it runs, so that a DAL killed meanwhile does not skip the checks
+after it (docs/policy.md, "Killed with DAL").
+
+Before a pipeline that runs a program outside the default toolset, GitGuard holds what the workspace's
+repository references and the Wall holds the protected names (placeholders, nested policy files and stores,
+`.git` files, the index). Both are checked and undone when the pipeline ends. A DAL killed with `kill -9`
+meanwhile never got there: so the same state is written, durably, to WORKSPACE/.dal/held/OWNER-N.json before
+the pipeline's first stage starts, and removed once the checks are done. `.dal/` is never writable by a
+script (the check denies it, the wall shows it read-only). A later run in the workspace, before its first
+effect (recover.py), finishes each record whose DAL process is gone: the checks run as they would have, what
+they find is undone, and the run names it (stderr and its receipt's policy.notices). A record that cannot be
+read stops that run (fail closed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from dal.effects import owners, reaper
+from dal.effects.gitguard import GitGuard
+from dal.effects.policy import Policy
+from dal.effects.sandbox import Wall
+
+__all__ = ["Held", "HeldUnreadable", "finish_dead"]
+
+_VERSION = 1
+_counter = [0]
+
+
+class HeldUnreadable(Exception):
+    """A record a killed DAL left cannot be read: the run does not start (the checks it holds cannot run)."""
+
+
+def _folder(policy: Policy) -> str:
+    return folder_of(policy.workspace)
+
+
+def folder_of(workspace: str) -> str:
+    return os.path.join(workspace, ".dal", "held")
+
+
+class Held:
+    """The record of one pipeline's guard and wall; remove() once both are finished."""
+
+    def __init__(self, path: str | None, made: list[str] | None = None) -> None:
+        self.path = path
+        self.made = made or []  # folders made for it (.dal/held, a placeholder .dal): removed with it when empty
+
+    @classmethod
+    def write(cls, policy: Policy, guard: GitGuard | None, wall: Wall | None) -> Held:
+        """Write the record (fsynced, with its folder) before the pipeline starts; nothing when neither holds
+        anything. An OSError means the pipeline must not start."""
+        gstate = guard.state() if guard is not None and guard.dirs else None
+        wstate = wall.state() if wall is not None else None
+        if gstate is None and wstate is None:
+            return cls(None)
+        folder = _folder(policy)
+        made = [folder] if not os.path.isdir(folder) else []
+        dal = os.path.dirname(folder)
+        if wall is not None and any(p == dal for p, _, _ in wall.placeholders):
+            made.append(dal)  # the wall's stand-in for a missing .dal: it could not remove it, with this inside
+        os.makedirs(folder, mode=0o755, exist_ok=True)
+        _counter[0] += 1
+        name = f"{reaper.owner_tag(os.getpid())}-{_counter[0]}.json"
+        data = json.dumps({"version": _VERSION, "workspace": policy.workspace, "guard": gstate,
+                           "wall": wstate}).encode()
+        tmp = os.path.join(folder, "." + name)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        path = os.path.join(folder, name)
+        os.rename(tmp, path)
+        _fsync_dir(folder)
+        return cls(path, made)
+
+    def remove(self) -> None:
+        if self.path is not None:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+            self.path = None
+        for folder in self.made:
+            try:
+                os.rmdir(folder)  # only while empty
+            except OSError:
+                break
+        self.made = []
+
+
+def _fsync_dir(folder: str) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _owner_gone(name: str) -> bool:
+    """Whether the DAL process that wrote (or claimed) the record `name` (PID-START-N.json) is gone."""
+    parts = name.split(".")[0].split("-")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return False
+    return owners.gone(int(parts[0]), int(parts[1]))
+
+
+def finish_dead(policy: Policy) -> list[str]:
+    """Finish the checks of every record in the workspace whose DAL process is gone: what they undid, as
+    notices. HeldUnreadable when one cannot be read (it is left for the operator to look at)."""
+    folder = _folder(policy)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    notices: list[str] = []
+    me = reaper.owner_tag(os.getpid())
+    for name in names:
+        if not name.endswith(".json") or name.startswith(".") or not _owner_gone(name):
+            continue
+        # Claimed by renaming: two runs starting at once do not both undo the same pipeline.
+        claimed = os.path.join(folder, f"{me}-claim-{name}")
+        try:
+            os.rename(os.path.join(folder, name), claimed)
+        except OSError:
+            continue
+        try:
+            with open(claimed, "rb") as f:
+                record = json.loads(f.read())
+            if record.get("version") != _VERSION:
+                raise ValueError(f"version {record.get('version')!r}")
+        except (OSError, ValueError) as e:
+            os.rename(claimed, os.path.join(folder, name))
+            raise HeldUnreadable(f"{os.path.join(folder, name)}: {e}") from None
+        done = _finish(policy, record)
+        os.unlink(claimed)
+        if done:
+            notices.append("a DAL process killed while a command ran in this workspace did not check what that "
+                           "command left; checked now: " + "; ".join(done))
+    return notices
+
+
+def _finish(policy: Policy, record: dict) -> list[str]:
+    """Close the recorded wall, then finish the recorded guard, as executor._run_pipeline would have."""
+    out: list[str] = []
+    if record.get("wall") is not None:
+        wall = Wall.from_state(policy, record["wall"])
+        wall.close()
+        if wall.undone:
+            out.append("undid what a program did to protected names: " + ", ".join(wall.undone))
+        if wall.swept:
+            out.append("removed " + ", ".join(wall.swept))
+        if wall.unchecked:
+            out.append("could not check " + ", ".join(wall.unchecked))
+    if record.get("guard") is not None:
+        out += GitGuard.from_state(policy, record["guard"]).finish()
+    return out
