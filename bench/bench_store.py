@@ -85,6 +85,14 @@ def main() -> None:
             c.close()
 
         check = timed(quick, 5)
+
+        def listing() -> None:  # `dal receipts` in full, `latest`, and one page of a filter
+            with Store(big, readonly=True) as st:
+                st.list_runs(limit=None)
+                st.find("latest")
+                st.list_runs(limit=20, status="completed")
+
+        listed = timed(listing, 5)
         print(f"- store of {runs:,} runs: {size / 2**20:.1f} MiB (integrity_check on every open up to "
               f"{store_module.FULL_CHECK_ALWAYS / 2**20:.0f} MiB)")
         print(f"- writer open+close, sealed (each `dal run`): {writer:.2f} ms; reader open+close: {reader:.2f} ms")
@@ -92,8 +100,10 @@ def main() -> None:
               f"({check / (size / 2**20):.2f} ms per MiB)")
         print(f"- small store ({small.stat().st_size / 2**10:.0f} KiB, checked every time): writer open+close "
               f"{small_writer:.2f} ms")
+        print(f"- every run listed, `latest` found and a page of 20 completed runs: {listed:.0f} ms")
         print(json.dumps({"runs": runs, "bytes": size, "writer_ms": round(writer, 3), "reader_ms": round(reader, 3),
-                          "integrity_check_ms": round(check, 1), "small_writer_ms": round(small_writer, 3)}))
+                          "integrity_check_ms": round(check, 1), "small_writer_ms": round(small_writer, 3),
+                          "list_ms": round(listed, 1)}))
 
 
 if __name__ == "__main__":

@@ -138,7 +138,7 @@ def test_list_filters_and_order(db: Path, receipts: dict, build) -> None:
         assert store.count_runs(operation="deploy:*") == 2
 
 
-def test_ten_thousand_runs_list_well_under_a_second(db: Path, build) -> None:
+def test_ten_thousand_runs_list_in_order_and_in_a_sane_time(db: Path, build) -> None:
     with Store(db) as store:
         store.save_receipts(many(build, 10_000), validate=False)
         start = time.perf_counter()
@@ -148,7 +148,8 @@ def test_ten_thousand_runs_list_well_under_a_second(db: Path, build) -> None:
         elapsed = time.perf_counter() - start
     assert len(rows) == 10_000 and len(recent) == 20
     assert latest["run_id"] == rows[0]["run_id"]
-    assert elapsed < 0.5
+    # A bound only against a quadratic listing (minutes); the figure itself is bench/bench_store.py's.
+    assert elapsed < 10
 
 
 def test_journal_intent_then_result_survives_reopening(db: Path) -> None:
