@@ -89,6 +89,8 @@ def _check_path_once(raw: str, kind: str, policy: Policy) -> str:
     if why:
         raise _Denied(why)
     if resolved == P.NULL_DEVICE:
+        if kind == "write_nofollow":  # rm, mv's source: the system's /dev/null itself would go
+            raise _Denied(f"{raw}: would remove or move /dev/null (only writing into it is allowed)")
         return resolved
     roots = policy.read_roots if kind == "read" else policy.write_roots
     if not P.within(resolved, roots):
@@ -307,6 +309,25 @@ def _write_counts(target: str, ws: str) -> bool:
     return P.resolve_path(target, ws) != P.NULL_DEVICE
 
 
+# Programs whose output operands are only opened for writing: never removed, renamed over, linked or given
+# another mode, owner or time. Only these may be given /dev/null as an output. `mv x /dev/null`, `cp
+# --remove-destination x /dev/null`, `install`, `touch`, `mkdir` would act on the system's /dev/null itself
+# (without the wall, as root, it is the host's: the property test of tests/effects deleted it once).
+_NULL_OUTPUT_PROGRAMS = {"tee", "sort", "uniq", "curl", "wget"}
+
+
+def _only_opens_outputs(cmd: SimpleCommand) -> bool:
+    name = os.path.basename(cmd.argv[0])
+    if name not in _NULL_OUTPUT_PROGRAMS:
+        return False
+    words = [w.lower() for w in cmd.argv[1:]]
+    if name == "curl":  # --remove-on-error unlinks the output file when the transfer fails
+        return not any("remove-on-error" in w for w in words)
+    if name == "wget":  # --delete-after (any abbreviation, or -e delete_after=on) unlinks it
+        return not any("delete" in w.replace("_", "-") or w.startswith("--del") for w in words)
+    return True
+
+
 def _check_paths(cmd: SimpleCommand, use: ArgUse | None, policy: Policy,
                  placed: list[str]) -> tuple[list[str], list[str]]:
     """Resolve and check every path `cmd` reads and writes; (reads, writes) as resolved paths. The names a
@@ -321,6 +342,9 @@ def _check_paths(cmd: SimpleCommand, use: ArgUse | None, policy: Policy,
             _check_entries(raw, policy)
         for raw in use.writes:
             resolved = _check_path(raw, "write", policy)
+            if resolved == P.NULL_DEVICE and not _only_opens_outputs(cmd):
+                raise _Denied(f"{raw}: {os.path.basename(cmd.argv[0])} may replace, move or change /dev/null itself "
+                              "(only a redirection, tee, sort -o, uniq, curl -o and wget -O write into it)")
             writes.append(resolved)
             if use.writes_into_trees and os.path.isdir(resolved):
                 _check_tree(resolved, policy)

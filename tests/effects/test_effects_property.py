@@ -6,6 +6,7 @@ scratch workspace next to a canary directory; nothing outside the workspace may 
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -72,6 +73,23 @@ command = st.builds(
 )
 
 
+def _dev_null_intact(cmd: str) -> None:
+    """/dev/null is in PATHS and, without the wall, as root, is the host's own: a gate that let `rm -f
+    /dev/null` through once broke every process on the machine. Put it back, and fail naming the command."""
+    import stat
+
+    try:
+        st = os.lstat("/dev/null")
+        if stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 3):
+            return
+        os.unlink("/dev/null")
+    except FileNotFoundError:
+        pass
+    os.mknod("/dev/null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    os.chmod("/dev/null", 0o666)
+    raise AssertionError(f"an allowed command removed or replaced /dev/null (put back): {cmd}")
+
+
 def _fill(cmd: str, outside: Path) -> str:
     return cmd.replace("OUT", str(outside))
 
@@ -92,6 +110,7 @@ def test_allowed_commands_never_touch_anything_outside_the_workspace(cmd: str) -
             assert snapshot(root) == before  # a denied command never executes
             return
         run_effect(cmd, EffectContext(policy=policy, timeout=5, use_sandbox=False))
+        _dev_null_intact(cmd)
         after = snapshot(root)
         outside_keys = {k for k in before.keys() | after.keys() if not k.startswith("ws")}
         assert {k: before.get(k) for k in outside_keys} == {k: after.get(k) for k in outside_keys}, cmd
