@@ -718,3 +718,16 @@ def test_a_folder_made_unlistable_does_not_hide_a_policy_file_from_the_walk(tmp_
     assert stat.S_IMODE(os.stat(ws / "sub").st_mode) & 0o700 == 0o700
     shutil.rmtree(top, ignore_errors=True)
     assert also is False  # fail closed: the wall is refused, or the command fails, rather than half checked
+
+
+@walled
+def test_a_nested_policy_file_below_a_name_that_is_not_utf8_is_undone_without_an_internal_error(
+        tmp_path: Path) -> None:
+    """attack6 finding 12: the undo's message named `bad\\xff/dal.toml`, and encoding it raised: the run ended
+    with an internal error and the effect's result was not journaled."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    r = sh(ws, 'd=$(printf "bad\\377"); mkdir "$d" && echo "[run]" > "$d/dal.toml" && echo made')
+    assert r.code == 126 and "made" in r.stdout, r
+    assert "dal.toml (made inside the wall; removed)" in r.stderr
+    assert os.listdir(ws / os.fsdecode(b"bad\xff")) == []
