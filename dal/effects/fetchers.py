@@ -124,6 +124,74 @@ def _curl_long(word: str) -> tuple[str, bool]:
     return name, negated
 
 
+_GLOB_CAP = 10_000  # schemes in the making, past which a glob counts as one that may make any
+
+
+def _glob_schemes(url: str) -> set[str]:
+    """The schemes (lowercased text before the first `:`) of the URLs curl's glob makes of `url`: `{a,b}` sets
+    and `[a-z]`, `[0-9]`, `[01-10]` ranges (with `:step`). A glob curl refuses (unclosed, or a `[...]` that
+    is no range) makes no URL at all: the empty set. Past _GLOB_CAP, {"file"}: it may make any."""
+    def pieces() -> list[list[str]] | None:
+        out: list[list[str]] = []
+        i = 0
+        while i < len(url):
+            c = url[i]
+            if c == "\\" and i + 1 < len(url):
+                out.append([url[i + 1]])
+                i += 2
+            elif c == "{":
+                end = url.find("}", i)
+                if end < 0:
+                    return None
+                out.append(url[i + 1:end].split(","))
+                i = end + 1
+            elif c == "[":
+                end = url.find("]", i)
+                if end < 0:
+                    return None
+                body = url[i + 1:end]
+                m = re.fullmatch(r"([a-zA-Z]-[a-zA-Z]|[0-9]+-[0-9]+)(?::[0-9]+)?", body)
+                if m is None:
+                    if re.fullmatch(r"[0-9a-fA-F:.%A-Za-z]*:[0-9a-fA-F:.%A-Za-z]*", body):
+                        out.append(["[" + body + "]"])  # an IPv6 address: curl leaves it alone
+                        i = end + 1
+                        continue
+                    return None
+                lo, hi = m.group(1).split("-")
+                if lo.isdigit():
+                    if int(hi) - int(lo) > _GLOB_CAP:
+                        return [["file:"]]
+                    out.append([str(n).zfill(len(lo)) for n in range(int(lo), int(hi) + 1)])
+                else:
+                    out.append([chr(n) for n in range(ord(lo), ord(hi) + 1)])
+                i = end + 1
+            else:
+                out.append([c])
+                i += 1
+        return out
+
+    parts = pieces()
+    if parts is None:
+        return set()
+    done: set[str] = set()
+    open_: set[str] = {""}
+    for choices in parts:
+        nxt: set[str] = set()
+        for prefix in open_:
+            for choice in choices:
+                text = prefix + choice
+                if ":" in text:
+                    done.add(text.split(":", 1)[0].lower())
+                else:
+                    nxt.add(text)
+        open_ = nxt
+        if len(open_) + len(done) > _GLOB_CAP:
+            return {"file"}
+        if not open_:
+            break
+    return done
+
+
 def _socks_socket(value: str) -> str | None:
     """The unix socket a SOCKS proxy URL names (`socks5h://[user@]localhost[:port]/PATH`), None for any other."""
     try:
@@ -361,11 +429,10 @@ def _curl_group(g: dict, reads: list[str], writes: list[str]) -> None:
     if outdir is not None and g["create"]:
         writes.append(outdir)
     for url in g["urls"]:
-        if not g["globoff"] and _GLOB.search(url.split(":", 1)[0]):
+        if not g["globoff"] and _GLOB.search(url) and "file" in _glob_schemes(url):
             # attack6 finding 01: curl expands the glob before it reads the scheme, so `{file,x}:///etc/x` or
             # `[e-f]ile:///...` is a file: URL the check never saw as one.
-            raise _Deny(f"curl {url}: a URL glob before the scheme's `:` may make a file: URL (add -g to turn "
-                        "globbing off)")
+            raise _Deny(f"curl {url}: a URL glob that makes a file: URL (add -g to turn globbing off)")
         if _GLOB.search(url) and not g["globoff"] and (g["remote"] or _file_url(url) is not None):
             raise _Deny(f"curl {url}: a URL glob names files the check cannot list (add -g to turn globbing off)")
         if g["remote"]:

@@ -379,8 +379,16 @@ class GitGuard:
             for i, part in enumerate(parts):
                 children.setdefault("/".join(parts[:i]), set()).add(part)
             out.update(self._names(top, path, oid.hex() if isinstance(oid, bytes) else oid))
+        passing = set()
         for folder, names in children.items():
-            out.update(_lookalike(top, folder, names))
+            found = _lookalike(top, folder, names)
+            out.update(found)
+            if found:
+                passing.add(folder)
+        for path, oid in entries:  # what a person's git reads in a folder that passes: keyed by content too
+            folder = _sensitive_in(path)
+            if folder is not None and folder in passing:
+                out[("lookalike-entry", path, oid.hex() if isinstance(oid, bytes) else oid)] = _entry_text(path, folder)
         return out
 
     def _names(self, top: str, path: str, oid: str) -> dict[tuple, str]:
@@ -400,6 +408,7 @@ class GitGuard:
                           "--no-renames"], ("\n".join(commits) + "\n").encode())
         tokens = data.split(b"\0")
         marks: dict[tuple[str, str], None] = {}
+        sensitive: dict[tuple[str, str], list[tuple[str, str]]] = {}
         commit = ""
         i = 0
         while i < len(tokens):
@@ -420,10 +429,21 @@ class GitGuard:
                 out.setdefault(key, f"{text}, in commit {commit[:12]}")
             if os.path.basename(path) in _MARKS:
                 marks[(commit, os.path.dirname(path))] = None
-        for commit, folder in marks:
+            folder = _sensitive_in(path)
+            if folder is not None:
+                sensitive.setdefault((commit, folder), []).append((path, fields[3].decode()))
+        for commit, folder in dict.fromkeys([*marks, *sensitive]):
             names = {os.path.basename(p) for p, _ in self._ls_tree(commit, folder)}
-            for key, text in _lookalike(top, folder, names).items():
-                out.setdefault(key, f"{text}, in commit {commit[:12]}")
+            found = _lookalike(top, folder, names)
+            if not found:
+                continue
+            if (commit, folder) in marks:
+                for key, text in found.items():
+                    out.setdefault(key, f"{text}, in commit {commit[:12]}")
+            # attack6 finding 15: in a folder that passes for a git directory (a tracked bare-repository fixture),
+            # a commit that changes its config, hooks, info/ or commondir plants what a person's git there runs
+            for path, oid in sensitive.get((commit, folder), []):
+                out.setdefault(("lookalike-entry", path, oid), f"{_entry_text(path, folder)}, in commit {commit[:12]}")
         return out
 
     # --- git, run by DAL outside any wall on the repository's objects only ------------------------------
@@ -571,6 +591,27 @@ def _work_tree(d: str, top: str) -> str:
         return top
     text = gitrepo.git_text(os.path.join(d, "gitdir"))
     return os.path.dirname(os.path.realpath(text)) if text else top
+
+
+_READ_IN_A_GIT_DIR = ("config", "commondir", "HEAD", "config.worktree", "objects/info/alternates")
+
+
+def _sensitive_in(path: str) -> str | None:
+    """The folder whose git directory `path` would configure, were that folder to pass for one: its `config`,
+    `commondir`, `HEAD`, `hooks/*`, `info/*`, `objects/info/alternates`; None for any other path."""
+    for name in _READ_IN_A_GIT_DIR:
+        if path == name or path.endswith("/" + name):
+            return path[: len(path) - len(name)].rstrip("/")
+    parts = path.split("/")
+    for i in range(len(parts) - 2, -1, -1):
+        if parts[i] in ("hooks", "info"):
+            return "/".join(parts[:i])
+    return None
+
+
+def _entry_text(path: str, folder: str) -> str:
+    return (f"{path} ({folder or 'the top of the work tree'} passes for a git directory: a person's git run there "
+            "reads it, and its config can name a program to run)")
 
 
 def _lookalike(top: str, folder: str, names: set[str]) -> dict[tuple, str]:

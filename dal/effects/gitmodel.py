@@ -473,8 +473,12 @@ SUBCOMMANDS: dict[str, Sub] = {
     "init": Sub(values=_opts("--object-format -b --initial-branch"),
                 deny={"--template": "copies hooks from a folder it names", "--separate-git-dir": "keeps the "
                       "repository's configuration where scripts can write it", "--bare": "makes a repository "
-                      "whose configuration and hooks are not protected"},
-                flags=_opts("-q --quiet --shared"), custom=_init),  # fmt: skip
+                      "whose configuration and hooks are not protected",
+                      # attack6 finding 14: in an existing repository, --shared=0777 writes core.sharedRepository
+                      # into its config, and every later git of the operator leaves refs and index world-writable
+                      "--shared": "sets core.sharedRepository in the configuration: every later git run makes the "
+                      "repository's files writable by the group or by everyone"},
+                flags=_opts("-q --quiet"), custom=_init),  # fmt: skip
     "bisect": Sub(flags=_opts("--no-checkout --first-parent --term-old --term-new --term-good --term-bad"),
                   custom=_bisect),  # fmt: skip
     # reaching other repositories

@@ -452,3 +452,48 @@ def test_output_of_read_subcommands_and_a_format_patch_suffix_are_checked_writes
     assert not marker.exists()
     r = run(ws, "git shortlog --output=out.txt HEAD", **hook(wall))  # a write root: runs, and writes it
     assert r.ok and (ws / "out.txt").exists(), r.stderr
+
+
+@WALL_OR_NOT
+def test_git_init_shared_cannot_make_the_repository_world_writable(tmp_path: Path, wall: bool) -> None:
+    """attack6 finding 14: `git init --shared=0777` in the existing repository wrote core.sharedRepository into
+    .git/config, and the operator's next `git commit` left the index and refs writable by every local user."""
+    ws, _ = repo(tmp_path)
+    config = (ws / ".git" / "config").read_bytes()
+    for command in ("git init -q --shared=0777", "git init --shared", "git init -q --sha=all"):
+        r = run(ws, command, **hook(wall))
+        assert r.status == "denied" and "core.sharedRepository" in r.summary, (command, r.summary)
+    assert (ws / ".git" / "config").read_bytes() == config
+    (ws / "README").write_text("changed\n")
+    operator(ws, "commit", "-qam", "x")
+    assert not (ws / ".git" / "index").stat().st_mode & 0o002
+
+
+@WALL_OR_NOT
+def test_a_fetched_commit_that_changes_a_tracked_lookalikes_config_is_undone(tmp_path: Path, wall: bool) -> None:
+    """attack6 finding 15: the repository tracks a bare-repository test fixture, fix/{HEAD,objects/,refs/,config};
+    a fetched commit rewrote fix/config (core.worktree, core.fsmonitor). The guard took any change inside a
+    folder that passed before as not the script's; the operator's `git status` in fix/ ran the fsmonitor."""
+    ws, marker = repo(tmp_path)
+    (ws / "fix" / "objects").mkdir(parents=True)
+    (ws / "fix" / "refs").mkdir()
+    (ws / "fix" / "objects" / "keep").write_text("")
+    (ws / "fix" / "refs" / "keep").write_text("")
+    (ws / "fix" / "HEAD").write_text("ref: refs/heads/main\n")
+    (ws / "fix" / "config").write_text("[core]\n\tbare = true\n")
+    operator(ws, "add", "fix")
+    operator(ws, "commit", "-qm", "fixture")
+    up = tmp_path / "up"
+    assert operator(tmp_path, "clone", "-q", str(ws), str(up)).returncode == 0
+    (up / "fix" / "config").write_text(config_text(up, marker).replace(f"{up}/x", f"{ws}/fix"))
+    operator(up, "commit", "-qam", "innocent")
+    before = refs(ws)
+    policy = Policy.load(ws, allow_run=["git"], allow_read=[str(up)])
+    r = run_effect(f"git fetch -q {up} main:refs/heads/upstream",
+                   EffectContext(policy=policy, **hook(wall)))  # type: ignore[arg-type]
+    assert r.code == 126 and "fix/config (fix passes for a git directory" in r.stderr.splitlines()[0], r.stderr
+    assert refs(ws) == before
+    operator(ws, "merge", "-q", "--ff-only", "upstream")
+    operator(ws, "status", cwd=ws / "fix")
+    assert not marker.exists()
+    assert (ws / "fix" / "config").read_text() == "[core]\n\tbare = true\n"

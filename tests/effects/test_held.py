@@ -32,10 +32,14 @@ def ctx(ws: Path, wall: bool) -> EffectContext:
 
 
 def killed_during(ws: Path, command: str, wall: bool, after: float) -> None:
-    """Run `command` in a forked DAL that is killed with SIGKILL `after` seconds in."""
+    """Run `command` in a forked DAL that is killed with SIGKILL once the command has made `ready` in the
+    workspace (then `after` seconds more), or after 30 s."""
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child never returns
         def die() -> None:
+            deadline = time.monotonic() + 30
+            while not (ws / "ready").exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
             time.sleep(after)
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -53,7 +57,7 @@ def test_kill_9_mid_pipeline_then_the_next_start_finishes_the_checks(tmp_path: P
     ws, _ = repo(tmp_path)
     before = refs(ws)
     killed_during(ws, "sh -c 'mkdir -p sub && printf \"[run]\\nallow = [\\\"sh\\\"]\\n\" > sub/dal.toml && "
-                      "git add sub && git commit -qm policy && sleep 10'", wall, 1.5)
+                      "git add sub && git commit -qm policy && touch ready && sleep 10'", wall, 0.1)
     # Nothing checked yet: the commit holding a policy file is there, and the record of what was held.
     assert refs(ws) != before
     assert "sub/dal.toml" in operator(ws, "ls-tree", "-r", "--name-only", "HEAD").stdout
@@ -128,7 +132,8 @@ def test_the_next_start_in_a_nested_workspace_finishes_the_outer_runs_checks(tmp
     whose workspace is /ws/sub. It finishes /ws's record first, so it never runs under the script's file."""
     ws, _ = repo(tmp_path)
     (ws / "sub").mkdir()
-    killed_during(ws, "sh -c 'printf \"[run]\\nallow = [\\\"sh\\\"]\\n\" > sub/dal.toml && sleep 10'", True, 1.5)
+    killed_during(ws, "sh -c 'printf \"[run]\\nallow = [\\\"sh\\\"]\\n\" > sub/dal.toml && touch ready && sleep 10'",
+                  True, 0.1)
     assert (ws / "sub" / "dal.toml").exists()
     (ws / "sub" / "later.dal").write_text('print(run("sh -c \'echo ran > pwned\'").status)\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("DAL_")}
