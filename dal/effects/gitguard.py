@@ -41,6 +41,11 @@ _GIT_TIMEOUT = 60  # seconds for each git process the guard runs
 _PSEUDO = re.compile(r"[A-Z][A-Z0-9_]*$")  # HEAD, ORIG_HEAD, FETCH_HEAD, MERGE_HEAD, AUTO_MERGE, ...
 _OID = re.compile(rb"^\^?([0-9a-fA-F]{40}(?:[0-9a-fA-F]{24})?)$")  # git reads hex in either case
 _MARKS = frozenset({"HEAD", "objects", "refs", "commondir"})
+# What git reads in a git directory as its configuration or code, or as where the rest of it is (attack6 15):
+# in a folder that passes for one, each of these (and objects/info/: alternates) added or changed is a
+# finding keyed by its content, so that a tracked fixture the old HEAD held is the operator's only as it was.
+_LIVE = frozenset({"HEAD", "commondir", "config", "config.worktree", "hooks", "info", "modules", "worktrees",
+                   "rebase-merge", "rebase-apply", "sequencer", "remotes", "branches", "gitdir"})
 _LINK = b"\0symlink\0"  # how a symlink is held (git reads a symlinked ref through it)
 _SPECIAL = b"\0special\0"  # a FIFO, device or socket: not git's, never read
 
@@ -334,7 +339,8 @@ class GitGuard:
             known = self._baseline(d, dtop)
             hits += [(dtop, key, text) for key, text in items.items() if key not in known and key not in fresh
                      and not self._operators(dtop, key)]
-        self.lookalikes = [(wtop, key[1]) for wtop, key, _ in hits if key[0] == "lookalike"]
+        self.lookalikes = list(dict.fromkeys((wtop, key[1]) for wtop, key, _ in hits
+                                             if key[0] in ("lookalike", "gitdir")))
         return [text for _, _, text in hits]
 
     def _baseline(self, d: str, top: str) -> set[tuple]:
@@ -371,16 +377,25 @@ class GitGuard:
 
     def _findings(self, top: str, entries: list[tuple[str, bytes]] | list[tuple[str, str]]) -> dict[tuple, str]:
         """What of `entries` (a whole listing: path, object name) a person's git must never write: a `.git`
-        component, a protected path, a folder whose entries -- listed, and on disk -- pass for a git directory."""
+        component, a protected path, a folder whose entries -- listed, and on disk -- pass for a git directory,
+        and each entry of such a folder that git reads as configuration or code (_LIVE), with its content."""
         out: dict[tuple, str] = {}
         children: dict[str, set[str]] = {}
+        listed: list[tuple[str, str]] = []
         for path, oid in entries:
             parts = path.split("/")
             for i, part in enumerate(parts):
                 children.setdefault("/".join(parts[:i]), set()).add(part)
-            out.update(self._names(top, path, oid.hex() if isinstance(oid, bytes) else oid))
+            listed.append((path, oid.hex() if isinstance(oid, bytes) else oid))
+            out.update(self._names(top, path, listed[-1][1]))
+        folders: set[str] = set()
         for folder, names in children.items():
-            out.update(_lookalike(top, folder, names))
+            found = _lookalike(top, folder, names)
+            out.update(found)
+            folders.update(folder for _ in found)
+        if folders:
+            for path, oid in listed:
+                out.update(_live_entries(path, oid, folders))
         return out
 
     def _names(self, top: str, path: str, oid: str) -> dict[tuple, str]:
@@ -394,12 +409,15 @@ class GitGuard:
         """What each new commit adds to its first parent (a root commit: all it holds), one `git diff-tree`
         for them all: every finding of a new commit is added there, or is in its first parent, which is new
         (and listed too) or was already in the repository. A folder to which a commit adds HEAD, objects,
-        refs or commondir is listed whole in that commit, and counted with what is on disk."""
+        refs or commondir -- or changes what git reads there as configuration or code (_LIVE) -- is listed
+        whole in that commit, and counted with what is on disk; in one that passes, each such entry the
+        commit adds or changes is a finding of its own (attack6 15: a tracked fixture's config rewritten)."""
         out: dict[tuple, str] = {}
         data = self._run(["diff-tree", "--stdin", "-r", "-t", "-z", "--root", "--diff-merges=first-parent",
                           "--no-renames"], ("\n".join(commits) + "\n").encode())
         tokens = data.split(b"\0")
         marks: dict[tuple[str, str], None] = {}
+        changes: dict[str, list[tuple[str, str]]] = {}  # what each commit adds or changes: (path, object)
         commit = ""
         i = 0
         while i < len(tokens):
@@ -418,11 +436,19 @@ class GitGuard:
                 raise _Unlistable(f"more than {_MAX_ENTRIES} paths in the new commits to check")
             for key, text in self._names(top, path, fields[3].decode()).items():
                 out.setdefault(key, f"{text}, in commit {commit[:12]}")
-            if os.path.basename(path) in _MARKS:
+            changes.setdefault(commit, []).append((path, fields[3].decode()))
+            if os.path.basename(path) in _MARKS | _LIVE:  # -t lists every tree on the way as an entry too
                 marks[(commit, os.path.dirname(path))] = None
         for commit, folder in marks:
             names = {os.path.basename(p) for p, _ in self._ls_tree(commit, folder)}
-            for key, text in _lookalike(top, folder, names).items():
+            found = _lookalike(top, folder, names)
+            if not found:
+                continue
+            inside = [(p, oid) for p, oid in changes[commit] if not folder or p.startswith(folder + "/")]
+            live = [(k, t) for p, oid in inside for k, t in _live_entries(p, oid, {folder}).items()]
+            # the lookalike first when the commit gives the folder its HEAD; what it changes in one first when not
+            made = any((p[len(folder) + 1 :] if folder else p) == "HEAD" for p, _ in inside)
+            for key, text in [*found.items(), *live] if made else [*live, *found.items()]:
                 out.setdefault(key, f"{text}, in commit {commit[:12]}")
         return out
 
@@ -583,6 +609,27 @@ def _lookalike(top: str, folder: str, names: set[str]) -> dict[tuple, str]:
     mark = "HEAD" if "HEAD" in names else sorted(names & _MARKS)[0]
     return {("lookalike", folder): f"{os.path.join(folder, mark)} ({folder or 'the top of the work tree'} would pass "
                                    "for a git directory: HEAD, objects/, refs/)"}
+
+
+def _live(rel: str) -> bool:
+    """Whether `rel`, a path inside a git directory, is what git reads there as configuration or code (or as
+    where the rest is): not the objects and refs it stores, but objects/info/ (alternates, http-alternates)."""
+    first, _, rest = rel.partition("/")
+    return first in _LIVE or (first == "objects" and rest.partition("/")[0] == "info")
+
+
+def _live_entries(path: str, oid: str, folders: set[str]) -> dict[tuple, str]:
+    """The findings for `path` (with its object name) when it is a live entry of one of `folders`, each a
+    folder that passes for a git directory."""
+    out: dict[tuple, str] = {}
+    parts = path.split("/")
+    for i in range(len(parts)):
+        folder = "/".join(parts[:i])
+        if folder in folders and _live("/".join(parts[i:])):
+            out[("gitdir", folder, path, oid)] = (
+                f"{path} ({folder or 'the top of the work tree'} passes for a git directory, and git run there would "
+                "read this as its configuration or code)")
+    return out
 
 
 def _drop_head(top: str, folder: str) -> None:

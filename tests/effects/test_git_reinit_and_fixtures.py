@@ -60,3 +60,98 @@ def test_git_init_of_a_new_repository_still_works_and_a_submodule_gitfile_is_not
     (ws / "sub" / ".git").write_text("gitdir: ../.git\n")
     r = run(ws, "git init -q sub", use_sandbox=False, unsandboxed_as_root=True)
     assert r.status == "denied" and "sub/.git exists" in r.summary, r.summary
+
+
+def fixture_repo(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The operator's repository tracking a bare-repository test fixture fix/{HEAD,objects/,refs/,config}, and
+    the attacker's server: a bare clone (reached as file://, outside the roots) one commit ahead, which changes
+    the fixture. Returns (workspace, marker, the server's clone to commit in)."""
+    ws, marker = repo(tmp_path)
+    fix = ws / "fix"
+    for sub in ("objects", "refs"):
+        (fix / sub).mkdir(parents=True)
+        (fix / sub / ".keep").write_text("")
+    (fix / "HEAD").write_text("ref: refs/heads/main\n")
+    (fix / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = true\n")
+    operator(ws, "add", "fix")
+    operator(ws, "commit", "-qm", "test fixture: a bare repository")
+    srv = tmp_path / "srv" / "evil.git"
+    operator(tmp_path, "clone", "-q", "--bare", str(ws), str(srv))
+    evil = tmp_path / "evilwt"
+    operator(tmp_path, "clone", "-q", str(srv), str(evil))
+    return ws, marker, evil
+
+
+def push_change(tmp_path: Path, evil: Path, rel: str, text: str) -> str:
+    (evil / "fix" / rel).parent.mkdir(parents=True, exist_ok=True)
+    (evil / "fix" / rel).write_text(text)
+    operator(evil, "add", "-f", "fix")
+    operator(evil, "commit", "-qm", "fixture: tidy")
+    operator(evil, "push", "-q", "origin", "HEAD:main")
+    return operator(evil, "rev-parse", "HEAD").stdout.strip()
+
+
+def run_read(ws: Path, tmp_path: Path, command: str, **kw: object):  # noqa: ANN201
+    from dal.effects import EffectContext, Policy, run_effect
+
+    policy = Policy.load(ws, allow_run=["git"], allow_read=[str(tmp_path / "srv")])
+    return run_effect(command, EffectContext(policy=policy, **kw))  # type: ignore[arg-type]
+
+
+def fsmonitor_config(ws: Path, marker: Path) -> str:
+    return (f"[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = {ws}/fix\n"
+            f"\tfsmonitor = \"touch {marker}; false\"\n")
+
+
+def nothing_runs_in_the_fixture(ws: Path, marker: Path) -> None:
+    for cmd in (("reset", "-q", "--hard"), ("checkout", "--", "."), ("status",)):
+        operator(ws, *cmd)
+        operator(ws, "status", cwd=ws / "fix")
+    assert not marker.exists(), "the script's core.fsmonitor ran in the operator's git"
+    assert "fsmonitor" not in (ws / "fix" / "config").read_text()
+
+
+@WALL_OR_NOT
+def test_a_fetched_commit_that_rewrites_a_tracked_fixtures_config_is_undone(tmp_path: Path, wall: bool) -> None:
+    """Finding 15: the fetched commit rewrites fix/config (core.worktree, core.fsmonitor) in a folder the old HEAD
+    already held whole; the lookalike was keyed by its folder alone, so the guard took it for the operator's.
+    Now the fetch is undone (its ref names the commit), and so is the merge of its objects fetched anyway."""
+    ws, marker, evil = fixture_repo(tmp_path)
+    oid = push_change(tmp_path, evil, "config", fsmonitor_config(ws, marker))
+    url = f"file://{tmp_path}/srv/evil.git"
+    before = refs(ws)
+    r = run_read(ws, tmp_path, f"git fetch -q {url} main:refs/heads/upstream", **hook(wall))
+    assert r.code == 126 and r.stderr.startswith("dal: git: fix/config (fix passes for a git directory"), r.stderr
+    assert f"in commit {oid[:12]}" in r.stderr.splitlines()[0] and refs(ws) == before
+    # the objects stay (the guard puts back refs, not objects): a merge by name; the index alone (`reset OID --
+    # PATH`: the operator's `git checkout -- .` would write it); `checkout OID -- fix/config` is denied outright
+    for command in (f"git merge -q --ff-only {oid}", f"git reset -q {oid} -- fix/config"):
+        r = run_read(ws, tmp_path, command, **hook(wall))
+        assert r.code == 126 and r.stderr.startswith("dal: git: fix/config (fix passes"), (command, r.stderr, r.summary)
+        assert refs(ws) == before
+        assert not (ws / "fix" / "HEAD").exists() or "fsmonitor" not in (ws / "fix" / "config").read_text()
+        nothing_runs_in_the_fixture(ws, marker)
+
+
+@walled
+@pytest.mark.parametrize("rel", ["hooks/post-checkout", "info/attributes", "objects/info/alternates", "commondir"])
+def test_a_new_hook_info_or_alternates_file_in_a_tracked_fixture_is_undone(tmp_path: Path, rel: str) -> None:
+    ws, marker, evil = fixture_repo(tmp_path)
+    push_change(tmp_path, evil, rel, f"#!/bin/sh\ntouch {marker}\n")
+    before = refs(ws)
+    r = run_read(ws, tmp_path, f"git pull -q --ff-only file://{tmp_path}/srv/evil.git main")
+    assert r.code == 126 and r.stderr.startswith(f"dal: git: fix/{rel.split('/')[0]}"), r.stderr
+    assert refs(ws) == before
+
+
+@walled
+def test_a_tracked_fixture_the_script_leaves_alone_and_ordinary_changes_beside_it_pass(tmp_path: Path) -> None:
+    """The control: a fetched commit that changes a file beside the fixture is the script's ordinary work."""
+    ws, _, evil = fixture_repo(tmp_path)
+    (evil / "notes.txt").write_text("n\n")
+    operator(evil, "add", "notes.txt")
+    operator(evil, "commit", "-qm", "notes")
+    operator(evil, "push", "-q", "origin", "HEAD:main")
+    r = run_read(ws, tmp_path, f"git pull -q --ff-only file://{tmp_path}/srv/evil.git main")
+    assert r.ok and "dal: git:" not in r.stderr, r.stderr
+    assert (ws / "notes.txt").exists() and (ws / "fix" / "HEAD").exists()
