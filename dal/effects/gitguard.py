@@ -41,11 +41,7 @@ _GIT_TIMEOUT = 60  # seconds for each git process the guard runs
 _PSEUDO = re.compile(r"[A-Z][A-Z0-9_]*$")  # HEAD, ORIG_HEAD, FETCH_HEAD, MERGE_HEAD, AUTO_MERGE, ...
 _OID = re.compile(rb"^\^?([0-9a-fA-F]{40}(?:[0-9a-fA-F]{24})?)$")  # git reads hex in either case
 _MARKS = frozenset({"HEAD", "objects", "refs", "commondir"})
-# What git reads in a git directory as its configuration or code, or as where the rest of it is (attack6 15):
-# in a folder that passes for one, each of these (and objects/info/: alternates) added or changed is a
-# finding keyed by its content, so that a tracked fixture the old HEAD held is the operator's only as it was.
-_LIVE = frozenset({"HEAD", "commondir", "config", "config.worktree", "hooks", "info", "modules", "worktrees",
-                   "rebase-merge", "rebase-apply", "sequencer", "remotes", "branches", "gitdir"})
+_LIVE = gitrepo.LIVE_NAMES  # in a folder passing for a git directory, a finding keyed by content (attack6 15)
 _LINK = b"\0symlink\0"  # how a symlink is held (git reads a symlinked ref through it)
 _SPECIAL = b"\0special\0"  # a FIFO, device or socket: not git's, never read
 
@@ -611,11 +607,7 @@ def _lookalike(top: str, folder: str, names: set[str]) -> dict[tuple, str]:
                                    "for a git directory: HEAD, objects/, refs/)"}
 
 
-def _live(rel: str) -> bool:
-    """Whether `rel`, a path inside a git directory, is what git reads there as configuration or code (or as
-    where the rest is): not the objects and refs it stores, but objects/info/ (alternates, http-alternates)."""
-    first, _, rest = rel.partition("/")
-    return first in _LIVE or (first == "objects" and rest.partition("/")[0] == "info")
+_live = gitrepo.is_live
 
 
 def _live_entries(path: str, oid: str, folders: set[str]) -> dict[tuple, str]:

@@ -155,3 +155,30 @@ def test_a_tracked_fixture_the_script_leaves_alone_and_ordinary_changes_beside_i
     r = run_read(ws, tmp_path, f"git pull -q --ff-only file://{tmp_path}/srv/evil.git main")
     assert r.ok and "dal: git:" not in r.stderr, r.stderr
     assert (ws / "notes.txt").exists() and (ws / "fix" / "HEAD").exists()
+
+
+@walled
+@pytest.mark.parametrize("rel", ["config", "hooks/post-checkout", "objects/info/alternates", None])
+def test_a_program_other_than_git_that_changes_a_tracked_fixture_is_undone_by_the_wall(tmp_path: Path,
+                                                                                      rel: str | None) -> None:
+    """Finding 15's class without git: python3 (a program without a model, trusted with its arguments) rewrites
+    fix/config, adds a hook or an alternates file in the folder that passed for a git directory before; the
+    wall's walk saw the same lookalike before and after. Now its HEAD goes, as for a new one (None: the control,
+    an object file written there is the fixture's data, and stays)."""
+    ws, marker, _ = fixture_repo(tmp_path)
+    target = f"fix/{rel}" if rel else "fix/objects/ab/cdef"
+    text = fsmonitor_config(ws, marker) if rel == "config" else f"#!/bin/sh\ntouch {marker}\n"
+    code = (f"import os; os.makedirs(os.path.dirname({target!r}), exist_ok=True); "
+            f"open({target!r}, 'w').write({text!r}); os.chmod({target!r}, 0o755)")
+    r = run(ws, "python3 -c " + shlex.quote(code), ("python3",))
+    if rel is None:
+        assert r.ok and (ws / "fix" / "HEAD").exists(), r.stderr
+        return
+    assert r.code == 126 and "removed fix/HEAD (its folder passed for a git directory" in r.stderr, r.stderr
+    assert not (ws / "fix" / "HEAD").exists() and (ws / target).exists()
+    operator(ws, "status", cwd=ws / "fix")  # fix/ is no git directory now: the operator's own repository answers
+    operator(ws, "checkout", "--", ".")  # brings back the operator's fixture whole
+    operator(ws, "clean", "-fdq", "fix")
+    operator(ws, "status", cwd=ws / "fix")
+    assert not marker.exists() and (ws / "fix" / "HEAD").exists()
+    assert not (ws / target).exists() or (ws / target).read_text() != text
