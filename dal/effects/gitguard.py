@@ -324,7 +324,7 @@ class GitGuard:
             d = os.path.dirname(p)
             where = (d, _work_tree(d, top))
             try:
-                entries = gitindex.index_entries(after[p])
+                entries = gitindex.index_entries_with_modes(after[p])
             except gitindex.IndexUnreadable as e:
                 found.setdefault(where, {})[("index", p)] = f"{self._show(p)} cannot be read ({e})"
                 continue
@@ -352,7 +352,7 @@ class GitGuard:
         data = self.before.get(os.path.join(d, "index"))
         if data:
             try:
-                known |= set(self._findings(top, gitindex.index_entries(data)))
+                known |= set(self._findings(top, gitindex.index_entries_with_modes(data)))
             except gitindex.IndexUnreadable:
                 pass
         return known
@@ -371,18 +371,20 @@ class GitGuard:
         except OSError:
             return False
 
-    def _findings(self, top: str, entries: list[tuple[str, bytes]] | list[tuple[str, str]]) -> dict[tuple, str]:
-        """What of `entries` (a whole listing: path, object name) a person's git must never write: a `.git`
+    def _findings(self, top: str, entries: list[tuple[str, bytes, int]] | list[tuple[str, str, int]]
+                  ) -> dict[tuple, str]:
+        """What of `entries` (a whole listing: path, object name, mode) a person's git must never write: a `.git`
         component, a protected path, a folder whose entries -- listed, and on disk -- pass for a git directory,
-        and each entry of such a folder that git reads as configuration or code (_LIVE), with its content."""
+        and each entry of such a folder that git reads as configuration or code (_LIVE), with its content and
+        mode (a hook made executable, a config made a symlink, keep their object name)."""
         out: dict[tuple, str] = {}
         children: dict[str, set[str]] = {}
-        listed: list[tuple[str, str]] = []
-        for path, oid in entries:
+        listed: list[tuple[str, str, int]] = []
+        for path, oid, mode in entries:
             parts = path.split("/")
             for i, part in enumerate(parts):
                 children.setdefault("/".join(parts[:i]), set()).add(part)
-            listed.append((path, oid.hex() if isinstance(oid, bytes) else oid))
+            listed.append((path, oid.hex() if isinstance(oid, bytes) else oid, mode))
             out.update(self._names(top, path, listed[-1][1]))
         folders: set[str] = set()
         for folder, names in children.items():
@@ -390,8 +392,8 @@ class GitGuard:
             out.update(found)
             folders.update(folder for _ in found)
         if folders:
-            for path, oid in listed:
-                out.update(_live_entries(path, oid, folders))
+            for path, oid, mode in listed:
+                out.update(_live_entries(path, oid, mode, folders))
         return out
 
     def _names(self, top: str, path: str, oid: str) -> dict[tuple, str]:
@@ -432,18 +434,19 @@ class GitGuard:
                 raise _Unlistable(f"more than {_MAX_ENTRIES} paths in the new commits to check")
             for key, text in self._names(top, path, fields[3].decode()).items():
                 out.setdefault(key, f"{text}, in commit {commit[:12]}")
-            changes.setdefault(commit, []).append((path, fields[3].decode()))
+            changes.setdefault(commit, []).append((path, fields[3].decode(), _mode(fields[1])))
             if os.path.basename(path) in _MARKS | _LIVE:  # -t lists every tree on the way as an entry too
                 marks[(commit, os.path.dirname(path))] = None
         for commit, folder in marks:
-            names = {os.path.basename(p) for p, _ in self._ls_tree(commit, folder)}
+            names = {os.path.basename(p) for p, _, _ in self._ls_tree(commit, folder)}
             found = _lookalike(top, folder, names)
             if not found:
                 continue
-            inside = [(p, oid) for p, oid in changes[commit] if not folder or p.startswith(folder + "/")]
-            live = [(k, t) for p, oid in inside for k, t in _live_entries(p, oid, {folder}).items()]
+            inside = [e for e in changes[commit] if not folder or e[0].startswith(folder + "/")]
+            live = [(k, t) for p, oid, mode in inside for k, t in _live_entries(p, oid, mode, {folder}).items()]
+            live.sort(key=lambda item: item[0][3].startswith("040000"))  # name a file before the folder holding it
             # the lookalike first when the commit gives the folder its HEAD; what it changes in one first when not
-            made = any((p[len(folder) + 1 :] if folder else p) == "HEAD" for p, _ in inside)
+            made = any((p[len(folder) + 1 :] if folder else p) == "HEAD" for p, _, _ in inside)
             for key, text in [*found.items(), *live] if made else [*live, *found.items()]:
                 out.setdefault(key, f"{text}, in commit {commit[:12]}")
         return out
@@ -507,22 +510,22 @@ class GitGuard:
             raise _Unlistable(f"more than {_MAX_COMMITS} new commits to check")
         return commits, trees
 
-    def _ls_tree(self, tree: str, folder: str | None = None) -> list[tuple[str, str]]:
-        """(path, object name) of everything in `tree`, or only of the entries directly in its `folder`."""
+    def _ls_tree(self, tree: str, folder: str | None = None) -> list[tuple[str, str, int]]:
+        """(path, object name, mode) of everything in `tree`, or only of the entries directly in its `folder`."""
         args = ["ls-tree", "-z", tree] if folder is None else ["ls-tree", "-z", tree, "--", folder + "/"]
         if folder is None:
             args[1:1] = ["-r", "-t", "--full-tree"]
         elif not folder:
             args = ["ls-tree", "-z", tree]
         out = self._run(args)
-        entries: list[tuple[str, str]] = []
+        entries: list[tuple[str, str, int]] = []
         for item in out.split(b"\0"):
             if not item:
                 continue
             head, _, path = item.partition(b"\t")
             fields = head.split()
             oid = fields[2].decode() if len(fields) > 2 else ""
-            entries.append((path.decode("utf-8", errors="surrogateescape"), oid))
+            entries.append((path.decode("utf-8", errors="surrogateescape"), oid, _mode(fields[0] if fields else b"")))
         self.entries += len(entries)
         if self.entries > _MAX_ENTRIES:
             raise _Unlistable(f"more than {_MAX_ENTRIES} paths in the new commits to check")
@@ -610,15 +613,23 @@ def _lookalike(top: str, folder: str, names: set[str]) -> dict[tuple, str]:
 _live = gitrepo.is_live
 
 
-def _live_entries(path: str, oid: str, folders: set[str]) -> dict[tuple, str]:
-    """The findings for `path` (with its object name) when it is a live entry of one of `folders`, each a
-    folder that passes for a git directory."""
+def _mode(text: bytes) -> int:
+    """A mode as git prints it (octal digits); 0 for anything else."""
+    try:
+        return int(text, 8)
+    except ValueError:
+        return 0
+
+
+def _live_entries(path: str, oid: str, mode: int, folders: set[str]) -> dict[tuple, str]:
+    """The findings for `path` (with its object name and mode) when it is a live entry of one of `folders`,
+    each a folder that passes for a git directory."""
     out: dict[tuple, str] = {}
     parts = path.split("/")
     for i in range(len(parts)):
         folder = "/".join(parts[:i])
         if folder in folders and _live("/".join(parts[i:])):
-            out[("gitdir", folder, path, oid)] = (
+            out[("gitdir", folder, path, f"{mode:06o} {oid}")] = (
                 f"{path} ({folder or 'the top of the work tree'} passes for a git directory, and git run there would "
                 "read this as its configuration or code)")
     return out

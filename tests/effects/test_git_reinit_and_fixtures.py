@@ -182,3 +182,31 @@ def test_a_program_other_than_git_that_changes_a_tracked_fixture_is_undone_by_th
     operator(ws, "status", cwd=ws / "fix")
     assert not marker.exists() and (ws / "fix" / "HEAD").exists()
     assert not (ws / target).exists() or (ws / target).read_text() != text
+
+
+@walled
+def test_a_tracked_hook_made_executable_in_the_index_is_undone(tmp_path: Path) -> None:
+    """The same content with another mode keeps its object name: a fixture's inert fix/hooks/reference-transaction
+    (100644) staged as 100755 from a fetched commit would run on the operator's next ref update in fix/."""
+    ws, marker, evil = fixture_repo(tmp_path)
+    hook_text = f"#!/bin/sh\ntouch {marker}\n"
+    (ws / "fix" / "hooks").mkdir()
+    (ws / "fix" / "hooks" / "reference-transaction").write_text(hook_text)
+    operator(ws, "add", "fix")
+    operator(ws, "commit", "-qm", "fixture: an inert hook")
+    operator(evil, "pull", "-q", str(ws), "main")
+    (evil / "fix" / "hooks").mkdir(exist_ok=True)
+    (evil / "fix" / "hooks" / "reference-transaction").write_text(hook_text)
+    operator(evil, "add", "--chmod=+x", "fix/hooks/reference-transaction")
+    operator(evil, "commit", "-qm", "fixture: mode")
+    operator(evil, "push", "-q", "origin", "HEAD:main")
+    oid = operator(evil, "rev-parse", "HEAD").stdout.strip()
+    r = run_read(ws, tmp_path, f"git fetch -q file://{tmp_path}/srv/evil.git main")
+    assert r.code == 126 and r.stderr.startswith("dal: git: fix/hooks"), r.stderr
+    index = (ws / ".git" / "index").read_bytes()
+    r = run_read(ws, tmp_path, f"git reset -q {oid} -- fix/hooks/reference-transaction")
+    assert r.code == 126 and r.stderr.startswith("dal: git: fix/hooks/reference-transaction"), r.stderr
+    assert (ws / ".git" / "index").read_bytes() == index
+    operator(ws, "checkout", "--", ".")
+    operator(ws, "update-ref", "refs/heads/x", "HEAD", cwd=ws / "fix")
+    assert not marker.exists()
