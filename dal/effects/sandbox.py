@@ -509,6 +509,7 @@ class Wall:
             "write_roots": list(self._write_roots), "ws": self._sweep_ws, "lock_git": self.lock_git,
             "nested": {k: text(v) for k, v in self._nested.items()}, "nested_git": sorted(self._nested_git),
             "absent": list(self._absent), "gitfiles": {k: text(v) for k, v in self._gitfiles.items()},
+            "live": {k: {r: list(v) for r, v in d.items()} for k, d in self._live.items()},
         }
 
     @classmethod
@@ -534,6 +535,7 @@ class Wall:
         wall._nested_git = set(state["nested_git"])
         wall._absent = list(state["absent"])
         wall._gitfiles = {k: v for k, t in state["gitfiles"].items() if (v := raw(t)) is not None}
+        wall._live = {k: {r: tuple(v) for r, v in d.items()} for k, d in state.get("live", {}).items()}
         return wall
 
     def _git_marks_before(self) -> set[str]:

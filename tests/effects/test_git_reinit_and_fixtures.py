@@ -210,3 +210,32 @@ def test_a_tracked_hook_made_executable_in_the_index_is_undone(tmp_path: Path) -
     operator(ws, "checkout", "--", ".")
     operator(ws, "update-ref", "refs/heads/x", "HEAD", cwd=ws / "fix")
     assert not marker.exists()
+
+
+@walled
+def test_a_killed_dal_still_finds_the_fixture_a_program_changed(tmp_path: Path) -> None:
+    """kill -9 during the pipeline: the wall's record (.dal/held) keeps the fixture's fingerprint, and the next
+    start in the workspace removes fix/HEAD as close() would have."""
+    import signal
+    import threading
+    import time
+
+    from dal.effects import EffectContext, Policy, run_effect
+    from dal.effects.recover import recover
+
+    ws, marker, _ = fixture_repo(tmp_path)
+    code = f"open('fix/config', 'w').write({fsmonitor_config(ws, marker)!r}); import time; time.sleep(10)"
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child never returns
+        threading.Thread(target=lambda: (time.sleep(1.5), os.kill(os.getpid(), signal.SIGKILL)), daemon=True).start()
+        run_effect("python3 -c " + shlex.quote(code), EffectContext(policy=Policy.load(ws, allow_run=["python3"]),
+                                                                  timeout=20))
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status)
+    assert (ws / "fix" / "HEAD").exists() and "fsmonitor" in (ws / "fix" / "config").read_text()
+    notices = recover(Policy.load(ws, allow_run=["python3"]))
+    assert len(notices) == 1 and "fix/HEAD (its folder passed for a git directory" in notices[0], notices
+    assert not (ws / "fix" / "HEAD").exists()
+    operator(ws, "status", cwd=ws / "fix")
+    assert not marker.exists()
