@@ -427,6 +427,11 @@ def _check_git(g: object, policy: Policy) -> None:
                     _check_repository(repo, policy, "run the hooks of")
     for raw in getattr(g, "staged", ()):
         _check_staged(raw, top, policy)
+    if getattr(g, "initialises", None) is not None:
+        dot_git = os.path.join(P.resolve_path(g.initialises, ws), ".git")
+        if os.path.lexists(dot_git):  # attack6 14: a re-init rewrites the existing repository's config and hooks
+            raise _Denied(f"git init: {P.display(dot_git, ws)} exists, and re-initialising a repository rewrites its "
+                          "config and copies templates into its hooks (only a new repository may be made)")
     patched: list[str] = []
     for patch, prefix, strip in g.patches:
         named = gitrepo.patch_paths(P.resolve_path(patch, ws), mail=g.subcommand == "am")

@@ -41,6 +41,7 @@ _GIT_TIMEOUT = 60  # seconds for each git process the guard runs
 _PSEUDO = re.compile(r"[A-Z][A-Z0-9_]*$")  # HEAD, ORIG_HEAD, FETCH_HEAD, MERGE_HEAD, AUTO_MERGE, ...
 _OID = re.compile(rb"^\^?([0-9a-fA-F]{40}(?:[0-9a-fA-F]{24})?)$")  # git reads hex in either case
 _MARKS = frozenset({"HEAD", "objects", "refs", "commondir"})
+_LIVE = gitrepo.LIVE_NAMES  # in a folder passing for a git directory, a finding keyed by content (attack6 15)
 _LINK = b"\0symlink\0"  # how a symlink is held (git reads a symlinked ref through it)
 _SPECIAL = b"\0special\0"  # a FIFO, device or socket: not git's, never read
 
@@ -323,7 +324,7 @@ class GitGuard:
             d = os.path.dirname(p)
             where = (d, _work_tree(d, top))
             try:
-                entries = gitindex.index_entries(after[p])
+                entries = gitindex.index_entries_with_modes(after[p])
             except gitindex.IndexUnreadable as e:
                 found.setdefault(where, {})[("index", p)] = f"{self._show(p)} cannot be read ({e})"
                 continue
@@ -334,7 +335,8 @@ class GitGuard:
             known = self._baseline(d, dtop)
             hits += [(dtop, key, text) for key, text in items.items() if key not in known and key not in fresh
                      and not self._operators(dtop, key)]
-        self.lookalikes = [(wtop, key[1]) for wtop, key, _ in hits if key[0] == "lookalike"]
+        self.lookalikes = list(dict.fromkeys((wtop, key[1]) for wtop, key, _ in hits
+                                             if key[0] in ("lookalike", "gitdir")))
         return [text for _, _, text in hits]
 
     def _baseline(self, d: str, top: str) -> set[tuple]:
@@ -350,7 +352,7 @@ class GitGuard:
         data = self.before.get(os.path.join(d, "index"))
         if data:
             try:
-                known |= set(self._findings(top, gitindex.index_entries(data)))
+                known |= set(self._findings(top, gitindex.index_entries_with_modes(data)))
             except gitindex.IndexUnreadable:
                 pass
         return known
@@ -369,26 +371,29 @@ class GitGuard:
         except OSError:
             return False
 
-    def _findings(self, top: str, entries: list[tuple[str, bytes]] | list[tuple[str, str]]) -> dict[tuple, str]:
-        """What of `entries` (a whole listing: path, object name) a person's git must never write: a `.git`
-        component, a protected path, a folder whose entries -- listed, and on disk -- pass for a git directory."""
+    def _findings(self, top: str, entries: list[tuple[str, bytes, int]] | list[tuple[str, str, int]]
+                  ) -> dict[tuple, str]:
+        """What of `entries` (a whole listing: path, object name, mode) a person's git must never write: a `.git`
+        component, a protected path, a folder whose entries -- listed, and on disk -- pass for a git directory,
+        and each entry of such a folder that git reads as configuration or code (_LIVE), with its content and
+        mode (a hook made executable, a config made a symlink, keep their object name)."""
         out: dict[tuple, str] = {}
         children: dict[str, set[str]] = {}
-        for path, oid in entries:
+        listed: list[tuple[str, str, int]] = []
+        for path, oid, mode in entries:
             parts = path.split("/")
             for i, part in enumerate(parts):
                 children.setdefault("/".join(parts[:i]), set()).add(part)
-            out.update(self._names(top, path, oid.hex() if isinstance(oid, bytes) else oid))
-        passing = set()
+            listed.append((path, oid.hex() if isinstance(oid, bytes) else oid, mode))
+            out.update(self._names(top, path, listed[-1][1]))
+        folders: set[str] = set()
         for folder, names in children.items():
             found = _lookalike(top, folder, names)
             out.update(found)
-            if found:
-                passing.add(folder)
-        for path, oid in entries:  # what a person's git reads in a folder that passes: keyed by content too
-            folder = _sensitive_in(path)
-            if folder is not None and folder in passing:
-                out[("lookalike-entry", path, oid.hex() if isinstance(oid, bytes) else oid)] = _entry_text(path, folder)
+            folders.update(folder for _ in found)
+        if folders:
+            for path, oid, mode in listed:
+                out.update(_live_entries(path, oid, mode, folders))
         return out
 
     def _names(self, top: str, path: str, oid: str) -> dict[tuple, str]:
@@ -402,13 +407,15 @@ class GitGuard:
         """What each new commit adds to its first parent (a root commit: all it holds), one `git diff-tree`
         for them all: every finding of a new commit is added there, or is in its first parent, which is new
         (and listed too) or was already in the repository. A folder to which a commit adds HEAD, objects,
-        refs or commondir is listed whole in that commit, and counted with what is on disk."""
+        refs or commondir -- or changes what git reads there as configuration or code (_LIVE) -- is listed
+        whole in that commit, and counted with what is on disk; in one that passes, each such entry the
+        commit adds or changes is a finding of its own (attack6 15: a tracked fixture's config rewritten)."""
         out: dict[tuple, str] = {}
         data = self._run(["diff-tree", "--stdin", "-r", "-t", "-z", "--root", "--diff-merges=first-parent",
                           "--no-renames"], ("\n".join(commits) + "\n").encode())
         tokens = data.split(b"\0")
         marks: dict[tuple[str, str], None] = {}
-        sensitive: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        changes: dict[str, list[tuple[str, str]]] = {}  # what each commit adds or changes: (path, object)
         commit = ""
         i = 0
         while i < len(tokens):
@@ -427,23 +434,21 @@ class GitGuard:
                 raise _Unlistable(f"more than {_MAX_ENTRIES} paths in the new commits to check")
             for key, text in self._names(top, path, fields[3].decode()).items():
                 out.setdefault(key, f"{text}, in commit {commit[:12]}")
-            if os.path.basename(path) in _MARKS:
+            changes.setdefault(commit, []).append((path, fields[3].decode(), _mode(fields[1])))
+            if os.path.basename(path) in _MARKS | _LIVE:  # -t lists every tree on the way as an entry too
                 marks[(commit, os.path.dirname(path))] = None
-            folder = _sensitive_in(path)
-            if folder is not None:
-                sensitive.setdefault((commit, folder), []).append((path, fields[3].decode()))
-        for commit, folder in dict.fromkeys([*marks, *sensitive]):
-            names = {os.path.basename(p) for p, _ in self._ls_tree(commit, folder)}
+        for commit, folder in marks:
+            names = {os.path.basename(p) for p, _, _ in self._ls_tree(commit, folder)}
             found = _lookalike(top, folder, names)
             if not found:
                 continue
-            if (commit, folder) in marks:
-                for key, text in found.items():
-                    out.setdefault(key, f"{text}, in commit {commit[:12]}")
-            # attack6 finding 15: in a folder that passes for a git directory (a tracked bare-repository fixture),
-            # a commit that changes its config, hooks, info/ or commondir plants what a person's git there runs
-            for path, oid in sensitive.get((commit, folder), []):
-                out.setdefault(("lookalike-entry", path, oid), f"{_entry_text(path, folder)}, in commit {commit[:12]}")
+            inside = [e for e in changes[commit] if not folder or e[0].startswith(folder + "/")]
+            live = [(k, t) for p, oid, mode in inside for k, t in _live_entries(p, oid, mode, {folder}).items()]
+            live.sort(key=lambda item: item[0][3].startswith("040000"))  # name a file before the folder holding it
+            # the lookalike first when the commit gives the folder its HEAD; what it changes in one first when not
+            made = any((p[len(folder) + 1 :] if folder else p) == "HEAD" for p, _, _ in inside)
+            for key, text in [*found.items(), *live] if made else [*live, *found.items()]:
+                out.setdefault(key, f"{text}, in commit {commit[:12]}")
         return out
 
     # --- git, run by DAL outside any wall on the repository's objects only ------------------------------
@@ -505,22 +510,22 @@ class GitGuard:
             raise _Unlistable(f"more than {_MAX_COMMITS} new commits to check")
         return commits, trees
 
-    def _ls_tree(self, tree: str, folder: str | None = None) -> list[tuple[str, str]]:
-        """(path, object name) of everything in `tree`, or only of the entries directly in its `folder`."""
+    def _ls_tree(self, tree: str, folder: str | None = None) -> list[tuple[str, str, int]]:
+        """(path, object name, mode) of everything in `tree`, or only of the entries directly in its `folder`."""
         args = ["ls-tree", "-z", tree] if folder is None else ["ls-tree", "-z", tree, "--", folder + "/"]
         if folder is None:
             args[1:1] = ["-r", "-t", "--full-tree"]
         elif not folder:
             args = ["ls-tree", "-z", tree]
         out = self._run(args)
-        entries: list[tuple[str, str]] = []
+        entries: list[tuple[str, str, int]] = []
         for item in out.split(b"\0"):
             if not item:
                 continue
             head, _, path = item.partition(b"\t")
             fields = head.split()
             oid = fields[2].decode() if len(fields) > 2 else ""
-            entries.append((path.decode("utf-8", errors="surrogateescape"), oid))
+            entries.append((path.decode("utf-8", errors="surrogateescape"), oid, _mode(fields[0] if fields else b"")))
         self.entries += len(entries)
         if self.entries > _MAX_ENTRIES:
             raise _Unlistable(f"more than {_MAX_ENTRIES} paths in the new commits to check")
@@ -593,27 +598,6 @@ def _work_tree(d: str, top: str) -> str:
     return os.path.dirname(os.path.realpath(text)) if text else top
 
 
-_READ_IN_A_GIT_DIR = ("config", "commondir", "HEAD", "config.worktree", "objects/info/alternates")
-
-
-def _sensitive_in(path: str) -> str | None:
-    """The folder whose git directory `path` would configure, were that folder to pass for one: its `config`,
-    `commondir`, `HEAD`, `hooks/*`, `info/*`, `objects/info/alternates`; None for any other path."""
-    for name in _READ_IN_A_GIT_DIR:
-        if path == name or path.endswith("/" + name):
-            return path[: len(path) - len(name)].rstrip("/")
-    parts = path.split("/")
-    for i in range(len(parts) - 2, -1, -1):
-        if parts[i] in ("hooks", "info"):
-            return "/".join(parts[:i])
-    return None
-
-
-def _entry_text(path: str, folder: str) -> str:
-    return (f"{path} ({folder or 'the top of the work tree'} passes for a git directory: a person's git run there "
-            "reads it, and its config can name a program to run)")
-
-
 def _lookalike(top: str, folder: str, names: set[str]) -> dict[tuple, str]:
     """The finding for `folder` when its listed entries, with those on disk, pass for a git directory."""
     if not names & _MARKS:
@@ -624,6 +608,31 @@ def _lookalike(top: str, folder: str, names: set[str]) -> dict[tuple, str]:
     mark = "HEAD" if "HEAD" in names else sorted(names & _MARKS)[0]
     return {("lookalike", folder): f"{os.path.join(folder, mark)} ({folder or 'the top of the work tree'} would pass "
                                    "for a git directory: HEAD, objects/, refs/)"}
+
+
+_live = gitrepo.is_live
+
+
+def _mode(text: bytes) -> int:
+    """A mode as git prints it (octal digits); 0 for anything else."""
+    try:
+        return int(text, 8)
+    except ValueError:
+        return 0
+
+
+def _live_entries(path: str, oid: str, mode: int, folders: set[str]) -> dict[tuple, str]:
+    """The findings for `path` (with its object name and mode) when it is a live entry of one of `folders`,
+    each a folder that passes for a git directory."""
+    out: dict[tuple, str] = {}
+    parts = path.split("/")
+    for i in range(len(parts)):
+        folder = "/".join(parts[:i])
+        if folder in folders and _live("/".join(parts[i:])):
+            out[("gitdir", folder, path, f"{mode:06o} {oid}")] = (
+                f"{path} ({folder or 'the top of the work tree'} passes for a git directory, and git run there would "
+                "read this as its configuration or code)")
+    return out
 
 
 def _drop_head(top: str, folder: str) -> None:

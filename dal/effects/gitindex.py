@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["IndexUnreadable", "index_entries", "bad_component", "blob_id"]
+__all__ = ["IndexUnreadable", "index_entries", "index_entries_with_modes", "bad_component", "blob_id"]
 
 _HASH_LENGTHS = (20, 32)  # SHA-1, SHA-256 object names
 
@@ -24,6 +24,11 @@ def index_entries(data: bytes) -> list[tuple[str, bytes]]:
     """Every entry's (path, object name), the path's undecoded bytes as surrogate escapes; IndexUnreadable if
     the data is not an index of version 2, 3 or 4 with SHA-1 or SHA-256 object names, or uses a split index
     (its entries are in another file)."""
+    return [(path, oid) for path, oid, _ in index_entries_with_modes(data)]
+
+
+def index_entries_with_modes(data: bytes) -> list[tuple[str, bytes, int]]:
+    """As index_entries, with each entry's mode (0o100644, 0o100755, 0o120000 a symlink, 0o160000 a gitlink)."""
     if len(data) < 12 or data[:4] != b"DIRC":
         raise IndexUnreadable("no index header")
     version, count = struct.unpack(">II", data[4:12])
@@ -39,15 +44,16 @@ def index_entries(data: bytes) -> list[tuple[str, bytes]]:
     raise IndexUnreadable("entries or extensions do not fit")
 
 
-def _entries(data: bytes, version: int, count: int, hash_len: int) -> tuple[list[tuple[str, bytes]], int]:
+def _entries(data: bytes, version: int, count: int, hash_len: int) -> tuple[list[tuple[str, bytes, int]], int]:
     pos, prev = 12, b""
-    paths: list[tuple[str, bytes]] = []
+    paths: list[tuple[str, bytes, int]] = []
     fixed = 40 + hash_len + 2
     for _ in range(count):
         start = pos
         if pos + fixed > len(data):
             raise IndexUnreadable("truncated entry")
         oid = data[pos + 40 : pos + 40 + hash_len]
+        (mode,) = struct.unpack(">I", data[pos + 24 : pos + 28])
         (flags,) = struct.unpack(">H", data[pos + fixed - 2 : pos + fixed])
         pos += fixed
         if flags & 0x4000:
@@ -70,7 +76,7 @@ def _entries(data: bytes, version: int, count: int, hash_len: int) -> tuple[list
             name = data[pos:nul]
             pos = start + ((nul - start) // 8 + 1) * 8  # NUL padding to a multiple of 8
         prev = name
-        paths.append((name.decode("utf-8", errors="surrogateescape"), oid))
+        paths.append((name.decode("utf-8", errors="surrogateescape"), oid, mode))
     return paths, pos
 
 

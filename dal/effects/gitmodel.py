@@ -37,6 +37,7 @@ class GitUse:
     writes_repo: bool = False  # changes the repository (its index, objects, refs)
     writes_worktree: bool = False  # rewrites files of its work tree
     staged: tuple[str, ...] = ()  # paths `git add` / `git commit PATHS` records in the index (and a commit)
+    initialises: str | None = None  # `git init [DIR]`: DIR, which must not hold a `.git` already (a re-init)
 
 
 # Global options (before the subcommand). Everything else before it is denied.
@@ -235,7 +236,11 @@ def _clone(p: Parsed) -> tuple[ArgUse, GitUse]:
 
 
 def _init(p: Parsed) -> tuple[ArgUse, GitUse]:
-    return ArgUse(writes=tuple(p.operands[:1]) or (".",)), GitUse(p.sub)
+    """A new repository only: in a folder that holds a `.git` already git re-initialises that repository,
+    rewriting its config (core.filemode, core.bare, core.worktree) and copying templates into its hooks/ and
+    info/ (the checker denies it, seeing the folder)."""
+    target = p.operands[0] if p.operands else "."
+    return ArgUse(writes=(target,)), GitUse(p.sub, initialises=target)
 
 
 def _remote_ops(p: Parsed) -> tuple[ArgUse, GitUse]:
@@ -473,11 +478,9 @@ SUBCOMMANDS: dict[str, Sub] = {
     "init": Sub(values=_opts("--object-format -b --initial-branch"),
                 deny={"--template": "copies hooks from a folder it names", "--separate-git-dir": "keeps the "
                       "repository's configuration where scripts can write it", "--bare": "makes a repository "
-                      "whose configuration and hooks are not protected",
-                      # attack6 finding 14: in an existing repository, --shared=0777 writes core.sharedRepository
-                      # into its config, and every later git of the operator leaves refs and index world-writable
-                      "--shared": "sets core.sharedRepository in the configuration: every later git run makes the "
-                      "repository's files writable by the group or by everyone"},
+                      "whose configuration and hooks are not protected", "--shared": "writes core.sharedRepository "
+                      "into the repository's config: the operator's git would then leave the index, refs and objects "
+                      "writable by other users"},
                 flags=_opts("-q --quiet"), custom=_init),  # fmt: skip
     "bisect": Sub(flags=_opts("--no-checkout --first-parent --term-old --term-new --term-good --term-bad"),
                   custom=_bisect),  # fmt: skip

@@ -13,8 +13,22 @@ import re
 
 __all__ = [
     "find_git_dir", "repository_at", "common_dir", "config_entries", "remote_urls", "configured_remotes",
-    "url_kind", "patch_paths", "legacy_remotes", "alternates",
+    "url_kind", "patch_paths", "legacy_remotes", "alternates", "LIVE_NAMES", "is_live",
 ]
+
+# What git reads in a git directory as its configuration or code, or as where the rest of it is: the config
+# (and config.worktree), hooks/, info/ (attributes, exclude, grafts), commondir, HEAD, the git directories of
+# submodules and linked worktrees, a rebase's or sequencer's todo list (`exec` lines), legacy remote files;
+# and objects/info/ (alternates). Not the objects and refs it stores. In a folder that passes for a git
+# directory each of these is the repository's own (attack6 15: a tracked fixture's config rewritten).
+LIVE_NAMES = frozenset({"HEAD", "commondir", "config", "config.worktree", "hooks", "info", "modules", "worktrees",
+                        "rebase-merge", "rebase-apply", "sequencer", "remotes", "branches", "gitdir"})
+
+
+def is_live(rel: str) -> bool:
+    """Whether `rel`, a path inside a git directory, is one of LIVE_NAMES or below one, or in objects/info/."""
+    first, _, rest = rel.partition("/")
+    return first in LIVE_NAMES or (first == "objects" and rest.partition("/")[0] == "info")
 
 
 def _is_git_directory(d: str) -> bool:

@@ -74,6 +74,12 @@ GIT_SWEPT = ("commondir", "rebase-merge", "rebase-apply", "sequencer", "config.w
 # pipeline, the wall is refused (nothing starts); after it, what the partial walk found new is undone and the
 # command fails, naming the roots it could not check.
 _GIT_SCAN_LIMIT = 50_000
+# A folder that passed for a git directory before the pipeline (a tracked bare-repository fixture) is the
+# operator's only as it was: what git reads in it as configuration or code (gitrepo.LIVE_NAMES: config,
+# hooks/, info/, commondir, HEAD, objects/info/, ...) is fingerprinted by lstat (inode, size, times: ctime
+# cannot be set back) before, and when anything of it was added, changed or removed, its HEAD is removed
+# after, as for a new one (attack6 15; more than _LIVE_LIMIT entries there: the wall is refused).
+_LIVE_LIMIT = 10_000
 # The same walk finds every policy file and store below the write roots (a subfolder's `dal.toml` is the
 # policy a later `cd sub && dal run` reads, its `.dal` that run's store and journal): those that exist are
 # bound read-only (and stores hidden), at most _NESTED_LIMIT of them; after the pipeline a new one is removed
@@ -227,6 +233,7 @@ class Wall:
         self.unchecked: list[str] = []  # write roots the walk after the pipeline could not finish (fail closed)
         self._index: tuple[str, bytes | None, Policy] | None = None  # (WS/.git/index, its bytes before, policy)
         self._gitfiles: dict[str, bytes] = {}  # the `.git` files in the write roots before, and their content
+        self._live: dict[str, dict[str, tuple[int, ...]]] = {}  # lookalike folders before: their live entries
         self._sweep_ws = ""
         self._argv_head: list[str] = []
         self._argv_tail: list[str] = []
@@ -299,6 +306,11 @@ class Wall:
                                   "default toolset runs in such a tree")
             self._git_marks = marks
             extra = self._nested_protected(marks, ws)
+            self._live = {m: _live_state(m) for m in marks if os.path.basename(m) not in (".git", *NESTED_NAMES)}
+            if sum(len(v) for v in self._live.values()) > _LIVE_LIMIT:
+                raise WallRefused(f"the folders passing for a git directory in the write roots hold more than "
+                                  f"{_LIVE_LIMIT} entries of configuration, hooks and the like, too many to check "
+                                  "what a program changes there; only the default toolset runs in such a tree")
             # What records runs changes while a pipeline runs (SQLite's -wal beside a store elsewhere): never
             # undone; nor `.git` entries (the placeholders and GIT_SWEPT above) or the workspace's `.dal`.
             records = [*p.hidden, os.path.join(ws, ".dal")]
@@ -497,6 +509,7 @@ class Wall:
             "write_roots": list(self._write_roots), "ws": self._sweep_ws, "lock_git": self.lock_git,
             "nested": {k: text(v) for k, v in self._nested.items()}, "nested_git": sorted(self._nested_git),
             "absent": list(self._absent), "gitfiles": {k: text(v) for k, v in self._gitfiles.items()},
+            "live": {k: {r: list(v) for r, v in d.items()} for k, d in self._live.items()},
         }
 
     @classmethod
@@ -522,6 +535,7 @@ class Wall:
         wall._nested_git = set(state["nested_git"])
         wall._absent = list(state["absent"])
         wall._gitfiles = {k: v for k, t in state["gitfiles"].items() if (v := raw(t)) is not None}
+        wall._live = {k: {r: tuple(v) for r, v in d.items()} for k, d in state.get("live", {}).items()}
         return wall
 
     def _git_marks_before(self) -> set[str]:
@@ -560,6 +574,10 @@ class Wall:
             after = {m for m in after if os.path.basename(m) not in NESTED_NAMES}
             self.swept += [os.path.relpath(p, ws) if _within(p, [ws]) else p
                            for p in _neutralise(sorted(after - self._git_marks))]
+            changed = sorted(m for m, state in self._live.items() if m in after and _live_state(m) != state)
+            self.swept += [(os.path.relpath(p, ws) if _within(p, [ws]) else p) + " (its folder passed for a git "
+                           "directory, and what git reads there as configuration or code changed)"
+                           for p in _neutralise(changed)]
             self.swept += [os.path.relpath(p, ws) if _within(p, [ws]) else p for p in _restore_gitfiles(self._gitfiles)]
             if not complete:
                 self.unchecked = list(self._write_roots)
@@ -598,6 +616,39 @@ def _git_marks(roots: Iterable[str], limit: int | None = None) -> tuple[set[str]
             elif e.is_dir(follow_symlinks=False):
                 stack.append(e.path)
     return found, True
+
+
+def _live_state(folder: str) -> dict[str, tuple[int, ...]]:
+    """What git reads as configuration or code in the git-directory folder `folder` (gitrepo.is_live), by
+    lstat, not following symlinks: {path below it: (mode, inode, size, mtime, ctime)}. Stops a little past
+    _LIVE_LIMIT entries (the caller refuses that many)."""
+    from dal.effects import gitrepo
+
+    out: dict[str, tuple[int, ...]] = {}
+
+    def note(path: str, rel: str) -> bool:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return False
+        out[rel] = (st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        return stat.S_ISDIR(st.st_mode)
+
+    stack = [""]
+    while stack and len(out) <= _LIVE_LIMIT:
+        rel = stack.pop()
+        try:
+            with os.scandir(os.path.join(folder, rel) if rel else folder) as it:
+                names = [e.name for e in it]
+        except OSError:
+            continue
+        for name in names:
+            sub = f"{rel}/{name}" if rel else name
+            if gitrepo.is_live(sub) or sub == "objects":
+                if note(os.path.join(folder, sub), sub):
+                    stack.append(sub)
+    out.pop("objects", None)  # its times change with every object written: only objects/info/ counts
+    return out
 
 
 def _entries(folder: str) -> list[os.DirEntry]:
