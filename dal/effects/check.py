@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import stat
 import threading
@@ -403,6 +404,8 @@ def _check_git(g: object, policy: Policy) -> None:
                     _check_repository(repo, policy, "run the hooks of")
     for raw in getattr(g, "staged", ()):
         _check_staged(raw, top, policy)
+    for folder, names in getattr(g, "outputs", ()):
+        _check_outputs(folder or _configured(entries, "format.outputdirectory") or ".", names, policy)
     patched: list[str] = []
     for patch, prefix, strip in g.patches:
         named = gitrepo.patch_paths(P.resolve_path(patch, ws), mail=g.subcommand == "am")
@@ -418,6 +421,32 @@ def _check_git(g: object, policy: Policy) -> None:
                 else:
                     _check_protection(P.resolve_path(target, ws, follow_final=False), policy)
     _check_git_dirs(patched, policy)  # a patch adding x/HEAD, x/objects/..., x/refs/... makes x a lookalike
+
+
+def _configured(entries: list[tuple[str, str]], key: str) -> str | None:
+    values = [v for k, v in entries if k == key]
+    return values[-1] if values else None
+
+
+def _check_outputs(folder: str, names: str, policy: Policy) -> None:
+    """Files a program makes in `folder` under names known only once it runs (git format-patch): the folder
+    is a write, and so is every entry there, and every protected path, that such a name can match."""
+    resolved = _check_path(folder, "write", policy)
+    pattern = re.compile(names, re.DOTALL)
+    try:
+        entries = sorted(os.listdir(resolved))
+    except OSError:
+        entries = []  # not made yet: git makes it, empty
+    _spent.n += len(entries)
+    if _spent.n > _TREE_LIMIT:
+        raise _Denied(f"{folder}: more than {_TREE_LIMIT} entries to check in one command")
+    for name in entries:
+        if pattern.fullmatch(name):
+            _check_path(os.path.join(folder, name), "write", policy)
+    for path in policy.protected:
+        if os.path.dirname(path) == resolved and pattern.fullmatch(os.path.basename(path)):
+            raise _Denied(f"writes a protected path: {path} is protected, and a file this command makes there may "
+                          "take its name")
 
 
 def _check_staged(raw: str, top: str | None, policy: Policy) -> None:
