@@ -151,6 +151,14 @@ def _log(p: Parsed) -> tuple[ArgUse, GitUse]:
     return _reads(p)
 
 
+def _ref_format(p: Parsed) -> tuple[ArgUse, GitUse]:
+    """for-each-ref, branch, tag: git 2.40+ verifies a signature for `%(signature...)` in --format (ref-filter)."""
+    for v in p.values("--format"):
+        if "%(signature" in v:
+            raise Unsafe(f"git {p.sub} --format with %(signature): verifies signatures, which runs gpg")
+    return _read_only(p)
+
+
 def _format_patch(p: Parsed) -> tuple[ArgUse, GitUse]:
     """format-patch writes one file per commit into the -o folder (else format.outputDirectory, else the
     current folder): `[vREROLL-]NNNN-SUBJECT` cut to --filename-max-length, then the suffix (builtin/log.c,
@@ -466,7 +474,7 @@ SUBCOMMANDS: dict[str, Sub] = {
     "name-rev": Sub(values=_opts("--refs --exclude"), idempotent=True),
     "merge-base": Sub(idempotent=True),
     "show-ref": Sub(idempotent=True),
-    "for-each-ref": Sub(values=_opts("--format --sort --count --points-at"), idempotent=True),
+    "for-each-ref": Sub(values=_opts("--format --sort --count --points-at"), custom=_ref_format, idempotent=True),
     "show-branch": Sub(idempotent=True),
     "cherry": Sub(idempotent=True),
     "count-objects": Sub(idempotent=True),
@@ -494,11 +502,11 @@ SUBCOMMANDS: dict[str, Sub] = {
     "stash": Sub(values=_DIFF_VALUES | _REV_VALUES | _opts("-m --message"), paths={**_WRITE_BACK, **_LOG_PATHS},
                  deny=_LOG_DENY, custom=_stash),  # fmt: skip
     "branch": Sub(values=_opts("-u --set-upstream-to --points-at --format --sort"),
-                  deny={"--recurse-submodules": _SUBMODULES}),  # fmt: skip
+                  deny={"--recurse-submodules": _SUBMODULES}, custom=_ref_format),  # fmt: skip
     "tag": Sub(values=_opts("-m --message --points-at --format --sort --cleanup"),
                paths={"-F": READ, "--file": READ},
                deny={"-s": _GPG, "--sign": _GPG, "-u": _GPG, "--local-user": _GPG, "-v": _GPG,
-                     "--verify": _GPG}),  # fmt: skip
+                     "--verify": _GPG}, custom=_ref_format),  # fmt: skip
     "merge": Sub(values=_opts("-s --strategy -X --strategy-option -m --into-name --cleanup"),
                  paths={"-F": READ, "--file": READ},
                  deny={**_SIGN_DENY, "--verify-signatures": _GPG}, custom=_merging),  # fmt: skip
@@ -517,7 +525,7 @@ SUBCOMMANDS: dict[str, Sub] = {
                  flags=_opts("--stat --numstat --summary --check --index --cached --intent-to-add -N -3 --3way -R "
                              "--reverse --reject -z --unidiff-zero --apply --no-add --allow-binary-replacement "
                              "--binary --ignore-space-change --ignore-whitespace --inaccurate-eof -v --verbose -q "
-                             "--quiet --recount --allow-empty"),
+                             "--quiet --recount --allow-empty --allow-overlap"),
                  custom=_patches),  # fmt: skip
     "am": Sub(values=_opts("-p -C --exclude --include --whitespace --directory --quoted-cr --empty --patch-format "
                            "--resolvemsg"),
@@ -571,11 +579,11 @@ SUBCOMMANDS: dict[str, Sub] = {
                  flags=_opts("-l --local --no-hardlinks -s --shared --dissociate -q --quiet -v --verbose --progress "
                              "--no-progress -n --no-checkout --reject-shallow --no-reject-shallow --sparse "
                              "--also-filter-submodules --single-branch --no-single-branch --no-tags "
-                             "--shallow-submodules --no-shallow-submodules"),
+                             "--shallow-submodules --no-shallow-submodules -4 --ipv4 -6 --ipv6"),
                  custom=_clone),  # fmt: skip
     "fetch": Sub(network=True,
                  values=_opts("--depth --deepen --shallow-since --shallow-exclude --negotiation-tip --refmap -j --jobs "
-                              "-o --server-option"),
+                              "-o --server-option --filter"),
                  deny={"--upload-pack": "names a program to run", "--recurse-submodules": _SUBMODULES,
                        "--submodule-prefix": "is internal to git", "--recurse-submodules-default": _SUBMODULES,
                        "--stdin": "reads refspecs from standard input, which DAL does not check"},
@@ -704,14 +712,19 @@ def _also_an_option(sub: Sub, sub_name: str, value: str) -> None:
     option before it for one with a value, git did not), it must not be one that is denied or takes a path."""
     if value.startswith("-") and len(value) > 1:
         name = _match(sub, value.partition("=")[0]) if value.startswith("--") else value[:2]
-        if sub.deny.get(name) or name in sub.paths:
+        if sub.deny.get(name) or _path_kind(sub, name):
             raise Unsafe(f"git {sub_name}: the value {value!r} could be read as the option {name}; "
                          "give values attached (--opt=VALUE)")
 
 
+def _path_kind(sub: Sub, name: str) -> str | None:
+    if name in sub.paths:
+        return sub.paths[name]
+    return WRITE if name not in sub.values and _any_output(name) else None
+
+
 def _path_values(sub: Sub, parsed: Parsed, kind: str) -> list[str]:
-    return [v for n, v in parsed.options if v is not None and v != "-"
-            and (sub.paths.get(n) or (WRITE if _any_output(n) and n not in sub.values else None)) == kind]
+    return [v for n, v in parsed.options if v is not None and _path_kind(sub, n) == kind and v != "-"]
 
 
 def analyze_git(argv: tuple[str, ...], is_dir: Callable[[str], bool]) -> ArgUse:
@@ -742,9 +755,6 @@ def analyze_git(argv: tuple[str, ...], is_dir: Callable[[str], bool]) -> ArgUse:
         parsed = _parse(sub_name, sub, args[i + 1 :])
         if "--help" in (n for n, _ in parsed.options):
             raise Unsafe(f"git {sub_name} --help: runs man or a web browser")
-        if sub_name == "format-patch" and any("/" in (v or "") for n, v in parsed.options if n == "--suffix"):
-            # attack6 finding 11: `--suffix=/../dal.toml` after `mkdir 0001-s` wrote ./0001-s/../dal.toml
-            raise Unsafe(f"git {sub_name} --suffix with `/`: the patch files would be written in another folder")
         if sub.custom is _mv:
             use, git = _mv(parsed, is_dir)
         elif sub.custom is not None:

@@ -216,3 +216,36 @@ def test_plain_format_patch_still_runs(tmp_path: Path) -> None:
     assert r.ok and (ws / "0001-s.patch").read_text().startswith("From "), r.summary
     applies = subprocess.run(["git", "apply", "--check", "-R", "0001-s.patch"], cwd=ws, capture_output=True)
     assert applies.returncode == 0
+
+
+FAKE_GPG = """#!/bin/sh
+touch "$(dirname "$0")/GPG-RAN"
+case " $* " in *" -bsau "*) cat >/dev/null; echo "[GNUPG:] SIG_CREATED D 1 8 00 1 X" >&2
+  printf -- '-----BEGIN PGP SIGNATURE-----\\n\\nAAAA\\n-----END PGP SIGNATURE-----\\n';; esac
+"""
+
+
+@pytest.mark.parametrize("argv", [["log", "-1", "--format=%+G?"], ["log", "-1", "--pretty=format:%-GS"],
+                                  ["reflog", "show", "-1", "--format=% GK"], ["reflog", "--show-signature"],
+                                  ["rev-list", "-1", "--format=%G?", "HEAD"], ["stash", "list", "--format=%+G?"]],
+                         ids=lambda a: " ".join(a[:2]))
+def test_a_signature_placeholder_with_a_magic_sign_runs_no_gpg(tmp_path: Path, argv: list[str]) -> None:
+    """A sibling: `%+G?` (pretty.c's magic signs + - and space) verifies a signed commit's signature, which runs
+    the configured gpg; the model looked for `%G` only, and reflog, rev-list and stash lacked log's denials. The
+    operator's gpg.program here is a stand-in that leaves a marker."""
+    ws, _ = workspace(tmp_path)
+    gpg = tmp_path / "fakegpg"
+    gpg.write_text(FAKE_GPG)
+    gpg.chmod(0o755)
+    for cmd in (("config", "gpg.program", str(gpg)), ("config", "user.signingkey", "X"),
+                ("commit", "-q", "--allow-empty", "-S", "-m", "signed")):
+        operator(ws, *cmd)
+    marker = tmp_path / "GPG-RAN"
+    marker.unlink()
+    if argv[0] == "log":  # the operator's own git runs gpg for it
+        operator(ws, *argv)
+        assert marker.exists()
+        marker.unlink()
+    r = run(ws, ["git", *argv], False)
+    assert r.status == "denied" and "runs gpg" in r.summary, r.summary
+    assert not marker.exists()
