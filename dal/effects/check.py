@@ -418,6 +418,8 @@ def _check_git(g: object, policy: Policy) -> None:
                 target = os.path.join(prefix, *parts[k:])
                 if k == strip:
                     patched.append(_check_path(target, "write", policy))
+                    if getattr(g, "rejects", False):  # git unlinks an existing PATH.rej and makes a new one
+                        _check_path(target + ".rej", "write_nofollow", policy)
                 else:
                     _check_protection(P.resolve_path(target, ws, follow_final=False), policy)
     _check_git_dirs(patched, policy)  # a patch adding x/HEAD, x/objects/..., x/refs/... makes x a lookalike

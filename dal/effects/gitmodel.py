@@ -33,6 +33,7 @@ class GitUse:
     remotes: tuple[str, ...] = ()  # remote names or URLs named on the command line
     all_remotes: bool = False  # a network command naming none: the configured remotes it may use
     patches: tuple[tuple[str, str, int], ...] = ()  # (patch file, --directory prefix, -p strip) applied
+    rejects: bool = False  # --reject: a hunk that does not apply goes to PATH.rej (an existing one is replaced)
     network: bool = False
     writes_repo: bool = False  # changes the repository (its index, objects, refs)
     writes_worktree: bool = False  # rewrites files of its work tree
@@ -389,7 +390,7 @@ def _patches(p: Parsed) -> tuple[ArgUse, GitUse]:
         return ArgUse(reads=tuple(ops)), GitUse(p.sub)
     # --cached writes the index only, but a later checkout writes what it holds: checked the same.
     return (ArgUse(reads=tuple(ops), writes=tuple(p.values("--build-fake-ancestor"))),
-            GitUse(p.sub, patches=tuple((o, prefix, strip) for o in ops)))  # fmt: skip
+            GitUse(p.sub, patches=tuple((o, prefix, strip) for o in ops), rejects=p.has("--reject")))  # fmt: skip
 
 
 def _stash(p: Parsed) -> tuple[ArgUse, GitUse]:

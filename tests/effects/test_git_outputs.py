@@ -249,3 +249,21 @@ def test_a_signature_placeholder_with_a_magic_sign_runs_no_gpg(tmp_path: Path, a
     r = run(ws, ["git", *argv], False)
     assert r.status == "denied" and "runs gpg" in r.summary, r.summary
     assert not marker.exists()
+
+
+@WALL_OR_NOT
+def test_apply_reject_does_not_replace_a_protected_rej_file(tmp_path: Path, wall: bool) -> None:
+    """A sibling: `git apply --reject` writes the hunks that do not apply to PATH.rej, unlinking one that
+    exists: a name no argument gives. A protected `README.rej` is the operator's."""
+    ws, _ = workspace(tmp_path)
+    (ws / "README.rej").write_text("the operator's\n")
+    (ws / "dal.toml").write_text('[paths]\nprotect = ["README.rej"]\n')
+    (ws / "p.patch").write_text("diff --git a/README b/README\n--- a/README\n+++ b/README\n@@ -1 +1 @@\n-nothing like\n"
+                                "+this\n")
+    probe = real_git_writes(ws, tmp_path, ["apply", "--reject", "p.patch"], "README.rej") or b""
+    assert probe.startswith(b"diff a/README b/README")  # the real git replaced it
+    r = run(ws, ["git", "apply", "--reject", "p.patch"], wall, Policy.load(ws, allow_run=["git"]))
+    assert r.status == "denied" and "README.rej is protected" in r.summary, r.summary
+    assert (ws / "README.rej").read_text() == "the operator's\n"
+    r = run(ws, ["git", "apply", "p.patch"], wall, Policy.load(ws, allow_run=["git"]))  # without --reject: runs
+    assert r.status == "failed" and (ws / "README.rej").read_text() == "the operator's\n", r.summary
