@@ -191,6 +191,22 @@ def _oids(path: str, data: bytes) -> set[str]:
     return out
 
 
+def _replace_refs(held: dict[str, bytes], dirs: list[str]) -> dict[tuple[str, str], bytes]:
+    """Every ref under refs/replace/ in the held files of `dirs` (loose, or in packed-refs), by name: the
+    objects every git but the guard's own reads in place of others (GIT_NO_REPLACE_OBJECTS aside)."""
+    out: dict[tuple[str, str], bytes] = {}
+    for d in dirs:
+        for line in held.get(os.path.join(d, "packed-refs"), b"").splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1].startswith(b"refs/replace/"):
+                out[(d, parts[1].decode("utf-8", errors="surrogateescape"))] = parts[0]
+        loose = os.path.join(d, "refs", "replace")
+        for path, data in held.items():
+            if path.startswith(loose + "/"):
+                out[(d, os.path.relpath(path, d))] = data.strip()  # a loose ref wins over its packed line
+    return out
+
+
 def _resolve(held: dict[str, bytes], git_dir: str, common: str, name: str = "HEAD") -> str | None:
     """The commit `name` named in the held files (symbolic refs followed, packed refs read), or None."""
     for _ in range(6):
@@ -291,14 +307,19 @@ class GitGuard:
         odd = [p for p in changed if "/reftable/" in p or _odd(after.get(p, b""))]
         if odd:  # a reftable this reader cannot read, a ref that is a symlink or a FIFO: fail closed
             return [f"{self._show(odd[0])} (a ref DAL cannot hold: a symbolic link, not a regular file, or a reftable)"]
-        replaced = _new_replace_refs(self.before, after, changed)
-        if replaced:
-            # attack6 finding 05: a replace ref makes every git the operator runs show another object for the one
-            # it names (a tracked dal.toml's blob), and `git checkout` write it; the guard's own git ignores
-            # them, so what it checks is not what the operator would get. Fail closed on any new or changed one.
-            return [f"{replaced[0]} (a replace ref: every git the operator runs would show and check out another "
-                    "object in place of the one it names)"]
-        bad = self._found(top, dirs, after, changed)
+        # attack6 finding 05: a replace ref makes every git the operator runs show another object for the one it
+        # names (a tracked dal.toml's blob), and `git checkout` write it; the guard's own git ignores them, so what
+        # it checks is not what the operator would get. Any change to one fails closed (a pack-refs is none).
+        old_r, new_r = _replace_refs(self.before, dirs), _replace_refs(after, dirs)
+        bad = [f"{self._show(os.path.join(d, name))} (a replace ref: every git a person runs, checkout included, "
+               "would show the object it names in place of the one it replaces)"
+               for d, name in sorted(k for k in {*old_r, *new_r} if old_r.get(k) != new_r.get(k))]
+        try:
+            bad += self._found(top, dirs, after, changed)
+        except _Unlistable as e:
+            if not bad:
+                raise
+            bad.append(str(e))
         # Without the wall nothing else removes what git wrote into the work tree meanwhile: a lookalike's HEAD
         # goes, as the wall's walk would remove it (inside the wall it is gone already).
         for wtop, folder in self.lookalikes:
@@ -500,6 +521,9 @@ class GitGuard:
                 tips.append(parts[0])
             elif parts[1] == "tree":
                 trees.append((parts[0], name))
+            else:  # a blob (or a tag of one): nothing a person's git checks out, and nothing this check lists
+                raise _Unlistable(f"a ref names {name[:12]}, a {parts[1]}: DAL lets a command make refs to commits "
+                                  "and trees only")
         if not tips:
             return [], trees
         lines = [*tips, *("^" + o for o in sorted(old))]
@@ -565,20 +589,6 @@ class GitGuard:
     def _show(self, path: str) -> str:
         ws = self.policy.workspace
         return os.path.relpath(path, ws) if P.within(path, [ws]) else path
-
-
-def _new_replace_refs(before: dict[str, bytes], after: dict[str, bytes], changed: list[str]) -> list[str]:
-    """refs/replace/* refs that are new or name another object now: loose files, and lines of packed-refs."""
-    out = [p[p.index("/refs/replace/") + 1:] for p in changed if "/refs/replace/" in p and p in after]
-
-    def packed(data: bytes) -> set[bytes]:
-        return {line.strip() for line in data.splitlines() if b" refs/replace/" in line}
-
-    for p in changed:
-        if os.path.basename(p) == "packed-refs" and p in after:
-            out += sorted(x.split()[-1].decode(errors="replace")
-                          for x in packed(after[p]) - packed(before.get(p, b"")))
-    return out
 
 
 def _find_git() -> str | None:

@@ -33,11 +33,15 @@ class GitUse:
     remotes: tuple[str, ...] = ()  # remote names or URLs named on the command line
     all_remotes: bool = False  # a network command naming none: the configured remotes it may use
     patches: tuple[tuple[str, str, int], ...] = ()  # (patch file, --directory prefix, -p strip) applied
+    rejects: bool = False  # --reject: a hunk that does not apply goes to PATH.rej (an existing one is replaced)
     network: bool = False
     writes_repo: bool = False  # changes the repository (its index, objects, refs)
     writes_worktree: bool = False  # rewrites files of its work tree
     staged: tuple[str, ...] = ()  # paths `git add` / `git commit PATHS` records in the index (and a commit)
     initialises: str | None = None  # `git init [DIR]`: DIR, which must not hold a `.git` already (a re-init)
+    # (folder or "" for format.outputDirectory / the current folder, regex of the names): files format-patch
+    # makes; each entry there its names can match is checked as a write (a symlink would be written through)
+    outputs: tuple[tuple[str, str], ...] = ()
 
 
 # Global options (before the subcommand). Everything else before it is denied.
@@ -118,6 +122,11 @@ _REV_VALUES = _opts(
     "-n --max-count --skip --since --after --until --before --author --committer --grep --grep-reflog "
     "--min-parents --max-parents --exclude --encoding --date -L"
 )
+# Every subcommand that hands its options to git's revision and diff machinery (setup_revisions,
+# diff_opt_parse) takes the diff options `--output=FILE` (writes FILE) and `-O FILE` (reads it), whatever its
+# own help says: log, show, whatchanged, shortlog, rev-list, reflog (show), stash list/show, blame, annotate,
+# diff and its plumbing, range-diff, cherry-pick, revert, format-patch (checked against git 2.39, executing it:
+# tests/effects/test_git_outputs.py).
 _LOG_PATHS = {"--output": WRITE, "-O": READ}
 _LOG_DENY = {
     "--show-signature": _GPG,
@@ -125,9 +134,13 @@ _LOG_DENY = {
 }
 
 
+# A placeholder may carry a magic sign between `%` and its letter (pretty.c: `%+G?`, `%-GS`, `% GK`).
+_SIGNATURE_PLACEHOLDER = re.compile(r"%[-+ ]?G")
+
+
 def _format_deny(p: Parsed) -> None:
     for v in p.values("--format", "--pretty"):
-        if "%G" in v:
+        if _SIGNATURE_PLACEHOLDER.search(v):
             raise Unsafe(f"git {p.sub} --format with %G: verifies signatures, which runs gpg")
 
 
@@ -138,6 +151,36 @@ def _reads(p: Parsed) -> tuple[ArgUse, GitUse]:
 def _log(p: Parsed) -> tuple[ArgUse, GitUse]:
     _format_deny(p)
     return _reads(p)
+
+
+def _ref_format(p: Parsed) -> tuple[ArgUse, GitUse]:
+    """for-each-ref, branch, tag: git 2.40+ verifies a signature for `%(signature...)` in --format (ref-filter)."""
+    for v in p.values("--format"):
+        if "%(signature" in v:
+            raise Unsafe(f"git {p.sub} --format with %(signature): verifies signatures, which runs gpg")
+    return _read_only(p)
+
+
+def _format_patch(p: Parsed) -> tuple[ArgUse, GitUse]:
+    """format-patch writes one file per commit into the -o folder (else format.outputDirectory, else the
+    current folder): `[vREROLL-]NNNN-SUBJECT` cut to --filename-max-length, then the suffix (builtin/log.c,
+    open_next_file; the subject and the reroll count are reduced to letters, digits, `.`, `_`, `-`), or only
+    the number with --numbered-files. A suffix holding `/` leaves the folder (`--suffix=/../dal.toml`):
+    denied. The names themselves are known only once git has read the commits, so the checker checks, as
+    writes, every entry of that folder a name can match (a symlink there would be written through), and
+    every protected path there."""
+    _format_deny(p)
+    for suffix in p.values("--suffix"):
+        if "/" in suffix:
+            raise Unsafe(f"git format-patch --suffix={suffix}: a suffix with / makes the patch files outside their "
+                         "folder")
+    use, git = _reads(p)
+    if p.has("--stdout") and not any(n.startswith("--no-std") for n, _ in p.options):
+        return use, git  # to standard output only
+    folder = ([""] + p.values("-o", "--output-directory"))[-1]
+    # Every name starts with the number (negative with --start-number=-N) or, with a reroll count, with `v`.
+    names = r"(?:v|-?[0-9]).*" if p.values("-v", "--reroll-count") else r"-?[0-9].*"
+    return use, attrs.evolve(git, outputs=((folder, names),))
 
 
 def _diff(p: Parsed) -> tuple[ArgUse, GitUse]:
@@ -243,10 +286,48 @@ def _init(p: Parsed) -> tuple[ArgUse, GitUse]:
     return ArgUse(writes=(target,)), GitUse(p.sub, initialises=target)
 
 
+# Where a refspec may store what it fetches or pushes. A ref under refs/replace/ makes every git the operator
+# runs show the object it names in place of another (a blob of the script's for a tracked dal.toml); the other
+# namespaces outside branches, tags and remote-tracking branches are git's own (notes, the stash, bisect).
+_REF_PLACES = ("refs/heads/", "refs/tags/", "refs/remotes/")
+
+
+def _refspec_place(sub: str, spec: str, where: str) -> None:
+    """Deny a refspec (`[+]SRC[:DST]`) that would store a ref outside branches, tags and remote-tracking
+    branches. A push without `:DST` stores SRC's own name; a short DST is tried by git as `refs/DST` too,
+    which reaches an existing `refs/replace/...` through `replace/...`."""
+    if spec.startswith("^"):
+        return  # a negative refspec only leaves refs out
+    src, colon, dst = spec.removeprefix("+").partition(":")
+    if not colon:
+        if sub != "push":
+            return  # fetched into FETCH_HEAD only (and the configured remote-tracking branch)
+        dst = src
+    name = re.sub("/+", "/", dst)
+    if not name or name == "HEAD" or name == "@":
+        return
+    if name.startswith("refs/"):
+        ok = name.startswith(_REF_PLACES)
+    else:
+        ok = not name.startswith("replace/")
+    if not ok:
+        raise Unsafe(f"git {sub} {where}{spec}: stores a ref outside refs/heads, refs/tags and refs/remotes (a ref "
+                     "under refs/replace/ makes every git show another object in place of the one it names)")
+
+
 def _remote_ops(p: Parsed) -> tuple[ArgUse, GitUse]:
-    """fetch/pull/push/ls-remote [REMOTE [REFSPEC...]]: the first operand is a remote name or URL."""
+    """fetch/pull/push/ls-remote [REMOTE [REFSPEC...]]: the first operand is a remote name or URL; the
+    refspecs after it (and --refmap's) may store refs only where a person's git reads them as branches, tags
+    and remote-tracking branches."""
     ops = list(p.operands)
     named = [*p.values("--repo")]
+    if p.sub in ("fetch", "pull", "push"):
+        specs = [] if p.has("--multiple") else ops[1:]
+        specs = [s for i, s in enumerate(specs) if not (i > 0 and specs[i - 1] == "tag")]  # `tag NAME`: refs/tags
+        for spec in specs:
+            _refspec_place(p.sub, spec, "")
+        for spec in p.values("--refmap"):
+            _refspec_place(p.sub, spec, "--refmap=")
     if p.has("--multiple") and p.sub == "fetch":
         named += ops
     elif ops:
@@ -314,10 +395,11 @@ def _patches(p: Parsed) -> tuple[ArgUse, GitUse]:
         return ArgUse(reads=tuple(ops)), GitUse(p.sub)
     # --cached writes the index only, but a later checkout writes what it holds: checked the same.
     return (ArgUse(reads=tuple(ops), writes=tuple(p.values("--build-fake-ancestor"))),
-            GitUse(p.sub, patches=tuple((o, prefix, strip) for o in ops)))  # fmt: skip
+            GitUse(p.sub, patches=tuple((o, prefix, strip) for o in ops), rejects=p.has("--reject")))  # fmt: skip
 
 
 def _stash(p: Parsed) -> tuple[ArgUse, GitUse]:
+    _format_deny(p)  # stash list takes log's options
     ops = list(p.operands)
     action = ops[0] if ops and ops[0] in _STASH_ACTIONS else "push"
     if action in ("push", "save") and p.has("-u", "--include-untracked", "-a", "--all", "--only-untracked"):
@@ -367,16 +449,19 @@ SUBCOMMANDS: dict[str, Sub] = {
     "show": Sub(values=_DIFF_VALUES | _REV_VALUES, paths=_LOG_PATHS, deny=_LOG_DENY, custom=_log, idempotent=True),
     "whatchanged": Sub(values=_DIFF_VALUES | _REV_VALUES, paths=_LOG_PATHS, deny=_LOG_DENY, custom=_log,
                        idempotent=True),  # fmt: skip
-    "shortlog": Sub(values=_REV_VALUES | _opts("--group"), deny=_LOG_DENY, custom=_log, idempotent=True),
+    "shortlog": Sub(values=_DIFF_VALUES | _REV_VALUES | _opts("--group"), paths=_LOG_PATHS, deny=_LOG_DENY, custom=_log,
+                    idempotent=True),  # fmt: skip
     "diff": Sub(values=_DIFF_VALUES, paths=_LOG_PATHS, custom=_diff, idempotent=True),
     "diff-tree": Sub(values=_DIFF_VALUES, paths=_LOG_PATHS, idempotent=True),
     "diff-index": Sub(values=_DIFF_VALUES, paths=_LOG_PATHS, idempotent=True),
     "diff-files": Sub(values=_DIFF_VALUES, paths=_LOG_PATHS, idempotent=True),
     "range-diff": Sub(values=_DIFF_VALUES | _opts("--creation-factor"), paths=_LOG_PATHS, idempotent=True),
     "blame": Sub(values=_opts("-L --reverse --encoding --date --ignore-rev"),
-                 paths={"--contents": READ, "--ignore-revs-file": READ, "-S": READ}, idempotent=True),  # fmt: skip
+                 paths={**_LOG_PATHS, "--contents": READ, "--ignore-revs-file": READ, "-S": READ},
+                 idempotent=True),  # fmt: skip
     "annotate": Sub(values=_opts("-L --reverse --encoding --date --ignore-rev"),
-                    paths={"--contents": READ, "--ignore-revs-file": READ, "-S": READ}, idempotent=True),  # fmt: skip
+                    paths={**_LOG_PATHS, "--contents": READ, "--ignore-revs-file": READ, "-S": READ},
+                    idempotent=True),  # fmt: skip
     "grep": Sub(values=_opts("-e --max-depth -C --context -A --after-context -B --before-context -m --max-count "
                              "--threads"),
                 paths={"-f": READ},
@@ -390,12 +475,12 @@ SUBCOMMANDS: dict[str, Sub] = {
     "cat-file": Sub(values=_opts("--path"), idempotent=True),
     "rev-parse": Sub(values=_opts("--default --prefix --git-path"), paths={"--resolve-git-dir": READ},
                      idempotent=True),  # fmt: skip
-    "rev-list": Sub(values=_REV_VALUES, idempotent=True),
+    "rev-list": Sub(values=_DIFF_VALUES | _REV_VALUES, paths=_LOG_PATHS, deny=_LOG_DENY, custom=_log, idempotent=True),
     "describe": Sub(values=_opts("--match --exclude"), idempotent=True),
     "name-rev": Sub(values=_opts("--refs --exclude"), idempotent=True),
     "merge-base": Sub(idempotent=True),
     "show-ref": Sub(idempotent=True),
-    "for-each-ref": Sub(values=_opts("--format --sort --count --points-at"), idempotent=True),
+    "for-each-ref": Sub(values=_opts("--format --sort --count --points-at"), custom=_ref_format, idempotent=True),
     "show-branch": Sub(idempotent=True),
     "cherry": Sub(idempotent=True),
     "count-objects": Sub(idempotent=True),
@@ -403,7 +488,7 @@ SUBCOMMANDS: dict[str, Sub] = {
     "check-attr": Sub(idempotent=True),
     "var": Sub(idempotent=True),
     "version": Sub(idempotent=True),
-    "reflog": Sub(values=_REV_VALUES, custom=_log),
+    "reflog": Sub(values=_DIFF_VALUES | _REV_VALUES, paths=_LOG_PATHS, deny=_LOG_DENY, custom=_log),
     # changing the repository and the work tree
     "add": Sub(paths=dict(_WRITE_BACK), values=_opts("--chmod"), custom=_staging),
     "commit": Sub(values=_opts("-C --reuse-message -c --reedit-message --fixup --squash --author --date -m "
@@ -420,13 +505,14 @@ SUBCOMMANDS: dict[str, Sub] = {
     "switch": Sub(values=_opts("-c --create -C --force-create --orphan --conflict"),
                   deny={"--recurse-submodules": _SUBMODULES}),  # fmt: skip
     "reset": Sub(paths=dict(_WRITE_BACK), deny={"--recurse-submodules": _SUBMODULES}),
-    "stash": Sub(values=_opts("-m --message"), paths=dict(_WRITE_BACK), custom=_stash),
+    "stash": Sub(values=_DIFF_VALUES | _REV_VALUES | _opts("-m --message"), paths={**_WRITE_BACK, **_LOG_PATHS},
+                 deny=_LOG_DENY, custom=_stash),  # fmt: skip
     "branch": Sub(values=_opts("-u --set-upstream-to --points-at --format --sort"),
-                  deny={"--recurse-submodules": _SUBMODULES}),  # fmt: skip
+                  deny={"--recurse-submodules": _SUBMODULES}, custom=_ref_format),  # fmt: skip
     "tag": Sub(values=_opts("-m --message --points-at --format --sort --cleanup"),
                paths={"-F": READ, "--file": READ},
                deny={"-s": _GPG, "--sign": _GPG, "-u": _GPG, "--local-user": _GPG, "-v": _GPG,
-                     "--verify": _GPG}),  # fmt: skip
+                     "--verify": _GPG}, custom=_ref_format),  # fmt: skip
     "merge": Sub(values=_opts("-s --strategy -X --strategy-option -m --into-name --cleanup"),
                  paths={"-F": READ, "--file": READ},
                  deny={**_SIGN_DENY, "--verify-signatures": _GPG}, custom=_merging),  # fmt: skip
@@ -435,9 +521,9 @@ SUBCOMMANDS: dict[str, Sub] = {
                         "-i": "runs an editor", "--interactive": "runs an editor", "--edit-todo": "runs an editor",
                         **_GOES_ON_DENY},
                   custom=_merging),  # fmt: skip
-    "cherry-pick": Sub(values=_opts("-m --mainline --strategy -X --strategy-option --cleanup"),
+    "cherry-pick": Sub(values=_opts("-m --mainline --strategy -X --strategy-option --cleanup"), paths=_LOG_PATHS,
                        deny={**_SIGN_DENY, **_GOES_ON_DENY}, custom=_merging),  # fmt: skip
-    "revert": Sub(values=_opts("-m --mainline --strategy -X --strategy-option --cleanup"),
+    "revert": Sub(values=_opts("-m --mainline --strategy -X --strategy-option --cleanup"), paths=_LOG_PATHS,
                   deny={**_SIGN_DENY, **_GOES_ON_DENY}, custom=_merging),  # fmt: skip
     "apply": Sub(values=_opts("-p -C --exclude --include --whitespace --directory"),
                  paths={"--build-fake-ancestor": WRITE},
@@ -445,7 +531,7 @@ SUBCOMMANDS: dict[str, Sub] = {
                  flags=_opts("--stat --numstat --summary --check --index --cached --intent-to-add -N -3 --3way -R "
                              "--reverse --reject -z --unidiff-zero --apply --no-add --allow-binary-replacement "
                              "--binary --ignore-space-change --ignore-whitespace --inaccurate-eof -v --verbose -q "
-                             "--quiet --recount --allow-empty"),
+                             "--quiet --recount --allow-empty --allow-overlap"),
                  custom=_patches),  # fmt: skip
     "am": Sub(values=_opts("-p -C --exclude --include --whitespace --directory --quoted-cr --empty --patch-format "
                            "--resolvemsg"),
@@ -463,7 +549,7 @@ SUBCOMMANDS: dict[str, Sub] = {
                             "--suffix"),
                         paths={"-o": WRITE, "--output-directory": WRITE, "--output": WRITE, "--signature-file": READ,
                                "-O": READ},
-                        deny=_LOG_DENY, custom=_log),  # fmt: skip
+                        deny=_LOG_DENY, custom=_format_patch),  # fmt: skip
     "archive": Sub(values=_opts("--format --prefix --add-virtual-file"),
                    paths={"-o": WRITE, "--output": WRITE, "--add-file": READ},
                    deny={"--remote": "fetches the archive from another repository", "--exec": "names a program to run"},
@@ -501,13 +587,14 @@ SUBCOMMANDS: dict[str, Sub] = {
                  flags=_opts("-l --local --no-hardlinks -s --shared --dissociate -q --quiet -v --verbose --progress "
                              "--no-progress -n --no-checkout --reject-shallow --no-reject-shallow --sparse "
                              "--also-filter-submodules --single-branch --no-single-branch --no-tags "
-                             "--shallow-submodules --no-shallow-submodules"),
+                             "--shallow-submodules --no-shallow-submodules -4 --ipv4 -6 --ipv6"),
                  custom=_clone),  # fmt: skip
     "fetch": Sub(network=True,
                  values=_opts("--depth --deepen --shallow-since --shallow-exclude --negotiation-tip --refmap -j --jobs "
-                              "-o --server-option"),
+                              "-o --server-option --filter"),
                  deny={"--upload-pack": "names a program to run", "--recurse-submodules": _SUBMODULES,
-                       "--submodule-prefix": "is internal to git", "--recurse-submodules-default": _SUBMODULES},
+                       "--submodule-prefix": "is internal to git", "--recurse-submodules-default": _SUBMODULES,
+                       "--stdin": "reads refspecs from standard input, which DAL does not check"},
                  custom=_remote_ops),  # fmt: skip
     "pull": Sub(network=True,
                 values=_opts("--depth --deepen --shallow-since --shallow-exclude --negotiation-tip --refmap -j --jobs "
@@ -521,7 +608,10 @@ SUBCOMMANDS: dict[str, Sub] = {
                 custom=_remote_ops),  # fmt: skip
     "ls-remote": Sub(network=True, values=_opts("--sort -o --server-option"),
                      deny={"--upload-pack": "names a program to run"}, custom=_remote_ops),  # fmt: skip
-    "remote": Sub(network=True, values=_opts("-t -m"), custom=_remote),
+    "remote": Sub(network=True, values=_opts("-t -m"),
+                  deny={"--mirror": "makes the remote's every ref, refs/replace/ among them, a ref of the same name "
+                        "here"},
+                  custom=_remote),  # fmt: skip
 }
 
 for _name in "restore checkout switch reset stash merge rebase cherry-pick revert pull am apply rm mv bisect".split():
@@ -630,14 +720,19 @@ def _also_an_option(sub: Sub, sub_name: str, value: str) -> None:
     option before it for one with a value, git did not), it must not be one that is denied or takes a path."""
     if value.startswith("-") and len(value) > 1:
         name = _match(sub, value.partition("=")[0]) if value.startswith("--") else value[:2]
-        if sub.deny.get(name) or name in sub.paths:
+        if sub.deny.get(name) or _path_kind(sub, name):
             raise Unsafe(f"git {sub_name}: the value {value!r} could be read as the option {name}; "
                          "give values attached (--opt=VALUE)")
 
 
+def _path_kind(sub: Sub, name: str) -> str | None:
+    if name in sub.paths:
+        return sub.paths[name]
+    return WRITE if name not in sub.values and _any_output(name) else None
+
+
 def _path_values(sub: Sub, parsed: Parsed, kind: str) -> list[str]:
-    return [v for n, v in parsed.options if v is not None and v != "-"
-            and (sub.paths.get(n) or (WRITE if _any_output(n) and n not in sub.values else None)) == kind]
+    return [v for n, v in parsed.options if v is not None and _path_kind(sub, n) == kind and v != "-"]
 
 
 def analyze_git(argv: tuple[str, ...], is_dir: Callable[[str], bool]) -> ArgUse:
@@ -668,9 +763,6 @@ def analyze_git(argv: tuple[str, ...], is_dir: Callable[[str], bool]) -> ArgUse:
         parsed = _parse(sub_name, sub, args[i + 1 :])
         if "--help" in (n for n, _ in parsed.options):
             raise Unsafe(f"git {sub_name} --help: runs man or a web browser")
-        if sub_name == "format-patch" and any("/" in (v or "") for n, v in parsed.options if n == "--suffix"):
-            # attack6 finding 11: `--suffix=/../dal.toml` after `mkdir 0001-s` wrote ./0001-s/../dal.toml
-            raise Unsafe(f"git {sub_name} --suffix with `/`: the patch files would be written in another folder")
         if sub.custom is _mv:
             use, git = _mv(parsed, is_dir)
         elif sub.custom is not None:

@@ -121,6 +121,15 @@ ALLOW = [
     ("git remote -v", "external"),
     ("git --no-pager log", "local"),
     ("git --version", "local"),
+    ("git reflog -1 --output=out.txt", "local"),
+    ("git format-patch -1 --stdout", "local"),
+    ("git format-patch -1 --suffix=.txt -o patches", "local"),
+    ("git push origin main:refs/heads/other", "external"),
+    ("git push origin +HEAD:main", "external"),
+    ("git fetch origin main:refs/remotes/origin/main", "external"),
+    ("git fetch --filter blob:none origin", "external"),
+    ("git apply --allow-overlap p.patch", "local"),
+    ("git clone -4 . copy4", "external"),
 ]
 
 DENY = [
@@ -226,6 +235,27 @@ DENY = [
     ("git fetch 'fd::3'", "git-remote-fd"),
     ("git clone foo://x c", "git-remote-foo"),
     ("git push ../outside main", "outside"),
+    # attack6 05, 09, 11 and their siblings (executed in test_git_replace.py, test_git_outputs.py)
+    ("git push origin HEAD:refs/replace/0123", "outside refs/heads"),
+    ("git push origin refs/replace/0123", "outside refs/heads"),
+    ("git push origin HEAD:replace/0123", "outside refs/heads"),
+    ("git push origin HEAD:refs/notes/commits", "outside refs/heads"),
+    ("git fetch origin +refs/tags/x:refs/replace/0123", "outside refs/heads"),
+    ("git fetch --refmap=refs/tags/x:refs/replace/0123 origin refs/tags/x", "outside refs/heads"),
+    ("git fetch --stdin origin", "standard input"),
+    ("git remote add --mirror=fetch m https://e/r", "refs/replace/"),
+    ("git reflog --output=dal.toml", "protected"),
+    ("git shortlog --output ../out HEAD", "outside"),
+    ("git rev-list --output=.git/config HEAD", "protected"),
+    ("git blame --output=dal.toml notes.txt", "protected"),
+    ("git cherry-pick --output=../x HEAD", "outside"),
+    ("git stash show --output=../x", "outside"),
+    ("git bundle create b.bundle --output=../x HEAD", "outside"),
+    ("git ls-files --outpu=../x", "outside"),
+    ("git format-patch -1 --suffix=/../dal.toml", "a suffix with /"),
+    ("git log --format=%+GS", "gpg"),
+    ("git reflog --show-signature", "gpg"),
+    ("git for-each-ref '--format=%(signature)'", "gpg"),
 ]
 
 

@@ -417,7 +417,9 @@ def test_a_replace_ref_that_swaps_a_tracked_policy_file_is_undone(tmp_path: Path
     assert run(ws, "git rm -q --cached evil.txt", **hook(wall)).ok
     before = refs(ws)
     for command in (f"git push -q . {blob}:refs/replace/{old}", f"git fetch -q . {blob}:refs/replace/{old}"):
-        r = run(ws, command, **hook(wall))
+        r = run(ws, command, **hook(wall))  # the model: a refspec storing a ref outside heads, tags, remotes
+        assert r.status == "denied" and "stores a ref outside refs/heads" in r.summary, (command, r.summary)
+        r = sh(ws, command, **hook(wall))  # a git the model did not see: the guard
         assert r.code == 126 and f"refs/replace/{old} (a replace ref" in r.stderr.splitlines()[0], (command, r.stderr)
         assert refs(ws) == before and not (ws / ".git" / "refs" / "replace" / old).exists()
     assert operator(ws, "show", "HEAD:sub/dal.toml").stdout == "[run]\n"
