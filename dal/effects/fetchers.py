@@ -729,6 +729,7 @@ def _wget_names(url: str, page: str, tree: bool, no_host: bool, cut: int,
     m = re.search(r"[@/?#;]", rest)
     if m is not None and m.group() == "@":
         rest = rest[m.end():]
+    written_host = re.split(r"[/?#;]", rest, maxsplit=1)[0]
     seps = "/;#" if ftp else "/?#"
     if rest.startswith("["):
         end = rest.find("]")
@@ -783,6 +784,8 @@ def _wget_names(url: str, page: str, tree: bool, no_host: bool, cut: int,
     folder = exact.rpartition("/")[0]
     names = [exact] + ([folder + "/" * bool(folder) + as_written.replace("/", "%2F")]
                        if as_written != exact.rpartition("/")[2] else [])
+    if tree and not no_host and written_host != os.fsdecode(parts[0]):
+        names.append(written_host + "/" + exact.split("/", 1)[1])  # the host folder as written, in case
     if any(s in (".", "..", "") for s in exact.split("/")):
         raise _Deny(f"wget {url}: a `.` or `..` in the name it would save")
     return ftp, names, name

@@ -40,7 +40,8 @@ def ws(tmp_path: Path) -> Path:
 
 
 def _ctx(ws: Path, wall: bool) -> EffectContext:
-    return EffectContext(policy=Policy.load(ws, allow_run=["curl", "wget"], allow_net=True), use_sandbox=wall)
+    return EffectContext(policy=Policy.load(ws, allow_run=["curl", "wget"], allow_net=True), use_sandbox=wall,
+                         unsandboxed_as_root=True)
 
 
 def _bare(cmd: str, cwd: Path) -> subprocess.CompletedProcess:
