@@ -47,14 +47,14 @@ ALLOWED = [
     "curl -L --proto-redir https http://example.com/",
     "curl -z 'Wed, 01 Jan 2020 00:00:00 GMT' -x http://proxy:3128 http://example.com/",
     "curl --alt-svc '' http://example.com/",
-    "curl -s 'http://example.com/{a,b}.json' 'http://example.com/[1-3].txt' '{http,https}://example.com/'",
+    "curl -s 'http://example.com/{a,b}.json' 'http://example.com/[1-3].txt'",
 ]
 
 DENIED = [
     # writes: protected paths and outside the write roots, by every output option and default name
     ("curl -o .git/index file://{WS}/x", "protected"),
-    ("curl -s 'f{i,o}le:///etc/passwd'", "makes a file: URL"),
-    ("curl -s '{http://x,file:///etc/passwd}'", "makes a file: URL"),
+    ("curl -s 'f{i,o}le:///etc/passwd'", "a URL glob before its scheme is known"),
+    ("curl -s '{http://x,file:///etc/passwd}'", "a URL glob before its scheme is known"),
     ("curl -s --create-dirs -o .git/objects/ab/cd file://{WS}/x", "protected"),
     ("curl -sSLodal.toml http://x/", "protected"),
     ("curl -sO http://x/dal.toml", "protected"),
