@@ -8,6 +8,7 @@ import os
 import re
 import sqlite3
 import time
+from pathlib import Path
 
 from worker_queue import Queue
 
@@ -88,3 +89,20 @@ def test_the_refusal_is_said_once_then_reminded_now_and_then_with_a_wait_that_gr
     t.failed(OSError("again"))
     assert said[-1].startswith("the run store refused: again; trying again in 1 s")
 
+
+
+def test_a_bug_in_a_jobs_process_is_one_line_in_the_log_and_its_traceback_in_a_file(tmp_path: Path) -> None:
+    from dal.worker.worker import Worker
+
+    said: list[str] = []
+    w = Worker(tmp_path / ".dal" / "dal.db", say=said.append)
+    try:
+        {}["spec"]  # a genuine bug, wherever it is
+    except KeyError as e:
+        w._internal_error("job 7 (k)", 7, e)
+    (line,) = said
+    assert "job 7 (k): internal error in DAL (KeyError: 'spec'); please report it, with " in line, line
+    (kept,) = (tmp_path / ".dal" / "worker-errors").iterdir()
+    assert str(kept) in line and "Traceback" not in line
+    text = kept.read_text()
+    assert "Traceback (most recent call last)" in text and "KeyError: 'spec'" in text
