@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _API = ("run", "resume", "approve", "deny", "resolve_effect", "list_receipts", "receipt", "check", "Receipt",
-        "Diagnostic", "DalUsageError", "DalStoreError")
+        "Diagnostic", "DalUsageError", "DalStoreError", "interrupt_runs")
 
 __all__ = ["__version__", *_API]
 

@@ -31,6 +31,7 @@ __all__ = [
     "approve",
     "check",
     "deny",
+    "interrupt_runs",
     "list_receipts",
     "resume",
     "run",
@@ -394,3 +395,14 @@ def resume(
     if not spec.script or not Path(spec.script).is_file():
         raise DalUsageError(f"the script of run {run['run_id']} is gone: {spec.script or '(none recorded)'}")
     return _execute(spec)
+
+
+def interrupt_runs(reason: str = "SIGTERM") -> int:
+    """Stop every run this process is executing, in any thread, as SIGTERM stops `dal run`: each stops at
+    its next step (a command under way gets its grace, DAL_STOP_GRACE, then is stopped) and its `run` or
+    `resume` call returns an `interrupted` receipt, which `resume` continues. For a host that runs scripts
+    off its main thread (a server's worker threads), where DAL cannot take the process's signals itself.
+    Returns how many runs were asked to stop; a run that starts later is not stopped."""
+    from dal.runner import inflight
+
+    return inflight.interrupt_all(reason)

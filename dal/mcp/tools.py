@@ -15,7 +15,11 @@ from typing import Any
 
 from dal.mcp.arguments import Arg, BadArguments, check
 from dal.mcp.ceiling import BUDGETS, NARROWING, Ceiling, Widening
+from dal.receipts.oplock import WAIT_HINT
 
+# A busy key, as an agent can act on it: no tool takes the command line's --wait.
+AGENT_WAIT_HINT = ("; nothing was run: call `run` (or `resume`) with the same key again once that run has ended, "
+                   "or read its receipt with `show_receipt`")
 TEXT_TAIL = 4000  # characters of a run's output a summary carries (the receipt resource holds the rest)
 
 
@@ -156,7 +160,7 @@ class DalTools:
             with self._lock:
                 return getattr(self, "tool_" + name)(args)
         except (api.DalUsageError, api.DalStoreError, ValueError) as e:
-            raise ToolFailure(f"{name}: {e}") from None
+            raise ToolFailure(f"{name}: {str(e).replace(WAIT_HINT, AGENT_WAIT_HINT)}") from None
 
     # -- where a person decides -----------------------------------------------------------------------
 

@@ -22,6 +22,10 @@ from typing import Any
 
 from dal.core.digest import sha256
 
+# What KeyBusy's message tells the person at the command line; a front end without a --wait flag (dal mcp)
+# replaces it with its own.
+WAIT_HINT = "; wait for it with --wait SECONDS, or inspect it with `dal receipts`"
+
 
 class KeyBusy(Exception):
     def __init__(self, key: str, holder: dict[str, Any]) -> None:
@@ -31,7 +35,7 @@ class KeyBusy(Exception):
         super().__init__(
             f"operation {key!r} is being run by process {pid}" + (f" on {host}" if host else "")
             + (f" (run {run})" if run else "")
-            + "; wait for it with --wait SECONDS, or inspect it with `dal receipts`"
+            + WAIT_HINT
         )
         self.key = key
         self.holder = holder

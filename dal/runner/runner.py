@@ -39,6 +39,7 @@ from dal.receipts.oplock import KeyBusy, live_here, mark_live, unmark_live
 from dal.receipts.retry import derive_retry
 from dal.receipts.schema import ReceiptSchemaError
 from dal.receipts.store import RunContinued, Store, StoreError, StoreGone
+from dal.runner import inflight
 from dal.runner.effects import EffectHandler, rerunnable
 from dal.runner.host import RunHost
 from dal.runner.inforce import (
@@ -970,9 +971,11 @@ def _execute(run: _RunState) -> RunReport:
         # program's nested dal.toml in place: attack6 08).
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             restore[s] = signal.signal(s, on_signal)
+    inflight.started(rt)  # a host's other thread may stop it (dal/runner/inflight.py)
     try:
         outcome = Engine(rt).execute(checked)  # type: ignore[arg-type]
     finally:
+        inflight.ended(rt)
         for s, h in restore.items():
             signal.signal(s, h)
     if outcome.ended_by == "stop" and stopped:

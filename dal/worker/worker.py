@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import select
 import signal
@@ -34,6 +35,10 @@ from dal.receipts.jobs import Fence, JobQueue, machine_host
 from dal.receipts.location import StoreLocation
 from dal.receipts.store import StoreError
 from dal.worker.keeper import Keeper
+
+# A child that could not reach the run store (to start its run, or to route its job at the end) exits with
+# this status (EX_TEMPFAIL); the worker then routes the job itself, once the store answers again.
+EXIT_STORE = 75
 
 
 class Child:
@@ -87,6 +92,8 @@ class Worker:
         # job_id -> (lease_epoch, lease_until, monotonic time this worker first saw that lease): a lease
         # is stale only once this worker has seen it unrenewed for a whole lease of its own clock.
         self._leases: dict[int, tuple[int, float, float]] = {}
+        self._unrouted: list[tuple[Child, str]] = []  # children that ended while the store refused
+        self._trouble = StoreTrouble(poll, self.say, cap=max(poll, min(STORE_WAIT_CAP, lease / 3)))
 
     def say(self, text: str) -> None:
         """One line of the worker's log. Text from a script (a blocker, an error message in a note) shows
@@ -169,7 +176,8 @@ class Worker:
     def _loop(self) -> None:
         next_beat = next_chores = 0.0
         while True:
-            exited = self._reap()
+            exited = self._unrouted + self._reap()
+            self._unrouted = []
             if self.draining:
                 for child in self.children.values():
                     if not child.stopped:
@@ -179,11 +187,14 @@ class Worker:
                 return
             claimed: list[dict[str, Any]] = []
             idle = False
+            refused = False
+            wait = 0.0
             try:
                 with self._queue() as q:  # closed before any fork below
                     now = time.time()
-                    for child, how in exited:
-                        self._route_crash(q, child, how, now)
+                    while exited:
+                        self._route_crash(q, *exited[0], now)
+                        exited.pop(0)
                     if now >= next_beat:
                         self._beat(q, now)
                         next_beat = now + self.lease / 3
@@ -200,7 +211,18 @@ class Worker:
                             self.claimed += len(claimed)
                         idle = not claimed and not self.children and self._idle(q, now)
             except StoreError as e:
-                self.say(f"the run store refused: {e}; trying again in {self.poll:g} s")
+                # Waited out below, however soon the next beat falls due: a store that refuses at once (a
+                # server that is down, a damaged file) must not be asked again at once (attack7 03).
+                refused = True
+                self._unrouted = exited  # routed once the store answers again
+                wait = self._trouble.failed(e)
+            else:
+                self._trouble.ok()
+            if refused and self.draining and not self.children:
+                for child, _how in self._unrouted:  # a stop must not wait for a store that may never come back
+                    self.say(f"job {child.fence.job_id} ({child.job['key']}): not routed, the run store refuses; "
+                             "once its lease ends another worker takes it over and continues it from its journal")
+                return
             for job in claimed:
                 self._fork(job)
             if self.draining:
@@ -209,7 +231,10 @@ class Worker:
                 return
             else:
                 continue_after = self.poll  # a child that ends wakes the loop at once (SIGCHLD)
-            self._wait(min(continue_after, max(0.0, next_beat - time.time())))
+            if refused:
+                self._wait(wait if not self.draining else min(wait, 0.5))
+            else:
+                self._wait(min(continue_after, max(0.0, next_beat - time.time())))
 
     def _queue(self) -> Any:
         """A queue on a connection of its own, to close before any fork (SQLite: JobQueue.open; PostgreSQL: a
@@ -291,6 +316,8 @@ class Worker:
             self.done += 1
             if os.WIFSIGNALED(status):
                 how = f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+            elif os.WEXITSTATUS(status) == EXIT_STORE:
+                how = "could not reach the run store (its log line says why)"
             else:
                 how = f"exited with status {os.WEXITSTATUS(status)}"
             out.append((child, how))
@@ -344,15 +371,16 @@ class Worker:
         pid = os.fork()
         if pid == 0:  # the child: never returns
             code = 70
+            label = f"job {job['job_id']} ({job['key']})"
             try:
                 self._child_setup(parent)
                 code = self._child(job, fence)
-            except BaseException:  # noqa: BLE001 - a child never returns into the parent's loop
-                try:
-                    sys.stderr.write(f"dal worker: internal error running job {job['job_id']}:\n"
-                                     f"{traceback.format_exc()}")
-                except BaseException:  # noqa: BLE001
-                    pass
+            except StoreError as e:  # opening its queue, the key's takeover wait, --new-attempt's question
+                code = EXIT_STORE
+                _quietly(self.say, f"{label}: the run store refused before its run began: {str(e).rstrip('.')}; "
+                         "the worker routes the job once this process ends")
+            except BaseException as e:  # noqa: BLE001 - a child never returns into the parent's loop
+                _quietly(self._internal_error, label, job["job_id"], e)
             finally:
                 try:
                     sys.stdout.flush()
@@ -434,13 +462,99 @@ class Worker:
         run = None
         if receipt is not None:
             run = {"run_id": receipt["run_id"], "status": receipt["status"], "retry": receipt["retry"]}
-        to = q.route(fence, route.event, run_at=route.run_at, failures=route.failures, streak=route.streak,
-                     run=run, waits_on=route.waits_on, note=route.note)
+        try:
+            to = q.route(fence, route.event, run_at=route.run_at, failures=route.failures, streak=route.streak,
+                         run=run, waits_on=route.waits_on, note=route.note)
+        except StoreError as e:  # a lock held past the busy timeout, a server gone (attack7 02)
+            self.say(f"{label}: {route.note}; but the run store refused to route the job: {str(e).rstrip('.')}; "
+                     "the worker routes it once this process ends (the next run continues from the journal)")
+            return EXIT_STORE
         if to is None:
             self.say(f"{label}: {route.note}; the job is no longer this worker's (taken over or cancelled)")
         else:
             self.say(f"{label}: {route.note} → {to}")
         return 0
+
+    def _internal_error(self, label: str, job_id: int, error: BaseException) -> None:
+        """A bug in DAL while a child ran its job: one line in the log, the traceback in a file beside the
+        store (SQLite: its .dal/ folder; PostgreSQL: .dal/ of the worker's directory) for the bug report;
+        only when no such file can be written does the traceback go to the log, under a header."""
+        text = traceback.format_exc()
+        folder = (Path(self.store).parent if self.location.is_file else Path.cwd() / ".dal") / "worker-errors"
+        path = folder / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-job{job_id}-{os.getpid()}.txt"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"dal worker {self.id}: {label}\n{text}", encoding="utf-8")
+        except OSError as e:
+            self.say(f"{label}: internal error in DAL (please report it, with the traceback below, which could not "
+                     f"be written to {folder}: {e}); the worker routes the job once this process ends")
+            sys.stderr.write(text)
+            return
+        self.say(f"{label}: internal error in DAL ({type(error).__name__}: {error}); please report it, with "
+                 f"{path}; the worker routes the job once this process ends")
+
+
+# The longest wait between two tries of a store that refuses (never more than a third of the lease: the
+# leases of the jobs still running are renewed as soon as it answers again).
+STORE_WAIT_CAP = 10.0
+
+
+class StoreTrouble:
+    """The worker's loop while the run store refuses: how long to wait before the next try (the poll, then
+    doubling up to `cap`, each wait 20% either way at random, so that workers that failed together do not
+    all try again together), and what the log says: the refusal once, "still refusing" at most every
+    `remind` seconds, and "back" when a try succeeds again."""
+
+    def __init__(self, poll: float, say: Callable[[str], Any], *, cap: float, remind: float = 60.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.poll = max(poll, 0.05)
+        self.cap = max(cap, self.poll)
+        self.remind = remind
+        self.say = say
+        self.clock = clock
+        self.since: float | None = None
+        self.tries = 0
+        self.told = 0.0
+        self.wait = self.poll
+        self.last = ""
+
+    def failed(self, error: BaseException) -> float:
+        """A try that the store refused: the seconds to wait before the next."""
+        now = self.clock()
+        message = str(error).rstrip(".")
+        if self.since is None:
+            self.since, self.tries, self.wait = now, 1, self.poll
+            self.say(f"the run store refused: {message}; trying again in {self.wait:g} s, then less often "
+                     f"(up to every {self.cap:g} s) while it refuses")
+            self.told, self.last = now, message
+        else:
+            self.tries += 1
+            self.wait = min(self.wait * 2, self.cap)
+            if now - self.told >= self.remind:
+                changed = f": {message}" if message != self.last else " (the same error)"
+                self.say(f"the run store still refuses, since {_clock_text(self.since)} ({self.tries} tries in "
+                         f"{now - self.since:.0f} s){changed}")
+                self.told, self.last = now, message
+        return self.wait * random.uniform(0.8, 1.2)
+
+    def ok(self) -> None:
+        """A try that the store answered."""
+        if self.since is not None:
+            self.say(f"the run store is back, after {self.clock() - self.since:.1f} s refusing "
+                     f"({self.tries} tr{'ies' if self.tries != 1 else 'y'})")
+            self.since = None
+
+
+def _clock_text(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t))
+
+
+def _quietly(fn: Callable[..., Any], *args: Any) -> None:
+    """`fn(*args)` in a child on its way out: a log that cannot be written must not keep it from exiting."""
+    try:
+        fn(*args)
+    except BaseException:  # noqa: BLE001, S110
+        pass
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
