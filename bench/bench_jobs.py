@@ -51,8 +51,8 @@ def parallel(code: str, n: int, *args: str, at_once: int = WORKERS) -> float:
     timed = (f"import sys, time\n{code}\n"
              f"time.sleep(max(0.0, {start!r} - time.time()))\nt0 = time.time()\n"
              "for _ in range(int(sys.argv[1])):\n    item()\nprint(t0, time.time())\n")
-    procs = [subprocess.Popen([sys.executable, "-c", timed, str(n), *args], env=env(), stdout=subprocess.PIPE, text=True)
-             for _ in range(at_once)]
+    procs = [subprocess.Popen([sys.executable, "-c", timed, str(n), *args], env=env(), stdout=subprocess.PIPE,
+                              text=True) for _ in range(at_once)]
     spans = [tuple(map(float, p.communicate()[0].split())) for p in procs]
     return at_once * n / (max(e for _, e in spans) - min(s for s, _ in spans))
 
@@ -185,13 +185,14 @@ def main() -> None:
         at_once = WORKERS * c
         q = med["queue", c]
         print(f"-- {WORKERS} workers x --concurrency {c}: {at_once} jobs at a time; the spawns {at_once} at a time")
+        rounds = ", ".join(f"{x:.1f}" for x in got["queue", c])
         print(f"queue (claim, fork, run, journal, receipt, route)  {q:8.1f} jobs/s   "
-              f"{1000 / q * at_once:6.2f} ms per job per slot   (rounds: {', '.join(f'{x:.1f}' for x in got['queue', c])})")
+              f"{1000 / q * at_once:6.2f} ms per job per slot   (rounds: {rounds})")
         for key, label in (("bare", "bare sandbox spawns (bwrap --ro-bind / / true)"),
                            ("view", "bwrap with the wall's view, by itself"),
                            ("wall", "DAL's wall around true (run_effect)")):
             m = med[key, c]
-            each = ", ".join(f"x{s / x:.2f}" for s, x in zip(got[key, c], got["queue", c]))
+            each = ", ".join(f"x{s / x:.2f}" for s, x in zip(got[key, c], got["queue", c], strict=True))
             print(f"{label:50s} {m:8.1f} /s       {1000 / m * at_once:6.2f} ms each   the queue costs "
                   f"{m / q - 1:+.0%} on top (x{m / q:.2f}; by round {each})")
         print(f"target (issue 17), +25% at most on top of the spawns it cannot avoid (bwrap with the wall's view): "
