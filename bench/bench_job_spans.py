@@ -4,7 +4,8 @@ in its forked child. Prints mean milliseconds per job; asserts nothing.
     python bench/bench_job_spans.py [JOBS]      # default 40 one-effect jobs (`run("true")`)
 
 Spans nest (`_execute` holds `execute_checked`, the wall around the effect, and `_finish`, the receipt),
-so they do not add up. `fork->child` is the time from the fork to the child's first line. The last line
+so they do not add up. `fork->child` is the time from the fork to the child's first line; the child's CPU
+time and minor page faults (copy-on-write of the warm parent's heap, mostly) are its own. The last line
 gives the time per job from the first run's start to the last job's end, and the CPU time of every
 process per job (the worker's start-up included).
 """
@@ -36,8 +37,13 @@ SPANS = [
     ("dal.receipts.store", "Store.journal_intent"), ("dal.receipts.store", "Store.journal_result"),
     ("dal.receipts.store", "Store.begin_run"), ("dal.receipts.oplock", "KeyLock.acquire"),
     ("dal.receipts.files", "write_receipt_files"), ("dal.effects.running", "execute_checked"),
+    # inside the wall's spawn: bubblewrap started, its init's pid read, the cgroup move (an RCU grace period
+    # unless another move on the machine just paid one), the run after the release
+    ("dal.effects.executor", "_spawn"), ("dal.effects.executor", "_read_child_pid"),
+    ("dal.effects.limits", "Cgroup.add"), ("dal.effects.executor", "_drain"), ("dal.runner.runner", "check_source"),
 ]
 acc: dict[str, float] = {}
+FAULTS = "child: minor page faults"
 
 
 def timed(modname: str, qual: str) -> None:
@@ -87,10 +93,15 @@ def main() -> None:
     def traced_child(self: Any, job: dict[str, Any], fence: Any) -> int:
         acc.clear()
         acc["fork->child"] = time.time() - job["_forked_at"]
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
         try:
             return child(self, job, fence)
         finally:
-            (out / f"{os.getpid()}.json").write_text(json.dumps(acc))
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+            acc["child: user CPU"] = r1.ru_utime - r0.ru_utime
+            acc["child: system CPU"] = r1.ru_stime - r0.ru_stime
+            faults = r1.ru_minflt - r0.ru_minflt
+            (out / f"{os.getpid()}.json").write_text(json.dumps({**acc, FAULTS: faults}))
 
     def traced_fork(self: Any, job: dict[str, Any]) -> None:
         job["_forked_at"] = time.time()
@@ -106,8 +117,10 @@ def main() -> None:
         for k, v in json.loads(Path(f).read_text()).items():
             total[k] = total.get(k, 0.0) + v
     print(f"{n} one-effect jobs, one worker; load average {os.getloadavg()[0]:.1f}; mean per job:")
+    faults = total.pop(FAULTS, 0.0)
     for k, v in sorted(total.items(), key=lambda kv: -kv[1]):
         print(f"  {k:28s} {v / len(files) * 1000:7.2f} ms")
+    print(f"  {FAULTS:28s} {faults / len(files):7.0f}")
     with Store(db, readonly=True) as store:
         runs = store.list_runs(limit=None)
         jobs = JobQueue.of(store).list(limit=None)

@@ -1,18 +1,19 @@
 """Jobs per second through the queue, end to end. Prints figures; asserts nothing.
 
     python bench/bench_jobs.py            # DAL_BENCH_JOBS=400 for a longer run, DAL_BENCH_ROUNDS=3 for more rounds
+                                          # DAL_BENCH_CONCURRENCY=1,2 (each worker's --concurrency, the default)
 
-One-effect jobs (`run("true")`) with 2 workers (`dal worker --concurrency 1`, two processes) on the
+One-effect jobs (`run("true")`) with 2 workers (`dal worker --concurrency C`, two processes) on the
 machine's cores: claim, fork, run, journal (intent and result), receipt (store and files), route. The rate
 is taken from the store (the first run's start to the last job's end), so the workers' own start-up is not
-in it. Against, on the same cores, two at a time, measured in the same rounds (each round runs every
-figure once, in turn, so a change in the machine's load falls on all of them alike):
+in it. Against, on the same cores, as many at a time as the queue runs jobs (2 x C), measured in the same
+rounds (each round runs every figure once, in turn, so a change in the machine's load falls on all of them
+alike):
 - bare sandbox spawns: `bwrap --ro-bind / / -- true` in a loop (issue 17's baseline);
 - bubblewrap with the wall's own view (DAL's mounts and namespaces for `true`, by path, without DAL around
-  it): what the wall's bubblewrap costs by itself;
-- DAL's wall around `true` (run_effect: the check, the view, the limits, the cgroup, the seccomp filter):
-  the spawn a job's effect cannot avoid;
-- a loop of `dal run --key K job.dal` processes (what a cron line does today).
+  it): what the wall's bubblewrap costs by itself, the spawn a job's effect cannot avoid;
+- DAL's wall around `true` (run_effect: the check, the view, the limits, the cgroup, the seccomp filter);
+- a loop of `dal run --key K job.dal` processes (what a cron line does today), two at a time.
 Target (issue 17): the queue costs at most 25% on top of the sandbox spawns it cannot avoid.
 """
 
@@ -32,6 +33,7 @@ JOBS = int(os.environ.get("DAL_BENCH_JOBS", "200"))
 ROUNDS = int(os.environ.get("DAL_BENCH_ROUNDS", "2"))
 RUNS = int(os.environ.get("DAL_BENCH_RUNS", "30"))  # per process, for the `dal run` loop
 WORKERS = 2
+CONCURRENCY = [int(c) for c in os.environ.get("DAL_BENCH_CONCURRENCY", "1,2").split(",")]
 
 
 def env() -> dict[str, str]:
@@ -40,32 +42,45 @@ def env() -> dict[str, str]:
     return e
 
 
-def parallel(code: str, n: int, *args: str) -> float:
-    """Items per second for WORKERS Python processes each running `code` (which loops `n` times) at once."""
-    started = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(n), *args], env=env()) for _ in range(WORKERS)]
-    for p in procs:
-        p.wait()
-    return WORKERS * n / (time.perf_counter() - started)
+def parallel(code: str, n: int, *args: str, at_once: int = WORKERS) -> float:
+    """Items per second for `at_once` Python processes each running `code` `n` times at once. Each process
+    warms up (its imports, one item), waits for a common start time, loops and prints when it ended: the
+    rate is taken from the start to the last end, so the processes' own start-up is not in it (as the
+    queue's figure leaves out the workers' start-up)."""
+    start = time.time() + 1.5 + 0.1 * at_once
+    timed = (f"import sys, time\n{code}\n"
+             f"time.sleep(max(0.0, {start!r} - time.time()))\nt0 = time.time()\n"
+             "for _ in range(int(sys.argv[1])):\n    item()\nprint(t0, time.time())\n")
+    procs = [subprocess.Popen([sys.executable, "-c", timed, str(n), *args], env=env(), stdout=subprocess.PIPE,
+                              text=True) for _ in range(at_once)]
+    spans = [tuple(map(float, p.communicate()[0].split())) for p in procs]
+    return at_once * n / (max(e for _, e in spans) - min(s for s, _ in spans))
 
 
 BWRAP = """
-import subprocess, sys
+import subprocess
 argv = ["/usr/bin/bwrap", "--ro-bind", "/", "/", "--", "true"] if len(sys.argv) < 3 else sys.argv[2].split("\\x1f")
-subprocess.run(argv, env={"PATH": "/usr/bin:/bin"})
-for _ in range(int(sys.argv[1])):
+
+
+def item():
     subprocess.run(argv, env={"PATH": "/usr/bin:/bin"})
+
+
+item()
 """
 
 WALL = """
-import sys, tempfile
+import tempfile
 from pathlib import Path
 from dal.effects import EffectContext, Policy, run_effect
-ws = Path(tempfile.mkdtemp())
-ctx = EffectContext(policy=Policy.load(ws))
-run_effect("true", ctx)
-for _ in range(int(sys.argv[1])):
+ctx = EffectContext(policy=Policy.load(Path(tempfile.mkdtemp())))
+
+
+def item():
     run_effect("true", ctx)
+
+
+item()
 """
 
 
@@ -93,16 +108,20 @@ def wall_view(ws: Path) -> list[str]:
 
 def dal_loop(ws: Path, n: int) -> float:
     code = f"""
-import subprocess, sys, os
-for i in range(int(sys.argv[1])):
-    subprocess.run([sys.executable, "-m", "dal", "run", "-q", "--key", f"loop:{{os.getpid()}}:{{i}}", "job.dal"],
-                   cwd={str(ws)!r})
+import itertools, os, subprocess
+count = itertools.count()
+
+
+def item():
+    subprocess.run([sys.executable, "-m", "dal", "run", "-q", "--key", f"loop:{{os.getpid()}}:{{next(count)}}",
+                    "job.dal"], cwd={str(ws)!r})
 """
     return parallel(code, n)
 
 
-def queue_rate(ws: Path) -> tuple[float, dict[str, int]]:
-    """(jobs per second, jobs by state) for JOBS one-effect jobs drained by WORKERS workers, in a new store."""
+def queue_rate(ws: Path, concurrency: int) -> tuple[float, dict[str, int]]:
+    """(jobs per second, jobs by state) for JOBS one-effect jobs drained by WORKERS workers of `concurrency`
+    jobs each, in a new store."""
     sys.path.insert(0, str(REPO))
     from dal.receipts.jobs import JobQueue, machine_host
     from dal.receipts.store import Store
@@ -116,7 +135,7 @@ def queue_rate(ws: Path) -> tuple[float, dict[str, int]]:
         for i in range(JOBS):
             q.submit(spec=spec, key=f"bench:{i}", queue="default", priority=0, run_at=0.0, max_attempts=1,
                      host=machine_host(), movable=False)
-    procs = [subprocess.Popen([sys.executable, "-m", "dal", "worker", "--concurrency", "1", "--until-idle",
+    procs = [subprocess.Popen([sys.executable, "-m", "dal", "worker", "--concurrency", str(concurrency), "--until-idle",
                                "--store", str(db)], cwd=ws, env=env(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(WORKERS)]
     for p in procs:
@@ -139,39 +158,47 @@ def main() -> None:
     if not ok:
         print(f"bubblewrap: unavailable ({why}); the figures need it")
         return
-    n = JOBS // WORKERS
     load0 = os.getloadavg()[0]
-    got: dict[str, list[float]] = {"queue": [], "bare": [], "view": [], "wall": []}
+    kinds = ("queue", "bare", "view", "wall")
+    got: dict[tuple[str, int], list[float]] = {(k, c): [] for k in kinds for c in CONCURRENCY}
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp)
         (ws / "job.dal").write_text('run("true")\n', encoding="utf-8")
         (ws / ".dal").mkdir()
         view = wall_view(ws)
         for r in range(ROUNDS):
-            rate, states = queue_rate(ws)
-            got["queue"].append(rate)
-            if states.get("done") != JOBS:
-                print(f"round {r + 1}: not every job is done: {states}")
-            got["bare"].append(parallel(BWRAP, n))
-            got["view"].append(parallel(BWRAP, n, "\x1f".join(view)))
-            got["wall"].append(parallel(WALL, n))
+            for c in CONCURRENCY:
+                at_once = WORKERS * c
+                n = max(1, JOBS // at_once)
+                rate, states = queue_rate(ws, c)
+                got["queue", c].append(rate)
+                if states.get("done") != JOBS:
+                    print(f"round {r + 1}, concurrency {c}: not every job is done: {states}")
+                got["bare", c].append(parallel(BWRAP, n, at_once=at_once))
+                got["view", c].append(parallel(BWRAP, n, "\x1f".join(view), at_once=at_once))
+                got["wall", c].append(parallel(WALL, n, at_once=at_once))
         loop = dal_loop(ws, RUNS)
     med = {k: statistics.median(v) for k, v in got.items()}
-    q = med["queue"]
     print(f"{JOBS} one-effect jobs, {WORKERS} workers on {os.cpu_count()} cores, {ROUNDS} rounds (medians); "
           f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
-    print(f"queue (claim, fork, run, journal, receipt, route)  {q:8.1f} jobs/s   "
-          f"{1000 / q * WORKERS:6.2f} ms per job per worker   (rounds: {', '.join(f'{x:.1f}' for x in got['queue'])})")
-    for key, label in (("bare", "bare sandbox spawns (bwrap --ro-bind / / true)"),
-                       ("view", "bwrap with the wall's view, by itself"),
-                       ("wall", "DAL's wall around true (run_effect)")):
-        print(f"{label:50s} {med[key]:8.1f} /s       {1000 / med[key] * WORKERS:6.2f} ms each   the queue costs "
-              f"{med[key] / q - 1:+.0%} on top (x{med[key] / q:.2f})")
-    print(f"a loop of `dal run --key K job.dal` processes      {loop:8.1f} runs/s   the queue is "
-          f"{q / loop:.1f}x as fast")
-    print(f"target (issue 17): at most +25% on top of the spawns the queue cannot avoid: against DAL's wall "
-          f"{'met' if med['wall'] / q <= 1.25 else 'not met'}, against bare bwrap "
-          f"{'met' if med['bare'] / q <= 1.25 else 'not met'}")
+    for c in CONCURRENCY:
+        at_once = WORKERS * c
+        q = med["queue", c]
+        print(f"-- {WORKERS} workers x --concurrency {c}: {at_once} jobs at a time; the spawns {at_once} at a time")
+        rounds = ", ".join(f"{x:.1f}" for x in got["queue", c])
+        print(f"queue (claim, fork, run, journal, receipt, route)  {q:8.1f} jobs/s   "
+              f"{1000 / q * at_once:6.2f} ms per job per slot   (rounds: {rounds})")
+        for key, label in (("bare", "bare sandbox spawns (bwrap --ro-bind / / true)"),
+                           ("view", "bwrap with the wall's view, by itself"),
+                           ("wall", "DAL's wall around true (run_effect)")):
+            m = med[key, c]
+            each = ", ".join(f"x{s / x:.2f}" for s, x in zip(got[key, c], got["queue", c], strict=True))
+            print(f"{label:50s} {m:8.1f} /s       {1000 / m * at_once:6.2f} ms each   the queue costs "
+                  f"{m / q - 1:+.0%} on top (x{m / q:.2f}; by round {each})")
+        print(f"target (issue 17), +25% at most on top of the spawns it cannot avoid (bwrap with the wall's view): "
+              f"{'met' if med['view', c] / q <= 1.25 else 'not met'}")
+    print(f"a loop of `dal run --key K job.dal` processes, two at a time {loop:8.1f} runs/s   the queue "
+          f"(concurrency {CONCURRENCY[0]}) is {med['queue', CONCURRENCY[0]] / loop:.1f}x as fast")
 
 
 if __name__ == "__main__":

@@ -535,7 +535,7 @@ def _release(run: _CommandRun) -> bool:
             run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n".encode(*_UTF8))
             continue
         run.limits.apply(pid, with_nproc=cg is None or not cg.bounds_processes)
-        if cg is not None:
+        if cg is not None and not cg.holds(pid):  # born there (Cgroup.joiner): moving it again waits for RCU
             cg.add(pid)
         try:
             os.write(held.block_w, b"\0")  # let the program start

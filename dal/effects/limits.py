@@ -247,7 +247,11 @@ class Cgroup:
         """For preexec_fn: die with DAL (die_with_parent), then join the command's cgroup(s), before exec.
         bubblewrap itself is started this way, so that every process of the wall, its own included, is in
         the cgroup from its birth: a DAL killed at any instant leaves nothing the next sweep cannot find."""
-        procs = self.procs_files()
+        # cgroup v1: "0" written to `tasks` moves the writing thread, which in the forked child is the whole
+        # process, and takes no RCU grace period; "0" to cgroup.procs (v2 has nothing else) takes the kernel's
+        # cgroup_threadgroup_rwsem for writing, which waits for one (5 to 15 ms when no other move on the
+        # machine just paid one) before every command (docs/performance.md, "Jobs through the queue").
+        procs = tuple(os.path.join(d, "cgroup.procs" if key == "v2" else "tasks") for key, d in self.dirs.items())
         die = die_with_parent()
 
         def setup() -> None:
@@ -260,6 +264,10 @@ class Cgroup:
                     os.close(fd)
 
         return setup
+
+    def holds(self, pid: int) -> bool:
+        """Whether process `pid` is in every one of the command's cgroups."""
+        return all(str(pid) in _read(os.path.join(d, "cgroup.procs")).split() for d in self.dirs.values())
 
     def add(self, pid: int) -> None:
         """Move `pid` (with its threads) into the command's cgroup(s); its children are born there."""
