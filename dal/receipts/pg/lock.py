@@ -16,7 +16,7 @@ pid does not count), under a shared transaction lock of the key's fence id; a ne
 exclusively once it has the key (`_barrier`), so an intent whose check passed before the lock was lost has
 committed before the new holder reads the journal, and every later one fails (LockLost, nothing written).
 The lock's session is also kept from idling out: `idle_session_timeout` and
-`idle_in_transaction_session_timeout` are 0 for it.
+`idle_in_transaction_session_timeout` are 0 for it, as for every DAL session (dal/receipts/pg/connect.py).
 """
 
 from __future__ import annotations
@@ -43,10 +43,6 @@ def fence_id(key: str) -> int:
     """The transaction-level advisory lock that orders a holder's intents before a new holder's reads."""
     return int.from_bytes(sha256(b"dal-key-fence:" + key.encode("utf-8")).digest()[:8], "big", signed=True)
 
-
-# The lock's session never idles out on the server's side (the server's or role's setting would end it).
-_NO_IDLE_END = "-c idle_session_timeout=0 -c idle_in_transaction_session_timeout=0"
-
 _HELD = ("SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
          " WHERE l.locktype = 'advisory' AND l.granted AND l.pid = %s AND a.backend_start = %s"
          " AND l.classid = ((%s >> 32) & 4294967295)::bigint::oid AND l.objid = (%s & 4294967295)::bigint::oid"
@@ -70,7 +66,7 @@ class PgKeyLock:
 
     def acquire(self, run_id: str, wait: float | None = None) -> None:
         psycopg = self.store._psycopg  # noqa: SLF001 - one driver per store
-        conn = connect(self.store.url, f"locking operation {self.key!r}", _NO_IDLE_END)
+        conn = connect(self.store.url, f"locking operation {self.key!r}")
         deadline = time.monotonic() + (wait or 0.0)
         try:
             while not conn.execute("SELECT pg_try_advisory_lock(%s)", (self.id,)).fetchone()[0]:
