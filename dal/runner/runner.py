@@ -469,7 +469,6 @@ class _RunState:
             raise RunnerError(str(e)) from None
         if row.get("pid") == os.getpid() or not run_alive(row):
             return
-        self.lock.keep_lost = True  # type: ignore[union-attr] - the next invocation must see it too
         raise RunnerError(
             f"operation {key!r} is being run by process {row.get('pid')} on this machine (run {prev['run_id']}), "
             "which lost its key lock (its database session ended) while it runs; nothing ran. That run stops at "

@@ -62,7 +62,6 @@ class PgKeyLock:
         # The holder before this one, when it never let go (its session ended: killed, or cut off while its
         # process may live on); the runner decides whether that run is provably still live.
         self.lost_holder: dict[str, Any] | None = None
-        self.keep_lost = False  # on release, put lost_holder's row back (this holder stepped aside for it)
 
     def acquire(self, run_id: str, wait: float | None = None) -> None:
         psycopg = self.store._psycopg  # noqa: SLF001 - one driver per store
@@ -134,11 +133,12 @@ class PgKeyLock:
             conn, self._conn = self._conn, None
             try:
                 # Let go on purpose: the row goes (a row left behind means its holder's session ended), or
-                # goes back to the holder this one stepped aside for.
-                lost = self.lost_holder if self.keep_lost else None
+                # goes back to the holder that never let go, so that the next taker weighs it too (a worker's
+                # check of the key, a taker that stepped aside). Its backend is none: it never reads as held.
+                lost = self.lost_holder
                 if lost is not None:
-                    conn.execute("UPDATE key_locks SET run_id = %s, pid = %s, host = %s WHERE lock_id = %s",
-                                 (lost["run_id"], lost["pid"], lost["host"], self.id))
+                    conn.execute("UPDATE key_locks SET run_id = %s, pid = %s, host = %s, backend_pid = NULL"
+                                 " WHERE lock_id = %s", (lost["run_id"], lost["pid"], lost["host"], self.id))
                 else:
                     conn.execute("DELETE FROM key_locks WHERE lock_id = %s AND backend_pid = pg_backend_pid()",
                                  (self.id,))
