@@ -198,14 +198,14 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
     return 0
 
 
-def _state(row: dict[str, Any], info: dict[str, Any]) -> str:
+def _state(row: dict[str, Any], info: dict[str, Any], store: Any = None) -> str:
     """The run's state: its stored status, except `died` for a run still marked running whose process is
     gone (`info` is its Store.run_row(), which names the process)."""
     if row.get("status") != "running":
         return str(row.get("status"))
     from dal.runner.runner import run_alive
 
-    return "running" if run_alive(info) else "died"
+    return "running" if run_alive(info, store) else "died"
 
 
 def _status_labels(store: Store, rows: list[dict[str, Any]]) -> dict[str, str]:
@@ -218,7 +218,7 @@ def _status_labels(store: Store, rows: list[dict[str, Any]]) -> dict[str, str]:
             continue
         info = store.run_row(r["run_id"]) or {}
         if status == "running":
-            if _state(r, info) == "died":
+            if _state(r, info, store) == "died":
                 labels[r["run_id"]] = "died"
         elif info.get("resumed_by"):
             labels[r["run_id"]] = "resumed"

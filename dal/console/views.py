@@ -54,7 +54,7 @@ def run_label(store: RunStore, row: dict[str, Any]) -> str:
     if status == "running":
         from dal.runner.runner import run_alive
 
-        return "running" if run_alive(info) else "died"
+        return "running" if run_alive(info, store) else "died"
     return "resumed" if info.get("resumed_by") else status
 
 

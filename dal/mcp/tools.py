@@ -288,7 +288,7 @@ class DalTools:
                     row = None
                 if row is None or row.get("status") != "running":
                     raise
-                if run_alive(row):
+                if run_alive(row, db):
                     raise ToolFailure(f"run {row['run_id']} is still running (process {row.get('pid')}): no receipt "
                                       "until it ends") from None
                 receipt = crashed_receipt(db, row, workspace=self.workspace, blocker=(

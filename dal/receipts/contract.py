@@ -18,6 +18,8 @@ What every implementation promises (the contract tests check each):
 - the operation lock: `operation_lock(key)` excludes a second holder of the same key in any process
   until the first releases it or exits (kill -9 included); other keys are independent. `acquire`
   raises KeyBusy (dal/receipts/oplock.py) naming the holder.
+  `key_holder(key)` says who holds it now (its run_id, pid), by any process on any host the store serves,
+  or None: what tells a live run on another machine from a dead one (a pid says nothing across hosts).
 - jobs (`jobs()`): the queue the worker and `dal submit` use; a key has at most one open job, a job is
   claimed by one worker at a time, and a worker whose lease was taken over is fenced.
 
@@ -175,6 +177,11 @@ class RunStore(Protocol):
     # -- the operation lock and the queue ------------------------------------------------------------
 
     def operation_lock(self, key: str) -> OperationLock: ...
+
+    def key_holder(self, key: str) -> Row | None:
+        """Who holds `key`'s operation lock right now (`run_id`, `pid`; `host` where the store spans hosts),
+        or None when no one does. Read without taking the lock."""
+        ...
 
     def locks_where(self) -> str:
         """Where the operation locks are, for messages."""

@@ -41,13 +41,38 @@ class KeyBusy(Exception):
         self.holder = holder
 
 
+def lock_path(folder: Path, key: str) -> Path:
+    return folder / f"{sha256(key.encode('utf-8')).hexdigest()[:24]}.lock"
+
+
+def held_by(folder: Path, key: str) -> dict[str, Any] | None:
+    """Who holds `key`'s lock now (the holder's pid, run_id), or None when no process does. Asked of the kernel's
+    lock table (/proc/locks), never by taking the lock, which would make a starting holder fail as busy."""
+    path = lock_path(folder, key)
+    try:
+        st = os.stat(path)
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            table = f.read()
+    except OSError:
+        return None
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in table.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == where:
+            try:
+                with open(path, "rb") as f:
+                    return {**KeyLock.parse_holder(f.read(4096)), "key": key}
+            except OSError:
+                return {"key": key}
+    return None
+
+
 class KeyLock:
     """The lock of one operation key (or `run:ID` for a run without a key); `acquire` raises KeyBusy."""
 
     def __init__(self, folder: Path, key: str) -> None:
-        digest = sha256(key.encode("utf-8")).hexdigest()[:24]
         folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / f"{digest}.lock"
+        self.path = lock_path(folder, key)
         self.key = key
         self._fd: int | None = None
 
@@ -73,10 +98,17 @@ class KeyLock:
     @staticmethod
     def _read_holder(fd: int) -> dict[str, Any]:
         try:
-            data = os.pread(fd, 4096, 0)
-            return json.loads(data.decode() or "{}")  # a longer stale tail makes this fail: holder unknown
-        except (OSError, ValueError):
+            return KeyLock.parse_holder(os.pread(fd, 4096, 0))
+        except OSError:
             return {}
+
+    @staticmethod
+    def parse_holder(data: bytes) -> dict[str, Any]:
+        try:
+            got = json.loads(data.decode() or "{}")  # a longer stale tail makes this fail: holder unknown
+        except ValueError:
+            return {}
+        return got if isinstance(got, dict) else {}
 
     def release(self) -> None:
         if self._fd is not None:

@@ -204,6 +204,11 @@ class StoreGone(StoreError):
     """The store file was deleted or replaced while a writer had it open (see Store._still_there)."""
 
 
+class LockLost(StoreError):
+    """An intent of a run that no longer holds its key's lock (the PostgreSQL lock's session ended): nothing
+    was written and the effect does not start (dal/receipts/pg/lock.py)."""
+
+
 class DecisionTooLate(StoreError):
     """record_approval() found that the run at the effect already acted on an earlier decision."""
 
@@ -1550,6 +1555,13 @@ class Store:
         from dal.receipts.oplock import KeyLock
 
         return KeyLock(locks_folder(self.path), key)
+
+    def key_holder(self, key: str) -> dict[str, Any] | None:
+        """Who holds the key's lock right now (pid, run_id); None when no process does (contract.RunStore)."""
+        from dal.receipts.location import locks_folder
+        from dal.receipts.oplock import held_by
+
+        return held_by(locks_folder(self.path), key)
 
     def locks_where(self) -> str:
         """Where the operation locks are, for messages."""

@@ -65,7 +65,7 @@ def held_effect(store: Store, run: dict[str, Any], effect: int | None, want: str
                                   + (f"its operation completed in {done}, " if run["status"] != "rejected" else "")
                                   + "nothing waits for a decision")
         raise DecisionRefused(f"run {rid} is {run['status']}, not waiting for a decision")
-    live = run["status"] == "running" and run_alive(run)
+    live = run["status"] == "running" and run_alive(run, store)
     # A run marked running whose process is gone is `died`, as the list and `receipt show` say.
     status = "died" if run["status"] == "running" and not live else run["status"]
     effects = {seq: p for seq, p in journal.load(store, rid).entries.items() if seq > 0}
@@ -152,7 +152,7 @@ def decide(
     seq = item.seq
     group = [d for d in DECISIONS if d.startswith("resolved:") == (want == "uncertain")]
     earlier = [r for r in journal.load(store, nid).decisions.get(seq, []) if r.get("decision") in group]
-    live = newest.get("status") == "running" and run_alive(newest)
+    live = newest.get("status") == "running" and run_alive(newest, store)
     try:
         row = store.record_approval(nid, seq, decision, who=who, note=note, command=item.command,
                                     unless_acted_by=nid if live else None)
@@ -208,7 +208,7 @@ def _as_shown(store: Store, named: dict[str, Any], newest: dict[str, Any], effec
     if state is not None and state not in _LABELS and state not in ("failed", "timeout"):
         from dal.runner.runner import run_alive
 
-        live = newest.get("status") == "running" and run_alive(newest)
+        live = newest.get("status") == "running" and run_alive(newest, store)
         held = [s for s, p in sorted(journal.load(store, nid).entries.items())
                 if s > 0 and _state(p, nid if live else None) in _LABELS]
         waits = (f"it now waits on effect {held[-1]} of run {nid}: review it (`dal receipt show {nid}`), "
@@ -227,7 +227,7 @@ def _applies(store: Store, decided_on: dict[str, Any], seq: int) -> str:
 
     newest = journal.newest_of(store, store.run_row(decided_on["run_id"]) or decided_on)
     nid = newest["run_id"]
-    if newest.get("status") == "running" and run_alive(newest):
+    if newest.get("status") == "running" and run_alive(newest, store):
         # The run reads decisions at the effect, in the transaction that journals what it does there: no
         # entry yet means it has not reached the effect, and will see this decision.
         mine = [e for e in store.journal(nid) if e["seq"] == seq]

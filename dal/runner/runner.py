@@ -425,6 +425,7 @@ class _RunState:
         if status == "skipped" and prev.get("skipped_of"):
             status = "completed"
         if status == "running":
+            self._refuse_live(store, prev, key)
             # We hold the key's lock, so the process that began this run is gone (kill -9, power
             # loss, a store that refused its receipt): give it its receipt, then continue its journal.
             self._bury(prev)
@@ -452,6 +453,28 @@ class _RunState:
             self.load_replay(prev["run_id"], handler)
         # Recorded at once, so that `dal approve` sees which run continues the operation.
         self.begin(key)
+
+    def _refuse_live(self, store: Store, prev: dict[str, Any], key: str) -> None:
+        """The key's lock was free, yet its newest run may still be executing: a PostgreSQL lock goes with its
+        session, which can end while its process lives on (attack7 01). When the previous holder never let go
+        of the lock (lost_holder) and is this run, and its process provably still runs here (pid, start time,
+        boot id), refuse (exit 3): that run stops at its next effect (its intents are fenced by the lock) and
+        records its receipt; then the key is free to continue. On another host nothing proves it: the run is
+        buried, and the fence keeps it from starting another effect."""
+        lost = getattr(self.lock, "lost_holder", None)
+        if not lost or lost.get("run_id") != prev["run_id"]:
+            return
+        try:
+            row = store.run_row(prev["run_id"]) or prev
+        except StoreError as e:
+            raise RunnerError(str(e)) from None
+        if row.get("pid") == os.getpid() or not run_alive(row):
+            return
+        raise RunnerError(
+            f"operation {key!r} is being run by process {row.get('pid')} on this machine (run {prev['run_id']}), "
+            "which lost its key lock (its database session ended) while it runs; nothing ran. That run stops at "
+            "its next effect and records its receipt; run this again once it has",
+            exit_code=3)
 
     def _same_args(self, prev: dict[str, Any], key: str) -> None:
         """An operation runs with the arguments it started with: a later invocation of its key that gives
@@ -719,12 +742,24 @@ def pid_alive(pid: Any) -> bool:
     return pid_exists(pid)
 
 
-def run_alive(row: dict[str, Any]) -> bool:
+def run_alive(row: dict[str, Any], store: Any = None) -> bool:
     """Whether the process that began the run in `row` (a Store.run_row()) still runs: its pid, its start
-    time and boot id, so that a pid reused by another process does not read as the run still going."""
+    time and boot id, so that a pid reused by another process does not read as the run still going. A pid
+    says nothing of another machine's processes: given the `store`, a keyed run is also live while its key's
+    lock is held for it (RunStore.key_holder: the PostgreSQL store's runs on other hosts, attack7 05/06)."""
     from dal.core.procinfo import alive
 
-    return alive(row.get("pid"), row.get("pid_start"), row.get("boot_id"))
+    if alive(row.get("pid"), row.get("pid_start"), row.get("boot_id")):
+        return True
+    key = row.get("key")
+    holder_of = getattr(store, "key_holder", None)
+    if not key or holder_of is None or row.get("status", "running") != "running":
+        return False
+    try:
+        holder = holder_of(key)
+    except StoreError:
+        return False  # unknown: read as its pid says (the callers' own reads fail on such a store too)
+    return bool(holder) and holder.get("run_id") == row.get("run_id")
 
 
 def _resumable(run: _RunState, store: Store, ref: str) -> dict[str, Any]:

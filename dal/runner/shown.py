@@ -66,7 +66,7 @@ def unfinished(store: Store, ref: str, workspace: Path | None = None) -> dict[st
         return None
     rid, pid = run["run_id"], run.get("pid")
     journal = [r for r in store.journal(rid) if r["seq"] > 0]
-    if run_alive(run):
+    if run_alive(run, store):
         return (f"running  {rid}  (process {pid}, started {run['started_at']}, {len(journal)} effect"
                 f"{'s' if len(journal) != 1 else ''} journaled so far): no receipt until it ends")
     receipt = crashed_receipt(

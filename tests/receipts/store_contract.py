@@ -255,6 +255,39 @@ def test_a_holder_killed_with_sigkill_leaves_the_key_free(store: Any, store_loca
     lock.release()
 
 
+def test_key_holder_names_the_run_holding_the_lock_in_another_process_until_it_lets_go_or_dies(
+        store: Any, store_location: str, tmp_path: Path) -> None:
+    """What tells a live run from a dead one without its pid (a pid means nothing on another host): asked of the
+    lock itself, without taking it."""
+    assert store.key_holder("k") is None
+    holder = _holder(store_location, tmp_path, "k")
+    try:
+        got = store.key_holder("k")
+        assert got is not None and (got["run_id"], got["pid"]) == ("run_holder", holder.pid)
+        assert store.key_holder("k2") is None  # another key
+        assert holder.stdin is not None and holder.stdout is not None
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline() == "released\n"
+        assert store.key_holder("k") is None  # let go, although its process still runs
+    finally:
+        holder.kill()
+        holder.wait()
+    again = _holder(store_location, tmp_path, "k")
+    assert (store.key_holder("k") or {}).get("pid") == again.pid
+    os.kill(again.pid, signal.SIGKILL)
+    again.wait()
+    deadline = time.monotonic() + 5  # the server ends a killed client's session as it notices the closed socket
+    while store.key_holder("k") is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.key_holder("k") is None
+    # Asking does not take the lock: a holder starting meanwhile is never told the key is busy.
+    lock = store.operation_lock("k")
+    lock.acquire(_rid(1), 0)
+    assert store.key_holder("k")["run_id"] == _rid(1)
+    lock.release()
+
+
 def test_within_one_process_a_second_lock_of_the_key_is_refused_too(store: Any) -> None:
     first, second = store.operation_lock("k"), store.operation_lock("k")
     first.acquire(_rid(1))

@@ -52,13 +52,27 @@ def conninfo(url: str, settings: str = "", **more: str) -> str:
     return make_conninfo(url, **extra)
 
 
+# A DAL session lives as long as its process and is idle for as long as an effect runs: the server's (or the
+# role's, or the database's) idle timeouts must not end it, least of all the key lock's (attack7 01c). Set
+# with a query, not `-c`: a server older than 14 has no idle_session_timeout and would refuse the session.
+_NO_IDLE_END = ("SELECT set_config(name, '0', false) FROM pg_settings"
+                " WHERE name IN ('idle_session_timeout', 'idle_in_transaction_session_timeout')")
+
+
 def connect(url: str, doing: str = "connecting to it", settings: str = "", **more: str) -> Any:
-    """A new autocommit connection (DAL opens its transactions itself); StoreError naming the database."""
+    """A new autocommit connection (DAL opens its transactions itself) that the server's idle timeouts do not
+    end; StoreError naming the database."""
     psycopg = driver()
     try:
-        return psycopg.connect(conninfo(url, settings, **more), autocommit=True)
+        conn = psycopg.connect(conninfo(url, settings, **more), autocommit=True)
     except psycopg.Error as e:
         raise describe(e, url, doing) from None
+    try:
+        conn.execute(_NO_IDLE_END).fetchall()
+    except psycopg.Error as e:
+        conn.close()
+        raise describe(e, url, doing) from None
+    return conn
 
 
 def describe(exc: BaseException, url: str, doing: str) -> StoreError:

@@ -7,6 +7,16 @@ Advisory locks are re-entrant within one session, so each PgKeyLock has its own 
 one key in one process exclude each other as two processes do. Who holds a key (for KeyBusy's message) is
 a row of `key_locks` the holder writes once it has the lock, and it is believed only while the lock is
 held by the backend that wrote it.
+
+A session can end while its process lives on (a network cut of that one connection, a pooler's or the
+server's idle timeout, `pg_terminate_backend`), and the lock with it. So the lock is a fence (attack7 01):
+every intent the run journals checks, in the intent's own transaction, that the lock is still held by the
+very session that took it (`pg_locks` for its backend pid, with that backend's start time so that a reused
+pid does not count), under a shared transaction lock of the key's fence id; a new holder takes that fence id
+exclusively once it has the key (`_barrier`), so an intent whose check passed before the lock was lost has
+committed before the new holder reads the journal, and every later one fails (LockLost, nothing written).
+The lock's session is also kept from idling out: `idle_session_timeout` and
+`idle_in_transaction_session_timeout` are 0 for it, as for every DAL session (dal/receipts/pg/connect.py).
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from dal.core.digest import sha256
 from dal.receipts.oplock import KeyBusy
 from dal.receipts.pg.connect import connect, describe
+from dal.receipts.store import LockLost
 
 if TYPE_CHECKING:
     from dal.receipts.pg.store import PgStore
@@ -28,6 +39,16 @@ def lock_id(key: str) -> int:
     return int.from_bytes(sha256(b"dal-key:" + key.encode("utf-8")).digest()[:8], "big", signed=True)
 
 
+def fence_id(key: str) -> int:
+    """The transaction-level advisory lock that orders a holder's intents before a new holder's reads."""
+    return int.from_bytes(sha256(b"dal-key-fence:" + key.encode("utf-8")).digest()[:8], "big", signed=True)
+
+_HELD = ("SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+         " WHERE l.locktype = 'advisory' AND l.granted AND l.pid = %s AND a.backend_start = %s"
+         " AND l.classid = ((%s >> 32) & 4294967295)::bigint::oid AND l.objid = (%s & 4294967295)::bigint::oid"
+         " AND l.objsubid = 1)")
+
+
 class PgKeyLock:
     """The lock of one operation key; `acquire` raises KeyBusy naming the holder (pid, host, run)."""
 
@@ -35,7 +56,12 @@ class PgKeyLock:
         self.store = store
         self.key = key
         self.id = lock_id(key)
+        self.fence_id = fence_id(key)
         self._conn: Any = None
+        self._backend: tuple[int, Any] | None = None  # the session holding the lock: backend pid, its start
+        # The holder before this one, when it never let go (its session ended: killed, or cut off while its
+        # process may live on); the runner decides whether that run is provably still live.
+        self.lost_holder: dict[str, Any] | None = None
 
     def acquire(self, run_id: str, wait: float | None = None) -> None:
         psycopg = self.store._psycopg  # noqa: SLF001 - one driver per store
@@ -47,12 +73,17 @@ class PgKeyLock:
                     holder = self._holder(conn)
                     raise KeyBusy(self.key, holder)
                 time.sleep(0.05)
+            old = conn.execute("SELECT run_id, pid, host FROM key_locks WHERE lock_id = %s", (self.id,)).fetchone()
+            self.lost_holder = {"run_id": old[0], "pid": old[1], "host": old[2]} if old and old[0] else None
             conn.execute(
                 "INSERT INTO key_locks (lock_id, key, run_id, pid, host, backend_pid) VALUES (%s, %s, %s, %s, %s,"
                 " pg_backend_pid()) ON CONFLICT (lock_id) DO UPDATE SET key = excluded.key, run_id = excluded.run_id,"
                 " pid = excluded.pid, host = excluded.host, backend_pid = excluded.backend_pid,"
                 " taken_at = clock_timestamp()",
                 (self.id, self.key, run_id, os.getpid(), os.uname().nodename))
+            self._backend = conn.execute("SELECT pid, backend_start FROM pg_stat_activity"
+                                         " WHERE pid = pg_backend_pid()").fetchone()
+            self._barrier(conn)
         except psycopg.Error as e:
             conn.close()
             raise describe(e, self.store.url, f"locking operation {self.key!r}") from None
@@ -60,6 +91,27 @@ class PgKeyLock:
             conn.close()
             raise
         self._conn = conn
+        self.store._held_locks.append(self)  # noqa: SLF001 - the store fences its intents with it
+
+    def _barrier(self, conn: Any) -> None:
+        """Wait for the intents in flight of the key's previous holder: each holds the fence id shared for its
+        transaction. Once this returns, every intent the old holder commits later fails its check."""
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.fence_id,))
+
+    def check(self, c: Any, run_id: str, seq: int) -> None:
+        """Inside the store's write transaction `c` that journals an intent: raise LockLost unless the session
+        that took this lock still holds it (pg_locks, by its backend pid and start time)."""
+        c.execute("SELECT pg_advisory_xact_lock_shared(%s)", (self.fence_id,))
+        pid, started = self._backend or (0, None)
+        if c.execute(_HELD, (pid, started, self.id, self.id)).fetchone()[0]:
+            return
+        raise LockLost(
+            f"this run no longer holds the lock of operation {self.key!r}: the database session that held it "
+            f"(backend {pid}) ended while the run went on (a network cut, a pooler's or the server's idle "
+            "timeout, pg_terminate_backend), so another invocation may be running the operation; effect "
+            f"{seq} of run {run_id} was not journaled and does not start. Resume the run (`dal resume "
+            f"{run_id}`) once no other invocation of the key runs", self.store.path)
 
     def _holder(self, conn: Any) -> dict[str, Any]:
         """Who holds the key: the row its holder wrote, if that backend holds the lock now; else {}."""
@@ -74,9 +126,22 @@ class PgKeyLock:
         return {"pid": row[0], "run_id": row[1], "host": row[2], "key": self.key}
 
     def release(self) -> None:
+        held = self.store._held_locks  # noqa: SLF001
+        if self in held:
+            held.remove(self)
         if self._conn is not None:
             conn, self._conn = self._conn, None
             try:
+                # Let go on purpose: the row goes (a row left behind means its holder's session ended), or
+                # goes back to the holder that never let go, so that the next taker weighs it too (a worker's
+                # check of the key, a taker that stepped aside). Its backend is none: it never reads as held.
+                lost = self.lost_holder
+                if lost is not None:
+                    conn.execute("UPDATE key_locks SET run_id = %s, pid = %s, host = %s, backend_pid = NULL"
+                                 " WHERE lock_id = %s", (lost["run_id"], lost["pid"], lost["host"], self.id))
+                else:
+                    conn.execute("DELETE FROM key_locks WHERE lock_id = %s AND backend_pid = pg_backend_pid()",
+                                 (self.id,))
                 conn.execute("SELECT pg_advisory_unlock(%s)", (self.id,))
             except Exception:  # noqa: BLE001 - closing the session lets go of the lock anyway
                 pass

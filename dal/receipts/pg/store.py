@@ -88,6 +88,7 @@ class PgStore:
         self._conn: Any = None
         self._sync = "on"
         self._psycopg = driver()
+        self._held_locks: list[PgKeyLock] = []  # key locks taken through this store: they fence its intents
         with self._lock:
             conn = self._connection("opening it")
             try:
@@ -491,6 +492,8 @@ class PgStore:
         INSERT itself requires the job's lease (epoch, owner, not run out by the database's clock), under a
         share lock of the job's row: a takeover's claim waits for this transaction, or this statement sees
         the claim and writes nothing (jobs.Fenced)."""
+        for lock in self._held_locks:
+            lock.check(c, run_id, seq)  # LockLost when a key lock's session ended (dal/receipts/pg/lock.py)
         values = (run_id, seq, command, effect_class, utc_timestamp(), jsonb(detail))
         upsert = (" ON CONFLICT (run_id, seq) DO UPDATE SET command = excluded.command, class = excluded.class,"
                   " intent_at = excluded.intent_at, detail = excluded.detail WHERE effects.result IS NULL")
@@ -562,6 +565,13 @@ class PgStore:
         from dal.receipts.pg.lock import PgKeyLock
 
         return PgKeyLock(self, key)
+
+    def key_holder(self, key: str) -> dict[str, Any] | None:
+        """Who holds the key's lock right now (pid, host, run_id), by any host; None when no one does."""
+        from dal.receipts.pg.lock import PgKeyLock
+
+        probe = PgKeyLock(self, key)
+        return self._read(f"reading who runs operation {key!r}", probe._holder) or None  # noqa: SLF001
 
     def locks_where(self) -> str:
         return f"the advisory locks of {self.path}"
