@@ -116,7 +116,8 @@ def register(sub: Any) -> None:
         help="run jobs from the queue",
         description="Claim jobs from the run store's queue and run each in a process forked from this one, "
         "holding a lease on it; route each finished run by its receipt's retry class (docs/workers.md). "
-        "SIGTERM or Ctrl-C drains: no new claims, running jobs stop as resumable and go back to ready, exit 0.",
+        "SIGTERM, Ctrl-C or SIGHUP (a closed terminal) drains: no new claims, running jobs stop as resumable "
+        "and go back to ready, exit 0.",
     )
     w.add_argument("--queue", action="append", default=None, metavar="Q",
                    help="a queue to take jobs from (repeatable; default: default)")

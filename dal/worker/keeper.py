@@ -28,7 +28,7 @@ try:
     ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
 except (OSError, AttributeError):
     pass
-for s in (signal.SIGINT, signal.SIGTERM):
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
     signal.signal(s, signal.SIG_IGN)  # for the worker, which drains, then closes our stdin
 if os.getppid() != int(sys.argv[2]):
     sys.exit(0)  # the worker died before prctl took effect

@@ -3,7 +3,7 @@
 | the run | event | the job |
 |---|---|---|
 | retry `none` (completed; skipped: the key had completed) | done | done |
-| retry `resume` after SIGTERM or SIGINT (a worker draining) | drain | ready, nothing counted |
+| retry `resume` after SIGTERM, SIGINT or SIGHUP (a worker draining) | drain | ready, nothing counted |
 | retry `resume` (interrupted, store fault), or its process died | resume | ready; RESUME_BURST in a row: backoff |
 | retry `replay`, or `resume` of a failed run (fail()) | backoff / dead | scheduled (backoff); dead after max attempts |
 | retry `inspect` or `repair` (failed, exhausted, rejected) | park | parked until `dal job retry` |
@@ -58,7 +58,7 @@ def for_receipt(receipt: dict[str, Any], job: dict[str, Any], now: float, base: 
     if retry == "none":
         return Route("done", note=what, streak=0)
     if retry == "resume" and status in ("interrupted", "waiting"):
-        if status == "interrupted" and signal_name in ("SIGTERM", "SIGINT"):
+        if status == "interrupted" and signal_name in ("SIGTERM", "SIGINT", "SIGHUP"):
             return Route("drain", run_at=now, note=f"{what} ({signal_name}): ready again")
         return _resume(job, now, base, what)
     if retry in ("replay", "resume"):

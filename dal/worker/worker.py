@@ -12,8 +12,9 @@ A child runs the job's specification once under the job's key, with the lease's 
 the journal, then routes the job by the run's receipt (dal/worker/routing.py) in one transaction guarded
 by the same fence, and exits.
 
-SIGTERM or SIGINT drains: no new claims, the children get SIGTERM (their runs stop as interrupted at the
-next step, and their jobs go back to ready), and the parent exits 0 once they are gone.
+SIGTERM, SIGINT or SIGHUP (a closed terminal) drains: no new claims, the children get SIGTERM (their runs
+stop as interrupted at the next step, and their jobs go back to ready), and the parent exits 0 once they are
+gone.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from dal.receipts.jobs import Fence, JobQueue, machine_host
 from dal.receipts.location import StoreLocation
 from dal.receipts.store import StoreError
 from dal.worker.keeper import Keeper
+
+# What drains the worker (and, in a child before its run begins, stops it): systemd, Ctrl-C, a closed terminal.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 # A child that could not reach the run store (to start its run, or to route its job at the end) exits with
 # this status (EX_TEMPFAIL); the worker then routes the job itself, once the store answers again.
@@ -127,7 +131,7 @@ class Worker:
 
     def run(self) -> int:
         # A stop asked for while the worker starts drains it as well (nothing is claimed yet).
-        early = {s: signal.signal(s, self._on_stop) for s in (signal.SIGTERM, signal.SIGINT)}
+        early = {s: signal.signal(s, self._on_stop) for s in STOP_SIGNALS}
         try:
             self._prepare()
         except BaseException:
@@ -408,7 +412,7 @@ class Worker:
         def on_stop(signum: int, frame: Any) -> None:
             self._stop_asked = True
 
-        for s in (signal.SIGTERM, signal.SIGINT):
+        for s in STOP_SIGNALS:
             signal.signal(s, on_stop)  # until the run begins; the runner installs its own for the run
         _die_with(parent)
 

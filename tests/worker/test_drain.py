@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import time
 
+import pytest
 from worker_queue import Queue
 
 
@@ -17,7 +18,8 @@ def script(name: str) -> str:
             '}\n')
 
 
-def test_sigterm_drains_the_worker_and_another_finishes_its_jobs(queue: Queue) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])  # systemd; a closed terminal
+def test_sigterm_drains_the_worker_and_another_finishes_its_jobs(queue: Queue, sig: int) -> None:
     q = queue
     for name in ("left", "right", "later"):
         q.write(f"{name}.dal", script(name))
@@ -25,7 +27,7 @@ def test_sigterm_drains_the_worker_and_another_finishes_its_jobs(queue: Queue) -
     w = q.worker("--concurrency", "2", "--lease", "5")
     q.wait_for(lambda: q.lines("left.txt") and q.lines("right.txt"), 30, "both jobs to start")
     t0 = time.monotonic()
-    w.send_signal(signal.SIGTERM)  # the worker alone: it tells its children
+    w.send_signal(sig)  # the worker alone: it tells its children
     assert w.wait(30) == 0, q.logs()
     assert time.monotonic() - t0 < 5  # the command under way finished, the runs stopped at their next step
     jobs = q.jobs()
