@@ -14,6 +14,8 @@ read stops that run (fail closed).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 
@@ -30,6 +32,47 @@ _counter = [0]
 
 class HeldUnreadable(Exception):
     """A record a killed DAL left cannot be read: the run does not start (the checks it holds cannot run)."""
+
+
+def _key() -> bytes | None:
+    """The operator's own key for records (32 random bytes in $XDG_STATE_HOME/dal/held.key, else
+    ~/.local/state/dal/held.key, mode 0600), made on first use; None when it cannot be had. A record is only
+    finished when its MAC checks: a record some other local user planted in an enclosing folder (/tmp/.dal/held)
+    or a script had git write into a nested `.dal` would otherwise make the operator's next `dal run` write and
+    remove files of its choosing (attack8 01, 02). No script reads it: it is outside every workspace, and HOME
+    is never a read root of the wall."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    if not base.startswith("/"):
+        return None
+    folder = os.path.join(base, "dal")
+    path = os.path.join(folder, "held.key")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            try:
+                os.write(fd, os.urandom(32))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+                return None  # not the operator's own, or readable by others: not a secret
+            key = os.read(fd, 64)
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+    return key if len(key) == 32 else None
+
+
+def _mac(key: bytes, body: bytes) -> str:
+    return hmac.new(key, body, hashlib.sha256).hexdigest()
 
 
 def _folder(policy: Policy) -> str:
@@ -63,8 +106,10 @@ class Held:
         os.makedirs(folder, mode=0o755, exist_ok=True)
         _counter[0] += 1
         name = f"{reaper.owner_tag(os.getpid())}-{_counter[0]}.json"
-        data = json.dumps({"version": _VERSION, "workspace": policy.workspace, "guard": gstate,
-                           "wall": wstate}).encode()
+        body = json.dumps({"version": _VERSION, "workspace": policy.workspace, "guard": gstate, "wall": wstate})
+        key = _key()
+        # Unsigned when the operator has no key (no usable HOME): such a record is never finished (see _key).
+        data = json.dumps({"body": body, "mac": _mac(key, body.encode()) if key is not None else None}).encode()
         tmp = os.path.join(folder, "." + name)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
@@ -129,10 +174,18 @@ def finish_dead(policy: Policy) -> list[str]:
             continue
         try:
             with open(claimed, "rb") as f:
-                record = json.loads(f.read())
-            if record.get("version") != _VERSION:
-                raise ValueError(f"version {record.get('version')!r}")
-        except (OSError, ValueError) as e:
+                outer = json.loads(f.read())
+            body, mac = outer.get("body"), outer.get("mac")
+            key = _key()
+            if not (isinstance(body, str) and isinstance(mac, str) and key is not None
+                    and hmac.compare_digest(mac, _mac(key, body.encode()))):
+                # Not written by this operator's DAL (or by one without a key): not acted on, left in place.
+                os.rename(claimed, os.path.join(folder, name))
+                continue
+            record = json.loads(body)
+            if record.get("version") != _VERSION or record.get("workspace") != policy.workspace:
+                raise ValueError(f"version {record.get('version')!r}, workspace {record.get('workspace')!r}")
+        except (OSError, ValueError, AttributeError) as e:
             os.rename(claimed, os.path.join(folder, name))
             raise HeldUnreadable(f"{os.path.join(folder, name)}: {e}") from None
         done = _finish(policy, record)

@@ -29,7 +29,7 @@ def recover(policy: Policy) -> list[str]:
     found = []
     at = policy.workspace
     while True:
-        if os.path.isdir(os.path.join(at, ".dal", "held")):
+        if _ours(os.path.join(at, ".dal"), 0) and _ours(os.path.join(at, ".dal", "held"), 0o022):
             found.append(at)
         up = os.path.dirname(at)
         if up == at:
@@ -48,6 +48,20 @@ def recover(policy: Policy) -> list[str]:
         raise RecoverRefused(f"a DAL process killed while a command ran in this workspace left a record of what "
                              f"that command's checks hold that cannot be read ({e}); nothing runs here until "
                              "the operator has checked the repository and protected files and removed it") from None
+
+
+def _ours(folder: str, others: int) -> bool:
+    """A real folder (no symlink) of this user's, without the mode bits `others`: only there are records looked
+    at (another local user's /tmp/.dal/held is neither read nor obeyed; attack8 01). Each record's MAC is
+    checked as well (held.py)."""
+    import os
+    import stat
+
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & others
 
 
 def _policy_of(workspace: str) -> Policy:

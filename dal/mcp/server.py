@@ -6,7 +6,7 @@ are moved to descriptors of their own, and descriptors 0 and 1 are pointed at /d
 print, warning, traceback or child process of DAL can write into the protocol, and no command a script
 runs can read the client's messages.
 
-SIGTERM, SIGINT and SIGHUP (systemd stopping it, Ctrl-C, the agent's host closing) stop the server as they
+SIGTERM, SIGINT, SIGHUP and SIGQUIT (systemd stopping it, Ctrl-C, the agent's host closing) stop the server as they
 stop `dal run`: the run under way stops at its next step (a command under way gets its grace,
 DAL_STOP_GRACE), ends `interrupted` with its receipt, its result goes to the agent, and the server exits 0.
 The runs execute in worker threads, where the runner cannot take signals itself: the server takes them in
@@ -45,7 +45,7 @@ def claim_stdio() -> tuple[int, int]:
     return proto_in, proto_out
 
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
 class _Stop:

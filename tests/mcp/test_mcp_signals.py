@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp_agent import Agent, serve
@@ -91,17 +92,18 @@ def test_sigterm_stops_the_run_as_interrupted_the_agent_gets_it_and_resumes_it_a
     assert (ws / "log.txt").read_text() == "start\nend\n"  # nothing twice, nothing left for a person
 
 
-def test_sighup_with_no_run_under_way_ends_the_server_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT])  # a closed terminal; Ctrl-\ (attack8 04)
+def test_sighup_with_no_run_under_way_ends_the_server_at_once(tmp_path: Path, sig: int) -> None:
     p = subprocess.Popen([sys.executable, "-m", "dal", "mcp", "--workspace", str(tmp_path)], cwd=tmp_path, env=_env(),
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert p.stderr is not None
     assert b"serving workspace" in p.stderr.readline()  # its handlers are in place once it serves
     time.sleep(0.3)
     t0 = time.monotonic()
-    p.send_signal(signal.SIGHUP)  # its stdin still open: the server does not wait for the client's next line
+    p.send_signal(sig)  # its stdin still open: the server does not wait for the client's next line
     _out, err = p.communicate(timeout=20)
     assert p.returncode == 0 and time.monotonic() - t0 < 5, err
-    assert b"Traceback" not in err and b"dal mcp: stopped (SIGHUP)" in err, err
+    assert b"Traceback" not in err and f"dal mcp: stopped ({signal.Signals(sig).name})".encode() in err, err
 
 
 def test_an_agent_whose_key_is_busy_is_told_what_it_can_do(tmp_path: Path) -> None:
