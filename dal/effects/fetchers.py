@@ -193,6 +193,22 @@ def _at_file(value: str) -> str | None:
     return value[1:] if value.startswith("@") and value[1:] not in ("", "-") else None
 
 
+def _file_value(kind: str, value: str, reads: list[str], writes: list[str]) -> bool:
+    """An option value that is a file read, written (`-` is stdout) or both, added where it goes; False for
+    any other kind (curl's and wget's own, handled by their callers)."""
+    if kind == READ:
+        reads.append(value)
+    elif kind == WRITE:
+        if value != "-":
+            writes.append(value)
+    elif kind == RW:
+        reads.append(value)
+        writes.append(value)
+    else:
+        return False
+    return True
+
+
 def _curl_value(kind: str, opt: str, value: str, reads: list[str], writes: list[str]) -> None:
     if kind.startswith("deny:"):
         raise _Deny(f"curl {opt}: {kind[5:]}")
@@ -205,14 +221,8 @@ def _curl_value(kind: str, opt: str, value: str, reads: list[str], writes: list[
         if value.lstrip("+-="):
             reads.append(value.lstrip("+-="))  # a date, or else the file whose time curl takes: checked either way
         return
-    if kind == READ:
-        reads.append(value)
-    elif kind == WRITE:
-        if value != "-":
-            writes.append(value)
-    elif kind == RW:
-        reads.append(value)
-        writes.append(value)
+    if _file_value(kind, value, reads, writes):
+        pass
     elif kind in ("data", "header", "writeout"):
         if kind == "writeout" and "%output{" in value:
             raise _Deny(f"curl {opt}: %output{{...}} writes a file the check cannot follow")
@@ -559,14 +569,8 @@ def _wget(args: tuple[str, ...], exists: Callable[[str], bool]) -> ArgUse:
             _note(seen, name, value)
             if value is None:
                 continue
-            if kind == READ:
-                reads.append(value)
-            elif kind == WRITE:
-                if value != "-":
-                    writes.append(value)
-            elif kind == RW:
-                reads.append(value)
-                writes.append(value)
+            if _file_value(kind, value, reads, writes):
+                pass
             elif kind == "pin":
                 if not value.startswith("sha256//"):
                     reads.append(value)
