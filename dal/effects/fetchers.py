@@ -193,13 +193,14 @@ def _at_file(value: str) -> str | None:
     return value[1:] if value.startswith("@") and value[1:] not in ("", "-") else None
 
 
-def _file_value(kind: str, value: str, reads: list[str], writes: list[str]) -> bool:
-    """An option value that is a file read, written (`-` is stdout) or both, added where it goes; False for
-    any other kind (curl's and wget's own, handled by their callers)."""
+def _file_value(kind: str, value: str, reads: list[str], writes: list[str], dash_is_stdout: bool = True) -> bool:
+    """An option value that is a file read, written or both, added where it goes; False for any other kind
+    (curl's and wget's own, handled by their callers). A written `-` is standard output where the program
+    says so (every curl option; wget's -o and -a), else a file named `-`, which may be a symlink."""
     if kind == READ:
         reads.append(value)
     elif kind == WRITE:
-        if value != "-":
+        if value != "-" or not dash_is_stdout:
             writes.append(value)
     elif kind == RW:
         reads.append(value)
@@ -569,7 +570,9 @@ def _wget(args: tuple[str, ...], exists: Callable[[str], bool]) -> ArgUse:
             _note(seen, name, value)
             if value is None:
                 continue
-            if _file_value(kind, value, reads, writes):
+            # wget writes its log to stdout for `-o -`/`-a -`; `--save-cookies -` and `--rejected-log -` are
+            # files named `-` (wget 1.21's log.c and cookies.c).
+            if _file_value(kind, value, reads, writes, name in ("output-file", "append-output")):
                 pass
             elif kind == "pin":
                 if not value.startswith("sha256//"):

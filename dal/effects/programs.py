@@ -180,7 +180,7 @@ def _path_values(model: ProgramModel, parsed: Parsed, kind: str) -> list[str]:
         if value is None:
             continue
         k = model.long.get(name[2:]) if name.startswith("--") else model.short.get(name[1:])
-        if k == kind and value != "-":
+        if k == kind and (value != "-" or kind != READ):  # `sort -o -`, `-T -` name a file called `-`
             out.append(value)
     return out
 
@@ -205,7 +205,10 @@ def analyze(model: ProgramModel, argv: tuple[str, ...], is_dir: Callable[[str], 
         return attrs.evolve(
             use, reads=tuple(reads) + use.reads, writes=tuple(writes) + use.writes, idempotent=idem and use.idempotent
         )
-    operands = [o for o in parsed.operands if o != "-"]
+    # A `-` operand is standard input to the readers; to a writer it is a file named `-` (POSIX tee, mkdir,
+    # rm), which may be a symlink leading anywhere, except to touch, which takes it for standard output.
+    dash_is_stdio = model.operands == "read" or model.name == "touch"
+    operands = [o for o in parsed.operands if o != "-" or not dash_is_stdio]
     if model.operands == "read":
         reads += operands
     elif model.operands == "write":
