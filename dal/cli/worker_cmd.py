@@ -333,11 +333,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from dal.receipts.store import StoreError
 
     spec, key, path, _ = _prepare(args)
-    now = time.time()
-    run_at = args.at if args.at is not None else now + args.delay if args.delay is not None else now
     try:
         with open_store(path) as store:
             q = store.jobs()
+            now = q.clock()  # `--in D` from the store's clock, which decides when it is due
+            run_at = args.at if args.at is not None else now + args.delay if args.delay is not None else now
             if key is not None:
                 have = q.open_job(key)
                 theirs = _job_args(have) if have is not None else None
@@ -593,14 +593,16 @@ def cmd_schedule_add(args: argparse.Namespace) -> int:
     if not args.name or ":" in args.name or args.name != args.name.strip():
         return _die(f"a schedule's name must be non-empty, without ':' or surrounding spaces: {args.name!r}")
     spec, _, path, _ = _prepare(args, schedule=True)
-    now = time.time()
-    first = schedules.next_after(args.cron, args.tz, now)
-    row = {"name": args.name, "cron": args.cron, "tz": args.tz, "state": "active", "spec": json.dumps(spec),
-           "queue": args.queue, "priority": args.priority, "max_attempts": args.max_attempts, "host": machine_host(),
-           "movable": int(args.movable), "next_at": first, "missed": 0, "created_at": now, "updated_at": now}
     try:
         with open_store(path) as store:
-            store.jobs().add_schedule(row)
+            q = store.jobs()
+            now = q.clock()  # the first slot after the store's now, by which every worker fires it
+            first = schedules.next_after(args.cron, args.tz, now)
+            row = {"name": args.name, "cron": args.cron, "tz": args.tz, "state": "active", "spec": json.dumps(spec),
+                   "queue": args.queue, "priority": args.priority, "max_attempts": args.max_attempts,
+                   "host": machine_host(), "movable": int(args.movable), "next_at": first, "missed": 0,
+                   "created_at": now, "updated_at": now}
+            q.add_schedule(row)
     except StoreError as e:
         return _die(str(e))
     return _said_schedule(args, row, f"schedule {args.name} added: {args.cron} ({args.tz}), first slot {_when(first)}")
@@ -669,7 +671,7 @@ def cmd_schedule_set(args: argparse.Namespace) -> int:
                 line = f"schedule {args.name} paused"
             else:
                 s = have[args.name]
-                first = schedules.next_after(s["cron"], s["tz"], time.time())
+                first = schedules.next_after(s["cron"], s["tz"], q.clock())
                 q.set_schedule(args.name, state="active", next_at=first)
                 line = f"schedule {args.name} resumed: next slot {_when(first)}"
     except (StoreError, schedules.ScheduleError) as e:

@@ -48,6 +48,11 @@ class JobStore(Protocol):
     """The job queue (dal/receipts/jobs.py, `JobQueue`): what `dal submit`, `dal jobs`, `dal worker` and
     decisions use. `fence` values are jobs.Fence (job id, lease epoch, owner)."""
 
+    def clock(self) -> float:
+        """The time that decides what is due (scheduled jobs, schedules' slots, backoffs): the database's for a
+        shared store, so that every worker agrees whatever its own clock says."""
+        ...
+
     def open_job(self, key: str) -> Row | None: ...
 
     def submit(self, *, spec: dict[str, Any], key: str | None, queue: str, priority: int, run_at: float,

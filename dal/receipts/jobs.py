@@ -191,6 +191,10 @@ class JobQueue:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def clock(self) -> float:
+        """The time that decides what is due: this machine's, the only one an embedded store's workers share."""
+        return time.time()
+
     # -- plumbing ------------------------------------------------------------------------------------
 
     @contextmanager

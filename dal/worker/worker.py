@@ -195,25 +195,29 @@ class Worker:
             wait = 0.0
             try:
                 with self._queue() as q:  # closed before any fork below
-                    now = time.time()
+                    now = time.time()  # this loop's own timers
+                    # What is due (scheduled jobs, schedules' slots, backoffs) goes by the store's clock: on
+                    # PostgreSQL the database's, so that a worker whose clock runs ahead runs nothing early
+                    # and skips no slot (attack10 03).
+                    due = q.clock()
                     while exited:
-                        self._route_crash(q, *exited[0], now)
+                        self._route_crash(q, *exited[0], due)
                         exited.pop(0)
                     if now >= next_beat:
-                        self._beat(q, now)
+                        self._beat(q, due)
                         next_beat = now + self.lease / 3
                     if not self.draining:
                         if now >= next_chores:
-                            self._chores(q, now)
+                            self._chores(q, due)
                             next_chores = now + min(self.poll, 1.0)
                         room = self.concurrency - len(self.children)
                         if self.max_jobs is not None:
                             room = min(room, self.max_jobs - self.claimed)
                         if room > 0:  # every job there is room for, in one transaction
                             claimed = q.claim_some(owner=self.id, queues=self.queues, host=self.host,
-                                                   lease=self.lease, limit=room, now=now, stale=self._stale(q))
+                                                   lease=self.lease, limit=room, now=due, stale=self._stale(q))
                             self.claimed += len(claimed)
-                        idle = not claimed and not self.children and self._idle(q, now)
+                        idle = not claimed and not self.children and self._idle(q, due)
             except StoreError as e:
                 # Waited out below, however soon the next beat falls due: a store that refuses at once (a
                 # server that is down, a damaged file) must not be asked again at once (attack7 03).
@@ -432,7 +436,7 @@ class Worker:
 
         if job.get("took_over"):
             takeover.wait_for_key(self.store, job, self.lease, self.say)
-        now = time.time()
+        now = q.clock()
         route: routing.Route | None = None
         receipt: dict[str, Any] | None = None
         label = f"job {job['job_id']} ({job['key']})"
@@ -452,12 +456,12 @@ class Worker:
                     notify=lambda text: self.say(f"{label}: note: {text}"),
                 )
             except RunnerError as e:
-                route = routing.for_runner_error(str(e), e.exit_code, job, time.time(), self.backoff)
+                route = routing.for_runner_error(str(e), e.exit_code, job, q.clock(), self.backoff)
             except jobspec.SpecError as e:
                 route = routing.Route("park", note=f"the job's specification cannot be run: {e}")
             else:
                 receipt = report.receipt
-                route = routing.for_receipt(receipt, job, time.time(), self.backoff,
+                route = routing.for_receipt(receipt, job, q.clock(), self.backoff,
                                             signal_name=report.signal_name, store_problem=report.store_problem)
                 if report.error is not None and report.error.kind == "store" and not report.store_problem:
                     route = route._replace(note=f"{route.note}: {report.error.message}")

@@ -72,6 +72,11 @@ class PgJobQueue:
     def _rows(self, doing: str, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
         return self.store._read(doing, lambda c: [_job(r) for r in self.store._dicts(c.execute(sql, args))])  # noqa: SLF001
 
+    def clock(self) -> float:
+        """The database's clock: a worker whose own clock runs ahead must not find a scheduled job or a
+        schedule's slot due early, nor one running behind set a shorter backoff (attack10 03, 03b)."""
+        return self.store._read("reading the database's clock", lambda c: float(c.execute(_DB_NOW).fetchone()[0]))  # noqa: SLF001
+
     @staticmethod
     def _now(c: Any, now: float | None) -> float:
         return float(c.execute(_DB_NOW).fetchone()[0]) if now is None else now
