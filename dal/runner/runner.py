@@ -1035,16 +1035,20 @@ def _stop_on_closed_pipe(write: Callable[[str], Any], got: dict[str, str],
                          interrupt: Callable[[str], Any]) -> Callable[[str], Any]:
     """The script's output, where a reader that went away (`dal run x | head -2`) stops the run as SIGPIPE
     stops a Unix tool: at its next step (`interrupt` asks the runtime), `interrupted` with its receipt, and
-    later output is dropped."""
+    later output is dropped. An output that cannot be written (ENOSPC, EIO) stops it the same way."""
 
     def guarded(text: str) -> Any:
-        if "signal" in got and got["signal"] == "SIGPIPE":
+        if got.get("signal") == "SIGPIPE" or "output" in got:
             return None
         try:
             return write(text)
         except BrokenPipeError:
             got["signal"] = "SIGPIPE"
             interrupt("SIGPIPE")
+            return None
+        except OSError as e:  # a full disk, an I/O error: the run stops resumable, not as a bug (attack10 05)
+            got["output"] = e.strerror or str(e)
+            interrupt(f"a failed write of the script's output ({got['output']})")
             return None
 
     return guarded
