@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import http.server
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 CANARY = "canary: must never change\n"
@@ -68,3 +72,24 @@ def snapshot(path: Path) -> dict[str, bytes | str]:
             else:
                 out[rel] = "dir"
     return out
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def serve_folder(site: Path) -> Iterator[str]:
+    """A local HTTP server of the folder `site`, quiet, on a free port of 127.0.0.1: its base URL."""
+
+    def handler(*a: object, **kw: object) -> _Quiet:
+        return _Quiet(*a, directory=str(site), **kw)  # type: ignore[arg-type]
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -5,15 +5,13 @@ track one), `tee - < payload` overwrote that file without the wall. Executed nex
 
 from __future__ import annotations
 
-import http.server
 import os
 import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from effects_workspace import CANARY
+from effects_workspace import CANARY, serve_folder
 
 from dal.effects import EffectContext, Policy, run_effect, sandbox_status
 
@@ -60,27 +58,13 @@ def test_a_dash_file_is_a_write_outside_narrower_write_roots(ws: Path) -> None:
     assert r.ok and (ws / "out" / "copy").read_text() == "the script's text\n", r
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture()
 def server(tmp_path: Path) -> Iterator[str]:
     site = tmp_path / "site"
     site.mkdir()
     (site / "a.txt").write_text("served\n")
-
-    def handler(*a: object, **kw: object) -> _Quiet:
-        return _Quiet(*a, directory=str(site), **kw)  # type: ignore[arg-type]
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve_folder(site) as url:
+        yield url
 
 
 @pytest.mark.skipif(shutil.which("wget") is None, reason="wget not installed")

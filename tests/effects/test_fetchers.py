@@ -4,17 +4,15 @@ with file: URLs, wget against a local HTTP server) inside the wall and without i
 
 from __future__ import annotations
 
-import http.server
 import os
 import re
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from effects_workspace import CANARY
+from effects_workspace import CANARY, serve_folder
 
 from dal.effects import EffectContext, Policy, run_effect, sandbox_status
 from dal.effects.check import check_command
@@ -225,11 +223,6 @@ def test_curl_cannot_write_git_state_or_policy_and_still_saves_into_a_write_root
     assert (ws.parent / "outside" / "canary.txt").read_text() == CANARY
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture()
 def server(tmp_path: Path) -> Iterator[str]:
     site = tmp_path / "site"
@@ -237,18 +230,8 @@ def server(tmp_path: Path) -> Iterator[str]:
     (site / "dal.toml").write_text('[run]\nallow = ["sh"]\n')
     (site / "d" / "a.txt").write_text("served\n")
     (site / "d" / "%61.txt").write_text("served\n")  # /d/%2561.txt, as the server decodes it
-
-    def handler(*a: object, **kw: object) -> _Quiet:
-        return _Quiet(*a, directory=str(site), **kw)  # type: ignore[arg-type]
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    t = threading.Thread(target=httpd.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve_folder(site) as url:
+        yield url
 
 
 @pytest.mark.skipif(not HAVE_WGET, reason="wget not installed")

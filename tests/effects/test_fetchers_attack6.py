@@ -4,7 +4,6 @@ once without DAL, so that the test proves the program really does what the model
 
 from __future__ import annotations
 
-import http.server
 import os
 import shlex
 import shutil
@@ -15,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from effects_workspace import CANARY
+from effects_workspace import CANARY, serve_folder
 
 from dal.effects import EffectContext, Policy, run_effect, sandbox_status
 
@@ -55,11 +54,6 @@ def _denied(cmd: str, ctx: EffectContext) -> None:
     assert r.status == "denied", (cmd, r)
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture()
 def server(tmp_path: Path) -> Iterator[str]:
     """A local HTTP server whose names decode, one way or another, to dal.toml (and a canary text)."""
@@ -67,17 +61,8 @@ def server(tmp_path: Path) -> Iterator[str]:
     (site / "d").mkdir(parents=True)
     for name in ("+AGQ-al.toml", "%64al.toml", "dal.toml", "canary.txt", "d/a.txt"):
         (site / name).write_text(POLICY_TOML if "al.toml" in name else "served\n")
-
-    def handler(*a: object, **kw: object) -> _Quiet:
-        return _Quiet(*a, directory=str(site), **kw)  # type: ignore[arg-type]
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield str(httpd.server_address[1])
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve_folder(site) as url:
+        yield url.rsplit(":", 1)[1]
 
 
 # --- 01: curl URL globs in the scheme ---------------------------------------------------------------------
