@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
 
+from dal.core import statedir
 from dal.effects import paths as P
 from dal.effects import trees as t
 from dal.effects.policy import GIT_DIR_MARKS, GIT_PROTECTED, TRUSTED_PATH, Policy
@@ -161,6 +162,7 @@ class _Spent(threading.local):
     def reset(self) -> None:
         self.n = 0
         self.paths: dict[tuple[str, str], str] = {}
+        statedir.clear()  # resolved again for each command: a symlink on the way may have changed
 
 
 _spent = _Spent()
@@ -188,8 +190,10 @@ def _check_read_tree(raw: str, policy: Policy, skips: tuple[str, ...]) -> None:
     for path, _, st in _walk(top, policy, skips):
         secret = policy.secrecy(path) if not stat.S_ISDIR(st.st_mode) else None  # a skipped folder is listed
         if secret:
-            raise _Denied(f"reads the run store below {raw}: {secret}, which scripts never read (leave it out: "
-                          "grep --exclude-dir=.dal, or name the folders to read)")
+            own = P.within(path, statedir.state_dirs())
+            what, skip = ("DAL's own state", "") if own else ("the run store", "grep --exclude-dir=.dal, or ")
+            raise _Denied(f"reads {what} below {raw}: {secret}, which scripts never read (leave it out: {skip}name "
+                          "the folders to read)")
         if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
             _deny_linked(P.display(path, policy.workspace), st)
 
@@ -259,6 +263,9 @@ def _check_place(src_raw: str, dest_raw: str, how: str, policy: Policy, placed: 
             _check_link(there, os.readlink(path), policy)
         elif how != "move" and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
             _deny_linked(P.display(path, ws), st)
+        if how != "move" and (secret := policy.secrecy(path)) is not None:  # a copy reads every file of the tree
+            raise _Denied(f"reads a protected path: {secret}, which scripts never read (copied with "
+                          f"{P.display(src, ws)})")
 
 
 def _looks_like_git_dir(d: str, adding: Iterable[str] = ()) -> bool:

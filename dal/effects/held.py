@@ -19,10 +19,11 @@ import hmac
 import json
 import os
 
+from dal.core import statedir
 from dal.effects import owners, reaper
 from dal.effects.gitguard import GitGuard
 from dal.effects.policy import Policy
-from dal.effects.sandbox import Wall
+from dal.effects.sandbox import GIT_SWEPT, Wall
 
 __all__ = ["Held", "HeldUnreadable", "finish_dead"]
 
@@ -39,12 +40,13 @@ def _key() -> bytes | None:
     ~/.local/state/dal/held.key, mode 0600), made on first use; None when it cannot be had. A record is only
     finished when its MAC checks: a record some other local user planted in an enclosing folder (/tmp/.dal/held)
     or a script had git write into a nested `.dal` would otherwise make the operator's next `dal run` write and
-    remove files of its choosing (attack8 01, 02). No script reads it: it is outside every workspace, and HOME
-    is never a read root of the wall."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    if not base.startswith("/"):
+    remove files of its choosing (attack8 01, 02). No script reads or changes it, also when a root covers HOME
+    (the operator runs DAL in ~, or as root in /root): its folder is DAL's own state (statedir.py), which
+    every policy hides and protects and the wall covers (attack9 04). A record's power is bounded besides,
+    whatever its MAC (_bounded)."""
+    folder = statedir.state_dir()
+    if folder is None:
         return None
-    folder = os.path.join(base, "dal")
     path = os.path.join(folder, "held.key")
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
@@ -185,6 +187,7 @@ def finish_dead(policy: Policy) -> list[str]:
             record = json.loads(body)
             if record.get("version") != _VERSION or record.get("workspace") != policy.workspace:
                 raise ValueError(f"version {record.get('version')!r}, workspace {record.get('workspace')!r}")
+            _bounded(policy, record)
         except (OSError, ValueError, AttributeError) as e:
             os.rename(claimed, os.path.join(folder, name))
             raise HeldUnreadable(f"{os.path.join(folder, name)}: {e}") from None
@@ -194,6 +197,54 @@ def finish_dead(policy: Policy) -> list[str]:
             notices.append("a DAL process killed while a command ran in this workspace did not check what that "
                            "command left; checked now: " + "; ".join(done))
     return notices
+
+
+def _bounded(policy: Policy, record: dict) -> None:
+    """ValueError unless every path the record names is inside the workspace it was found in or a write root
+    of the policy finishing it -- where the pipeline it records could have acted -- (a git work tree's top: an
+    enclosing folder). The MAC says who wrote a record; this bounds what any record, a forged one too (a key
+    stolen, attack9 04), can make a start write or remove: never a file outside."""
+    roots = list(dict.fromkeys(os.path.normpath(r) for r in (policy.workspace, *policy.write_roots)))
+
+    def inside(path: object, what: str) -> None:
+        if not isinstance(path, str) or not path.startswith("/") or os.path.normpath(path) != path:
+            raise ValueError(f"{what}: {path!r} is not a plain absolute path")
+        real = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        if not all(any(p == r or r == "/" or p.startswith(r + "/") for r in roots) for p in (path, real)):
+            raise ValueError(f"{what} names {path}, outside the workspace and this policy's write roots: a record "
+                             "DAL writes names nothing there, so it is not acted on")
+
+    def each(items: object, what: str) -> None:
+        if not isinstance(items, list | dict):
+            raise ValueError(f"{what}: not a list")
+        for item in items:
+            inside(item, what)
+
+    try:
+        wall, guard = record.get("wall"), record.get("guard")
+        if wall is not None:
+            inside(wall["ws"], "the wall's workspace")
+            each(wall["write_roots"], "the wall's write roots")
+            each([p[0] for p in wall["placeholders"]], "a placeholder")
+            if wall["sweep_at"] is not None:
+                each(wall["sweep_at"][:2], "the repository swept")
+                if not set(wall["sweep_at"][2]) <= {*GIT_SWEPT, "config"}:
+                    raise ValueError(f"the repository swept: {wall['sweep_at'][2]!r} are not the names DAL sweeps")
+            if wall["index"] is not None:
+                inside(wall["index"][0], "the index")
+            for key in ("git_marks", "nested", "nested_git", "absent", "gitfiles", "live"):
+                each(wall.get(key) or [], f"the wall's {key.replace('_', ' ')}")
+        if guard is not None:
+            for key in ("held_paths", "dirs", "before"):
+                each(guard[key], f"the repository's {key.replace('_', ' ')}")
+            if guard["common"] is not None:
+                inside(guard["common"], "the repository")
+            top = guard["top"]
+            if top is not None and not (isinstance(top, str) and (policy.workspace == top or top == "/"
+                                                                   or policy.workspace.startswith(top + "/"))):
+                raise ValueError(f"the work tree's top {top!r} does not enclose the workspace")
+    except (KeyError, TypeError, IndexError) as e:
+        raise ValueError(f"not a record DAL writes ({type(e).__name__}: {e})") from None
 
 
 def _finish(policy: Policy, record: dict) -> list[str]:

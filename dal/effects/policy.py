@@ -13,6 +13,7 @@ from typing import Any
 
 from dal.core.digest import sha256
 from dal.core.records import FrozenRecord
+from dal.core.statedir import state_dirs
 
 __all__ = [
     "Policy", "PolicyError", "ProgramRule", "EFFECT_CLASSES", "TRUSTED_PATH", "PROTECTED_NAMES", "GIT_PROTECTED",
@@ -116,6 +117,16 @@ class ProgramRule(FrozenRecord):
                 "approval": self.approval}
 
 
+def _dal_state(resolved: str) -> str | None:
+    """Why `resolved` is DAL's own state (statedir.py: the key that signs held records, the REPL's history),
+    which no policy lets a script read or change, whatever its roots; None when it is not."""
+    for root in state_dirs():
+        if resolved == root or resolved.startswith(root + "/"):
+            return (f"{root} is DAL's own state (the key that signs its records of running pipelines, the REPL's "
+                    "history)")
+    return None
+
+
 class Policy(FrozenRecord):
     __slots__ = (
         "workspace", "allowed", "denied", "approval", "rules", "read_roots", "write_roots", "allow_net", "timeout",
@@ -184,7 +195,8 @@ class Policy(FrozenRecord):
 
         Protected: every path in `protected` and everything below it, and any path with a component named in
         PROTECTED_NAMES (a `dal.toml`, a `.dal` folder or a `.git` file or folder anywhere). By name only:
-        the check adds what it sees on disk (check._check_git_dirs: folders that pass for git directories)."""
+        the check adds what it sees on disk (check._check_git_dirs: folders that pass for git directories). And
+        DAL's own state folder (statedir.py), in every policy."""
         for part in resolved.split("/"):
             if part in PROTECTED_NAMES:
                 what = {"dal.toml": "a policy file", ".dal": "a run store"}.get(part)
@@ -196,19 +208,21 @@ class Policy(FrozenRecord):
         for root in self.protected:
             if resolved == root or resolved.startswith(root.rstrip("/") + "/"):
                 return f"{root} is protected: scripts never change the files that decide or record what they may do"
-        return None
+        state = _dal_state(resolved)
+        return f"{state}, which scripts never change" if state is not None else None
 
     def secrecy(self, resolved: str) -> str | None:
         """Why a script may not read the absolute, resolved path `resolved`, or None when it may: the run
         store and what records runs (`hidden`, set by the runner wherever --store and --receipts put them),
         and anything in a folder named `.dal` (a run store's folder). They hold env() values the policy let
-        an earlier run read, and the output of every command (docs/policy.md, "The run store is not readable")."""
+        an earlier run read, and the output of every command (docs/policy.md, "The run store is not readable").
+        And DAL's own state folder (statedir.py: the key that signs held records), in every policy."""
         for root in self.hidden:
             if resolved == root or resolved.startswith(root.rstrip("/") + "/"):
                 return f"{root} records runs (the store, its journal of every output, the receipts)"
         if ".dal" in resolved.split("/"):
             return f"{resolved} is in a run store folder (.dal/)"
-        return None
+        return _dal_state(resolved)
 
     # --- env() ---------------------------------------------------------------------------------
 

@@ -46,8 +46,9 @@ def recover(policy: Policy) -> list[str]:
         return notices
     except held.HeldUnreadable as e:
         raise RecoverRefused(f"a DAL process killed while a command ran in this workspace left a record of what "
-                             f"that command's checks hold that cannot be read ({e}); nothing runs here until "
-                             "the operator has checked the repository and protected files and removed it") from None
+                             f"that command's checks hold that cannot be read or acted on ({e}); nothing runs "
+                             "here until the operator has checked the repository and protected files and removed "
+                             "it") from None
 
 
 def _ours(folder: str, others: int) -> bool:

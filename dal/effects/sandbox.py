@@ -19,6 +19,7 @@ import stat
 import time
 from collections.abc import Iterable
 
+from dal.core import statedir
 from dal.effects.policy import WORKSPACE_PROTECTED, Policy
 
 __all__ = ["sandbox_status", "start_probe", "Wall", "WallRefused", "BWRAP"]
@@ -316,7 +317,8 @@ class Wall:
             records = [*p.hidden, os.path.join(ws, ".dal")]
             self._absent = [path for path in p.protected if _within(path, write_roots) and not _within(path, records)
                             and ".git" not in path.split("/") and not os.path.lexists(path)]
-        tail += self._protected(p, ws, write_roots, extra)
+        own = _own_state(write_roots)
+        tail += self._protected(p, ws, write_roots, [*extra, *own])
         git = os.path.join(ws, ".git")
         if self.make_placeholders and _within(os.path.realpath(git), write_roots):
             # and a config missing from an existing .git (not from a new one: `git init` writes it)
@@ -337,7 +339,7 @@ class Wall:
                                   "find every run store (`.dal`) in them to hide; only the default toolset runs in "
                                   "so large a tree")
             stores = list(dict.fromkeys([*stores, *nested]))
-        tail += _hidden(p, ws, [*read_roots, *write_roots], stores)
+        tail += _hidden(p, ws, [*read_roots, *write_roots], [*stores, *own])
         if len(tail) + len(head) > _MAX_WALL_ARGS:
             raise WallRefused(f"the write roots hold too many protected entries (policy files, stores, `.git` "
                               f"folders) for the wall to bind read-only ({len(tail) + len(head)} arguments, at most "
@@ -923,6 +925,22 @@ def _nested_stores(roots: Iterable[str]) -> tuple[list[str], bool]:
                   and not _within(e.path, system)):
                 stack.append(e.path)
     return found, True
+
+
+def _own_state(write_roots: list[str]) -> list[str]:
+    """DAL's own state folders (statedir.py: held.key among them), each made (mode 0700) when a write root
+    would show it missing: the wall then covers a folder (read-only, empty) with its parents pinned, not a
+    name a program could fill with a key of its own for the next start to sign and trust records with."""
+    statedir.clear()
+    dirs = list(statedir.state_dirs())
+    for d in dirs:
+        if _within(d, write_roots) and not os.path.lexists(d):
+            try:
+                os.makedirs(d, mode=0o700, exist_ok=True)
+            except OSError:
+                pass  # then the check's rule alone keeps it (a program the check cannot see might make it)
+    statedir.clear()
+    return list(dict.fromkeys([*dirs, *statedir.state_dirs()]))
 
 
 def _hidden(p: Policy, ws: str, shown: list[str], nested: Iterable[str] = ()) -> list[str]:
