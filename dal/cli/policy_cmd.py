@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from dal.effects import Policy
@@ -45,6 +46,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     check.add_argument("cmd", metavar="CMD", help="the shell command, as one argument")
     check.add_argument("--json", action="store_true", help="print the decision as JSON")
     add_policy_flags(check)
+    # The run's store and receipts are protected and hidden wherever they are: give the ones `dal run` is given.
+    where = check.add_argument_group("the run's store and receipts (protected and hidden, as in the run)")
+    where.add_argument("--store", default=None, metavar="PATH",
+                       help="the run store the runs use (default: WORKSPACE/.dal/dal.db, or $DAL_STORE)")
+    where.add_argument("--receipts", type=Path, default=None, metavar="DIR",
+                       help="the receipts folder the runs use (default: WORKSPACE/.dal/receipts)")
     check.set_defaults(func=cmd_policy_check)
     return policy
 
@@ -61,20 +68,14 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
         return hostmode.error(str(e), 2)
     for note in notes:
         sys.stderr.write(f"dal: note: {note}\n")
-    # What a run adds to the policy before checking an effect: its store and receipts protected and hidden,
-    # every policy file the store recorded protected (dal/runner/inforce.py), so the two agree (attack6 13).
-    from dal.receipts.location import open_store
-    from dal.receipts.store import NoStore, StoreError
-    from dal.runner.inforce import protect_spec
+    # What a run adds to the policy before checking an effect: its store and receipts (wherever --store,
+    # $DAL_STORE and --receipts put them) protected and hidden, every policy file the store recorded
+    # protected (dal/runner/inforce.py), so the two agree (attack6 13, attack9 05).
+    from dal.runner.inforce import checked_policy
 
-    policy = protect_spec(spec)
-    try:
-        with open_store(spec.store, readonly=True) as store:
-            policy = policy.protecting(store.policy_files(policy.workspace))
-    except NoStore:
-        pass
-    except StoreError as e:
-        sys.stderr.write(f"dal: note: the store's recorded policy files are not in this check: {e}\n")
+    policy, note = checked_policy(spec)
+    if note is not None:
+        sys.stderr.write(f"dal: note: {note}\n")
     from dal.effects import check_command, sandbox_status
 
     d = check_command(args.cmd, policy)

@@ -387,8 +387,15 @@ class DalTools:
 
     def tool_check_command(self, args: dict[str, Any]) -> dict[str, Any]:
         from dal.effects import check_command
+        from dal.runner.build import SpecError, build_spec
+        from dal.runner.inforce import checked_policy
 
-        policy = self.ceiling.narrow(args["policy"])
+        narrowed = self.ceiling.narrow(args["policy"])
+        try:  # as a run of this server would check it: its store and receipts hidden (attack9 05)
+            spec = build_spec(None, workspace=self.workspace, store=self.store, policy=narrowed)
+        except SpecError as e:
+            raise ToolFailure(f"check_command: {e}") from None
+        policy, _note = checked_policy(spec)
         d = check_command(args["command"], policy)
         verdict = "deny" if not d.allowed else ("approval required" if d.approval_required else "allow")
         return {"decision": verdict, "reason": d.reason, "class": d.effect_class, "idempotent": d.idempotent,

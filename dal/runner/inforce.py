@@ -22,8 +22,8 @@ from dal.core.records import ValueRecord
 from dal.effects.policy import Policy, PolicyError
 from dal.runner.spec import RunSpec, SpecError
 
-__all__ = ["ADDITIVE_FLAGS", "Adopted", "adopt", "additions_of", "policy_digest", "protect_run", "protect_spec",
-           "receipt_policy", "stored_policy", "unguarded_policy_file"]
+__all__ = ["ADDITIVE_FLAGS", "Adopted", "adopt", "additions_of", "checked_policy", "policy_digest", "protect_run",
+           "protect_spec", "receipt_policy", "stored_policy", "unguarded_policy_file"]
 
 # The flags a later run of an operation may add to its stored policy (all of them widen; none narrows).
 ADDITIVE_FLAGS = ("allow_run", "allow_read", "allow_write", "allow_net", "require_approval", "allow_env")
@@ -65,6 +65,24 @@ def protect_spec(spec: RunSpec, policy: Policy | None = None) -> Policy:
     if not spec.store.is_file:  # a database server: no file here, but its socket and password files
         return protect_run(policy, None, spec.receipts_dir()).hiding(spec.store.private_paths())
     return protect_run(policy, spec.store.file, spec.receipts_dir())
+
+
+def checked_policy(spec: RunSpec, policy: Policy | None = None) -> tuple[Policy, str | None]:
+    """The policy a run of `spec` would check a command against (`policy`, default the spec's): protect_spec's,
+    with every policy file the store recorded for the workspace protected (Run.guarded). `dal policy check` and
+    `dal mcp`'s check_command use it, so that each answers as the run would (attack6 13, attack9 05). With a
+    note when the store's recorded files cannot be read (then they are not in it)."""
+    from dal.receipts.location import open_store
+    from dal.receipts.store import NoStore, StoreError
+
+    policy = protect_spec(spec, policy)
+    try:
+        with open_store(spec.store, readonly=True) as store:
+            return policy.protecting(store.policy_files(policy.workspace)), None
+    except NoStore:
+        return policy, None
+    except StoreError as e:
+        return policy, f"the store's recorded policy files are not in this check: {e}"
 
 
 def unguarded_policy_file(policy: Policy, recorded: list[str]) -> str | None:
