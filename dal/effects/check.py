@@ -324,15 +324,14 @@ def _write_counts(target: str, ws: str) -> bool:
 _NULL_OUTPUT_PROGRAMS = {"tee", "sort", "uniq", "curl", "wget"}
 
 
-def _only_opens_outputs(cmd: SimpleCommand) -> bool:
+def _only_opens_outputs(cmd: SimpleCommand, use: ArgUse, raw: str) -> bool:
     name = os.path.basename(cmd.argv[0])
     if name not in _NULL_OUTPUT_PROGRAMS:
         return False
-    words = [w.lower() for w in cmd.argv[1:]]
     if name == "curl":  # --remove-on-error unlinks the output file when the transfer fails
-        return not any("remove-on-error" in w for w in words)
-    if name == "wget":  # --delete-after (any abbreviation, or -e delete_after=on) unlinks it
-        return not any("delete" in w.replace("_", "-") or w.startswith("--del") for w in words)
+        return not any("remove-on-error" in w.lower() for w in cmd.argv[1:])
+    if name == "wget":  # as its model parsed the options (--unlink, abbreviated or not)
+        return raw in use.opened_only
     return True
 
 
@@ -350,9 +349,10 @@ def _check_paths(cmd: SimpleCommand, use: ArgUse | None, policy: Policy,
             _check_entries(raw, policy)
         for raw in use.writes:
             resolved = _check_path(raw, "write", policy)
-            if resolved == P.NULL_DEVICE and not _only_opens_outputs(cmd):
+            if resolved == P.NULL_DEVICE and not _only_opens_outputs(cmd, use, raw):
                 raise _Denied(f"{raw}: {os.path.basename(cmd.argv[0])} may replace, move or change /dev/null itself "
-                              "(only a redirection, tee, sort -o, uniq, curl -o and wget -O write into it)")
+                              "(only a redirection, tee, sort -o, uniq, curl -o without --remove-on-error and "
+                              "wget -O, -o or -a without --unlink write into it)")
             writes.append(resolved)
             if use.writes_into_trees and os.path.isdir(resolved):
                 _check_tree(resolved, policy)

@@ -604,7 +604,19 @@ def _wget(args: tuple[str, ...], exists: Callable[[str], bool]) -> ArgUse:
                 if not value.isdigit() or int(value) > 100:
                     raise _Deny(f"wget --backups={value}: at most 100")
     _wget_outputs(urls, seen, writes, exists)
-    return ArgUse(tuple(reads), tuple(writes), idempotent=False)
+    return ArgUse(tuple(reads), tuple(writes), idempotent=False, opened_only=_wget_opened_only(seen))
+
+
+def _wget_opened_only(seen: dict[str, list[str | None]]) -> tuple[str, ...]:
+    """The files wget only opens: its logs (-o, -a) and -O's document, unless --unlink, which unlinks the
+    document first (wget 1.21, executed: `--unlink -O /dev/null` left a regular file there). --delete-after
+    never removes -O's document (strace: opened, written, left) but does remove the names it makes from
+    URLs (`--delete-after -nc` unlinks the existing one), which are therefore never only opened."""
+    logs = [v for name in ("output-file", "append-output") for v in seen.get(name, []) if v is not None]
+    document = _last(seen, "output-document")
+    if document is not None and "unlink" not in seen:
+        logs.append(document)
+    return tuple(logs)
 
 
 def _note(seen: dict[str, list[str | None]], name: str, value: str | None) -> None:

@@ -51,6 +51,9 @@ class ArgUse:
     # Makes symlinks or hard links, or moves names, while it runs (cp -l/-s/-P/-r, mv): another stage of
     # the same pipeline, checked before this one started, could then write through what it made.
     changes_names: bool = False
+    # The written paths (as given) the program only opens for writing, never removes, renames, links or
+    # gives another mode, owner or time: the only way /dev/null may be an output (check.py); for wget.
+    opened_only: tuple[str, ...] = ()
 
 
 class Unsafe(Exception):
