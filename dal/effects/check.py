@@ -352,7 +352,8 @@ def _check_paths(cmd: SimpleCommand, use: ArgUse | None, policy: Policy,
             if resolved == P.NULL_DEVICE and not _only_opens_outputs(cmd, use, raw):
                 raise _Denied(f"{raw}: {os.path.basename(cmd.argv[0])} may replace, move or change /dev/null itself "
                               "(only a redirection, tee, sort -o, uniq, curl -o without --remove-on-error and "
-                              "wget -O, -o or -a without --unlink write into it)")
+                              "wget -O, -o or -a with only the options under which wget just opens them -- not "
+                              "--unlink, --backups, -N, --xattr, -k, -c ... -- write into it)")
             writes.append(resolved)
             if use.writes_into_trees and os.path.isdir(resolved):
                 _check_tree(resolved, policy)

@@ -607,14 +607,48 @@ def _wget(args: tuple[str, ...], exists: Callable[[str], bool]) -> ArgUse:
     return ArgUse(tuple(reads), tuple(writes), idempotent=False, opened_only=_wget_opened_only(seen))
 
 
+# The options under which wget only opens its logs (-o, -a) and -O's document -- never unlinks, renames,
+# rewrites or gives them another mode, time or attribute -- an allow-list (attack9 01): an option not named
+# here, one added to the model later included, makes none of them only opened. Left out: the options that act
+# on the files wget saves beyond writing them: --unlink, --backups, -N, --xattr, -k, -K, --convert-file-only,
+# --preserve-permissions, --retr-symlinks, -c. Executed with wget 1.21.3, -O onto a private /dev/null and a
+# text/plain page, only --unlink replaced it (a regular file was left there); the others did nothing to it
+# there, but what they do depends on the version and on the server's answer (-k rewrites an HTML page), and
+# a list of what is safe fails closed for the next one. --delete-after never removes -O's file (strace:
+# opened, written, left) and is on the list.
+_WGET_OPENS_ONLY = frozenset((
+    "version help debug quiet verbose no-verbose force-html no-config retry-connrefused no-clobber no-netrc "
+    "show-progress no-if-modified-since no-use-server-timestamps server-response spider random-wait no-proxy "
+    "no-dns-cache ignore-case inet4-only inet6-only ask-password no-iri no-directories no-host-directories "
+    "force-directories no-cache ignore-length no-http-keep-alive no-cookies keep-session-cookies "
+    "auth-no-challenge https-only no-check-certificate no-hsts no-remove-listing no-glob no-passive-ftp "
+    "ftps-implicit ftps-resume-ssl ftps-clear-data-connection ftps-fallback-to-ftp strict-comments follow-ftp "
+    "span-hosts relative no-parent delete-after save-headers content-on-error "
+    "report-speed base tries retry-on-http-error start-pos progress timeout dns-timeout connect-timeout "
+    "read-timeout wait waitretry quota bind-address limit-rate prefer-family user password cut-dirs http-user "
+    "http-password header compression max-redirect proxy-user proxy-password referer user-agent post-data "
+    "method body-data secure-protocol certificate-type private-key-type ciphers ftp-user ftp-password accept "
+    "reject accept-regex reject-regex regex-type domains exclude-domains follow-tags ignore-tags "
+    "include-directories exclude-directories "
+    "output-document output-file append-output directory-prefix default-page input-file post-file body-file "
+    "load-cookies certificate private-key ca-certificate ca-directory crl-file pinnedpubkey restrict-file-names "
+    "execute hsts-file save-cookies rejected-log"  # the other outputs: never /dev/null (not in opened_only)
+).split())
+
+
 def _wget_opened_only(seen: dict[str, list[str | None]]) -> tuple[str, ...]:
-    """The files wget only opens: its logs (-o, -a) and -O's document, unless --unlink, which unlinks the
-    document first (wget 1.21, executed: `--unlink -O /dev/null` left a regular file there). --delete-after
-    never removes -O's document (strace: opened, written, left) but does remove the names it makes from
-    URLs (`--delete-after -nc` unlinks the existing one), which are therefore never only opened."""
+    """The files wget only opens: its logs (-o, -a) and -O's document, when every option given (each `-e`
+    command as the option that runs it) is on the allow-list _WGET_OPENS_ONLY; else none. The names wget makes
+    from URLs are never only opened (`--delete-after -nc` unlinks the one that exists)."""
+    given = set(seen)
+    for value in seen.get("execute", []):
+        cmd = (value or "").partition("=")[0].strip().lower().replace("_", "").replace("-", "")
+        given.add(_WGET_E_OPTIONS.get(cmd) or "execute")  # None: robots, which names no file
+    if not given <= _WGET_OPENS_ONLY:
+        return ()
     logs = [v for name in ("output-file", "append-output") for v in seen.get(name, []) if v is not None]
     document = _last(seen, "output-document")
-    if document is not None and "unlink" not in seen:
+    if document is not None:
         logs.append(document)
     return tuple(logs)
 
