@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 
-__all__ = ["state_dir", "state_dirs"]
+__all__ = ["clear", "state_dir", "state_dirs"]
 
 
 def state_dir() -> str | None:
