@@ -19,6 +19,7 @@ gone.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -583,7 +584,6 @@ def warm() -> None:
     running at once: one real run of a one-effect script in a scratch workspace and store (the parser's
     tables, the compiler, the runner, the shell parser and checker, the executor, the sandbox probe, the
     store's schema and the receipt writers), then a frozen heap shared with every child."""
-    import ctypes  # noqa: F401 - _die_with, in every child
     import gc
     import shutil
     import tempfile
@@ -610,6 +610,7 @@ def warm() -> None:
     finally:
         os.environ.update(hooks)
         shutil.rmtree(scratch, ignore_errors=True)
+    _prctl()  # _die_with, in every child
     gc.collect()
     gc.freeze()  # what the parent built stays shared with every child (copy-on-write)
 
@@ -658,12 +659,21 @@ def _signal(pid: int, sig: int) -> None:
 def _die_with(parent: int) -> None:
     """The child gets SIGTERM when the worker that forked it dies (Linux: PR_SET_PDEATHSIG), so that a
     worker killed with kill -9 leaves no run going on unsupervised (its run stops as interrupted)."""
+    prctl = _prctl()
+    if prctl is None:
+        return
+    prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+@functools.lru_cache(maxsize=1)
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up once in the warm parent (warm): looking it up in each child (ctypes.CDLL) cost
+    0.3 ms of CPU there, most of it copy-on-write faults of ctypes' objects."""
     try:
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os.kill(os.getpid(), signal.SIGTERM)
+        return None
