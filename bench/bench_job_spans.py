@@ -44,6 +44,10 @@ SPANS = [
 ]
 acc: dict[str, float] = {}
 FAULTS = "child: minor page faults"
+KIDS_FAULTS = "child's children: minor page faults"
+EARLY_FAULTS = "child: page faults before its first line"
+PROFILE = os.environ.get("DAL_BENCH_PROFILE")
+POLL = float(os.environ.get("DAL_BENCH_POLL", "1.0"))  # the worker's default; a child that ends wakes the loop at once
 
 
 def timed(modname: str, qual: str) -> None:
@@ -64,9 +68,13 @@ def timed(modname: str, qual: str) -> None:
     setattr(owner, name, g)
 
 
-def cpu() -> float:
-    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+def cpu(who: int = resource.RUSAGE_SELF) -> float:
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
+def cpu_all() -> float:
+    return cpu() + cpu(resource.RUSAGE_CHILDREN)
 
 
 def main() -> None:
@@ -86,7 +94,7 @@ def main() -> None:
             JobQueue.of(store).submit(spec=spec, key=f"bench:{i}", queue="default", priority=0, run_at=0.0,
                                       max_attempts=1, host=machine_host(), movable=False)
     out = Path(tempfile.mkdtemp())
-    for mod, qual in SPANS:
+    for mod, qual in SPANS if not PROFILE else ():
         timed(mod, qual)
     child, fork = w.Worker._child, w.Worker._fork
 
@@ -94,40 +102,85 @@ def main() -> None:
         acc.clear()
         acc["fork->child"] = time.time() - job["_forked_at"]
         r0 = resource.getrusage(resource.RUSAGE_SELF)
+        k0 = cpu(resource.RUSAGE_CHILDREN)
+        prof = None
+        if PROFILE:  # DAL_BENCH_PROFILE=DIR: a cProfile of each child, to read with pstats (its spans are off)
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
         try:
             return child(self, job, fence)
         finally:
+            if prof is not None:
+                prof.disable()
+                prof.dump_stats(os.path.join(PROFILE, f"child-{os.getpid()}.prof"))
             r1 = resource.getrusage(resource.RUSAGE_SELF)
+            acc["child: CPU before its first line"] = r0.ru_utime + r0.ru_stime  # the fork's return, its set-up
             acc["child: user CPU"] = r1.ru_utime - r0.ru_utime
             acc["child: system CPU"] = r1.ru_stime - r0.ru_stime
+            acc["child's children: CPU"] = cpu(resource.RUSAGE_CHILDREN) - k0  # bubblewrap, its init, true
+            acc[KIDS_FAULTS] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
+            acc["child: RSS at its end, KiB"] = r1.ru_maxrss
             faults = r1.ru_minflt - r0.ru_minflt
+            acc[EARLY_FAULTS] = r0.ru_minflt
             (out / f"{os.getpid()}.json").write_text(json.dumps({**acc, FAULTS: faults}))
 
     def traced_fork(self: Any, job: dict[str, Any]) -> None:
         job["_forked_at"] = time.time()
         fork(self, job)
 
-    w.Worker._child, w.Worker._fork = traced_child, traced_fork  # type: ignore[method-assign]
-    c0 = cpu()
-    w.Worker(db, until_idle=True, poll=0.02, say=lambda text: None).run()
-    used = cpu() - c0
+    loop = w.Worker._loop
+    marks: dict[str, float] = {}
+
+    def traced_loop(self: Any) -> None:  # the parent's own CPU in its loop, its start-up left out
+        marks["loop0"], marks["reaped0"] = cpu(), cpu(resource.RUSAGE_CHILDREN)
+        marks["flt0"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        prof = None
+        if PROFILE:
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
+        try:
+            loop(self)
+        finally:
+            if prof is not None:
+                prof.disable()
+                prof.dump_stats(os.path.join(PROFILE, "parent.prof"))
+            marks["loop1"], marks["reaped1"] = cpu(), cpu(resource.RUSAGE_CHILDREN)
+            marks["flt1"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+    w.Worker._child, w.Worker._fork, w.Worker._loop = traced_child, traced_fork, traced_loop  # type: ignore
+    c0 = cpu_all()
+    w.Worker(db, until_idle=True, poll=POLL, say=lambda text: None).run()
+    used = cpu_all() - c0
     files = glob.glob(str(out / "*.json"))
     total: dict[str, float] = {}
     for f in files:
         for k, v in json.loads(Path(f).read_text()).items():
             total[k] = total.get(k, 0.0) + v
     print(f"{n} one-effect jobs, one worker; load average {os.getloadavg()[0]:.1f}; mean per job:")
-    faults = total.pop(FAULTS, 0.0)
+    counts = {k: total.pop(k, 0.0) for k in (FAULTS, EARLY_FAULTS, KIDS_FAULTS, "child: RSS at its end, KiB")}
     for k, v in sorted(total.items(), key=lambda kv: -kv[1]):
-        print(f"  {k:28s} {v / len(files) * 1000:7.2f} ms")
-    print(f"  {FAULTS:28s} {faults / len(files):7.0f}")
+        print(f"  {k:34s} {v / len(files) * 1000:7.2f} ms")
+    for k, v in counts.items():
+        print(f"  {k:34s} {v / len(files):7.0f}")
+    print(f"  {'parent: minor page faults':34s} {(marks['flt1'] - marks['flt0']) / len(files):7.0f}")
     with Store(db, readonly=True) as store:
         runs = store.list_runs(limit=None)
         jobs = JobQueue.of(store).list(limit=None)
     first = min(datetime.fromisoformat(r["started_at"].replace("Z", "+00:00")).timestamp() for r in runs)
     span = max(j["finished_at"] or 0 for j in jobs) - first
+    parent = marks["loop1"] - marks["loop0"]
+    kids = sum(total.get(k, 0.0) for k in ("child: user CPU", "child: system CPU", "child's children: CPU"))
     print(f"first run's start to last job's end: {span / n * 1000:.1f} ms per job; CPU {used / n * 1000:.1f} ms "
           "per job (all processes, the worker's start-up included)")
+    reaped = marks["reaped1"] - marks["reaped0"]  # the children whole, their exit included
+    print(f"CPU per job, the worker's start-up left out: {(parent + reaped) / n * 1000:.1f} ms = the parent's loop "
+          f"{parent / n * 1000:.1f} (the fork's own cost included) + the children, reaped, "
+          f"{reaped / n * 1000:.1f} (of which timed in the child: {kids / n * 1000:.1f}, itself, bubblewrap and "
+          "the program)")
 
 
 if __name__ == "__main__":

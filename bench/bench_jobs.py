@@ -20,6 +20,7 @@ Target (issue 17): the queue costs at most 25% on top of the sandbox spawns it c
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -48,13 +49,21 @@ def parallel(code: str, n: int, *args: str, at_once: int = WORKERS) -> float:
     rate is taken from the start to the last end, so the processes' own start-up is not in it (as the
     queue's figure leaves out the workers' start-up)."""
     start = time.time() + 1.5 + 0.1 * at_once
-    timed = (f"import sys, time\n{code}\n"
-             f"time.sleep(max(0.0, {start!r} - time.time()))\nt0 = time.time()\n"
-             "for _ in range(int(sys.argv[1])):\n    item()\nprint(t0, time.time())\n")
+    timed = (f"import resource, sys, time\n{code}\n"
+             "def cpu():\n"
+             "    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+             "    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime\n"
+             f"time.sleep(max(0.0, {start!r} - time.time()))\nt0, c0 = time.time(), cpu()\n"
+             "for _ in range(int(sys.argv[1])):\n    item()\nprint(t0, time.time(), cpu() - c0)\n")
     procs = [subprocess.Popen([sys.executable, "-c", timed, str(n), *args], env=env(), stdout=subprocess.PIPE,
                               text=True) for _ in range(at_once)]
     spans = [tuple(map(float, p.communicate()[0].split())) for p in procs]
-    return at_once * n / (max(e for _, e in spans) - min(s for s, _ in spans))
+    CPU_EACH[code + "\x1f".join(args)] = sum(c for *_, c in spans) / (at_once * n)
+    return at_once * n / (max(e for _, e, _ in spans) - min(s for s, _, _ in spans))
+
+
+# CPU seconds per item of the last parallel() run of each baseline (its processes and theirs, the loop only)
+CPU_EACH: dict[str, float] = {}
 
 
 BWRAP = """
@@ -119,9 +128,27 @@ def item():
     return parallel(code, n)
 
 
-def queue_rate(ws: Path, concurrency: int) -> tuple[float, dict[str, int]]:
-    """(jobs per second, jobs by state) for JOBS one-effect jobs drained by WORKERS workers of `concurrency`
-    jobs each, in a new store."""
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def drain(db: Path, ws: Path, concurrency: int) -> float:
+    """Run WORKERS workers until the store's queue is empty; the CPU seconds they used, with every process
+    they started (the keeper, the forked children, bubblewrap and the program)."""
+    c0 = children_cpu()
+    procs = [subprocess.Popen([sys.executable, "-m", "dal", "worker", "--concurrency", str(concurrency), "--until-idle",
+                               "--store", str(db)], cwd=ws, env=env(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(WORKERS)]
+    for p in procs:
+        p.wait()
+    return children_cpu() - c0
+
+
+def queue_rate(ws: Path, concurrency: int) -> tuple[float, dict[str, int], float]:
+    """(jobs per second, jobs by state, CPU seconds per job) for JOBS one-effect jobs drained by WORKERS
+    workers of `concurrency` jobs each, in a new store. The CPU is every process's, the workers' start-up and
+    stop left out: what the same workers use on a store with no job is taken off."""
     sys.path.insert(0, str(REPO))
     from dal.receipts.jobs import JobQueue, machine_host
     from dal.receipts.store import Store
@@ -135,11 +162,10 @@ def queue_rate(ws: Path, concurrency: int) -> tuple[float, dict[str, int]]:
         for i in range(JOBS):
             q.submit(spec=spec, key=f"bench:{i}", queue="default", priority=0, run_at=0.0, max_attempts=1,
                      host=machine_host(), movable=False)
-    procs = [subprocess.Popen([sys.executable, "-m", "dal", "worker", "--concurrency", str(concurrency), "--until-idle",
-                               "--store", str(db)], cwd=ws, env=env(),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(WORKERS)]
-    for p in procs:
-        p.wait()
+    idle = Path(tempfile.mkdtemp(dir=ws / ".dal")) / "dal.db"
+    with Store(idle):
+        pass
+    used = drain(db, ws, concurrency) - drain(idle, ws, concurrency)
     with Store(db, readonly=True) as store:
         runs = store.list_runs(limit=None)
         q = JobQueue.of(store)
@@ -147,7 +173,7 @@ def queue_rate(ws: Path, concurrency: int) -> tuple[float, dict[str, int]]:
         states = q.counts()
     first = min(datetime.fromisoformat(r["started_at"].replace("Z", "+00:00")).timestamp() for r in runs)
     span = max(j["finished_at"] or 0 for j in jobs) - first
-    return JOBS / span, states
+    return JOBS / span, states, used / JOBS
 
 
 def main() -> None:
@@ -161,6 +187,7 @@ def main() -> None:
     load0 = os.getloadavg()[0]
     kinds = ("queue", "bare", "view", "wall")
     got: dict[tuple[str, int], list[float]] = {(k, c): [] for k in kinds for c in CONCURRENCY}
+    cpu: dict[tuple[str, int], list[float]] = {(k, c): [] for k in kinds for c in CONCURRENCY}  # ms per item
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp)
         (ws / "job.dal").write_text('run("true")\n', encoding="utf-8")
@@ -170,13 +197,15 @@ def main() -> None:
             for c in CONCURRENCY:
                 at_once = WORKERS * c
                 n = max(1, JOBS // at_once)
-                rate, states = queue_rate(ws, c)
+                rate, states, used = queue_rate(ws, c)
                 got["queue", c].append(rate)
+                cpu["queue", c].append(used * 1000)
                 if states.get("done") != JOBS:
                     print(f"round {r + 1}, concurrency {c}: not every job is done: {states}")
-                got["bare", c].append(parallel(BWRAP, n, at_once=at_once))
-                got["view", c].append(parallel(BWRAP, n, "\x1f".join(view), at_once=at_once))
-                got["wall", c].append(parallel(WALL, n, at_once=at_once))
+                for kind, code, args in (("bare", BWRAP, ()), ("view", BWRAP, ("\x1f".join(view),)),
+                                         ("wall", WALL, ())):
+                    got[kind, c].append(parallel(code, n, *args, at_once=at_once))
+                    cpu[kind, c].append(CPU_EACH[code + "\x1f".join(args)] * 1000)
         loop = dal_loop(ws, RUNS)
     med = {k: statistics.median(v) for k, v in got.items()}
     print(f"{JOBS} one-effect jobs, {WORKERS} workers on {os.cpu_count()} cores, {ROUNDS} rounds (medians); "
@@ -188,6 +217,9 @@ def main() -> None:
         rounds = ", ".join(f"{x:.1f}" for x in got["queue", c])
         print(f"queue (claim, fork, run, journal, receipt, route)  {q:8.1f} jobs/s   "
               f"{1000 / q * at_once:6.2f} ms per job per slot   (rounds: {rounds})")
+        qc = statistics.median(cpu["queue", c])
+        print(f"  CPU per job, every process of the workers (start-up left out): {qc:.1f} ms (rounds: "
+              f"{', '.join(f'{x:.1f}' for x in cpu['queue', c])})")
         for key, label in (("bare", "bare sandbox spawns (bwrap --ro-bind / / true)"),
                            ("view", "bwrap with the wall's view, by itself"),
                            ("wall", "DAL's wall around true (run_effect)")):
@@ -195,6 +227,8 @@ def main() -> None:
             each = ", ".join(f"x{s / x:.2f}" for s, x in zip(got[key, c], got["queue", c], strict=True))
             print(f"{label:50s} {m:8.1f} /s       {1000 / m * at_once:6.2f} ms each   the queue costs "
                   f"{m / q - 1:+.0%} on top (x{m / q:.2f}; by round {each})")
+            mc = statistics.median(cpu[key, c])
+            print(f"  CPU per spawn {mc:.2f} ms: the queue's CPU per job is x{qc / mc:.1f} of it")
         print(f"target (issue 17), +25% at most on top of the spawns it cannot avoid (bwrap with the wall's view): "
               f"{'met' if med['view', c] / q <= 1.25 else 'not met'}")
     print(f"a loop of `dal run --key K job.dal` processes, two at a time {loop:8.1f} runs/s   the queue "
