@@ -5,9 +5,15 @@ in its forked child. Prints mean milliseconds per job; asserts nothing.
 
 Spans nest (`_execute` holds `execute_checked`, the wall around the effect, and `_finish`, the receipt),
 so they do not add up. `fork->child` is the time from the fork to the child's first line; the child's CPU
-time and minor page faults (copy-on-write of the warm parent's heap, mostly) are its own. The last line
-gives the time per job from the first run's start to the last job's end, and the CPU time of every
-process per job (the worker's start-up included).
+time and minor page faults (copy-on-write of the warm parent's heap, mostly) are its own. The last lines
+give the time per job from the first run's start to the last job's end, the CPU time of every process per
+job with the worker's start-up, and without it: the parent's loop (its fork calls included) and the
+children as reaped (their exit included), of which the part timed inside the child (itself and its
+children: bubblewrap's side). The parts: the child before its first line (the fork's return, its set-up),
+its own CPU after that (user and system), its children's, and its exit (what is left of "reaped").
+
+    DAL_BENCH_POLL=S        the worker's poll (default 1 s, the worker's own: a child that ends wakes it)
+    DAL_BENCH_PROFILE=DIR   a cProfile of each child and of the parent's loop in DIR (the spans are off)
 """
 
 from __future__ import annotations
