@@ -94,11 +94,13 @@ def run_receipt(
     args: dict[str, Any] = _OMIT,
     rerun: str = _OMIT,
     undelivered: str = _OMIT,
+    continued_by: str = _OMIT,
 ) -> dict[str, Any]:
     """A run receipt from a run's facts. `slept_ms`, `policy`, `sandbox`, `args` (the script's arguments),
-    `rerun` and `undelivered` (the script's output its reader never got: `output.undelivered`) are left out
-    when not given (a receipt rebuilt from the journal knows no sandbox; a REPL session has no command
-    line). Every text longer than RECEIPT_TEXT_LIMIT is cut there, saying how much was cut."""
+    `rerun`, `undelivered` (the script's output its reader never got: `output.undelivered`) and `continued_by`
+    (the run that continued this one's operation while it still ran) are left out when not given (a receipt
+    rebuilt from the journal knows no sandbox; a REPL session has no command line). Every text longer than
+    RECEIPT_TEXT_LIMIT is cut there, saying how much was cut."""
     receipt: dict[str, Any] = {
         "schema": SCHEMA,
         "run_id": run_id,
@@ -128,6 +130,8 @@ def run_receipt(
         "previous_run": previous_run,
         "skipped_of": skipped_of,
     })
+    if continued_by is not _OMIT:
+        receipt["continued_by"] = continued_by
     for name, value in (("policy", policy), ("sandbox", sandbox), ("args", args), ("rerun", rerun)):
         if value is not _OMIT:
             receipt[name] = value

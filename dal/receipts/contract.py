@@ -13,7 +13,9 @@ What every implementation promises (the contract tests check each):
 - the journal: an intent is recorded before its effect starts and may be recorded again while it has no
   result; a result makes the entry final (StoreError on a second intent); `journal_hold` returns a
   matching decision or journals the hold, in one transaction, so a decision is never lost between the
-  two.
+  two. An intent (or hold) of a run that another run already continues (its `previous_run`) is refused,
+  `Continued`, nothing written: a run judged dead while it lived on starts no effect once its successor is
+  recorded, and the successor reads the journal only after that. A result is never refused.
 - decisions: `record_approval` returns the stored row with an id that grows; `approvals` is oldest first.
 - the operation lock: `operation_lock(key)` excludes a second holder of the same key in any process
   until the first releases it or exits (kill -9 included); other keys are independent. `acquire`

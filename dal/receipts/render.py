@@ -319,6 +319,7 @@ def next_action(
     # A read whose outcome is unknown is simply run again on resume: only other effects need a person.
     uncertain = [e for e in items if e.get("status") == "uncertain" and e.get("class") != "read"]
 
+    continued_by = continued_by or receipt.get("continued_by")  # the store's link, or the receipt's own
     if continued_by:
         return f"nothing here: run {continued_by} continued this one (`dal receipt show {continued_by}`)"
     if status == "skipped":

@@ -209,6 +209,25 @@ class LockLost(StoreError):
     was written and the effect does not start (dal/receipts/pg/lock.py)."""
 
 
+class Continued(StoreError):
+    """An intent of a run that another run already continues (its `previous_run`): the other run judged this
+    one dead (its process looked gone from where that run started: another machine, another pid namespace)
+    or took its key's lock after this one lost it. Nothing was written and the effect does not start; `by` is
+    the run that continues it."""
+
+    def __init__(self, message: str, path: Path | str | None, by: str) -> None:
+        super().__init__(message, path)
+        self.by = by
+
+
+def continued_error(run_id: str, seq: int, by: str, path: Path | str | None) -> Continued:
+    """The refusal of effect `seq` of `run_id`, which run `by` continues (both stores say it alike)."""
+    return Continued(
+        f"run {by} continued this run's operation while this run still ran (it found this run's process gone, "
+        f"or took its key's lock after this run lost it), so this run starts no more effects: effect {seq} of "
+        f"run {run_id} was not journaled and does not start; the operation goes on in run {by}", path, by)
+
+
 class DecisionTooLate(StoreError):
     """record_approval() found that the run at the effect already acted on an earlier decision."""
 
@@ -1318,6 +1337,7 @@ class Store:
         with self._write(f"journaling effect {seq} of {run_id}") as c:
             if fence is not None:
                 _check_fence(c, fence)
+            self._not_continued(c, run_id, seq)
             cur = c.execute(
                 "INSERT INTO effects (run_id, seq, command, class, status, intent_at, detail)"
                 " VALUES (?, ?, ?, ?, 'intent', ?, ?)"
@@ -1433,6 +1453,7 @@ class Store:
     def _put_entry(self, c: sqlite3.Connection, run_id: str, seq: int, command: str, effect_class: str | None,
                    detail: dict[str, Any] | None, result: Any) -> None:
         """An intent (and its result, when not None) inside the caller's transaction."""
+        self._not_continued(c, run_id, seq)
         cur = c.execute(
             "INSERT INTO effects (run_id, seq, command, class, status, intent_at, detail)"
             " VALUES (?, ?, ?, ?, 'intent', ?, ?)"
@@ -1448,6 +1469,14 @@ class Store:
                 "UPDATE effects SET result = ?, status = ?, result_at = ? WHERE run_id = ? AND seq = ?",
                 (_dumps(result), status if isinstance(status, str) else "done", utc_timestamp(), run_id, seq),
             )
+
+    def _not_continued(self, c: sqlite3.Connection, run_id: str, seq: int) -> None:
+        """Continued (nothing written) when another run continues `run_id`: a run judged dead while it lived on
+        starts no effect after its successor was recorded, which reads the journal only after that (writes are
+        serialized, so this check and the successor's record cannot pass each other)."""
+        later = c.execute("SELECT run_id FROM runs WHERE previous_run = ? LIMIT 1", (run_id,)).fetchone()
+        if later is not None:
+            raise continued_error(run_id, seq, later[0], self.path)
 
     def lineage(self, run_id: str, *, limit: int = 10_000) -> list[dict[str, Any]]:
         """`run_id` and the runs it continues, newest first, following `previous_run`: each as run_id,

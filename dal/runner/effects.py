@@ -31,7 +31,7 @@ from dal.core.errors import BudgetExhausted, DivergenceError, Interrupted
 from dal.core.records import ValueRecord
 from dal.eval.runtime import Runtime, WaitSignal
 from dal.receipts.build import effect_item
-from dal.receipts.store import LockLost, StoreError, StoreGone
+from dal.receipts.store import Continued, LockLost, StoreError, StoreGone
 from dal.syntax.ast import Span
 
 EFFECT_ITEMS_CAP = 200
@@ -281,6 +281,7 @@ class EffectHandler:
                 message, span, seq=seq, filename=self.rt.filename, source=self.rt.source,
                 help="the journal is gone with the store: the effects this receipt lists ran, and a new "
                      "invocation would run them again; check them before you start the operation over" if gone
+                else f"nothing to resume here: the operation goes on in run {e.by}" if isinstance(e, Continued)
                 else "what was journaled before is intact; once no other invocation of the operation runs, resume "
                      "the run: it continues from the journal" if isinstance(e, LockLost)
                 else "what was journaled before is intact; once the store can be written, resume the run: "

@@ -983,10 +983,12 @@ def _execute(run: _RunState) -> RunReport:
             run.kind = run.continues_as(prev, prev["status"])
             if prev["status"] == "running":
                 run._bury(prev)
-            run.load_replay(prev["run_id"], handler)
             operation = prev["operation"]
             state["operation"] = operation
+            # Recorded before its journal is read: a run judged dead that still runs (no key lock fences it)
+            # journals no intent once this one is recorded (Store: Continued), so the journal read next is whole.
             run.begin(operation)
+            run.load_replay(prev["run_id"], handler)
     elif spec.key:
         run.enter_key(spec.key, handler)
 
@@ -1130,6 +1132,17 @@ def _finish(
         status, external_effect=external, error_kind=error.kind if error is not None else None
     )
 
+    continued_by = _continued_by(run, status)
+    if continued_by is not None:
+        # Another run took the operation over while this one still ran (docs/durability.md): its own end
+        # must not send a person to resume what goes on elsewhere.
+        retry = "none"
+        blocker = (f"run {continued_by} continued this operation while this run still ran (it found this run's "
+                   "process gone, or took the key's lock after this run lost it): nothing to resume here; the "
+                   f"operation goes on in run {continued_by}")
+        if error is not None and error.kind == "store":
+            error.help = f"nothing to resume here: the operation goes on in run {continued_by}"
+
     attempts = None
     if run.key is not None and run.attempts is not None:
         attempts = dict(run.attempts)
@@ -1177,6 +1190,7 @@ def _finish(
         **({"args": spec.args} if spec.args else {}),
         **({"rerun": rerun} if rerun is not None else {}),
         **({"undelivered": lost} if isinstance(lost, str) else {}),
+        **({"continued_by": continued_by} if continued_by is not None else {}),
     )
     exit_code = EXIT_BY_STATUS[status]
     if error is not None and error.kind == "store":
@@ -1237,6 +1251,20 @@ def _finish(
         problem, next_step = _unrecorded(run, receipt, store_problem, json_path, files_problem)
         return RunReport(receipt, 2, error, json_path, md_path, store_problem=problem, next_step=next_step)
     return RunReport(receipt, exit_code, error, json_path, md_path, files_error=files_error)
+
+
+def _continued_by(run: _RunState, status: str) -> str | None:
+    """The run that continued this one's operation while it still ran, when one did: a run judged dead (from
+    another machine or pid namespace) or whose PostgreSQL key lock was lost, which then ended by itself. Asked
+    only of a run that did not complete (the rare ends; a completed run's receipt is true as it stands, and
+    `dal receipt show` names its successor from the store)."""
+    if not run.begun or status in ("completed", "skipped", "rejected") or run.store is None:
+        return None
+    try:
+        later = (run.store.run_row(run.run_id) or {}).get("resumed_by")
+    except StoreError:
+        return None
+    return later if isinstance(later, str) and later != run.run_id else None
 
 
 def _disk_full(message: str) -> bool:

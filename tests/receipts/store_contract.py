@@ -195,6 +195,28 @@ def test_a_hold_returns_a_decision_made_before_it_or_journals_the_hold(store: An
     assert [r["seq"] for r in store.journal(second)] == [1]
 
 
+def test_a_run_another_run_continues_journals_no_intent_and_its_result_still_counts(store: Any) -> None:
+    """A run judged dead while it lived on (no key lock fences a run without a key; a pid means nothing from
+    another machine) starts no effect once its successor is recorded: the intent, the hold and a decision's
+    entry are refused with Continued, naming the successor, and nothing is written. A result is never refused:
+    it is what keeps the successor from running the effect again."""
+    from dal.receipts.store import Continued
+
+    first, second = _rid(1), _rid(2)
+    store.begin_run(first, operation="op")
+    store.journal_intent(first, 1, "echo one", "local")
+    store.begin_run(second, operation="op", previous_run=first)
+    with pytest.raises(Continued, match=f"run {second} continued this run's operation") as got:
+        store.journal_intent(first, 2, "echo two", "local")
+    assert got.value.by == second
+    with pytest.raises(Continued):
+        store.journal_hold(first, 2, "deploy", "external", detail={"pending": True})
+    store.journal_result(first, 1, {"status": "ok", "exit_code": 0})
+    assert [(r["seq"], r["status"]) for r in store.journal(first)] == [(1, "ok")]
+    store.journal_intent(second, 2, "echo two", "local")  # the successor journals as usual
+    assert [r["seq"] for r in store.journal(second)] == [2]
+
+
 # --- the operation lock -------------------------------------------------------------------------
 
 _HOLDER = textwrap.dedent("""

@@ -110,8 +110,7 @@ class PgKeyLock:
             f"this run no longer holds the lock of operation {self.key!r}: the database session that held it "
             f"(backend {pid}) ended while the run went on (a network cut, a pooler's or the server's idle "
             "timeout, pg_terminate_backend), so another invocation may be running the operation; effect "
-            f"{seq} of run {run_id} was not journaled and does not start. Resume the run (`dal resume "
-            f"{run_id}`) once no other invocation of the key runs", self.store.path)
+            f"{seq} of run {run_id} was not journaled and does not start", self.store.path)
 
     def _holder(self, conn: Any) -> dict[str, Any]:
         """Who holds the key: the row its holder wrote, if that backend holds the lock now; else {}."""

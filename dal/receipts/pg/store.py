@@ -494,6 +494,15 @@ class PgStore:
         the claim and writes nothing (jobs.Fenced)."""
         for lock in self._held_locks:
             lock.check(c, run_id, seq)  # LockLost when a key lock's session ended (dal/receipts/pg/lock.py)
+        # Continued when another run continues this one (it judged this run dead). The share lock of our row
+        # comes first, in its own statement: a successor's begin_run locks the row FOR UPDATE, so either it
+        # waits for this intent (and reads it in the journal), or the next statement's snapshot sees it.
+        c.execute("SELECT 1 FROM runs WHERE run_id = %s FOR SHARE", (run_id,))
+        later = c.execute("SELECT run_id FROM runs WHERE previous_run = %s LIMIT 1", (run_id,)).fetchone()
+        if later is not None:
+            from dal.receipts.store import continued_error
+
+            raise continued_error(run_id, seq, later[0], self.path)
         values = (run_id, seq, command, effect_class, utc_timestamp(), jsonb(detail))
         upsert = (" ON CONFLICT (run_id, seq) DO UPDATE SET command = excluded.command, class = excluded.class,"
                   " intent_at = excluded.intent_at, detail = excluded.detail WHERE effects.result IS NULL")
