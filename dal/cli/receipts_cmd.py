@@ -144,6 +144,7 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
                 rows = store.list_runs(limit=limit, **filters)
                 total = store.count_runs(**filters) if limit is not None and len(rows) == limit else len(rows)
             labels = _status_labels(store, rows)
+            hosts = _hosts(store, rows, labels)
     except NoStore as e:
         if args.json:
             _emit("runs", {"runs": []}, out)
@@ -155,6 +156,8 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
     for r in rows:
         if labels.get(r["run_id"]) == "died":
             r["status"] = "died"  # the same word in the table, in --json and in `dal receipt show`
+        if r["run_id"] in hosts:
+            r["host"] = hosts[r["run_id"]]  # running on another machine: which one
     if args.json:
         _emit("runs", {"runs": rows}, out)
         return 0
@@ -170,7 +173,7 @@ def cmd_receipts(args: argparse.Namespace, out: TextIO | None = None, err: TextI
         (
             r["run_id"],
             r["operation"],
-            labels.get(r["run_id"], r["status"]),
+            labels.get(r["run_id"], r["status"]) + (f" on {hosts[r['run_id']]}" if r["run_id"] in hosts else ""),
             "-" if labels.get(r["run_id"]) == "resumed" else (r["retry"] or "-"),
             _started(r["started_at"]),
             duration_text(r["duration_ms"]),
@@ -223,6 +226,19 @@ def _status_labels(store: Store, rows: list[dict[str, Any]]) -> dict[str, str]:
         elif info.get("resumed_by"):
             labels[r["run_id"]] = "resumed"
     return labels
+
+
+def _hosts(store: Store, rows: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, str]:
+    """The machine each live running run executes on, where it is not this one (dal.runner.shown.running_on)."""
+    from dal.runner.shown import running_on
+
+    out = {}
+    for r in rows:
+        if r.get("status") == "running" and labels.get(r["run_id"]) != "died":
+            host = running_on(store, store.run_row(r["run_id"]) or r)
+            if host:
+                out[r["run_id"]] = host
+    return out
 
 
 def cmd_receipt_show(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:

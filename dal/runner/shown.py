@@ -49,6 +49,24 @@ def shown(store: Store, ref: str, workspace: Path | None = None) -> Shown:
     return Shown(receipt, decisions, row.get("resumed_by"))
 
 
+def running_on(store: Store, run: dict[str, Any]) -> str | None:
+    """The machine a keyed run marked running executes on, when its process is not this machine's to see: the
+    host its key's lock holder recorded (RunStore.key_holder; the PostgreSQL store's locks name it). None when
+    its process runs here, when nobody holds the key for it, or when the store does not say (SQLite)."""
+    from dal.core.procinfo import alive
+    from dal.receipts.store import StoreError
+
+    key = run.get("key")
+    if not key or alive(run.get("pid"), run.get("pid_start"), run.get("boot_id")):
+        return None
+    try:
+        holder = store.key_holder(key)
+    except StoreError:
+        return None
+    host = (holder or {}).get("host")
+    return host if isinstance(host, str) and host and holder.get("run_id") == run.get("run_id") else None
+
+
 def unfinished(store: Store, ref: str, workspace: Path | None = None) -> dict[str, Any] | str | None:
     """A run with no receipt yet: a line saying it is still running, or, when its process is gone, the
     receipt its journal gives, with status `died` (the next invocation records it as `interrupted`). None
@@ -67,7 +85,9 @@ def unfinished(store: Store, ref: str, workspace: Path | None = None) -> dict[st
     rid, pid = run["run_id"], run.get("pid")
     journal = [r for r in store.journal(rid) if r["seq"] > 0]
     if run_alive(run, store):
-        return (f"running  {rid}  (process {pid}, started {run['started_at']}, {len(journal)} effect"
+        host = running_on(store, run)
+        where = f"process {pid} on {host}" if host else f"process {pid}"
+        return (f"running  {rid}  ({where}, started {run['started_at']}, {len(journal)} effect"
                 f"{'s' if len(journal) != 1 else ''} journaled so far): no receipt until it ends")
     receipt = crashed_receipt(
         store, run, workspace=workspace or Path.cwd(),
