@@ -48,16 +48,14 @@ def lock_path(folder: Path, key: str) -> Path:
 def held_by(folder: Path, key: str) -> dict[str, Any] | None:
     """Who holds `key`'s lock now (the holder's pid, run_id), or None when no process does. Asked of the kernel's
     lock table (/proc/locks), never by taking the lock, which would make a starting holder fail as busy."""
+    from dal.core.procinfo import lock_ident, lock_table
+
     path = lock_path(folder, key)
     try:
-        st = os.stat(path)
-        with open("/proc/locks", encoding="ascii", errors="replace") as f:
-            table = f.read()
+        where = lock_ident(os.stat(path))
     except OSError:
         return None
-    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    for line in table.splitlines():
-        fields = line.split()
+    for fields in lock_table() or []:
         if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == where:
             try:
                 with open(path, "rb") as f:

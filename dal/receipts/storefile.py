@@ -46,21 +46,20 @@ def seal_path(path: Path) -> Path:
 
 
 def _read_locks() -> list[list[str]] | None:
-    try:
-        with open("/proc/locks", encoding="ascii", errors="replace") as f:
-            return [line.split() for line in f.read().splitlines()]
-    except OSError:
-        return None
+    from dal.core.procinfo import lock_table
+
+    return lock_table()
 
 
 def _locks_on(path: Path, table: list[list[str]] | None = None) -> list[tuple[int, str, int, int]] | None:
     """(pid, READ|WRITE, first byte, last byte) of every POSIX or OFD lock on `path`; None when the system
     cannot say (no /proc/locks). `table` is a /proc/locks already read."""
+    from dal.core.procinfo import lock_ident
+
     try:
-        st = path.stat()
+        ident = lock_ident(path.stat())
     except OSError:
         return []
-    ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     rows = _read_locks() if table is None else table
     if rows is None:
         return None

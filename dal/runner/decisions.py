@@ -239,11 +239,11 @@ def _applies(store: Store, decided_on: dict[str, Any], seq: int) -> str:
             return (f"applies when you resume: run {nid}, resuming now, passed effect {seq} before this "
                     f"decision (it replayed the earlier result); once it ends, `dal resume {nid}`")
         return f"applies to run {nid}, which is resuming now"
-    pid = _starting(store, newest.get("key"))
-    if pid is not None:
+    who = _starting(store, newest.get("key"))
+    if who is not None:
         # An invocation of the key holds its lock but has not recorded its run yet: it reads decisions when
         # it reaches the effect, so it will see this one.
-        return (f"applies to the run process {pid} is starting now for this operation, when it reaches effect "
+        return (f"applies to the run {who} is starting now for this operation, when it reaches effect "
                 f"{seq}; if it stops before, `dal resume {nid}`")
     # Nothing runs the operation as far as the store can tell; a resume starting this very moment (its lock
     # not taken yet) would still take the decision at the effect, so say so rather than promise otherwise.
@@ -251,27 +251,20 @@ def _applies(store: Store, decided_on: dict[str, Any], seq: int) -> str:
             "starting right now)")
 
 
-def _starting(store: Store, key: str | None) -> int | None:
-    """The process that holds the lock of `key` (dal/receipts/oplock.py), read without taking it: /proc/locks
-    lists every flock() with its holder's pid and the file's inode. None when nobody holds it, or the
-    system cannot say."""
-    import os
+def _starting(store: Store, key: str | None) -> str | None:
+    """The process that holds the lock of `key` (`process 4711`, with its machine when the store names it),
+    asked of the store without taking the lock (RunStore.key_holder); None when nobody holds it, or the
+    store cannot say."""
+    from dal.receipts.store import StoreError
 
-    from dal.core.digest import sha256
-    from dal.receipts.location import locks_folder
-
-    if not key or getattr(store, "kind", "sqlite") != "sqlite":
-        return None  # a PostgreSQL store's lock is an advisory lock: KeyBusy names its holder instead
-    # The store's lock folder (Store.operation_lock), without making it: this only looks.
-    path = locks_folder(store.path) / f"{sha256(key.encode('utf-8')).hexdigest()[:24]}.lock"
-    try:
-        st = path.stat()
-        with open("/proc/locks", encoding="ascii", errors="replace") as f:
-            table = [line.split() for line in f.read().splitlines()]
-    except OSError:
+    if not key:
         return None
-    ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    for p in table:
-        if len(p) > 5 and p[1] == "FLOCK" and p[3] == "WRITE" and p[5] == ident and p[4].isdigit():
-            return int(p[4])
-    return None
+    try:
+        holder = store.key_holder(key)
+    except StoreError:
+        return None
+    if not holder:
+        return None
+    pid, host = holder.get("pid"), holder.get("host")
+    who = f"process {pid}" if isinstance(pid, int) and not isinstance(pid, bool) else "a process"
+    return who + (f" on {host}" if isinstance(host, str) and host else "")

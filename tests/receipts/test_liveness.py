@@ -134,3 +134,24 @@ def test_a_reused_pid_does_not_keep_a_dead_run_running(tmp_path: Path, other: su
     assert rows[rid] == "interrupted" and len(rows) == 2  # buried by the resume, a run of its own
     assert (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     assert other.poll() is None  # nobody signalled the unrelated process
+
+
+def test_the_lock_table_names_the_holder_of_a_flock_in_another_process(tmp_path: Path) -> None:
+    """dal.core.procinfo.lock_table is the one reader of /proc/locks (key holders, store survey): a flock held by
+    another process is listed under that process's pid and the file's identity; a flock nobody holds is not."""
+    from dal.core.procinfo import lock_ident, lock_table
+
+    path = tmp_path / "held.lock"
+    path.write_text("")
+    where = lock_ident(path.stat())
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys\nf = open(sys.argv[1])\n"
+                               "fcntl.flock(f, fcntl.LOCK_EX)\nprint('held', flush=True)\nsys.stdin.read()",
+                               str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        rows = [r for r in lock_table() or [] if len(r) > 5 and r[5] == where and r[1] == "FLOCK"]
+        assert [(r[3], int(r[4])) for r in rows] == [("WRITE", holder.pid)]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not [r for r in lock_table() or [] if len(r) > 5 and r[5] == where]
