@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dal.core import defaults
-from dal.runner.options import add_policy_flags, add_script_args, memory_size, positive_int, seconds
+from dal.runner.options import add_policy_flags, add_script_args, byte_size, memory_size, positive_int, seconds
 
 EXIT_NOT_FOUND, EXIT_USAGE = 2, 2  # an unknown job is a usage error, as an unknown run
 DEFAULT_MAX_ATTEMPTS = 5
@@ -80,6 +80,8 @@ def _job_flags(p: argparse.ArgumentParser) -> None:
     b.add_argument("--max-effects", type=positive_int, default=None, metavar="N", help="effect budget")
     b.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS", help="wall-clock budget")
     b.add_argument("--max-memory", type=memory_size, default=None, metavar="SIZE", help="memory budget (default 1G)")
+    b.add_argument("--max-stored-output", type=byte_size, default=None, metavar="SIZE",
+                   help="command output a run may journal (as dal run)")
     p.add_argument("--receipts", type=Path, default=None, metavar="DIR",
                    help="where <run_id>.json and .md go (default: WORKSPACE/.dal/receipts)")
     p.add_argument("--store", default=None, metavar="PATH",

@@ -89,8 +89,10 @@ LIMIT_DEFAULTS: dict[str, int] = {
     "max_file_size": 256 << 20,  # the largest file a program may write
     "max_memory": 2 << 30,  # address space of each process; with a memory cgroup, all of the command's memory
     "tmp_size": 256 << 20,  # the private /tmp (and /dev/shm) of the wall
+    # Not one command's: the command output one run journals (docs/durability.md, "How much a run stores").
+    "max_stored_output": 256 << 20,
 }
-_SIZE_KEYS = frozenset({"max_file_size", "max_memory", "tmp_size"})
+_SIZE_KEYS = frozenset({"max_file_size", "max_memory", "tmp_size", "max_stored_output"})
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
@@ -132,6 +134,7 @@ class Policy(FrozenRecord):
         "workspace", "allowed", "denied", "approval", "rules", "read_roots", "write_roots", "allow_net", "timeout",
         "max_output", "source", "protected", "env_allow", "file_sha256", "hidden",
         "max_commands", "max_processes", "max_file_size", "max_memory", "tmp_size",  # [limits]; None: default
+        "max_stored_output",
         "_rule_index",
     )
     _compared = _shown = __slots__[:-1]  # not the index built from `rules`
@@ -158,6 +161,7 @@ class Policy(FrozenRecord):
         max_file_size: int | None = None,
         max_memory: int | None = None,
         tmp_size: int | None = None,
+        max_stored_output: int | None = None,
     ) -> None:
         init = object.__setattr__
         init(self, "workspace", workspace)
@@ -180,6 +184,7 @@ class Policy(FrozenRecord):
         init(self, "max_file_size", max_file_size)
         init(self, "max_memory", max_memory)
         init(self, "tmp_size", tmp_size)
+        init(self, "max_stored_output", max_stored_output)
         init(self, "_rule_index", {r.name: r for r in rules})
 
     def rule(self, name: str) -> ProgramRule | None:

@@ -35,9 +35,9 @@ MIN_MEMORY = 16 << 20
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
-def parse_memory(text: str) -> int:
+def parse_memory(text: str, minimum: int = MIN_MEMORY) -> int:
     """A memory size: bytes, or with a unit K, M, G or T (powers of 1024; `KB`, `KiB`, `MB`... too), at
-    least 16M. Raises ValueError saying what was expected."""
+    least `minimum` (16M). Raises ValueError saying what was expected."""
     t = text.strip().lower().replace("_", "")
     for suffix in ("ib", "b"):
         if t.endswith(suffix) and len(t) > len(suffix) and t[-len(suffix) - 1] in "kmgt":
@@ -49,8 +49,8 @@ def parse_memory(text: str) -> int:
         value = int(float(number) * _UNITS[unit])
     except (ValueError, OverflowError):
         raise ValueError(f"expected a size such as 512M or 2G, got {text!r}") from None
-    if value < MIN_MEMORY:
-        raise ValueError(f"must be at least 16M, got {text}")
+    if value < minimum:
+        raise ValueError(f"must be at least {'16M' if minimum == MIN_MEMORY else minimum}, got {text}")
     return value
 
 
@@ -79,6 +79,18 @@ def _memory(value: Any) -> int:
         return parse_memory(str(value))
     except ValueError as e:
         raise SpecError(f"max_memory: {e}") from None
+
+
+def _size(name: str, value: Any) -> int | None:
+    """A size in bytes, given as a number or as text such as "64M"; None stays None (the default applies)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise SpecError(f'{name} must be a number of bytes or a size such as "64M"')
+    try:
+        return parse_memory(str(value), minimum=1)
+    except ValueError as e:
+        raise SpecError(f"{name}: {e}") from None
 
 
 def _policy_flags(flags: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -144,6 +156,7 @@ def build_spec(
     max_memory: int | str | None = None,
     effect_timeout: float | None = None,
     max_output: int | None = None,
+    max_stored_output: int | str | None = None,
     require_sandbox: bool = False,
     use_sandbox: bool = True,
     unsandboxed_as_root: bool = False,
@@ -211,6 +224,7 @@ def build_spec(
         max_memory=_memory(max_memory),
         effect_timeout=_seconds("effect_timeout", effect_timeout),
         max_output=_count("max_output", max_output, None),
+        max_stored_output=_size("max_stored_output", max_stored_output),
         require_sandbox=bool(require_sandbox),
         use_sandbox=bool(use_sandbox),
         unsandboxed_as_root=bool(unsandboxed_as_root),
@@ -301,6 +315,7 @@ def resume_spec(
     max_memory: int | str | None = None,
     effect_timeout: float | None = None,
     max_output: int | None = None,
+    max_stored_output: int | str | None = None,
     require_sandbox: bool = False,
     unsandboxed_as_root: bool = False,
     wait: float | None = None,
@@ -338,6 +353,7 @@ def resume_spec(
         max_memory=_memory(max_memory) if max_memory is not None else base.max_memory,
         effect_timeout=_seconds("effect_timeout", effect_timeout) or base.effect_timeout,
         max_output=_count("max_output", max_output, base.max_output),
+        max_stored_output=_size("max_stored_output", max_stored_output) or base.max_stored_output,
         require_sandbox=base.require_sandbox or bool(require_sandbox),
         unsandboxed_as_root=bool(unsandboxed_as_root),
         key=None,  # the run's key is the operation's: the runner takes it from the run

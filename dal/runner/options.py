@@ -45,6 +45,16 @@ def memory_size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def byte_size(text: str) -> int:
+    """A size in bytes: a number, or with a unit K, M, G or T (powers of 1024), at least one byte."""
+    from dal.runner.build import parse_memory
+
+    try:
+        return parse_memory(text, minimum=1)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 WORKSPACE_HELP = ("the workspace (default: the nearest folder, from the current directory up, with a dal.toml "
                   "or a .dal/ folder; else the current directory)")
 
@@ -145,6 +155,9 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="memory budget, e.g. 512M or 4G: the memory the run may hold; no one value may take "
                    f"more than half of it (default {defaults.MAX_MEMORY >> 30}G)")
     r = p.add_argument_group("receipts and durability")
+    r.add_argument("--max-stored-output", type=byte_size, default=None, metavar="SIZE",
+                   help="the command output one run may journal, e.g. 64M (default: $DAL_RUN_STORE_LIMIT, else "
+                   "the policy's [limits] max_stored_output, else 256M); past it the next effect does not start")
     r.add_argument("--store", default=None, metavar="PATH",
                    help="the run store (default: WORKSPACE/.dal/dal.db, or $DAL_STORE)")
     r.add_argument("--receipts", type=Path, default=None, metavar="DIR",
@@ -159,7 +172,7 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
                    "goes to stderr)")
 
 
-_SETTINGS = ("max_steps", "max_effects", "timeout", "max_memory", "effect_timeout", "wait")
+_SETTINGS = ("max_steps", "max_effects", "timeout", "max_memory", "effect_timeout", "max_stored_output", "wait")
 
 
 def spec_options(args: argparse.Namespace) -> dict[str, Any]:

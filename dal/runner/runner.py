@@ -26,6 +26,7 @@ from dal.core.jsontext import surrogate_at
 from dal.core.records import ValueRecord
 from dal.core.shellword import sh_quote
 from dal.effects import EffectContext, Policy, PolicyError
+from dal.effects.policy import LIMIT_DEFAULTS
 from dal.eval.host import PROCEED, OperationVerdict
 from dal.eval.interpreter import Engine, Outcome, check_source
 from dal.eval.runtime import Runtime
@@ -72,8 +73,9 @@ RESUMABLE = frozenset({"waiting", "interrupted", "running"})
 _SHA_LIMIT = 64 * 1024 * 1024
 # What one run may journal of command output (stdout and stderr of its effects, copies a resume makes of
 # earlier results not counted); past it the next effect does not start and the run stops, resumable.
-# DAL_RUN_STORE_LIMIT (bytes, or 512M, 2G) sets it (docs/durability.md, "How much a run stores").
-RUN_STORE_LIMIT = 256 << 20
+# --max-stored-output, else DAL_RUN_STORE_LIMIT (bytes, or 512M, 2G), else the policy's [limits]
+# max_stored_output set it (docs/durability.md, "How much a run stores").
+RUN_STORE_LIMIT = LIMIT_DEFAULTS["max_stored_output"]
 STORE_LIMIT_ENV = "DAL_RUN_STORE_LIMIT"
 
 
@@ -675,12 +677,12 @@ class _BeginFirst:
     takes_durable = True
 
     def __init__(self, store: Store, begin: Callable[[], None], keyed: Callable[[], bool] = lambda: True,
-                 fence: Any = None) -> None:
+                 fence: Any = None, limit: Callable[[], int] | None = None) -> None:
         self._store = store
         self._begin = begin
         self._keyed = keyed
         self._fence = fence  # a job's lease (dal worker): an intent or hold is written only while it holds
-        self._limit = run_store_limit()
+        self._limit = limit or run_store_limit
         self.stored = 0  # bytes of command output this run journaled (not counting copies of earlier results)
         self._copies: set[int] = set()  # effects whose journaled result is a copy a resume makes
 
@@ -701,10 +703,11 @@ class _BeginFirst:
         detail = kw.get("detail") or {}
         if detail.get("replayed"):
             self._copies.add(args[1])
-        elif detail.get("kind") != "value" and self.stored > self._limit:
+        elif detail.get("kind") != "value" and self.stored > (limit := self._limit()):
             raise StoreError(
                 f"this run has journaled {self.stored:,} bytes of command output, more than one run may store "
-                f"({self._limit:,} bytes; {STORE_LIMIT_ENV} sets it), so effect {args[1]} does not start. "
+                f"({limit:,} bytes; --max-stored-output, {STORE_LIMIT_ENV} or [limits] max_stored_output sets it), "
+                f"so effect {args[1]} does not start. "
                 "Resume the run to go on (a resume journals afresh), or raise the limit", None)
         if self._keyed() or detail.get("kind") != "value":
             # now()/env() before operation("K") must not record the run without its key: a run with no
@@ -726,13 +729,18 @@ class _BeginFirst:
             self.stored += sum(len(result.get(k) or "") for k in ("stdout", "stderr") if isinstance(result.get(k), str))
 
 
-def run_store_limit() -> int:
-    """The most command output one run journals: $DAL_RUN_STORE_LIMIT (bytes, or with K, M, G), else
-    RUN_STORE_LIMIT. A value DAL cannot read leaves the default."""
+def run_store_limit(value: int | None = None, policy: Policy | None = None) -> int:
+    """The most command output one run journals: `value` (the run's --max-stored-output, stored with it), else
+    $DAL_RUN_STORE_LIMIT (bytes, or with K, M, G; a value DAL cannot read is passed over), else the policy in
+    force's `[limits] max_stored_output`, else RUN_STORE_LIMIT."""
+    if value:
+        return value
     text = os.environ.get(STORE_LIMIT_ENV, "").strip().upper()
     scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1) if text else 1
     digits = text[:-1] if scale > 1 else text
-    return int(digits) * scale if digits.isdigit() and int(digits) > 0 else RUN_STORE_LIMIT
+    if digits.isdigit() and int(digits) > 0:
+        return int(digits) * scale
+    return policy.limit("max_stored_output") if policy is not None else RUN_STORE_LIMIT
 
 
 def pid_alive(pid: Any) -> bool:
@@ -964,7 +972,9 @@ def _execute(run: _RunState) -> RunReport:
     # The run is recorded in the store just before its first journal write (or at its end), so that an
     # operation key set by operation("K") at the top of the script is part of the run's record.
     journal = _BeginFirst(store, lambda: run.begin_or_fail(state["operation"]), keyed=lambda: run.key is not None,
-                          fence=hooks.fence)
+                          fence=hooks.fence,
+                          # asked at each effect: the policy in force is the operation's once its key is entered
+                          limit=lambda: run_store_limit(spec.max_stored_output, run.policy))
     handler = EffectHandler(rt, ctx, journal=journal, run_id=run.run_id, max_effects=spec.max_effects,
                             fake=hooks.fake, simulate_crash=hooks.simulate_crash)
     host.attach(handler)

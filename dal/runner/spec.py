@@ -62,8 +62,8 @@ class RunSpec(FrozenRecord):
     __slots__ = (
         "script", "filename", "cwd", "workspace", "workspace_how", "store", "receipts", "policy", "policy_file",
         "policy_flags", "policy_origin", "max_steps", "max_effects", "timeout", "max_memory", "effect_timeout",
-        "max_output", "require_sandbox", "use_sandbox", "unsandboxed_as_root", "key", "new_attempt", "resume",
-        "wait", "extensions",
+        "max_output", "max_stored_output", "require_sandbox", "use_sandbox", "unsandboxed_as_root", "key",
+        "new_attempt", "resume", "wait", "extensions",
     )
 
     def __init__(
@@ -86,6 +86,8 @@ class RunSpec(FrozenRecord):
         max_memory: int = defaults.MAX_MEMORY,
         effect_timeout: float | None = None,  # None: the policy in force's [limits] timeout, else the default
         max_output: int | None = None,  # None: the policy in force's [limits] max_output, else the default
+        # Command output the run may journal; None: $DAL_RUN_STORE_LIMIT, else [limits], else the default.
+        max_stored_output: int | None = None,
         require_sandbox: bool = False,
         use_sandbox: bool = True,  # False: the test hook that runs commands without the wall
         unsandboxed_as_root: bool = False,
@@ -113,6 +115,7 @@ class RunSpec(FrozenRecord):
         init(self, "max_memory", max_memory)
         init(self, "effect_timeout", effect_timeout)
         init(self, "max_output", max_output)
+        init(self, "max_stored_output", max_stored_output)
         init(self, "require_sandbox", require_sandbox)
         init(self, "use_sandbox", use_sandbox)
         init(self, "unsandboxed_as_root", unsandboxed_as_root)
@@ -172,6 +175,7 @@ class RunSpec(FrozenRecord):
             "max_memory": self.max_memory,
             "effect_timeout": self.effect_timeout,
             "max_output": self.max_output,
+            "max_stored_output": self.max_stored_output,
             "require_sandbox": self.require_sandbox,
             "use_sandbox": self.use_sandbox,
             "unsandboxed_as_root": self.unsandboxed_as_root,
@@ -225,6 +229,7 @@ class RunSpec(FrozenRecord):
             max_memory=want("max_memory", (int,)),
             effect_timeout=want("effect_timeout", num, True),
             max_output=want("max_output", (int,), True),
+            max_stored_output=want("max_stored_output", (int,), True),  # absent: stored before it existed
             require_sandbox=want("require_sandbox", (bool,)),
             use_sandbox=want("use_sandbox", (bool,)),
             unsandboxed_as_root=want("unsandboxed_as_root", (bool,)),
@@ -268,6 +273,8 @@ class RunSpec(FrozenRecord):
             argv += ["--max-memory", str(self.max_memory)]
         if self.effect_timeout is not None:
             argv += ["--effect-timeout", f"{self.effect_timeout:g}"]
+        if self.max_stored_output is not None:
+            argv += ["--max-stored-output", str(self.max_stored_output)]
         if self.require_sandbox:
             argv.append("--require-sandbox")
         if self.unsandboxed_as_root:
