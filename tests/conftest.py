@@ -35,6 +35,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.fixture(scope="session")
+def pycache() -> Path:
+    """Bytecode of the `dal` children, kept between sessions outside the repository (starts ~0.4 s faster)."""
+    from tests.harness import pycache_dir
+
+    return pycache_dir()
+
+
+@pytest.fixture(scope="session")
 def update_goldens(request: pytest.FixtureRequest) -> bool:
     """True when pytest ran with --update-goldens."""
     return bool(request.config.getoption("--update-goldens"))

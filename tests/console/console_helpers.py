@@ -19,33 +19,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-import attrs
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.harness import REPO, SEND_POLICY, Files, Result, dal_env, make_workspace  # noqa: F401 - REPO: the console tests import it from here
+
 CHROMIUM = "/usr/bin/chromium"
 
-POLICY = """\
-[run]
-allow = ["sleep"]
-
-# `tee` stands in for a program that leaves the machine: each line it appends to outbox.txt is one send.
-[programs.tee]
-class = "external"
-"""
+POLICY = SEND_POLICY
 
 SEND = 'run("cat input.txt")\nrun("echo report | tee -a outbox.txt")\n'
 APPEND = 'run("echo once >> app.txt")\n'
 
 
-@attrs.define
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-class Workspace:
+class Workspace(Files):
     """One workspace and its store, driven by real `dal` processes."""
 
     def __init__(self, ws: Path) -> None:
@@ -55,22 +41,8 @@ class Workspace:
     def db(self) -> Path:
         return self.ws / ".dal" / "dal.db"
 
-    def write(self, name: str, text: str) -> Path:
-        p = self.ws / name
-        p.write_text(text, encoding="utf-8")
-        return p
-
-    def lines(self, name: str) -> list[str]:
-        p = self.ws / name
-        return p.read_text(encoding="utf-8").splitlines() if p.exists() else []
-
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DAL_")}
-        env["DAL_VALIDATE_RECEIPTS"] = "1"
-        env["DAL_CEILING_DIRECTORIES"] = os.environ.get("DAL_CEILING_DIRECTORIES", "")
-        env["PYTHONPATH"] = str(REPO)
-        env.update(extra)
-        return env
+        return dal_env(extra, validate=True)
 
     def dal(self, *args: str, timeout: float = 60, **env: str) -> Result:
         p = subprocess.run([sys.executable, "-m", "dal", *args], cwd=self.ws, env=self.env(**env), text=True,
@@ -156,11 +128,7 @@ def start_console(w: Workspace, *args: str) -> Server:
 @pytest.fixture
 def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
     monkeypatch.delenv("DAL_STORE", raising=False)
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "dal.toml").write_text(POLICY, encoding="utf-8")
-    (ws / "input.txt").write_text("quarterly figures\n", encoding="utf-8")
-    return Workspace(ws)
+    return Workspace(make_workspace(tmp_path / "ws", POLICY))
 
 
 def console_deps_or_skip() -> None:

@@ -4,18 +4,14 @@ in-process (fast), and a check that a store is sound and every receipt in it mat
 
 from __future__ import annotations
 
-import io
-import os
 import subprocess
 import sys
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.harness import Files, Result, cli_in, dal_env, make_workspace
 
 POLICY = """\
 # `tee` stands in for a program that leaves the machine (sendmail, curl -X POST): each line it appends
@@ -25,14 +21,7 @@ class = "external"
 """
 
 
-@attrs.define
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-class Durable:
+class Durable(Files):
     """One workspace with a store, and ways to run `dal` against it."""
 
     def __init__(self, ws: Path, pycache: Path) -> None:
@@ -43,21 +32,8 @@ class Durable:
     def db(self) -> Path:
         return self.ws / ".dal" / "dal.db"
 
-    def write(self, name: str, text: str) -> Path:
-        p = self.ws / name
-        p.write_text(text, encoding="utf-8")
-        return p
-
-    def lines(self, name: str) -> list[str]:
-        p = self.ws / name
-        return p.read_text(encoding="utf-8").splitlines() if p.exists() else []
-
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DAL_") and k != "PYTHONDONTWRITEBYTECODE"}
-        env["PYTHONPATH"] = str(REPO)
-        env["PYTHONPYCACHEPREFIX"] = str(self.pycache)  # bytecode cached outside the repo: faster starts
-        env.update(extra)
-        return env
+        return dal_env(extra, validate=False, pycache=self.pycache, keep_bytecode_flag=False)
 
     def argv(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "dal", *args]
@@ -75,20 +51,7 @@ class Durable:
 
     def cli(self, *args: str) -> Result:
         """`dal ARGS` in this process (fast): the same main() the command runs."""
-        from dal.cli.main import main
-
-        out, err = io.StringIO(), io.StringIO()
-        cwd = os.getcwd()
-        os.chdir(self.ws)
-        try:
-            with redirect_stdout(out), redirect_stderr(err):
-                try:
-                    code = main(list(args))
-                except SystemExit as e:
-                    code = int(e.code or 0)
-        finally:
-            os.chdir(cwd)
-        return Result(code, out.getvalue(), err.getvalue())
+        return cli_in(self.ws, *args)
 
     def receipts(self) -> list[dict[str, Any]]:
         """Every stored receipt, oldest first."""
@@ -121,26 +84,12 @@ class Durable:
         return got
 
 
-@pytest.fixture(scope="session")
-def pycache() -> Path:
-    """Bytecode of the children, kept between sessions outside the repository (starts ~0.4 s faster)."""
-    import tempfile
-
-    p = Path(tempfile.gettempdir()) / f"dal-test-pycache-{os.getuid()}"
-    p.mkdir(exist_ok=True)
-    return p
-
-
 @pytest.fixture
 def durable(tmp_path: Path, pycache: Path, monkeypatch: pytest.MonkeyPatch) -> Durable:
     """A fresh workspace with the policy above and an input file."""
     monkeypatch.delenv("DAL_STORE", raising=False)
     monkeypatch.delenv("DAL_TEST_CRASH_AT", raising=False)
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "dal.toml").write_text(POLICY, encoding="utf-8")
-    (ws / "input.txt").write_text("quarterly figures\n", encoding="utf-8")
-    return Durable(ws, pycache)
+    return Durable(make_workspace(tmp_path / "ws", POLICY), pycache)
 
 
 @pytest.fixture
@@ -150,10 +99,6 @@ def make_durable(tmp_path: Path, pycache: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delenv("DAL_TEST_CRASH_AT", raising=False)
 
     def make(name: str) -> Durable:
-        ws = tmp_path / name
-        ws.mkdir()
-        (ws / "dal.toml").write_text(POLICY, encoding="utf-8")
-        (ws / "input.txt").write_text("quarterly figures\n", encoding="utf-8")
-        return Durable(ws, pycache)
+        return Durable(make_workspace(tmp_path / name, POLICY), pycache)
 
     return make

@@ -33,15 +33,20 @@ def test_a_keyless_run_resumed_elsewhere_while_it_runs_stops_before_its_next_eff
     other.mkdir()
     (other / "sitecustomize.py").write_text(OTHER_BOOT, encoding="utf-8")
     durable.write("dal.toml", '[run]\nallow = ["sleep"]\n')
-    durable.write("s.dal", 'run("sleep 2")\nrun("echo sent >> out.txt")\n')
+    # The run waits for the file `go` (a read each 0.1 s) before its append: it is let go on only once the
+    # resume is recorded, however slow the machine.
+    durable.write("s.dal", 'while not run("test -e go").ok { sleep(0.1) }\nrun("echo sent >> out.txt")\n')
     a = durable.spawn("run", "s.dal")
     rid = _recorded(durable)
-    time.sleep(0.3)
-    b = durable.run("resume", rid, PYTHONPATH=f"{other}{os.pathsep}{durable.env()['PYTHONPATH']}")
-    assert b.code == 0, b.err
+    b = durable.spawn("resume", rid, PYTHONPATH=f"{other}{os.pathsep}{durable.env()['PYTHONPATH']}")
+    end = time.monotonic() + 60
+    while a.poll() is None and time.monotonic() < end:  # the resume is recorded: the run's next read is refused
+        time.sleep(0.05)
     assert a.wait(60) == 2
     err = a.stderr.read()
     assert "error[store]" in err and "continued this run's operation" in err, err
+    durable.write("go", "")
+    assert b.wait(60) == 0, b.stderr.read()
     assert durable.lines("out.txt") == ["sent"]  # once: the original did not start its append
     with Store(durable.db, readonly=True) as s:
         later = s.run_row(rid)["resumed_by"]

@@ -13,17 +13,23 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
-from tests.pg.test_pg_key_lock import OTHER_BOOT, _run_losing_its_lock
+from tests.pg.test_pg_key_lock import OTHER_BOOT, _cut, _lock_backends
 from tests.pg.world import World
 
+# Run A waits for the file `go` (a read each 0.1 s) before its append: the test lets it go on only once the run
+# that continues it is recorded, however slow the machine.
+GATED = 'while not run("test -e go").ok { sleep(0.1) }\nrun("echo sent >> out.txt")\n'
 
-@pytest.fixture
-def world(pg_url: str, tmp_path: Path) -> World:
-    w = World(tmp_path / "ws", pg_url)
-    yield w
-    w.stop_all()
+
+def _spawn_elsewhere(world: World, tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "dal", *args], cwd=world.ws, text=True,
+                            env=world.env(**_other_host(world, tmp_path)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def _continued(world: World, rid: str) -> str | None:
+    with world.store() as s:
+        return (s.run_row(rid) or {}).get("resumed_by")
 
 
 def _other_host(world: World, tmp_path: Path) -> dict[str, str]:
@@ -54,16 +60,42 @@ def _assert_names_its_successor(world: World, rid: str, stderr: str) -> str:
     return later
 
 
+def _open_gate(fifo: Path, *procs: subprocess.Popen[str]) -> None:
+    """Let every `cat FIFO` reading `fifo` end (a writer opens, writes a line, closes), again and again until
+    `procs` have ended: a reader that opens the FIFO late still gets its end."""
+    end = time.monotonic() + 60
+    while any(p.poll() is None for p in procs) and time.monotonic() < end:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:  # no reader yet (ENXIO)
+            time.sleep(0.05)
+            continue
+        try:
+            os.write(fd, b"go\n")
+        finally:
+            os.close(fd)
+        time.sleep(0.05)
+
+
 def test_a_run_whose_lock_was_lost_and_taken_on_another_host_ends_naming_the_run_that_continued_it(
         world: World, tmp_path: Path) -> None:
-    a, b = _run_losing_its_lock(world, taker_env=_other_host(world, tmp_path))
-    assert b.returncode == 0, b.stderr
+    """Run A's lock session is cut while A is inside its first effect (a read that waits for the test); run B, on
+    another host, buries A and continues the operation; then A's read ends, and A ends at its next intent."""
+    os.mkfifo(world.ws / "gate")
+    world.write("s.dal", 'run("cat gate")\nrun("echo sent >> out.txt")\n')
+    a = world.spawn("run", "--key", "k", "s.dal")
+    world.wait_for(lambda: _lock_backends(world.url, "k"), 60, "run A to take its key lock")
+    with world.store() as s:
+        rid = world.wait_for(lambda: s.newest_run_of_key("k"), 60, "run A to be recorded")["run_id"]
+    _cut(world.url, "k")
+    b = _spawn_elsewhere(world, tmp_path, "run", "--key", "k", "s.dal")
+    world.wait_for(lambda: _continued(world, rid), 60, "run B to continue run A")
+    _open_gate(world.ws / "gate", a, b)
     assert a.wait(60) == 2
     err = a.stderr.read()
     assert "no longer holds the lock of operation 'k'" in err, err
+    assert b.wait(60) == 0, b.stderr.read()
     assert world.lines("out.txt") == ["sent"]
-    with world.store() as s:
-        rid = [r for r in s.runs_of_key("k") if r["status"] == "interrupted"][0]["run_id"]
     later = _assert_names_its_successor(world, rid, err)
     with world.store() as s:
         assert s.get_run(later)["status"] == "completed"
@@ -73,7 +105,7 @@ def test_a_keyless_run_resumed_from_another_host_while_it_runs_starts_no_second_
                                                                                        tmp_path: Path) -> None:
     """No key lock fences a run without a key: `dal resume` on another host cannot see its process and buries
     it. The store refuses the original's next intent once the resume is recorded: the append runs once."""
-    world.write("s.dal", 'run("sleep 2")\nrun("echo sent >> out.txt")\n')
+    world.write("s.dal", GATED)
     a = world.spawn("run", "s.dal")
 
     def started() -> str | None:
@@ -86,14 +118,13 @@ def test_a_keyless_run_resumed_from_another_host_while_it_runs_starts_no_second_
             return None
         return rows[0]["run_id"] if rows and rows[0]["status"] == "running" else None
 
-    rid = world.wait_for(started, 30, "the run to be recorded")
-    time.sleep(0.3)
-    env = world.env(**_other_host(world, tmp_path))
-    b = subprocess.run([sys.executable, "-m", "dal", "resume", rid], cwd=world.ws, env=env, text=True,
-                       capture_output=True, timeout=120)
-    assert b.returncode == 0, b.stderr
+    rid = world.wait_for(started, 60, "the run to be recorded")
+    b = _spawn_elsewhere(world, tmp_path, "resume", rid)
+    world.wait_for(lambda: _continued(world, rid), 60, "the resume to be recorded")
     assert a.wait(60) == 2
     err = a.stderr.read()
     assert "error[store]" in err and "continued this run's operation" in err, err
+    world.write("go", "")
+    assert b.wait(60) == 0, b.stderr.read()
     assert world.lines("out.txt") == ["sent"]
     _assert_names_its_successor(world, rid, err)

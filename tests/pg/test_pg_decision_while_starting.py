@@ -7,18 +7,8 @@ from __future__ import annotations
 
 import os
 import socket
-from pathlib import Path
-
-import pytest
 
 from tests.pg.world import World
-
-
-@pytest.fixture
-def world(pg_url: str, tmp_path: Path) -> World:
-    w = World(tmp_path / "ws", pg_url)
-    yield w
-    w.stop_all()
 
 
 def test_a_decision_while_a_run_of_the_key_is_starting_names_that_process(world: World) -> None:

@@ -26,13 +26,6 @@ from tests.pg.world import World
 SEED = int(os.environ.get("DAL_PG_SEED", str(random.randrange(1 << 30))))
 
 
-@pytest.fixture
-def world(pg_url: str, tmp_path: Path) -> World:
-    w = World(tmp_path / "ws", pg_url)
-    yield w
-    w.stop_all()
-
-
 def job_script(k: int) -> str:
     return (f'operation("j{k}")\n'
             'run("cat input.txt")\n'

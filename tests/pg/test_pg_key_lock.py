@@ -24,13 +24,6 @@ from tests.pg.world import World
 OTHER_BOOT = "import dal.core.procinfo as _p\n_p._BOOT_ID[:] = ['00000000-0000-4000-8000-0000000000aa']\n"
 
 
-@pytest.fixture
-def world(pg_url: str, tmp_path: Path) -> World:
-    w = World(tmp_path / "ws", pg_url)
-    yield w
-    w.stop_all()
-
-
 def _store(url: str, tmp_path: Path) -> Any:
     return open_store(StoreLocation.parse(url, tmp_path))
 

@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.pg.test_pg_key_lock import _lock_backends
 from tests.pg.world import World
 
@@ -23,13 +21,6 @@ _p._BOOT_ID[:] = ['00000000-0000-4000-8000-0000000000bb']
 _u = os.uname()
 os.uname = lambda: os.uname_result((_u.sysname, 'buildhost-7', _u.release, _u.version, _u.machine))
 """
-
-
-@pytest.fixture
-def world(pg_url: str, tmp_path: Path) -> World:
-    w = World(tmp_path / "ws", pg_url)
-    yield w
-    w.stop_all()
 
 
 def test_a_run_on_another_host_is_shown_running_there(world: World, tmp_path: Path) -> None:

@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,44 +12,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+import pytest
 
-POLICY = """\
-[run]
-allow = ["sleep"]
-
-# `tee` stands in for a program that leaves the machine: each line it appends to outbox.txt is one send.
-[programs.tee]
-class = "external"
-"""
+from tests.harness import SEND_POLICY as POLICY
+from tests.harness import Files, dal_env, make_workspace, stop_groups
 
 
-class World:
+class World(Files):
     """One workspace (`ws`), one database (`url`), the workers started in it."""
 
     def __init__(self, ws: Path, url: str) -> None:
         self.ws = ws
         self.url = url
         self.workers: list[subprocess.Popen[str]] = []
-        ws.mkdir(parents=True, exist_ok=True)
-        (ws / "dal.toml").write_text(POLICY, encoding="utf-8")
-        (ws / "input.txt").write_text("quarterly figures\n", encoding="utf-8")
+        make_workspace(ws, POLICY)
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DAL_")}
-        env.update(DAL_VALIDATE_RECEIPTS="1", DAL_STORE=self.url, PYTHONPATH=str(REPO),
-                   DAL_CEILING_DIRECTORIES=os.environ.get("DAL_CEILING_DIRECTORIES", ""))
-        env.update(extra)
-        return env
-
-    def write(self, name: str, text: str) -> Path:
-        p = self.ws / name
-        p.write_text(text, encoding="utf-8")
-        return p
-
-    def lines(self, name: str) -> list[str]:
-        p = self.ws / name
-        return p.read_text(encoding="utf-8").splitlines() if p.exists() else []
+        return dal_env(extra, validate=True, store=self.url)
 
     def dal(self, *args: str, timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "dal", *args], cwd=cwd or self.ws, env=self.env(), text=True,
@@ -120,14 +97,7 @@ class World:
         return got
 
     def stop_all(self) -> None:
-        for p in self.workers:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGCONT)
-                    os.killpg(p.pid, signal.SIGKILL)
-                except OSError:
-                    pass
-                p.wait(timeout=10)
+        stop_groups(self.workers)
 
     def submit_many(self, script: str, keys: list[str], args_of: Callable[[str], dict[str, str]]) -> None:
         """Submit one job by `dal submit` (its spec checked and pinned as usual), then the others with that
@@ -143,3 +113,11 @@ class World:
                 one = {**spec, "extensions": {**spec.get("extensions", {}), "args": args_of(key)}}
                 q.submit(spec=one, key=key, queue="default", priority=0, run_at=0.0, max_attempts=job["max_attempts"],
                          host=job["host"], movable=True)
+
+
+@pytest.fixture
+def world(pg_url: str, tmp_path: Path) -> Any:
+    """A World in a fresh workspace on the test's own database; its workers are killed at the end."""
+    w = World(tmp_path / "ws", pg_url)
+    yield w
+    w.stop_all()

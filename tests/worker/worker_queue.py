@@ -3,39 +3,19 @@ folder's conftest pytest imported last when several test folders run together)."
 
 from __future__ import annotations
 
-import io
-import os
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
-import attrs
+from tests.harness import REPO, SEND_POLICY, Files, Result, cli_in, dal_env, stop_groups  # noqa: F401 - REPO: test_attack3
 
-REPO = Path(__file__).resolve().parents[2]
-
-POLICY = """\
-[run]
-allow = ["sleep"]
-
-# `tee` stands in for a program that leaves the machine: each line it appends to outbox.txt is one send.
-[programs.tee]
-class = "external"
-"""
+POLICY = SEND_POLICY
 
 
-@attrs.define
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-class Queue:
+class Queue(Files):
     """One workspace, its store and its queue."""
 
     def __init__(self, ws: Path, pycache: Path) -> None:
@@ -47,40 +27,12 @@ class Queue:
     def db(self) -> Path:
         return self.ws / ".dal" / "dal.db"
 
-    def write(self, name: str, text: str) -> Path:
-        p = self.ws / name
-        p.write_text(text, encoding="utf-8")
-        return p
-
-    def lines(self, name: str) -> list[str]:
-        p = self.ws / name
-        return p.read_text(encoding="utf-8").splitlines() if p.exists() else []
-
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DAL_") and k != "PYTHONDONTWRITEBYTECODE"}
-        env["DAL_VALIDATE_RECEIPTS"] = "1"
-        env["DAL_CEILING_DIRECTORIES"] = os.environ.get("DAL_CEILING_DIRECTORIES", "")
-        env["PYTHONPATH"] = str(REPO)
-        env["PYTHONPYCACHEPREFIX"] = str(self.pycache)
-        env.update(extra)
-        return env
+        return dal_env(extra, validate=True, pycache=self.pycache, keep_bytecode_flag=False)
 
     def cli(self, *args: str) -> Result:
         """`dal ARGS` in this process (fast): the same main() the command runs."""
-        from dal.cli.main import main
-
-        out, err = io.StringIO(), io.StringIO()
-        cwd = os.getcwd()
-        os.chdir(self.ws)
-        try:
-            with redirect_stdout(out), redirect_stderr(err):
-                try:
-                    code = main(list(args))
-                except SystemExit as e:
-                    code = int(e.code or 0)
-        finally:
-            os.chdir(cwd)
-        return Result(code, out.getvalue(), err.getvalue())
+        return cli_in(self.ws, *args)
 
     def run(self, *args: str, timeout: float = 60, **env: str) -> Result:
         p = subprocess.run([sys.executable, "-m", "dal", *args], cwd=self.ws, env=self.env(**env), text=True,
@@ -130,14 +82,7 @@ class Queue:
         return {i: j["state"] for i, j in self.jobs().items()}
 
     def stop_all(self) -> None:
-        for p in self.workers:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGCONT)
-                    os.killpg(p.pid, signal.SIGKILL)
-                except OSError:
-                    pass
-                p.wait(timeout=10)
+        stop_groups(self.workers)
 
     def check_store(self) -> list[dict[str, Any]]:
         """The store passes integrity_check and every stored receipt matches dal.receipt/v1."""
