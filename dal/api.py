@@ -305,14 +305,14 @@ def receipt(
 
 def _decide(
     run_id: str, decision: str, effect: int | None, note: str | None, who: str | None,
-    workspace: Any, store: Any,
+    workspace: Any, store: Any, old_run_gone: bool = False,
 ) -> dict[str, Any]:
     from dal.receipts.store import StoreError
     from dal.runner.decisions import DecisionRefused, decide
 
     try:
         with _open(store, workspace, readonly=False) as db:
-            return decide(db, run_id, decision, effect=effect, note=note, who=who).row
+            return decide(db, run_id, decision, effect=effect, note=note, who=who, old_run_gone=old_run_gone).row
     except DecisionRefused as e:
         raise DalUsageError(str(e)) from None
     except StoreError as e:
@@ -338,11 +338,14 @@ def deny(
 def resolve_effect(
     run_id: str, outcome: str, *, effect: int | None = None, note: str | None = None, who: str | None = None,
     workspace: str | os.PathLike[str] | None = None, store: str | os.PathLike[str] | None = None,
+    old_run_gone: bool = False,
 ) -> dict[str, Any]:
-    """Say what happened to an effect whose outcome is unknown: `done`, `failed` or `retry`."""
+    """Say what happened to an effect whose outcome is unknown: `done`, `failed` or `retry`. Of an effect a run
+    that lost its key lock was executing, `failed` and `retry` need `old_run_gone=True`: the person made sure
+    that run no longer runs (docs/durability.md)."""
     if outcome not in ("done", "failed", "retry"):
         raise DalUsageError("outcome must be done, failed or retry")
-    return _decide(run_id, f"resolved:{outcome}", effect, note, who, workspace, store)
+    return _decide(run_id, f"resolved:{outcome}", effect, note, who, workspace, store, old_run_gone)
 
 
 def resume(

@@ -65,6 +65,10 @@ def register(sub: Any) -> None:
                    help="the effect's sequence number (default: the one the run waits on)")
     r.add_argument("--as", dest="outcome", required=True, choices=RESOLUTIONS, help="what happened")
     r.add_argument("--note", default=None, metavar="TEXT", help="what you checked; kept with the decision")
+    r.add_argument("--old-run-gone", action="store_true",
+                   help="you made sure the run that lost its key lock while executing the effect no longer runs "
+                   "(its host is down or restarted, its process ended): needed for --as retry or failed of such "
+                   "an effect")
     _store_flags(r)
     r.add_argument("--json", action="store_true", help="print the recorded decision as JSON")
     r.set_defaults(func=cmd_decide, decision=None)
@@ -126,7 +130,8 @@ def cmd_decide(args: argparse.Namespace) -> int:
     decision = args.decision or f"resolved:{args.outcome}"
     try:
         with _open(args) as store:
-            done = decide(store, args.ref, decision, effect=args.effect, note=args.note)
+            done = decide(store, args.ref, decision, effect=args.effect, note=args.note,
+                          old_run_gone=getattr(args, "old_run_gone", False))
     except (DecisionRefused, StoreError) as e:
         return _die(str(e))
     row, rid, seq = done.row, done.row["run_id"], done.row["seq"]

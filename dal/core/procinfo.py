@@ -92,3 +92,142 @@ def alive(pid: Any, started: Any = None, boot: Any = None) -> bool:
         if now_started is not None and now_started != started:
             return False  # the pid was reused by a process that started later
     return True
+
+
+# --- where a process runs: a pid and start time name a process only in their own pid namespace ------------
+
+# The inode of the initial pid namespace (the kernel's PROC_PID_INIT_INO): every process of the machine is
+# visible from it.
+INITIAL_PID_NAMESPACE = 0xEFFFFFFC
+_PLACE: list[dict[str, Any]] = []  # read once per process
+
+
+def _small(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read().strip() or None
+    except (OSError, ValueError):
+        return None
+
+
+def pid_namespace(pid: int | str = "self") -> int | None:
+    """The inode of process `pid`'s pid namespace (/proc/PID/ns/pid); None when it cannot be read."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except (OSError, ValueError):
+        return None
+
+
+def place() -> dict[str, Any]:
+    """Where this process runs, recorded next to its pid and start time: the boot's id, the pid namespace,
+    the host's name and machine id (None for what the system does not say)."""
+    if not _PLACE:
+        _PLACE.append({"boot": boot_id(), "pidns": pid_namespace(), "host": os.uname().nodename,
+                       "machine": _small("/etc/machine-id")})
+    return dict(_PLACE[0])
+
+
+def elsewhere(where: Any) -> str | None:
+    """How a process recorded as running `where` (a place() as it was) is not here: "host" (another host,
+    or a boot of this one DAL cannot tell from another host's), "boot" (an earlier boot of this very host),
+    "pidns" (another pid namespace of this boot); None when it ran here."""
+    me = place()
+    if not isinstance(where, dict):
+        return None
+    if where.get("boot") != me["boot"] or me["boot"] is None:
+        same = (me["machine"] is not None and where.get("machine") == me["machine"]
+                and where.get("host") == me["host"])
+        return "boot" if same and me["boot"] is not None else "host"
+    if where.get("pidns") != me["pidns"] or me["pidns"] is None:
+        return "pidns"
+    return None
+
+
+def _ns_pids(pid: int) -> list[int]:
+    """Process `pid`'s pids from this /proc's pid namespace to its own (NSpid; world-readable, unlike
+    /proc/PID/ns): one number for a process of this namespace. [] when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return [int(n) for n in line.split()[1:]]
+    except (OSError, ValueError):
+        return []
+    return []
+
+
+def _exited(pid: int) -> bool:
+    """Whether process `pid` has exited and waits to be reaped (a zombie: state Z or X in /proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return True
+    return stat[stat.rfind(b")") + 2 :][:1] in (b"Z", b"X")
+
+
+def _proc_hides_pids() -> bool:
+    """Whether this /proc hides other users' processes (mounted with hidepid)."""
+    try:
+        with open("/proc/self/mountinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 4 and parts[4] == "/proc":
+                    return "hidepid" in line and "hidepid=0" not in line and "hidepid=off" not in line
+    except OSError:
+        return True
+    return False
+
+
+def alive_in(pid: Any, started: Any, where: Any) -> bool | None:
+    """Whether the process recorded as (`pid`, `started`) running `where` (a place(); None for what an older
+    DAL recorded: `alive(pid, started)` here) still runs: True, False, or None when this process cannot tell.
+
+    In this pid namespace of this boot: its pid and start time. On another boot or host: None, even with this
+    host's name and machine id (a clone of this machine's image, a container with a baked-in machine id, is
+    not this host's earlier boot, and a process judged gone there would be run again). In
+    another pid namespace of this boot (a container's DAL): its pid there means nothing here, so the
+    namespace's processes are looked for in /proc by their namespace and their pid inside it; that proves
+    the process gone only when this process sees every process of the machine (the initial pid namespace,
+    a /proc that hides none, every namespace readable). On another host: None."""
+    if where is None:
+        return alive(pid, started)
+    how = elsewhere(where)
+    if how is None:
+        return alive(pid, started, where.get("boot"))
+    if how in ("host", "boot") or not isinstance(pid, int) or not isinstance(where.get("pidns"), int):
+        return None
+    return _alive_in_namespace(pid, started, where["pidns"])
+
+
+def _alive_in_namespace(pid: int, started: Any, pidns: int) -> bool | None:
+    seen_ns = unreadable = False
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return None
+    for name in names:
+        if not name.isdigit():
+            continue
+        ns = pid_namespace(name)
+        if ns is None:
+            # Not ours to read (pid 1 of a sandbox, another user's): in another namespace only if it has
+            # more than one pid; one that ended meanwhile has none.
+            unreadable = unreadable or len(_ns_pids(int(name))) > 1
+            continue
+        if ns != pidns:
+            continue
+        seen_ns = True
+        pids = _ns_pids(int(name))
+        if (pids and pids[-1] == pid and (not isinstance(started, int) or start_time(int(name)) == started)
+                and not _exited(int(name))):
+            return True
+    if seen_ns:
+        return None if unreadable else False  # the namespace lives on; the process in it is gone
+    everything = pid_namespace() == INITIAL_PID_NAMESPACE and not _proc_hides_pids() and not unreadable
+    return False if everything else None  # seen from the initial namespace, a namespace not there is gone
+
+
+def holder_identity() -> dict[str, Any]:
+    """This process as a lock's holder records itself beside its pid: its start time and place()."""
+    return {"start": start_time(os.getpid()), **place()}

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dal.core.digest import sha256
+from dal.core.procinfo import elsewhere, holder_identity
 
 # What KeyBusy's message tells the person at the command line; a front end without a --wait flag (dal mcp)
 # replaces it with its own.
@@ -32,8 +33,11 @@ class KeyBusy(Exception):
         pid = holder.get("pid", "?")
         run = holder.get("run_id")
         host = holder.get("host")  # the PostgreSQL store's lock names the holder's machine too
+        # A pid is a number of its own pid namespace: say so when the holder's is not this one's (a container's).
+        inner = (f" of another pid namespace (pid namespace {holder.get('pidns')})"
+                 if holder.get("pidns") is not None and elsewhere(holder) == "pidns" else "")
         super().__init__(
-            f"operation {key!r} is being run by process {pid}" + (f" on {host}" if host else "")
+            f"operation {key!r} is being run by process {pid}{inner}" + (f" on {host}" if host else "")
             + (f" (run {run})" if run else "")
             + WAIT_HINT
         )
@@ -88,7 +92,8 @@ class KeyLock:
                     raise KeyBusy(self.key, holder) from None
                 time.sleep(0.05)
         # Write, then cut to length: a process reading the holder meanwhile never sees an empty file.
-        data = json.dumps({"pid": os.getpid(), "run_id": run_id, "key": self.key}).encode()
+        # With its start time and place: a pid alone names no process outside its own pid namespace and boot.
+        data = json.dumps({"pid": os.getpid(), "run_id": run_id, "key": self.key, **holder_identity()}).encode()
         os.pwrite(fd, data, 0)
         os.ftruncate(fd, len(data))
         self._fd = fd

@@ -301,6 +301,10 @@ def boundary_text(receipt: Mapping[str, Any]) -> str | None:
     return " · ".join(parts)
 
 
+# The reason of an effect held because the run that was executing it lost its key lock (dal/runner/effects.py).
+LOST_LOCK = "which lost its key lock while executing it"
+
+
 def next_action(
     receipt: Mapping[str, Any], decisions: Sequence[Mapping[str, Any]] = (), continued_by: str | None = None
 ) -> str:
@@ -341,6 +345,14 @@ def next_action(
         return (
             f"review `{e['command']}`, then `dal approve {rid} --effect {e['seq']}` "
             f"(or `dal deny {rid} --effect {e['seq']}`) and `dal resume {rid}`"
+        )
+    if uncertain and LOST_LOCK in str(uncertain[-1].get("reason") or ""):
+        e = uncertain[-1]  # a run that lost its key lock may still be executing it (attack10 02)
+        return (
+            f"make sure the run named in the blocker no longer executes `{e['command']}` (its host down or "
+            f"restarted, its process ended); then, if it took effect, `dal resolve {rid} --effect {e['seq']} "
+            f"--as done`, else `--as failed|retry --old-run-gone`, and `dal resume {rid}`. Once that run records "
+            f"its result, `dal resume {rid}` takes it"
         )
     if uncertain:
         e = uncertain[-1]

@@ -125,7 +125,7 @@ def _shown(store: Store, run_id: str) -> dict[int, tuple[str, str]]:
 
 def decide(
     store: Store, ref: str, decision: str, *, effect: int | None = None, note: str | None = None,
-    who: str | None = None,
+    who: str | None = None, old_run_gone: bool = False,
 ) -> Decided:
     """Record `decision` (one of DECISIONS) about the effect the operation of run `ref` waits on. Raises
     DecisionRefused.
@@ -136,7 +136,11 @@ def decide(
     which. A decision is bound to what the person was shown: the command (it applies to no other command
     at that number), and, when `ref` names a run, that run's journal — a run of an attempt the operation
     started over since (`--new-attempt`) is refused, and so is an effect other than the one the named run
-    showed (its own held effect by default)."""
+    showed (its own held effect by default).
+
+    An effect that a run which lost its key lock was executing (its hold names it: `lost_lock`) may still be
+    under way in that run: `resolved:retry` and `resolved:failed` (after which the script may run it again
+    itself) are refused unless the person says that run is gone (`old_run_gone`, `--old-run-gone`)."""
     from dal.receipts.store import DecisionTooLate
     from dal.runner.runner import run_alive
 
@@ -150,6 +154,9 @@ def decide(
         effect = _as_shown(store, named, newest, effect)
     item = held_effect(store, newest, effect, want, rid, decision)
     seq = item.seq
+    lost = item.detail.get("lost_lock") if item.result is None else None
+    if isinstance(lost, dict) and decision in ("resolved:retry", "resolved:failed") and not old_run_gone:
+        raise DecisionRefused(_lost_refusal(item, lost, ref, decision))
     group = [d for d in DECISIONS if d.startswith("resolved:") == (want == "uncertain")]
     earlier = [r for r in journal.load(store, nid).decisions.get(seq, []) if r.get("decision") in group]
     live = newest.get("status") == "running" and run_alive(newest, store)
@@ -165,6 +172,25 @@ def decide(
 
     return Decided(row, item.command, earlier[-1] if earlier else None, _applies(store, newest, seq),
                    script_of(store.run_row(nid) or newest))
+
+
+def _lost_refusal(item: Prior, lost: dict[str, Any], ref: str, decision: str) -> str:
+    """Why `decision` about an effect a run that lost its key lock was executing needs the person's word that
+    that run is gone (attack10 02: a frozen host thaws and finishes it; a retry now makes it twice)."""
+    from dal.core.shellword import sh_quote
+
+    outcome = decision.split(":", 1)[1]
+    host, pid, old = lost.get("host"), lost.get("pid"), lost.get("run_id")
+    return (
+        f"effect {item.seq} (`{item.command}`) was being executed by run {old} on host {host} (process {pid}) "
+        "when that run lost its key lock, and that run may still be executing it: "
+        + ("running it again now could make it happen twice" if outcome == "retry"
+           else "the script may run it again on a failed result")
+        + f"; nothing was recorded. Make sure host {host} is down or has restarted, or process {pid} there has "
+        f"ended, or that run has recorded its result (`dal receipt show {old}`; a resume then takes it), then "
+        f"say so: `dal resolve {sh_quote(ref)} --effect {item.seq} --as {outcome} --old-run-gone`. If it took "
+        "effect, `--as done` needs no such word"
+    )
 
 
 def _wake_job(store: Store, run: dict[str, Any]) -> None:

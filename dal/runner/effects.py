@@ -31,6 +31,7 @@ from dal.core.errors import BudgetExhausted, DivergenceError, Interrupted
 from dal.core.records import ValueRecord
 from dal.eval.runtime import Runtime, WaitSignal
 from dal.receipts.build import effect_item
+from dal.receipts.render import LOST_LOCK
 from dal.receipts.store import Continued, LockLost, StoreError, StoreGone
 from dal.syntax.ast import Span
 
@@ -235,6 +236,9 @@ class EffectHandler:
         self._barrier: int | None = None  # replay_barrier() of the journal, once a retry needs it
         # an effect that ran but whose result the store did not take: seq, result, class, idempotent
         self.unjournaled: dict[str, Any] | None = None
+        # The run this one continues when it lost its key lock and may still be running (the runner's
+        # _RunState.lost_run): an effect it left without a result may still be under way there.
+        self.lost_run: dict[str, Any] | None = None
         self.max_effects = max_effects
         self.seq = 0
         self.value_seq = 0
@@ -509,9 +513,11 @@ class EffectHandler:
             detail.update(replayed=True, line=span.line, idempotent=decision.idempotent, decision=row["id"])
             return detail, result_to_json(said["result"])
 
-        row = self._gate(seq, command, prior.effect_class,
-                         {"uncertain": True, "idempotent": prior.idempotent, "line": span.line},
-                         RESOLUTIONS, span, act=act)
+        lost = self._lost_at(prior)
+        hold = {"uncertain": True, "idempotent": prior.idempotent, "line": span.line}
+        if lost is not None:
+            hold["lost_lock"] = lost  # carried by every later hold; `dal resolve` reads it (decisions.py)
+        row = self._gate(seq, command, prior.effect_class, hold, RESOLUTIONS, span, act=act)
         if row is not None:
             return said.get("result")  # None: resolved:retry, run it again (the person's call)
         why = (
@@ -526,6 +532,22 @@ class EffectHandler:
         }
         if prior.effect_class == "external":
             self.external_uncertain = True
+        if lost is not None:
+            # attack10 02: that run never let go of its lock and nothing proves it stopped.
+            self.wait["lost_lock"] = lost
+            by = f"run {lost.get('run_id')} on host {lost.get('host')} (process {lost.get('pid')})"
+            self._hold_item(seq, command, "uncertain", prior.effect_class, decision, span,
+                            f"started by {by}, {LOST_LOCK} and may still be executing it; {why}, so it is not "
+                            "run again until a person says what happened")
+            raise WaitSignal(
+                f"effect {seq} (`{command}`) may or may not have happened: it was being executed by {by} when "
+                "that run lost its key lock (its database session ended), and it may still be executing it. "
+                f"Make sure host {lost.get('host')} is down or has restarted, or process {lost.get('pid')} there "
+                f"has ended, or that run has recorded its result (`dal receipt show {lost.get('run_id')}`), "
+                f"before deciding ({why}, so DAL does not run it again)",
+                span,
+                self.wait,
+            )
         self._hold_item(seq, command, "uncertain", prior.effect_class, decision, span,
                         f"started by an earlier attempt that stopped before recording its result; {why}, "
                         "so it is not run again until a person says what happened")
@@ -535,6 +557,15 @@ class EffectHandler:
             span,
             self.wait,
         )
+
+    def _lost_at(self, prior: Prior) -> dict[str, Any] | None:
+        """Who may still be executing the effect `prior` left without a result: the run this one continues,
+        when it lost its key lock and wrote that intent itself; or whoever an earlier hold of it named."""
+        lost = self.lost_run
+        if lost is not None and prior.origin == lost.get("run_id"):
+            return {k: lost.get(k) for k in ("run_id", "host", "pid")}
+        carried = prior.detail.get("lost_lock")
+        return carried if isinstance(carried, dict) else None
 
     def _live(self, seq: int, command: str, decision: Decision, span: Span) -> EffectResult:
         started = time.perf_counter()

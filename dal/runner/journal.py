@@ -9,8 +9,10 @@ journal holds (a small budget, an edit that fails early) loses nothing: the next
 
 Reading the chain from its oldest run to its newest, the entry of each sequence number is the newest
 one, except that a copy of an earlier result a resume could not finish writing (an intent marked
-`replayed` without a result) never hides the result it copies, and an entry a retry marked `forgotten`
-(it took another path through reads and idempotent writes) removes the number from the journal.
+`replayed` without a result) never hides the result it copies, nor does a hold for a person's word about an
+effect of unknown outcome (`uncertain`) hide the result its run recorded after the hold, and an entry a
+retry marked `forgotten` (it took another path through reads and idempotent writes) removes the number from
+the journal.
 
 Decisions (`dal approve`, `deny`, `resolve`) belong to the operation's effect, not to one run: a
 decision recorded for any run of the chain applies to the effect with its number, once. A journal
@@ -111,9 +113,12 @@ def load(store: Store, run_id: str) -> OperationJournal:
             if p.detail.get("forgotten") and p.result is None:
                 entries.pop(p.seq, None)  # a retry took another path here: the entry left the journal
                 continue
-            if (p.result is None and p.detail.get("replayed") and have is not None
+            if (p.result is None and (p.detail.get("replayed") or p.detail.get("uncertain")) and have is not None
                     and have.result is not None and have.command == p.command):
-                continue  # a copy whose result was never written: the result it copies stands
+                # A copy whose result was never written: the result it copies stands. Likewise a hold for a
+                # person, made while the effect had no result, once the run that was executing it records
+                # that result late (it lost its key lock and went on: attack10 02): a resume takes it.
+                continue
             entries[p.seq] = p
     decisions: dict[int, list[dict[str, Any]]] = {}
     for rid in ids:

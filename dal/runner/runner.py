@@ -284,6 +284,9 @@ class _RunState:
         self.leaked_env: list[str] = []  # see adopt_policy
         self._policy_files: list[str] | None = None  # see recorded_policy_files
         self.previous_by_script = False  # `dal resume` of a run whose script chose its key
+        # The run this one continues when it lost its key lock rather than let go and may still be running
+        # (another host): run_id, host, pid and the effect it was executing (effect, command); see _refuse_live.
+        self.lost_run: dict[str, Any] | None = None
 
     # --- the policy in force -------------------------------------------------------------------
 
@@ -428,6 +431,8 @@ class _RunState:
             status = "completed"
         if status == "running":
             self._refuse_live(store, prev, key)
+            if handler is not None and self.lost_run is not None:
+                handler.lost_run = self.lost_run
             # We hold the key's lock, so the process that began this run is gone (kill -9, power
             # loss, a store that refused its receipt): give it its receipt, then continue its journal.
             self._bury(prev)
@@ -459,10 +464,15 @@ class _RunState:
     def _refuse_live(self, store: Store, prev: dict[str, Any], key: str) -> None:
         """The key's lock was free, yet its newest run may still be executing: a PostgreSQL lock goes with its
         session, which can end while its process lives on (attack7 01). When the previous holder never let go
-        of the lock (lost_holder) and is this run, and its process provably still runs here (pid, start time,
-        boot id), refuse (exit 3): that run stops at its next effect (its intents are fenced by the lock) and
-        records its receipt; then the key is free to continue. On another host nothing proves it: the run is
-        buried, and the fence keeps it from starting another effect."""
+        of the lock (lost_holder) and is this run: if its process provably still runs on this machine (its
+        pid, start time, boot and pid namespace as its lock row recorded them), refuse (exit 3): that run
+        stops at its next effect (its intents are fenced by the lock) and records its receipt; then the key
+        is free to continue. The same when it ran in another pid namespace of this machine (a container's
+        DAL) that this process cannot see into: its pid means nothing here (attack10 02b). On another host
+        nothing proves it alive or dead: the run is buried, the fence keeps it from starting another effect,
+        and what it was executing is recorded as possibly still running (`self.lost_run`, attack10 02)."""
+        from dal.core.procinfo import alive_in, boot_id, elsewhere
+
         lost = getattr(self.lock, "lost_holder", None)
         if not lost or lost.get("run_id") != prev["run_id"]:
             return
@@ -470,12 +480,36 @@ class _RunState:
             row = store.run_row(prev["run_id"]) or prev
         except StoreError as e:
             raise RunnerError(str(e)) from None
-        if row.get("pid") == os.getpid() or not run_alive(row):
+        ident = lost.get("holder")
+        pid = lost.get("pid", row.get("pid"))
+        if isinstance(ident, dict):
+            how = elsewhere(ident)
+            live = alive_in(pid, ident.get("start"), ident)
+        else:  # a lock row an older DAL wrote: the run's own row says where it began
+            how = "host" if row.get("boot_id") and row.get("boot_id") != boot_id() else None
+            live = None if how else run_alive(row)
+        if how is None and pid == os.getpid():
             return
+        if live is False:
+            return
+        host = lost.get("host") or row.get("host") or "another host"
+        if live is None and how not in ("pidns",):
+            self.lost_run = {"run_id": prev["run_id"], "host": host, "pid": pid, **_in_flight(store, prev["run_id"])}
+            return
+        where = (f"{pid} in another pid namespace of this machine (pid namespace {ident.get('pidns')})"
+                 if how == "pidns" and isinstance(ident, dict) else f"{pid} on this machine")
+        if live:
+            raise RunnerError(
+                f"operation {key!r} is being run by process {where} (run {prev['run_id']}), which lost its key "
+                "lock (its database session ended) while it runs; nothing ran. That run stops at its next effect "
+                "and records its receipt; run this again once it has",
+                exit_code=3)
         raise RunnerError(
-            f"operation {key!r} is being run by process {row.get('pid')} on this machine (run {prev['run_id']}), "
-            "which lost its key lock (its database session ended) while it runs; nothing ran. That run stops at "
-            "its next effect and records its receipt; run this again once it has",
+            f"operation {key!r} may still be being run by process {where} (run {prev['run_id']}), which lost its "
+            "key lock (its database session ended); this process cannot see into that pid namespace, so it "
+            "cannot tell whether that run still runs, and nothing ran. A run that still runs stops at its next "
+            "effect and records its receipt: run this again once it has, or from that pid namespace or the "
+            "machine's own (which see its processes) once it has ended",
             exit_code=3)
 
     def _same_args(self, prev: dict[str, Any], key: str) -> None:
@@ -608,11 +642,17 @@ class _RunState:
                     store.run_row(prev["previous_run"]) if prev.get("previous_run") else None)
                 attempts["invocations"] += 1
                 attempts[_count_as(store.run_row(prev["run_id"]) or prev)] += 1
-            receipt = crashed_receipt(
-                store, prev, workspace=self.workspace, attempts=attempts,
-                blocker="the process running this operation died before writing its receipt (killed?); "
-                        f"run {self.run_id} continues it from its journal",
-            )
+            lost = self.lost_run if self.lost_run and self.lost_run["run_id"] == prev["run_id"] else None
+            blocker = ("the process running this operation died before writing its receipt (killed?); "
+                       f"run {self.run_id} continues it from its journal")
+            if lost is not None:
+                # Not known to be dead (attack10 02): say what is known, not the kill -9 words.
+                doing = (f" while executing effect {lost['effect']} (`{lost['command']}`), which it may still be "
+                         "executing" if lost.get("effect") else "")
+                blocker = (f"this run lost its key lock (its database session ended) on host {lost['host']}, "
+                           f"process {lost['pid']}{doing}; it may still be running. Run {self.run_id} continues "
+                           "the operation from its journal; this run starts no further effect")
+            receipt = crashed_receipt(store, prev, workspace=self.workspace, attempts=attempts, blocker=blocker)
             store.save_receipt(receipt)
         except StoreError as e:
             raise RunnerError(f"{e} Nothing ran: run the same command again once the store can be written.") from None
@@ -657,6 +697,18 @@ class _RunState:
         if self.store is not None:
             self.store.close()
             self.store = None
+
+
+def _in_flight(store: Store, run_id: str) -> dict[str, Any]:
+    """The effect run `run_id` was executing when it stopped reporting: its last journaled intent with no
+    result (effect, command), or {} when none."""
+    try:
+        rows = store.journal(run_id)
+    except StoreError:
+        return {}
+    open_ = [r for r in rows if r["seq"] > 0 and r.get("result") is None
+             and not (r.get("detail") or {}).get("pending")]
+    return {"effect": open_[-1]["seq"], "command": open_[-1]["command"]} if open_ else {}
 
 
 def _count_as(row: dict[str, Any]) -> str:

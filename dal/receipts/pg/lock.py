@@ -21,11 +21,13 @@ The lock's session is also kept from idling out: `idle_session_timeout` and
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import TYPE_CHECKING, Any
 
 from dal.core.digest import sha256
+from dal.core.procinfo import holder_identity
 from dal.receipts.oplock import KeyBusy
 from dal.receipts.pg.connect import connect, describe
 from dal.receipts.store import LockLost
@@ -73,14 +75,16 @@ class PgKeyLock:
                     holder = self._holder(conn)
                     raise KeyBusy(self.key, holder)
                 time.sleep(0.05)
-            old = conn.execute("SELECT run_id, pid, host FROM key_locks WHERE lock_id = %s", (self.id,)).fetchone()
-            self.lost_holder = {"run_id": old[0], "pid": old[1], "host": old[2]} if old and old[0] else None
+            old = conn.execute("SELECT run_id, pid, host, holder FROM key_locks WHERE lock_id = %s",
+                               (self.id,)).fetchone()
+            self.lost_holder = ({"run_id": old[0], "pid": old[1], "host": old[2], "holder": old[3]}
+                                if old and old[0] else None)
             conn.execute(
-                "INSERT INTO key_locks (lock_id, key, run_id, pid, host, backend_pid) VALUES (%s, %s, %s, %s, %s,"
-                " pg_backend_pid()) ON CONFLICT (lock_id) DO UPDATE SET key = excluded.key, run_id = excluded.run_id,"
-                " pid = excluded.pid, host = excluded.host, backend_pid = excluded.backend_pid,"
-                " taken_at = clock_timestamp()",
-                (self.id, self.key, run_id, os.getpid(), os.uname().nodename))
+                "INSERT INTO key_locks (lock_id, key, run_id, pid, host, backend_pid, holder) VALUES (%s, %s, %s, %s,"
+                " %s, pg_backend_pid(), %s) ON CONFLICT (lock_id) DO UPDATE SET key = excluded.key,"
+                " run_id = excluded.run_id, pid = excluded.pid, host = excluded.host,"
+                " backend_pid = excluded.backend_pid, holder = excluded.holder, taken_at = clock_timestamp()",
+                (self.id, self.key, run_id, os.getpid(), os.uname().nodename, json.dumps(holder_identity())))
             self._backend = conn.execute("SELECT pid, backend_start FROM pg_stat_activity"
                                          " WHERE pid = pg_backend_pid()").fetchone()
             self._barrier(conn)
@@ -115,14 +119,15 @@ class PgKeyLock:
     def _holder(self, conn: Any) -> dict[str, Any]:
         """Who holds the key: the row its holder wrote, if that backend holds the lock now; else {}."""
         row = conn.execute(
-            "SELECT k.pid, k.run_id, k.host FROM key_locks k WHERE k.lock_id = %s AND EXISTS (SELECT 1 FROM pg_locks l"
+            "SELECT k.pid, k.run_id, k.host, k.holder FROM key_locks k WHERE k.lock_id = %s AND EXISTS (SELECT 1"
+            " FROM pg_locks l"
             " WHERE l.locktype = 'advisory' AND l.granted AND l.pid = k.backend_pid"
             " AND l.classid = ((%s >> 32) & 4294967295)::bigint::oid AND l.objid = (%s & 4294967295)::bigint::oid"
             " AND l.objsubid = 1)",
             (self.id, self.id, self.id)).fetchone()
         if row is None:
             return {}
-        return {"pid": row[0], "run_id": row[1], "host": row[2], "key": self.key}
+        return {"pid": row[0], "run_id": row[1], "host": row[2], "key": self.key, **(row[3] or {})}
 
     def release(self) -> None:
         held = self.store._held_locks  # noqa: SLF001
@@ -136,8 +141,10 @@ class PgKeyLock:
                 # check of the key, a taker that stepped aside). Its backend is none: it never reads as held.
                 lost = self.lost_holder
                 if lost is not None:
-                    conn.execute("UPDATE key_locks SET run_id = %s, pid = %s, host = %s, backend_pid = NULL"
-                                 " WHERE lock_id = %s", (lost["run_id"], lost["pid"], lost["host"], self.id))
+                    conn.execute("UPDATE key_locks SET run_id = %s, pid = %s, host = %s, holder = %s,"
+                                 " backend_pid = NULL WHERE lock_id = %s",
+                                 (lost["run_id"], lost["pid"], lost["host"],
+                                  json.dumps(lost["holder"]) if lost.get("holder") else None, self.id))
                 else:
                     conn.execute("DELETE FROM key_locks WHERE lock_id = %s AND backend_pid = pg_backend_pid()",
                                  (self.id,))
