@@ -11,6 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from dal.receipts.pg.schema import SCHEMA_VERSION
 from tests.pg.server import PgServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,7 +29,7 @@ def test_migrate_makes_the_tables_once_and_check_reports_what_the_database_holds
     url = pg_server.new_database()
     first = dal(tmp_path, "store", "migrate", "--store", url, "--json")
     assert first.returncode == 0, first.stderr
-    assert (json.loads(first.stdout)["from_version"], json.loads(first.stdout)["version"]) == (0, 1)
+    assert (json.loads(first.stdout)["from_version"], json.loads(first.stdout)["version"]) == (0, SCHEMA_VERSION)
     again = dal(tmp_path, "store", "migrate", "--store", url)
     assert again.returncode == 0 and "already current" in again.stdout
     (tmp_path / "s.dal").write_text('operation("k")\nprint(run("echo hi").stdout)\n')
@@ -39,7 +40,7 @@ def test_migrate_makes_the_tables_once_and_check_reports_what_the_database_holds
     check = dal(tmp_path, "store", "check", "--json", DAL_STORE=url)
     assert check.returncode == 0, check.stderr
     got = json.loads(check.stdout)
-    assert got["store"]["kind"] == "postgresql" and got["version"] == 1 and got["problems"] == []
+    assert got["store"]["kind"] == "postgresql" and got["version"] == SCHEMA_VERSION and got["problems"] == []
     assert got["runs"]["by_status"] == {"completed": 1} and got["jobs"]["by_state"] == {"ready": 1}
     assert got["server"]["server_version"].startswith(("15", "16", "17", "14", "13"))
     shown = dal(tmp_path, "store", "check", DAL_STORE=url)
