@@ -229,5 +229,5 @@ def _alive_in_namespace(pid: int, started: Any, pidns: int) -> bool | None:
 
 
 def holder_identity() -> dict[str, Any]:
-    """This process as a lock's holder records itself beside its pid: its start time and place()."""
-    return {"start": start_time(os.getpid()), **place()}
+    """What a lock's holder records of itself beside its pid: its start time and where it runs (place())."""
+    return {"start": start_time(os.getpid()), "where": place()}

@@ -34,8 +34,9 @@ class KeyBusy(Exception):
         run = holder.get("run_id")
         host = holder.get("host")  # the PostgreSQL store's lock names the holder's machine too
         # A pid is a number of its own pid namespace: say so when the holder's is not this one's (a container's).
-        inner = (f" of another pid namespace (pid namespace {holder.get('pidns')})"
-                 if holder.get("pidns") is not None and elsewhere(holder) == "pidns" else "")
+        where = holder.get("where")
+        inner = (f" of another pid namespace of this machine (pid namespace {where.get('pidns')})"
+                 if isinstance(where, dict) and elsewhere(where) == "pidns" else "")
         super().__init__(
             f"operation {key!r} is being run by process {pid}{inner}" + (f" on {host}" if host else "")
             + (f" (run {run})" if run else "")

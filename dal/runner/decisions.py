@@ -179,7 +179,7 @@ def _lost_refusal(item: Prior, lost: dict[str, Any], ref: str, decision: str) ->
     that run is gone (attack10 02: a frozen host thaws and finishes it; a retry now makes it twice)."""
     from dal.core.shellword import sh_quote
 
-    outcome = decision.split(":", 1)[1]
+    outcome, seq = decision.split(":", 1)[1], item.seq
     host, pid, old = lost.get("host"), lost.get("pid"), lost.get("run_id")
     return (
         f"effect {item.seq} (`{item.command}`) was being executed by run {old} on host {host} (process {pid}) "
@@ -187,9 +187,9 @@ def _lost_refusal(item: Prior, lost: dict[str, Any], ref: str, decision: str) ->
         + ("running it again now could make it happen twice" if outcome == "retry"
            else "the script may run it again on a failed result")
         + f"; nothing was recorded. Make sure host {host} is down or has restarted, or process {pid} there has "
-        f"ended, or that run has recorded its result (`dal receipt show {old}`; a resume then takes it), then "
-        f"say so: `dal resolve {sh_quote(ref)} --effect {item.seq} --as {outcome} --old-run-gone`. If it took "
-        "effect, `--as done` needs no such word"
+        f"ended, or that run has recorded its result (`dal receipt show {sh_quote(old)}`; a resume then takes it), "
+        f"then say so: `dal resolve {sh_quote(ref)} --effect {seq} --as {sh_quote(outcome)} --old-run-gone`. If it "
+        "took effect, `--as done` needs no such word"
     )
 
 

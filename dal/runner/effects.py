@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 from dal import effects as fx  # names resolved on first use: no shell parser until the first run()
 from dal.core.errors import BudgetExhausted, DivergenceError, Interrupted
 from dal.core.records import ValueRecord
+from dal.core.shellword import sh_quote
 from dal.eval.runtime import Runtime, WaitSignal
 from dal.receipts.build import effect_item
 from dal.receipts.render import LOST_LOCK
@@ -543,7 +544,7 @@ class EffectHandler:
                 f"effect {seq} (`{command}`) may or may not have happened: it was being executed by {by} when "
                 "that run lost its key lock (its database session ended), and it may still be executing it. "
                 f"Make sure host {lost.get('host')} is down or has restarted, or process {lost.get('pid')} there "
-                f"has ended, or that run has recorded its result (`dal receipt show {lost.get('run_id')}`), "
+                f"has ended, or that run has recorded its result (`dal receipt show {sh_quote(lost.get('run_id'))}`), "
                 f"before deciding ({why}, so DAL does not run it again)",
                 span,
                 self.wait,

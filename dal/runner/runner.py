@@ -482,9 +482,9 @@ class _RunState:
             raise RunnerError(str(e)) from None
         ident = lost.get("holder")
         pid = lost.get("pid", row.get("pid"))
-        if isinstance(ident, dict):
-            how = elsewhere(ident)
-            live = alive_in(pid, ident.get("start"), ident)
+        if isinstance(ident, dict) and isinstance(ident.get("where"), dict):
+            how = elsewhere(ident["where"])
+            live = alive_in(pid, ident.get("start"), ident["where"])
         else:  # a lock row an older DAL wrote: the run's own row says where it began
             how = "host" if row.get("boot_id") and row.get("boot_id") != boot_id() else None
             live = None if how else run_alive(row)
@@ -496,7 +496,7 @@ class _RunState:
         if live is None and how not in ("pidns",):
             self.lost_run = {"run_id": prev["run_id"], "host": host, "pid": pid, **_in_flight(store, prev["run_id"])}
             return
-        where = (f"{pid} in another pid namespace of this machine (pid namespace {ident.get('pidns')})"
+        where = (f"{pid} in another pid namespace of this machine (pid namespace {ident['where'].get('pidns')})"
                  if how == "pidns" and isinstance(ident, dict) else f"{pid} on this machine")
         if live:
             raise RunnerError(

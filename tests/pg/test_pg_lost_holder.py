@@ -153,7 +153,7 @@ def test_a_run_in_another_pid_namespace_that_lost_its_lock_is_not_buried_alive(w
     _in_effect(world, a)
     with psycopg.connect(world.url, autocommit=True) as c:
         pid, holder = c.execute("SELECT pid, holder FROM key_locks").fetchone()
-    assert holder["pidns"] != os.stat("/proc/self/ns/pid").st_ino and pid == holder.get("pid", pid)
+    assert holder["where"]["pidns"] != os.stat("/proc/self/ns/pid").st_ino and isinstance(holder["start"], int)
     _end_sessions(world.url, only_lock="k")
     b = world.dal("run", "--key", "k", "s.dal")
     assert b.returncode == 3, b.stderr
@@ -177,20 +177,22 @@ def test_a_holder_in_another_pid_namespace_is_seen_there_alive_and_then_gone() -
 
     code = ("import json, os, time; from dal.core.procinfo import holder_identity; "
             "print(json.dumps({'pid': os.getpid(), **holder_identity()}), flush=True); time.sleep(60)")
+    # {"pid", "start", "where": place()}, as a key lock's row records its holder
     p = subprocess.Popen(["unshare", "-p", "-f", "--mount-proc", "--kill-child", sys.executable, "-c", code],
                          stdout=subprocess.PIPE, text=True,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
     try:
         got = json.loads(p.stdout.readline())
-        assert procinfo.elsewhere(got) == "pidns"
-        assert procinfo.alive_in(got["pid"], got["start"], got) is True
-        assert procinfo.alive_in(got["pid"], got["start"] + 1, got) is not True  # a later process of that pid
+        where = got["where"]
+        assert procinfo.elsewhere(where) == "pidns"
+        assert procinfo.alive_in(got["pid"], got["start"], where) is True
+        assert procinfo.alive_in(got["pid"], got["start"] + 1, where) is not True  # a later process of that pid
     finally:
         p.kill()  # unshare's --kill-child takes the namespace's process with it
         p.wait(10)
     end = time.monotonic() + 10
-    while procinfo.alive_in(got["pid"], got["start"], got) is True and time.monotonic() < end:
+    while procinfo.alive_in(got["pid"], got["start"], where) is True and time.monotonic() < end:
         time.sleep(0.05)
-    assert procinfo.alive_in(got["pid"], got["start"], got) is not True
+    assert procinfo.alive_in(got["pid"], got["start"], where) is not True
     if procinfo.pid_namespace() == procinfo.INITIAL_PID_NAMESPACE:
-        assert procinfo.alive_in(got["pid"], got["start"], got) is False
+        assert procinfo.alive_in(got["pid"], got["start"], where) is False
