@@ -806,7 +806,9 @@ def run_alive(row: dict[str, Any], store: Any = None) -> bool:
     """Whether the process that began the run in `row` (a Store.run_row()) still runs: its pid, its start
     time and boot id, so that a pid reused by another process does not read as the run still going. A pid
     says nothing of another machine's processes: given the `store`, a keyed run is also live while its key's
-    lock is held for it (RunStore.key_holder: the PostgreSQL store's runs on other hosts, attack7 05/06)."""
+    lock is held for it (RunStore.key_holder: the PostgreSQL store's runs on other hosts, attack7 05/06), or,
+    when that lock's session ended under it, while the lock row it left names a process of another pid
+    namespace of this machine that still runs or cannot be seen from here (attack10 02b)."""
     from dal.core.procinfo import alive
 
     if alive(row.get("pid"), row.get("pid_start"), row.get("boot_id")):
@@ -817,9 +819,24 @@ def run_alive(row: dict[str, Any], store: Any = None) -> bool:
         return False
     try:
         holder = holder_of(key)
+        if holder:
+            return holder.get("run_id") == row.get("run_id")
+        lost = getattr(store, "lost_key_holder", lambda _key: None)(key)
     except StoreError:
         return False  # unknown: read as its pid says (the callers' own reads fail on such a store too)
-    return bool(holder) and holder.get("run_id") == row.get("run_id")
+    return _lost_holder_alive(lost, row)
+
+
+def _lost_holder_alive(lost: dict[str, Any] | None, row: dict[str, Any]) -> bool:
+    """Whether the run in `row`, whose key lock's session ended while it held it (`lost`: the lock row it
+    left), may still run on this machine in another pid namespace: its pid there is not this namespace's
+    (attack10 02b), so only that namespace's processes say; one this process cannot see counts as running."""
+    from dal.core.procinfo import alive_in, elsewhere
+
+    where = (lost or {}).get("where")
+    if not isinstance(where, dict) or lost.get("run_id") != row.get("run_id") or elsewhere(where) != "pidns":
+        return False
+    return alive_in(lost.get("pid"), lost.get("start"), where) is not False
 
 
 def _resumable(run: _RunState, store: Store, ref: str) -> dict[str, Any]:

@@ -155,6 +155,11 @@ def test_a_run_in_another_pid_namespace_that_lost_its_lock_is_not_buried_alive(w
         pid, holder = c.execute("SELECT pid, holder FROM key_locks").fetchone()
     assert holder["where"]["pidns"] != os.stat("/proc/self/ns/pid").st_ino and isinstance(holder["start"], int)
     _end_sessions(world.url, only_lock="k")
+    # Nobody holds the key now, yet A runs: the host's tools say so, and a decision about its effect is too late.
+    listed = world.dal("receipts")
+    assert " running " in listed.stdout and "died" not in listed.stdout, listed.stdout
+    resolved = world.dal("resolve", "k", "--effect", "2", "--as", "retry")
+    assert resolved.returncode == 2 and "too late" in resolved.stderr, resolved.stdout + resolved.stderr
     b = world.dal("run", "--key", "k", "s.dal")
     assert b.returncode == 3, b.stderr
     assert "in another pid namespace of this machine" in b.stderr and "nothing ran" in b.stderr, b.stderr

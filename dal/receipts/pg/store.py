@@ -582,6 +582,25 @@ class PgStore:
         probe = PgKeyLock(self, key)
         return self._read(f"reading who runs operation {key!r}", probe._holder) or None  # noqa: SLF001
 
+    def lost_key_holder(self, key: str) -> dict[str, Any] | None:
+        """The key's last holder when it never let go of the lock and no one holds it now (its session ended,
+        its process perhaps alive): run_id, pid, host and where it runs (`start`, `where`); else None."""
+        from dal.receipts.pg.lock import lock_id
+
+        def read(c: Any) -> dict[str, Any] | None:
+            if schema.version(c) < 2:  # a database an older DAL made, opened read-only: no holder column yet
+                return None
+            got = c.execute(
+                "SELECT k.run_id, k.pid, k.host, k.holder FROM key_locks k WHERE k.lock_id = %s AND NOT EXISTS"
+                " (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
+                " AND l.classid = ((k.lock_id >> 32) & 4294967295)::bigint::oid"
+                " AND l.objid = (k.lock_id & 4294967295)::bigint::oid)", (lock_id(key),)).fetchone()
+            if got is None or not got[0]:
+                return None
+            return {"run_id": got[0], "pid": got[1], "host": got[2], **(got[3] or {})}
+
+        return self._read(f"reading who ran operation {key!r}", read)
+
     def locks_where(self) -> str:
         return f"the advisory locks of {self.path}"
 
