@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.durable.conftest import REPO
+from tests.harness import REPO
 
 HOLDER = """
 import sys, time
