@@ -5,9 +5,12 @@
 however it exits (kill -9 included), so a dead holder never blocks the key and its run becomes resumable.
 Each KeyLock opens the file itself, so two threads of one process exclude each other as two processes do.
 
-A run without a key has no key lock while it runs; `live_here` tells a resume in the same process (a host
-running scripts in threads) that the run it names is still executing in another thread, which its pid,
-this process's own, cannot tell.
+A run without a key holds the lock `run:<its run id>` for its whole life instead, the lock `dal resume RUN`
+takes before it continues that run: a resume from anywhere that shares the store's folder (another pid
+namespace: a container, a sidecar) meets the live run's lock, never only its pid (attack10 06). Those files
+are one per run, so their holder removes its file before it lets go; a taker checks that the file it locked
+is still the one at the path. `live_here` tells a resume in the same process (a host running scripts in
+threads) that the run it names is still executing in another thread.
 """
 
 from __future__ import annotations
@@ -67,7 +70,42 @@ def held_by(folder: Path, key: str) -> dict[str, Any] | None:
                     return {**KeyLock.parse_holder(f.read(4096)), "key": key}
             except OSError:
                 return {"key": key}
+    return _probe(path, key) if not _sees_every_lock() else None
+
+
+# The inode of the machine's first pid namespace (the kernel's PROC_PID_INIT_INO).
+_INITIAL_PID_NAMESPACE = 0xEFFFFFFC
+
+
+def _sees_every_lock() -> bool:
+    """Whether this process's /proc/locks lists every process's locks: it lists only those of processes in
+    its own pid namespace's view, so a container's lists none of the host's (attack10 06)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino == _INITIAL_PID_NAMESPACE
+    except OSError:
+        return False
+
+
+def _probe(path: Path, key: str) -> dict[str, Any] | None:
+    """Who holds `key`'s lock, asked of the lock itself: a shared lock is refused while an exclusive one is
+    held. Held for an instant when it is granted; a taker meanwhile retries (KeyLock.acquire's _GRACE)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return {**KeyLock._read_holder(fd), "key": key}
+    except OSError:
+        return None
+    finally:
+        os.close(fd)  # lets go of the shared lock too
     return None
+
+
+# How long a taker without --wait retries a busy lock: a reader's _probe holds it for an instant.
+_GRACE = 0.1
 
 
 class KeyLock:
@@ -78,13 +116,20 @@ class KeyLock:
         self.path = lock_path(folder, key)
         self.key = key
         self._fd: int | None = None
+        # A run's own lock (see above): one file per run, removed by its holder as it lets go.
+        self.transient = key.startswith("run:")
 
     def acquire(self, run_id: str, wait: float | None = None) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + (wait or 0.0)
+        deadline = time.monotonic() + max(wait or 0.0, _GRACE)
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if self.transient and not self._still_there(fd):
+                    # Its holder removed this file as it let go; whoever comes next locks the file now there.
+                    os.close(fd)
+                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                    continue
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
@@ -98,6 +143,14 @@ class KeyLock:
         os.pwrite(fd, data, 0)
         os.ftruncate(fd, len(data))
         self._fd = fd
+
+    def _still_there(self, fd: int) -> bool:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        mine = os.fstat(fd)
+        return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
 
     @staticmethod
     def _read_holder(fd: int) -> dict[str, Any]:
@@ -117,6 +170,11 @@ class KeyLock:
     def release(self) -> None:
         if self._fd is not None:
             try:
+                if self.transient:
+                    try:
+                        os.unlink(self.path)  # while still held: a taker that locks it next sees it gone
+                    except OSError:
+                        pass
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
             finally:
                 os.close(self._fd)

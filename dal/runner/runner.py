@@ -264,6 +264,7 @@ class _RunState:
         self.t0 = time.monotonic()
         self.store: Store | None = None
         self.lock: OperationLock | None = None
+        self.own_lock: OperationLock | None = None  # a run without a key: `run:<run_id>`, held for its life
         self.key: str | None = spec.key
         self.key_by_script = False  # the key came from operation("K") in the script, not from the operator
         self.key_from_call = False  # ... and this run's own operation("K") call entered it (not a resume)
@@ -690,10 +691,30 @@ class _RunState:
         )
         self.begun = True
 
+    def hold_own_lock(self) -> None:
+        """A run without a key locks its own run id for its whole life (`run:<run_id>`: the lock `dal resume`
+        of this run takes), so that a resume or a decision from anywhere the store reaches meets it, never
+        only its pid (another host, another pid namespace: attack10 06, 06b, 06c). Taken before the run is
+        recorded; on PostgreSQL its session fences the run's intents as a key's lock does."""
+        store = self.open_store()
+        try:
+            self.own_lock = store.operation_lock("run:" + self.run_id)
+            self.own_lock.acquire(self.run_id)
+        except KeyBusy as e:  # a fresh run id: nothing else holds it
+            self.own_lock = None
+            raise RunnerError(f"{e}. Nothing ran.", exit_code=3) from None
+        except OSError as e:
+            self.own_lock = None
+            raise RunnerError(f"cannot lock run {self.run_id} in {store.locks_where()}: {e.strerror or e}. "
+                              "Nothing ran.") from None
+
     def release(self) -> None:
         if self.lock is not None:
             self.lock.release()
             self.lock = None
+        if self.own_lock is not None:
+            self.own_lock.release()
+            self.own_lock = None
         if self.store is not None:
             self.store.close()
             self.store = None
@@ -805,15 +826,18 @@ def pid_alive(pid: Any) -> bool:
 def run_alive(row: dict[str, Any], store: Any = None) -> bool:
     """Whether the process that began the run in `row` (a Store.run_row()) still runs: its pid, its start
     time and boot id, so that a pid reused by another process does not read as the run still going. A pid
-    says nothing of another machine's processes: given the `store`, a keyed run is also live while its key's
-    lock is held for it (RunStore.key_holder: the PostgreSQL store's runs on other hosts, attack7 05/06), or,
-    when that lock's session ended under it, while the lock row it left names a process of another pid
-    namespace of this machine that still runs or cannot be seen from here (attack10 02b)."""
+    says nothing of another machine's processes: given the `store`, a run is also live while its lock is held
+    for it — its key's, or `run:<run_id>` for a run without a key (RunStore.key_holder: the PostgreSQL store's
+    runs on other hosts, attack7 05/06; a run in another pid namespace, attack10 06), or, when that lock's
+    session ended under it, while the lock row it left names a process of another pid namespace of this
+    machine that still runs or cannot be seen from here (attack10 02b)."""
     from dal.core.procinfo import alive
 
     if alive(row.get("pid"), row.get("pid_start"), row.get("boot_id")):
         return True
-    key = row.get("key")
+    # A run without a key holds `run:<its id>` for its life (_RunState.hold_own_lock); a resume of it holds
+    # that lock too, under its own run id, so the holder's run id says which run the lock is held for.
+    key = row.get("key") or (f"run:{row['run_id']}" if row.get("run_id") else None)
     holder_of = getattr(store, "key_holder", None)
     if not key or holder_of is None or row.get("status", "running") != "running":
         return False
@@ -862,13 +886,20 @@ def _resumable(run: _RunState, store: Store, ref: str) -> dict[str, Any]:
 
 
 def _lock_keyless(run: _RunState, store: Store, prev: dict[str, Any]) -> None:
-    """A run without a key has no key lock: lock its run id instead, and refuse while it still runs or
-    once a later run continued it."""
+    """A run without a key has no key lock: lock its run id instead, and refuse while it still runs (it holds
+    that lock for its life: _RunState.hold_own_lock) or once a later run continued it."""
     try:
         run.lock = store.operation_lock("run:" + prev["run_id"])
         run.lock.acquire(run.run_id, run.spec.wait)
     except KeyBusy as e:
         run.lock = None
+        holder = e.holder
+        if holder.get("run_id") == prev["run_id"]:
+            where = "another thread of this process" if live_here(prev["run_id"]) else (
+                f"process {holder.get('pid', '?')}" + (f" on {holder['host']}" if holder.get("host") else ""))
+            raise RunnerError(f"run {prev['run_id']} is still running in {where}; nothing ran. Resume it once it "
+                              "has stopped (`dal receipts` shows it), or wait for it with --wait SECONDS",
+                              exit_code=3) from None
         raise RunnerError(str(e), exit_code=3) from None
     info = store.run_row(prev["run_id"]) or prev
     if info.get("resumed_by"):
@@ -1057,6 +1088,7 @@ def _execute(run: _RunState) -> RunReport:
             run.enter_key(prev["key"], handler, resuming=prev["run_id"])
         else:
             _lock_keyless(run, store, prev)
+            run.hold_own_lock()
             run.adopt_policy(prev, prev["operation"])
             run.previous = prev
             run.kind = run.continues_as(prev, prev["status"])
@@ -1070,6 +1102,8 @@ def _execute(run: _RunState) -> RunReport:
             run.load_replay(prev["run_id"], handler)
     elif spec.key:
         run.enter_key(spec.key, handler)
+    else:
+        run.hold_own_lock()
 
     if run.kind == "duplicate":
         return _finish(run, source, operation, Outcome("skipped", ended_by="skip"), rt, handler, recorder)
