@@ -78,10 +78,23 @@ def pid_exists(pid: Any) -> bool:
     return True
 
 
+def exited(pid: int) -> bool:
+    """Whether process `pid` has exited and only waits for its parent to reap it (state Z, zombie, or X, in
+    /proc/PID/stat): it runs nothing, holds no lock and writes no journal, however long its parent lives.
+    False when there is no /proc to say."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            stat = f.read()
+    except (OSError, ValueError):
+        return False
+    return stat[stat.rfind(b")") + 2 :][:1] in (b"Z", b"X")
+
+
 def alive(pid: Any, started: Any = None, boot: Any = None) -> bool:
-    """Whether the process recorded as (`pid`, `started`, `boot`) still runs. Without a recorded start
-    time or boot id (rows written before DAL recorded them) this is `pid_exists(pid)`."""
-    if not pid_exists(pid):
+    """Whether the process recorded as (`pid`, `started`, `boot`) still runs: a zombie does not (a `dal run`
+    killed -9 whose parent never waited for it, attack10 04). Without a recorded start time or boot id (rows
+    written before DAL recorded them) this is `pid_exists(pid)` and not a zombie."""
+    if not pid_exists(pid) or exited(pid):
         return False
     if isinstance(boot, str) and boot:
         now = boot_id()
