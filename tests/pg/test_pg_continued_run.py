@@ -18,7 +18,6 @@ from tests.pg.world import World
 
 # Run A waits for the file `go` (a read each 0.1 s) before its append: the test lets it go on only once the run
 # that continues it is recorded, however slow the machine.
-GATED = 'while not run("test -e go").ok { sleep(0.1) }\nrun("echo sent >> out.txt")\n'
 
 
 def _spawn_elsewhere(world: World, tmp_path: Path, *args: str) -> subprocess.Popen[str]:
@@ -103,9 +102,13 @@ def test_a_run_whose_lock_was_lost_and_taken_on_another_host_ends_naming_the_run
 
 def test_a_keyless_run_resumed_from_another_host_while_it_runs_starts_no_second_append(world: World,
                                                                                        tmp_path: Path) -> None:
-    """No key lock fences a run without a key: `dal resume` on another host cannot see its process and buries
-    it. The store refuses the original's next intent once the resume is recorded: the append runs once."""
-    world.write("s.dal", GATED)
+    """A run without a key holds its own run id's lock (`run:RUN`); that lock's session cut while it runs, `dal
+    resume` on another host cannot see its process and buries it. The original's next intent is refused (the
+    lost lock's fence, or the store's record of the resume): the append runs once."""
+    # Inside its first effect (a read that waits for the test) when its lock's session is cut: no intent of it
+    # comes before the resume is recorded.
+    os.mkfifo(world.ws / "gate")
+    world.write("s.dal", 'run("cat gate")\nrun("echo sent >> out.txt")\n')
     a = world.spawn("run", "s.dal")
 
     def started() -> str | None:
@@ -119,12 +122,14 @@ def test_a_keyless_run_resumed_from_another_host_while_it_runs_starts_no_second_
         return rows[0]["run_id"] if rows and rows[0]["status"] == "running" else None
 
     rid = world.wait_for(started, 60, "the run to be recorded")
+    _cut(world.url, "run:" + rid)
     b = _spawn_elsewhere(world, tmp_path, "resume", rid)
     world.wait_for(lambda: _continued(world, rid), 60, "the resume to be recorded")
+    _open_gate(world.ws / "gate", a, b)
     assert a.wait(60) == 2
     err = a.stderr.read()
-    assert "error[store]" in err and "continued this run's operation" in err, err
-    world.write("go", "")
+    assert "error[store]" in err, err
+    assert "continued this run's operation" in err or f"no longer holds the lock of operation 'run:{rid}'" in err, err
     assert b.wait(60) == 0, b.stderr.read()
     assert world.lines("out.txt") == ["sent"]
     _assert_names_its_successor(world, rid, err)
