@@ -169,16 +169,6 @@ def _ns_pids(pid: int) -> list[int]:
     return []
 
 
-def _exited(pid: int) -> bool:
-    """Whether process `pid` has exited and waits to be reaped (a zombie: state Z or X in /proc/PID/stat)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return True
-    return stat[stat.rfind(b")") + 2 :][:1] in (b"Z", b"X")
-
-
 def _proc_hides_pids() -> bool:
     """Whether this /proc hides other users' processes (mounted with hidepid)."""
     try:
@@ -233,7 +223,7 @@ def _alive_in_namespace(pid: int, started: Any, pidns: int) -> bool | None:
         seen_ns = True
         pids = _ns_pids(int(name))
         if (pids and pids[-1] == pid and (not isinstance(started, int) or start_time(int(name)) == started)
-                and not _exited(int(name))):
+                and not exited(int(name))):
             return True
     if seen_ns:
         return None if unreadable else False  # the namespace lives on; the process in it is gone
