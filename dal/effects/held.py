@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import json
 import os
+import sys
 
 from dal.core import statedir
 from dal.effects import owners, reaper
@@ -108,7 +109,10 @@ class Held:
         os.makedirs(folder, mode=0o755, exist_ok=True)
         _counter[0] += 1
         name = f"{reaper.owner_tag(os.getpid())}-{_counter[0]}.json"
-        body = json.dumps({"version": _VERSION, "workspace": policy.workspace, "guard": gstate, "wall": wstate})
+        # "owner": where this process runs (its pid and start time are the name's), so that a start in a
+        # container sharing the workspace, or on another host, does not take it for gone (owners.verdict).
+        body = json.dumps({"version": _VERSION, "workspace": policy.workspace, "owner": owners.here(),
+                           "guard": gstate, "wall": wstate})
         key = _key()
         # Unsigned when the operator has no key (no usable HOME): such a record is never finished (see _key).
         data = json.dumps({"body": body, "mac": _mac(key, body.encode()) if key is not None else None}).encode()
@@ -147,17 +151,19 @@ def _fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
-def _owner_gone(name: str) -> bool:
-    """Whether the DAL process that wrote (or claimed) the record `name` (PID-START-N.json) is gone."""
+def _owner_of(name: str) -> tuple[int, int] | None:
+    """The (pid, start time) of the DAL process that wrote the record `name` (PID-START-N.json)."""
     parts = name.split(".")[0].split("-")
     if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
-        return False
-    return owners.gone(int(parts[0]), int(parts[1]))
+        return None
+    return int(parts[0]), int(parts[1])
 
 
 def finish_dead(policy: Policy) -> list[str]:
-    """Finish the checks of every record in the workspace whose DAL process is gone: what they undid, as
-    notices. HeldUnreadable when one cannot be read (it is left for the operator to look at)."""
+    """Finish the checks of every record in the workspace whose DAL process is provably gone (owners.verdict):
+    what they undid, as notices. HeldUnreadable when one cannot be read (it is left for the operator to look
+    at). A record of a DAL process that ran elsewhere (another pid namespace, another host) is left alone,
+    said in one line on stderr: from here it cannot be told whether that process still runs its pipeline."""
     folder = _folder(policy)
     try:
         names = sorted(os.listdir(folder))
@@ -166,31 +172,45 @@ def finish_dead(policy: Policy) -> list[str]:
     notices: list[str] = []
     me = reaper.owner_tag(os.getpid())
     for name in names:
-        if not name.endswith(".json") or name.startswith(".") or not _owner_gone(name):
-            continue
-        # Claimed by renaming: two runs starting at once do not both undo the same pipeline.
-        claimed = os.path.join(folder, f"{me}-claim-{name}")
+        owner = _owner_of(name) if name.endswith(".json") and not name.startswith(".") else None
+        if owner is None or not owners.gone(*owner):
+            continue  # its process runs here (or what would be its pid here names a process): not touched
+        path = os.path.join(folder, name)
         try:
-            os.rename(os.path.join(folder, name), claimed)
-        except OSError:
-            continue
-        try:
-            with open(claimed, "rb") as f:
+            with open(path, "rb") as f:
                 outer = json.loads(f.read())
             body, mac = outer.get("body"), outer.get("mac")
-            key = _key()
-            if not (isinstance(body, str) and isinstance(mac, str) and key is not None
-                    and hmac.compare_digest(mac, _mac(key, body.encode()))):
-                # Not written by this operator's DAL (or by one without a key): not acted on, left in place.
-                os.rename(claimed, os.path.join(folder, name))
-                continue
+        except FileNotFoundError:
+            continue  # its pipeline ended meanwhile
+        except (OSError, ValueError, AttributeError) as e:
+            raise HeldUnreadable(f"{path}: {e}") from None
+        key = _key()
+        if not (isinstance(body, str) and isinstance(mac, str) and key is not None
+                and hmac.compare_digest(mac, _mac(key, body.encode()))):
+            continue  # not written by this operator's DAL (or by one without a key): not acted on, left in place
+        try:
             record = json.loads(body)
             if record.get("version") != _VERSION or record.get("workspace") != policy.workspace:
                 raise ValueError(f"version {record.get('version')!r}, workspace {record.get('workspace')!r}")
             _bounded(policy, record)
-        except (OSError, ValueError, AttributeError) as e:
-            os.rename(claimed, os.path.join(folder, name))
-            raise HeldUnreadable(f"{os.path.join(folder, name)}: {e}") from None
+        except (ValueError, AttributeError) as e:
+            raise HeldUnreadable(f"{path}: {e}") from None
+        where = record.get("owner")
+        verdict = owners.verdict(*owner, where)
+        if verdict is None:
+            sys.stderr.write(f"dal: note: left alone {path}: its DAL process ran {owners.describe(where)} and may "
+                             "still run that pipeline; once it is over, that DAL's next start finishes the record "
+                             "(or, if that cannot happen, the operator checks the repository and protected files "
+                             "and removes it)\n")
+            continue
+        if verdict != "gone":
+            continue
+        # Claimed by renaming: two runs starting at once do not both undo the same pipeline.
+        claimed = os.path.join(folder, f"{me}-claim-{name}")
+        try:
+            os.rename(path, claimed)
+        except OSError:
+            continue
         done = _finish(policy, record)
         os.unlink(claimed)
         if done:

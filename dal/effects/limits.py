@@ -210,7 +210,9 @@ class Cgroup:
         _retry_leftovers()
         own = _own_cgroups()
         _counter += 1
-        name = f"dal-{os.getpid()}-{_counter}-{_own_start(os.getpid())}"  # whose: sweep_orphans
+        # whose: sweep_orphans (the pid namespace too: a DAL in a container sharing this cgroup tree has pids
+        # that mean nothing in ours)
+        name = f"dal-{os.getpid()}-{_counter}-{_own_start(os.getpid())}-{owners.pid_namespace()}"
         dirs: dict[str, str] = {}
         settings = {
             "v2": [("pids.max", limits.processes), ("memory.max", limits.memory), ("memory.swap.max", 0)],
@@ -364,9 +366,11 @@ def sweep_orphans(patience: float = 0.2) -> int:
 
 
 def _orphans() -> list[str]:
-    """The command cgroups (`dal-PID-N-START`, or `dal-PID-N` of an older DAL) whose owner is not alive: its
-    pid is gone, or now names another process (its start time differs)."""
+    """The command cgroups (`dal-PID-N-START-PIDNS`; `dal-PID-N-START`, `dal-PID-N` of an older DAL) whose
+    owner is provably gone: it ran in this pid namespace and its pid is gone, or now names another process
+    (its start time differs). Those of a DAL in another pid namespace are left alone, said once per process."""
     out = []
+    foreign = []
     for base in _own_cgroups().values():
         try:
             names = os.listdir(base)
@@ -374,12 +378,25 @@ def _orphans() -> list[str]:
             continue
         for name in names:
             parts = name.split("-")
-            if len(parts) not in (3, 4) or parts[0] != "dal" or not all(x.isdigit() for x in parts[1:]):
+            if len(parts) not in (3, 4, 5) or parts[0] != "dal" or not all(x.isdigit() for x in parts[1:]):
                 continue
-            pid, start = int(parts[1]), int(parts[3]) if len(parts) == 4 else None
+            if len(parts) == 5 and int(parts[4]) != owners.pid_namespace():
+                foreign.append(name)
+                continue
+            pid, start = int(parts[1]), int(parts[3]) if len(parts) >= 4 else None
             if not _alive(pid) or (start is not None and _start_time(pid) not in (start, 0)):
                 out.append(os.path.join(base, name))
+    if foreign and not _said_foreign:
+        _said_foreign.append(True)
+        import sys
+
+        sys.stderr.write(f"dal: note: left alone {len(foreign)} command cgroup(s) of DAL processes in another pid "
+                         f"namespace ({', '.join(sorted(foreign)[:3])}): whether they still run cannot be told "
+                         "from here\n")
     return out
+
+
+_said_foreign: list[bool] = []
 
 
 def _start_time(pid: int) -> int:

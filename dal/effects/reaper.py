@@ -42,15 +42,16 @@ def sweep_now_and_then() -> int:
 
 
 def sweep() -> int:
-    """Kill what DAL processes that are gone left running: their commands' cgroups (limits.sweep_orphans) and,
-    without cgroups, every bubblewrap their tag names; how many such processes it found. Only when one of
-    them registered (owners.py) and is gone: a start with nothing to sweep lists one folder."""
-    dead = owners.dead()
-    if not dead:
-        return 0
+    """Kill what DAL processes that are gone left running: their commands' cgroups (limits.sweep_orphans, found
+    by their names, whether or not their owner could register) and, without cgroups, every bubblewrap a gone
+    registered owner's tag names; how many such registered owners it found. Only owners provably gone are
+    acted on (owners.verdict): a DAL in another pid namespace or on another host is left alone."""
     from dal.effects import limits
 
     limits.sweep_orphans()
+    dead = owners.dead()
+    if not dead:
+        return 0
     _kill_tagged({f"{WALL_OWNER}={name}".encode() for name in dead})
     for name in dead:
         owners.forget(name)
