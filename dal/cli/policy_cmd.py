@@ -79,6 +79,10 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
     from dal.effects import check_command, sandbox_status
 
     d = check_command(args.cmd, policy)
+    if d.allowed:
+        import attrs
+
+        d = attrs.evolve(d, reason=_with_origins(d, policy))
     verdict = "deny" if not d.allowed else "approval required" if d.approval_required else "allow"
     if args.json:
         available, why = sandbox_status()
@@ -110,3 +114,66 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
         ]
         sys.stdout.write("\n".join(lines) + "\n")
     return 0 if d.allowed else 1
+
+
+
+def _origins(policy: Policy) -> tuple[Policy, set[str], set[str]]:
+    """The policy without the command line's flags, the programs its file allows by name, and those it
+    gates behind approval."""
+    import tomllib
+
+    if policy.file_sha256 is None:
+        return Policy.default(policy.workspace), set(), set()
+    base = Policy.load(policy.workspace, policy.source)
+    try:
+        with open(policy.source, "rb") as f:
+            data = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError):  # read a moment ago: changed meanwhile, it names nothing
+        return base, set(), set()
+    run, programs = data.get("run", {}), data.get("programs", {})
+    gated = {*run.get("require_approval", []), *(n for n, t in programs.items() if t.get("approval"))}
+    named = {*run.get("allow", []), *gated, *(n for n, t in programs.items() if t.get("allow", True))}
+    return base, named, gated
+
+
+def _with_origins(d: Any, policy: Policy) -> str:
+    """The decision's reason, saying where each program's permission (or its approval) came from: the
+    default toolset, the policy file, or a flag of this command line (--allow-run, --require-approval).
+    The check itself names only the policy's source: "allowed by default policy" for a program only
+    --allow-run allowed."""
+    from dal.effects.policy import DEFAULT_TOOLSET_NAMES, PolicyError
+
+    try:
+        base, named, gated = _origins(policy)
+    except PolicyError:
+        return d.reason
+    source = describe_source(policy)
+    flag_gated = policy.approval - base.approval
+
+    def origin(name: str, gate: bool) -> str:
+        if name in flag_gated and (gate or name not in base.allowed):
+            return "--require-approval"
+        if gate:
+            return source
+        if name not in base.allowed:
+            return "--allow-run"
+        return source if name in named or name not in DEFAULT_TOOLSET_NAMES else "the default toolset"
+
+    def grouped(names: list[str], gate: bool) -> list[tuple[str, str]]:
+        by: dict[str, list[str]] = {}
+        for name in names:
+            by.setdefault(origin(name, gate), []).append(name)
+        return [(", ".join(ns), o) for o, ns in by.items()]
+
+    if d.approval_required:
+        marker = f" requires approval ({policy.source})"
+        if not d.reason.endswith(marker):
+            return d.reason
+        groups = grouped(d.reason[: -len(marker)].split(", "), True)
+        return "; ".join(f"{ns} requires approval ({o})" for ns, o in groups)
+    prefix = f"{', '.join(d.programs)} allowed by {policy.source}: "
+    if not d.reason.startswith(prefix):
+        return d.reason
+    groups = grouped(list(d.programs), False)
+    said = "; ".join(f"{ns} {'allowed ' if i == 0 else ''}by {o}" for i, (ns, o) in enumerate(groups))
+    return f"{said}: {d.reason[len(prefix):]}"

@@ -606,8 +606,16 @@ def check_command(command: str, policy: Policy, *, plan: CommandList | None = No
         return Decision(False, str(e))
     except ShellDenied as e:
         return Decision(False, f"shell syntax not allowed: {e}")
+    except OSError as e:  # a path the check resolves cannot be looked at (no permission, too long, ...)
+        return Decision(False, _unresolvable(e))
     except Exception as e:  # a bug must never turn into "allowed"
         return Decision(False, f"cannot analyse command: {type(e).__name__}: {e}")
+
+
+def _unresolvable(e: OSError) -> str:
+    what = os.fsdecode(e.filename) if e.filename is not None else "a path the command names"
+    why = e.strerror or type(e).__name__
+    return f"{what}: cannot be resolved ({why.lower()}), and a path the check cannot follow is denied"
 
 
 def check_argv(words: Sequence[str], policy: Policy) -> Decision:
