@@ -2,15 +2,17 @@
 container sharing the workspace and the cgroup tree) looked gone from here, so a start here "finished" the
 record of its live pipeline and killed its command (its cgroup, its bubblewrap). A real DAL runs in a second
 pid namespace (`unshare -p -f --mount-proc`: it is that namespace's pid 1, which here is init, started at
-another time); a run here meanwhile leaves its record, cgroup and wall alone and says so."""
+another time); a run here meanwhile leaves its record, cgroup and wall alone and says so. Both run in a
+private mount namespace with a private /tmp, so that no other DAL on the machine shares their registry."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
-import time
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,44 +21,60 @@ from dal.effects import owners
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
-def _records(held: Path) -> list[str]:
-    """The records in `held` (not the temporary file one is written as first)."""
-    return sorted(p.name for p in held.glob("*.json") if not p.name.startswith(".")) if held.is_dir() else []
+DRIVER = r"""
+import json, os, subprocess, sys, time
+where = sys.argv[1]
+ws = os.path.join(where, "ws")
+os.mkdir(ws)
+subprocess.run(["git", "init", "-q", ws], check=True)  # the guard holds its refs: a record, wall or not
+# The container's command runs until the file `go` exists, then says it was not killed.
+with open(os.path.join(ws, "c.dal"), "w") as f:
+    f.write("print(run(\"python3 -c 'import os, time\\nwhile not os.path.exists(\\\"go\\\"): time.sleep(0.05)\\n"
+            "print(\\\"finished\\\")'\").stdout)\n")
+with open(os.path.join(ws, "h.dal"), "w") as f:
+    f.write('print(run("echo here").stdout)\n')
+held = os.path.join(ws, ".dal", "held")
+def records():
+    return sorted(n for n in os.listdir(held) if n.endswith(".json") and not n.startswith(".")) \
+        if os.path.isdir(held) else []
+inner = subprocess.Popen(["unshare", "-p", "-f", "--mount-proc", sys.executable, "-m", "dal", "run",
+                          "--allow-run=python3", "c.dal"], cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline and not records():
+    time.sleep(0.05)
+before = records()
+here = subprocess.run([sys.executable, "-m", "dal", "run", "h.dal"], cwd=ws, capture_output=True, text=True,
+                      timeout=60)
+during = records()
+open(os.path.join(ws, "go"), "w").close()
+out, err = inner.communicate(timeout=60)
+print(json.dumps({"before": before, "during": during, "after": records(), "here": [here.returncode, here.stdout,
+                  here.stderr], "inner": [inner.returncode, out, err]}))
+"""
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="a pid namespace needs root")
-def test_a_dal_in_another_pid_namespace_is_not_taken_for_gone(tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_STATE_HOME": str(tmp_path / "state")}
-    subprocess.run(["git", "init", "-q", str(ws)], check=True, env=env)  # the guard holds its refs: a record
-    # The container's command runs until this test lets it end (the file `go`), then says it was not killed.
-    (ws / "c.dal").write_text(
-        "print(run(\"python3 -c 'import os, time\\nwhile not os.path.exists(\\\"go\\\"): time.sleep(0.05)\\n"
-        "print(\\\"finished\\\")'\").stdout)\n")
-    (ws / "h.dal").write_text('print(run("echo here").stdout)\n')
-    inner = subprocess.Popen(["unshare", "-p", "-f", "--mount-proc", sys.executable, "-m", "dal", "run",
-                              "--allow-run=python3", "c.dal"], cwd=ws, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+def test_a_dal_in_another_pid_namespace_is_not_taken_for_gone() -> None:
+    where = Path(tempfile.mkdtemp(prefix="dal-liveness-", dir="/var/tmp"))
     try:
-        held = ws / ".dal" / "held"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not _records(held):
-            time.sleep(0.05)
-        records = _records(held)
-        assert len(records) == 1 and records[0].startswith("1-"), (records, inner.poll())
-        here = subprocess.run([sys.executable, "-m", "dal", "run", "h.dal"], cwd=ws, env=env, capture_output=True,
-                              text=True, timeout=60)
-        assert here.returncode == 0 and here.stdout == "here\n\n", here
-        notes = [line for line in here.stderr.splitlines() if "left alone" in line]
-        assert any(records[0] in line and "in another pid namespace of this host" in line for line in notes), here
-        assert _records(held) == records  # the live pipeline's record stays
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_STATE_HOME": str(where / "state")}
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                            'mount -t tmpfs -o mode=1777 tmpfs /tmp && exec "$0" -c "$1" "$2"',
+                            sys.executable, DRIVER, str(where)], capture_output=True, text=True, env=env, timeout=200)
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout.splitlines()[-1])
     finally:
-        (ws / "go").write_text("")
-        out, err = inner.communicate(timeout=60)
-    assert inner.returncode == 0 and out == "finished\n\n", (inner.returncode, out, err)
-    assert _records(held) == []  # its own DAL finished its checks and removed it
+        shutil.rmtree(where, ignore_errors=True)
+    record = got["before"]
+    assert len(record) == 1 and record[0].startswith("1-"), got  # written by that namespace's pid 1
+    code, stdout, stderr = got["here"]
+    assert code == 0 and stdout == "here\n\n", got
+    notes = [line for line in stderr.splitlines() if "left alone" in line]
+    assert any(record[0] in line and "in another pid namespace of this host" in line for line in notes), got
+    assert got["during"] == record, got  # the live pipeline's record stays
+    assert got["inner"][:2] == [0, "finished\n\n"], got  # its command was not killed
+    assert got["after"] == [], got  # its own DAL finished its checks and removed it
 
 
 def test_what_an_owner_elsewhere_left_is_not_judged_here() -> None:
