@@ -441,6 +441,7 @@ def _check_git(g: object, policy: Policy) -> None:
         if os.path.lexists(dot_git):  # attack6 14: a re-init rewrites the existing repository's config and hooks
             raise _Denied(f"git init: {P.display(dot_git, ws)} exists, and re-initialising a repository rewrites its "
                           "config and copies templates into its hooks (only a new repository may be made)")
+        _deny_init_in_git_dir(os.path.dirname(dot_git), policy)
     for folder, names in getattr(g, "outputs", ()):
         _check_outputs(folder or _configured(entries, "format.outputdirectory") or ".", names, policy)
     patched: list[str] = []
@@ -460,6 +461,24 @@ def _check_git(g: object, policy: Policy) -> None:
                 else:
                     _check_protection(P.resolve_path(target, ws, follow_final=False), policy)
     _check_git_dirs(patched, policy)  # a patch adding x/HEAD, x/objects/..., x/refs/... makes x a lookalike
+
+
+def _deny_init_in_git_dir(target: str, policy: Policy) -> None:
+    """`git init DIR` where DIR, or a folder it is in, passes for a git directory (a tracked bare-repository
+    fixture): the new DIR/.git would be the repository every git run there takes in place of the fixture,
+    and, `.git` being protected, no script could remove it again. Denied, as a change to what git reads
+    there (the guard's and the wall's live entries) is undone."""
+    at = target
+    while P.within(at, policy.write_roots):
+        if _looks_like_git_dir(at):
+            ws = policy.workspace
+            where = "passes" if at == target else f"is inside {P.display(at, ws)}, which passes"
+            raise _Denied(f"git init: {P.display(target, ws)} {where} for a git directory (HEAD, objects/, refs/): "
+                          "the repository made there would be the one git takes in it, in place of that one")
+        up = os.path.dirname(at)
+        if up == at:
+            break
+        at = up
 
 
 def _configured(entries: list[tuple[str, str]], key: str) -> str | None:
