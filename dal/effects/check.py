@@ -702,6 +702,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
         return os.path.isdir(os.path.join(ws, p))
 
     stages: dict[int, tuple[bool, bool]] = {}  # id(cmd) -> (changes names, writes through its arguments)
+    unmodelled: list[str] = []  # allowed by name, without a model of their arguments
     for cmd in plan.simple_commands():
         name = cmd.argv[0]
         executables[name] = _program(name, policy)
@@ -713,6 +714,8 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
             # No model: the policy trusts this program with its arguments; the sandbox still walls it in.
             part_class = "external" if policy.allow_net else "local"
             part_idem = False
+            if name not in unmodelled:
+                unmodelled.append(name)
         else:
             if use.unsafe:
                 raise _Denied(use.unsafe)
@@ -765,4 +768,10 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
     outside = any(p.startswith("/") and p != P.NULL_DEVICE for p in (*reads, *writes))
     where = "inside the allowed roots" if outside else "inside the workspace"
     what = {"read": "reads only", "local": "changes files", "external": "acts outside the machine"}[klass]
-    return Decision(True, f"{', '.join(programs)} allowed by {policy.source}: {what} {where}", **common)
+    if unmodelled:  # what it writes the check cannot see: "inside the workspace" would be a claim it never checked
+        names, one = ", ".join(unmodelled), len(unmodelled) == 1
+        its, it = ("its", "it") if one else ("their", "them")
+        where = (f"where the check cannot tell: {names} {'has' if one else 'have'} no model of {its} arguments "
+                 f"(only the wall keeps {it} inside the roots)")
+    sep = ", " if unmodelled else " "
+    return Decision(True, f"{', '.join(programs)} allowed by {policy.source}: {what}{sep}{where}", **common)

@@ -43,15 +43,24 @@ def test_a_path_the_check_cannot_resolve_is_named_not_a_python_exception(tmp_pat
 
 def test_each_programs_permission_names_where_it_came_from(tmp_path: Path) -> None:
     first = lambda *a: _check(tmp_path, *a).stdout.splitlines()[0]  # noqa: E731
-    assert first("make", "--allow-run=make") == \
-        "allow: make allowed by --allow-run: changes files inside the workspace"
+    assert first("git status", "--allow-run=git") == \
+        "allow: git allowed by --allow-run: changes files inside the workspace"
     assert first("cat x") == "allow: cat allowed by the default toolset: reads only inside the workspace"
     assert first("make", "--require-approval=make") == "approval required: make requires approval (--require-approval)"
     (tmp_path / "dal.toml").write_text('[run]\nallow = ["git"]\nrequire_approval = ["curl"]\n')
     assert first("git status; cat x; make", "--allow-run=make").startswith(
         "allow: git allowed by dal.toml (sha256 ")
     assert first("git status; cat x; make", "--allow-run=make").endswith(
-        "); cat by the default toolset; make by --allow-run: changes files inside the workspace")
+        "); cat by the default toolset; make by --allow-run: changes files, where the check cannot tell: make has no "
+        "model of its arguments (only the wall keeps it inside the roots)")
     gated = first("curl -s http://h/; make", "--require-approval=make")
     assert gated.startswith("approval required: curl requires approval (dal.toml (sha256 ") and gated.endswith(
         ")); make requires approval (--require-approval)"), gated
+
+
+def test_a_program_without_a_model_is_not_said_to_stay_inside_the_workspace(tmp_path: Path) -> None:
+    # attack8 03: `tar xf a.tar -C /etc` was "allowed ...: changes files inside the workspace"
+    r = _check(tmp_path, "tar xf a.tar -C /etc", "--allow-run=tar")
+    assert r.returncode == 0 and r.stdout.splitlines()[0] == (
+        "allow: tar allowed by --allow-run: changes files, where the check cannot tell: tar has no model of its "
+        "arguments (only the wall keeps it inside the roots)"), r
