@@ -173,8 +173,10 @@ def finish_dead(policy: Policy) -> list[str]:
     me = reaper.owner_tag(os.getpid())
     for name in names:
         owner = _owner_of(name) if name.endswith(".json") and not name.startswith(".") else None
-        if owner is None or not owners.gone(*owner):
-            continue  # its process runs here (or what would be its pid here names a process): not touched
+        if owner is None:
+            continue
+        # Read whatever its pid names here: a record of an earlier boot of this host is its DAL's although the
+        # pid and start time now name a process again (early-boot processes get the same ones each boot).
         path = os.path.join(folder, name)
         try:
             with open(path, "rb") as f:
@@ -183,6 +185,8 @@ def finish_dead(policy: Policy) -> list[str]:
         except FileNotFoundError:
             continue  # its pipeline ended meanwhile
         except (OSError, ValueError, AttributeError) as e:
+            if not owners.gone(*owner):
+                continue  # its pid names a process that runs here: not ours to judge (nor to refuse on)
             raise HeldUnreadable(f"{path}: {e}") from None
         key = _key()
         if not (isinstance(body, str) and isinstance(mac, str) and key is not None

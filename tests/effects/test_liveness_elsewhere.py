@@ -87,3 +87,33 @@ def test_what_an_owner_elsewhere_left_is_not_judged_here() -> None:
     # An earlier boot of this very host (its name and machine id): every process of that boot is gone.
     assert owners.verdict(os.getpid(), 1, {**me, "boot": "earlier"}) == ("gone" if me["machine"] else None)
     assert owners.verdict(pid, start, "unreadable") is None
+
+
+@pytest.mark.parametrize(("where", "finished"), [
+    pytest.param({"boot": "an-earlier-boot"}, True, id="earlier-boot-of-this-host"),
+    pytest.param({"pidns": 1}, False, id="another-pid-namespace"),
+    pytest.param({"boot": "another", "host": "elsewhere", "machine": "other"}, False, id="another-host"),
+])
+def test_a_record_is_finished_only_when_its_owner_is_provably_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str], where: dict,
+                                                                   finished: bool) -> None:
+    """The record's name is this very process (its pid and start time name a live process here), as after a
+    reboot in which a process got the same pid at the same tick: only where it ran decides."""
+    if owners.here()["machine"] is None and where.get("boot") == "an-earlier-boot":
+        pytest.skip("no /etc/machine-id: an earlier boot of this host cannot be told from another host")
+    from dal.effects import held
+    from dal.effects.policy import Policy
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    ws = tmp_path / "ws"
+    folder = ws / ".dal" / "held"
+    folder.mkdir(parents=True)
+    body = json.dumps({"version": 1, "workspace": str(ws), "owner": {**owners.here(), **where}, "guard": None,
+                       "wall": None})
+    key = held._key()
+    assert key is not None
+    record = folder / f"{owners.tag(os.getpid())}-1.json"
+    record.write_text(json.dumps({"body": body, "mac": held._mac(key, body.encode())}))
+    assert held.finish_dead(Policy.load(ws)) == []
+    assert record.exists() != finished
+    assert ("left alone" in capsys.readouterr().err) != finished
