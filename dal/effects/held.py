@@ -114,8 +114,15 @@ class Held:
         body = json.dumps({"version": _VERSION, "workspace": policy.workspace, "owner": owners.here(),
                            "guard": gstate, "wall": wstate})
         key = _key()
-        # Unsigned when the operator has no key (no usable HOME): such a record is never finished (see _key).
-        data = json.dumps({"body": body, "mac": _mac(key, body.encode()) if key is not None else None}).encode()
+        if key is None:
+            # An unsigned record is never finished, so a kill -9 would leave the pipeline's undo undone without
+            # a word (attack9 10): such a pipeline does not start.
+            folder_of_key = statedir.state_dir()
+            raise OSError(f"there is no key of the operator's to sign it with (DAL keeps one in "
+                          f"{folder_of_key + '/held.key' if folder_of_key else '$HOME/.local/state/dal/held.key'}, "
+                          "mode 0600, made on first use, and cannot use it here); give DAL a folder of yours: "
+                          "XDG_STATE_HOME=/an/absolute/folder")
+        data = json.dumps({"body": body, "mac": _mac(key, body.encode())}).encode()
         tmp = os.path.join(folder, "." + name)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:

@@ -67,3 +67,30 @@ def test_a_record_this_operator_did_not_sign_is_not_obeyed(tmp_path: Path, canar
     assert r.returncode == 0 and r.stdout == "hi\n\n", r
     assert victim.read_text() == "precious\n" and not planted.exists()
     assert (held / "999999-1-1.json").exists()  # left for the operator to look at
+
+
+def test_no_key_to_sign_the_record_means_the_walled_pipeline_does_not_start(tmp_path: Path) -> None:
+    """attack9 10: without a usable key (HOME a file, no XDG_STATE_HOME) the record was written unsigned, and
+    an unsigned record is never finished: after a kill -9 the wall's undo was skipped without a word. Now such
+    a pipeline does not start, and says how to give DAL a folder."""
+    from dal.effects import sandbox_status
+
+    if not sandbox_status()[0]:
+        pytest.skip("needs the bubblewrap wall (its pipelines are the ones with a record)")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (tmp_path / "homefile").write_text("")
+    (ws / "s.dal").write_text('let r = run("python3 -c \\"open(\'ran\', \'w\')\\"")\nprint(r.code)\n')
+    env = {k: v for k, v in os.environ.items() if k != "XDG_STATE_HOME"}
+    r = subprocess.run([sys.executable, "-m", "dal", "run", "--allow-run=python3", "s.dal"], cwd=ws,
+                       env={**env, "HOME": str(tmp_path / "homefile")}, capture_output=True, text=True, timeout=60)
+    assert r.stdout == "126\n", (r.stdout, r.stderr)
+    assert not (ws / "ran").exists() and not list((ws / ".dal" / "held").glob("*.json"))
+    receipt = json.loads(next((ws / ".dal" / "receipts").glob("*.json")).read_text())
+    assert "no key of the operator's to sign it with" in json.dumps(receipt) and "XDG_STATE_HOME" in json.dumps(receipt)
+    state = tmp_path / "state"
+    r = subprocess.run([sys.executable, "-m", "dal", "run", "--allow-run=python3", "s.dal"], cwd=ws,
+                       env={**env, "HOME": str(tmp_path / "homefile"), "XDG_STATE_HOME": str(state)},
+                       capture_output=True, text=True, timeout=60)
+    assert r.stdout == "0\n" and (ws / "ran").exists(), r.stderr
+    assert (state / "dal" / "held.key").stat().st_mode & 0o777 == 0o600
