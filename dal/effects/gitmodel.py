@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import attrs
 
+from dal.effects import gitoptions
 from dal.effects.programs import ArgUse, Unsafe
 
 __all__ = ["GitUse", "analyze_git", "git_is_network", "SUBCOMMANDS"]
@@ -634,12 +635,17 @@ _DENIED_SUBCOMMANDS = {
 }
 
 
-def _match(sub: Sub, name: str) -> str:
-    """The option `name` (with its dashes) stands for: itself, or the denied / path / value option it
-    abbreviates. An abbreviation of a denied option is denied, whatever else it might abbreviate."""
+def _match(sub_name: str, sub: Sub, name: str, attached: bool = False) -> str:
+    """The option `name` (with its dashes) stands for, in full: the option git reads it as (gitoptions.py:
+    an unambiguous prefix, a `--no-` form; an ambiguous one is denied), else itself or the denied / path /
+    value option of the model it abbreviates (options git parses in tables the measurement does not see).
+    An abbreviation of a denied option is denied, whatever else it might abbreviate."""
     known = (sub.deny, sub.paths, sub.values, sub.flags or ())
     if any(name in k for k in known) or not name.startswith("--") or len(name) < 3:
         return name
+    full = gitoptions.long_option(sub_name, name, attached)
+    if full is not None:
+        return full
     for table in (sub.deny, sub.paths, sub.values):
         hits = [k for k in table if k.startswith(name)]
         if hits:
@@ -682,7 +688,7 @@ def _parse(sub_name: str, sub: Sub, args: list[str]) -> Parsed:
             return Parsed(sub_name, tuple(options), (*operands, *args[i:]), len(operands))
         if a.startswith("--") and len(a) > 2:
             raw, eq, value = a.partition("=")
-            name = _match(sub, raw)
+            name = _match(sub_name, sub, raw, bool(eq))
             kind = _option(sub, sub_name, name)
             if kind != "flag" and not eq and i < len(args):
                 value = args[i]
@@ -719,7 +725,10 @@ def _also_an_option(sub: Sub, sub_name: str, value: str) -> None:
     """A separate value that looks like an option: should git read it as one after all (the model took the
     option before it for one with a value, git did not), it must not be one that is denied or takes a path."""
     if value.startswith("-") and len(value) > 1:
-        name = _match(sub, value.partition("=")[0]) if value.startswith("--") else value[:2]
+        try:
+            name = _match(sub_name, sub, value.partition("=")[0], "=" in value) if value.startswith("--") else value[:2]
+        except Unsafe:
+            return  # a prefix of several options: git would refuse it, not take it for one
         if sub.deny.get(name) or _path_kind(sub, name):
             raise Unsafe(f"git {sub_name}: the value {value!r} could be read as the option {name}; "
                          "give values attached (--opt=VALUE)")
