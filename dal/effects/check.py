@@ -436,6 +436,8 @@ def _check_git(g: object, policy: Policy) -> None:
                     _check_repository(repo, policy, "run the hooks of")
     for raw in getattr(g, "staged", ()):
         _check_staged(raw, top, policy)
+    for raw in getattr(g, "adds", ()):
+        _check_adding(raw, getattr(g, "adds_ignored", False), top, policy)
     if getattr(g, "initialises", None) is not None:
         dot_git = os.path.join(P.resolve_path(g.initialises, ws), ".git")
         if os.path.lexists(dot_git):  # attack6 14: a re-init rewrites the existing repository's config and hooks
@@ -533,6 +535,55 @@ def _check_staged(raw: str, top: str | None, policy: Policy) -> None:
         if d == base:
             break
         d = os.path.dirname(d)
+
+
+def _check_adding(raw: str, force: bool, top: str | None, policy: Policy) -> None:
+    """`git add PATHSPEC` reads every untracked file below PATHSPEC into the repository's objects, where
+    `git cat-file --batch-all-objects` or `git show` reads it back (attack9 03): deny one that would reach a
+    file scripts never read (policy.secrecy). A `.dal` folder holding DAL's `.gitignore` (`*`) is not read
+    by git, unless --force; with --force a folder or a pattern is walked, and each file below it checked."""
+    from dal.core.gitignored import is_ignored_folder
+
+    base = top or policy.workspace
+    pattern = raw.startswith(":") or any(c in raw for c in "*?[")
+    path = base if pattern else P.resolve_path(raw, policy.workspace, follow_final=False)
+    shown = "the whole tree" if pattern else P.display(path, policy.workspace)
+    raw = "-A" if raw == ":/" else raw  # no pathspec: the whole tree
+    if not os.path.isdir(path):
+        return  # a file: checked as a path staged (_check_staged) and read
+    if force:
+        if pattern:
+            raise _Denied(f"git add --force {raw}: a pattern with --force adds ignored files too, the run store's "
+                          "(.dal/) among them; name the files")
+        for below, _, st in _walk(path, policy, (".git",)):
+            secret = policy.secrecy(below) if not stat.S_ISDIR(st.st_mode) else None
+            if secret:
+                raise _Denied(f"git add --force {raw}: would read {P.display(below, policy.workspace)} into the "
+                              f"repository's objects, where a later command reads it back: {secret}; name the files")
+        return
+    # What could hold such a file below `path`: the store and receipts (policy.hidden) and every `.dal`
+    # folder among them, and the `.dal` folders of `path` and of the workspace (a nested one elsewhere that
+    # DAL never opened since it writes `.gitignore` files is caught after the command: gitguard removes
+    # the objects git wrote from it).
+    places = [*policy.hidden, os.path.join(path, ".dal"), os.path.join(policy.workspace, ".dal")]
+    for place in places:
+        if not P.within(place, [path]) or not os.path.lexists(place):
+            continue
+        folder = _dal_folder(place)
+        if folder is not None and is_ignored_folder(folder):
+            continue
+        why = policy.secrecy(os.path.realpath(place)) or f"{place} is a run store folder"
+        raise _Denied(f"git add {raw}: would read {P.display(place, policy.workspace)} into the repository's objects "
+                      f"({shown} holds it, and git does not ignore it), where a later command reads it back: {why}; "
+                      "name the files to add")
+
+
+def _dal_folder(path: str) -> str | None:
+    """The `.dal` folder `path` is, or is in; None when it is in none."""
+    parts = path.split("/")
+    if ".dal" not in parts:
+        return None
+    return "/".join(parts[: parts.index(".dal") + 1])  # the outermost: its `*` hides all below it
 
 
 def recheck(cmd: SimpleCommand, policy: Policy) -> str | None:

@@ -244,6 +244,7 @@ class GitGuard:
             raise GuardRefused(f"cannot read the repository's refs: {e}") from None
         self.entries = 0
         self.lookalikes: list[tuple[str, str]] = []  # (work tree, folder) of the lookalikes found
+        self.secrets: list[str] = []  # object names of blobs the index named for paths scripts never read
 
     @classmethod
     def start(cls, policy: Policy, walled: bool) -> GitGuard:
@@ -271,6 +272,7 @@ class GitGuard:
         guard.before = {k: v.encode("latin-1") for k, v in state["before"].items()}
         guard.entries = 0
         guard.lookalikes = []
+        guard.secrets = []
         return guard
 
     # --- after the pipeline -------------------------------------------------------------------------
@@ -301,7 +303,28 @@ class GitGuard:
             bad = [f"could not check what the repository now references: {e}"]
         if not bad:
             return []
-        return self._put_back(dirs, bad, after)
+        text = self._put_back(dirs, bad, after)
+        return [text[0] + self._drop_secrets()] + text[1:]
+
+    def _drop_secrets(self) -> str:
+        """Remove the loose objects of self.secrets (the refs and the index that named them are put back, so
+        nothing of the operator's names them); what was done, for the message."""
+        gone, kept = 0, []
+        objects = os.path.join(str(self.common), "objects")
+        for oid in self._not_before(self.secrets):
+            path = os.path.join(objects, oid[:2], oid[2:])
+            try:
+                os.unlink(path)
+                gone += 1
+            except FileNotFoundError:
+                kept.append(oid[:12])  # packed (a file past core.bigFileThreshold): left, and said
+            except OSError as e:
+                kept.append(f"{oid[:12]} ({e.strerror or e})")
+        text = f"; removed the {gone} object(s) git wrote from files scripts never read" if gone else ""
+        if kept:
+            text += (f"; could not remove the object(s) {', '.join(kept)} holding such a file's content (`git gc "
+                     "--prune=now` removes them)")
+        return text
 
     def _inspect(self, top: str, dirs: list[str], after: dict[str, bytes], changed: list[str]) -> list[str]:
         odd = [p for p in changed if "/reftable/" in p or _odd(after.get(p, b""))]
@@ -358,6 +381,10 @@ class GitGuard:
                      and not self._operators(dtop, key)]
         self.lookalikes = list(dict.fromkeys((wtop, key[1]) for wtop, key, _ in hits
                                              if key[0] in ("lookalike", "gitdir")))
+        # attack9 03: a blob git wrote from a file scripts never read (the run store) would stay in objects/
+        # after the index is put back, for a later `git cat-file --batch-all-objects` to copy out.
+        self.secrets = list(dict.fromkeys(key[2] for wtop, key, _ in hits if key[0] == "protected"
+                                          and self.policy.secrecy(os.path.realpath(os.path.join(wtop, key[1])))))
         return [text for _, _, text in hits]
 
     def _baseline(self, d: str, top: str) -> set[tuple]:
@@ -585,6 +612,27 @@ class GitGuard:
         if failed:
             text += f"; could not put back {', '.join(failed)}: check the repository before running git there"
         return [text]
+
+    def _not_before(self, oids: list[str]) -> list[str]:
+        """Those of `oids` nothing held before the pipeline names -- its indexes, and every object reachable
+        from what its refs, reflogs and pseudo-refs named -- so that an empty file's blob, or a tracked file
+        with the same bytes, stays; [] when that cannot be listed (nothing is removed then)."""
+        left = set(oids)
+        for path, data in self.before.items():
+            if os.path.basename(path) == "index" and data and left:
+                try:
+                    left -= {oid.hex() for _, oid, _ in gitindex.index_entries_with_modes(data)}
+                except gitindex.IndexUnreadable:
+                    return []
+        tips = sorted(set().union(*(_oids(p, d) for p, d in self.before.items())))
+        if left and tips:
+            try:
+                out = self._run(["rev-list", "--objects", "--no-object-names", "--ignore-missing", "--stdin"],
+                                stdin="".join(t + "\n" for t in tips).encode())
+            except _Unlistable:
+                return []
+            left -= set(out.decode().split())
+        return [o for o in oids if o in left]
 
     def _show(self, path: str) -> str:
         ws = self.policy.workspace

@@ -40,6 +40,10 @@ class GitUse:
     writes_worktree: bool = False  # rewrites files of its work tree
     staged: tuple[str, ...] = ()  # paths `git add` / `git commit PATHS` records in the index (and a commit)
     initialises: str | None = None  # `git init [DIR]`: DIR, which must not hold a `.git` already (a re-init)
+    # `git add`: the pathspecs whose untracked files git reads into objects ("." for the whole tree), and
+    # whether --force makes it read ignored files too (a `.dal` folder's, dal.core.gitignored)
+    adds: tuple[str, ...] = ()
+    adds_ignored: bool = False
     # (folder or "" for format.outputDirectory / the current folder, regex of the names): files format-patch
     # makes; each entry there its names can match is checked as a write (a symlink would be written through)
     outputs: tuple[tuple[str, str], ...] = ()
@@ -228,9 +232,17 @@ def _writes(p: Parsed) -> tuple[ArgUse, GitUse]:
 def _staging(p: Parsed) -> tuple[ArgUse, GitUse]:
     """git add / git commit PATHS record the files their pathspecs name in the index, and a later checkout
     writes them back: the checker refuses a protected path or a git-directory lookalike among them (patterns
-    and `.` are left to what the repository is checked for after the command, gitguard.py)."""
+    and `.` are left to what the repository is checked for after the command, gitguard.py). `git add` also
+    writes the content of every untracked file below them into objects, where a later command reads it
+    back: the checker refuses one that would reach a file scripts never read (attack9 03)."""
     ops = tuple(o for o in p.operands if o != "-")
-    return ArgUse(reads=ops), GitUse(p.sub, staged=ops)
+    if p.sub != "add":
+        return ArgUse(reads=ops), GitUse(p.sub, staged=ops)
+    if p.values("--pathspec-from-file"):
+        raise Unsafe("git add --pathspec-from-file: adds paths that cannot be checked; name them on the command line")
+    whole = not ops and p.has("-A", "--all", "-u", "--update", "--ignore-removal", "--renormalize")
+    adds = ops or ((":/",) if whole else ())
+    return ArgUse(reads=ops), GitUse(p.sub, staged=ops, adds=adds, adds_ignored=p.has("-f", "--force"))
 
 
 def _rm(p: Parsed) -> tuple[ArgUse, GitUse]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dal.core.fsutil import atomic_write_text, mkstemp
+from dal.core.gitignored import ignore_folder
 from dal.core.jsontext import dumps
 
 DEFAULT_RECEIPTS_DIR = Path(".dal") / "receipts"
@@ -37,6 +38,8 @@ def probe_receipts_dir(
     folder = receipts_dir(directory, workspace)
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        if folder.parent.name == ".dal":
+            ignore_folder(folder.parent)  # git never sees the receipts (dal.core.gitignored)
         fd, probe = mkstemp(folder, ".probe.", ".tmp")
         try:
             os.write(fd, b"dal receipts probe\n")

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from dal.core.fsutil import fsync_dir
+from dal.core.gitignored import ignore_folder
 from dal.core.jsontext import dumps as _dumps
 from dal.core.jsontext import escape_surrogates as _utf8
 from dal.receipts import storefile
@@ -457,6 +458,8 @@ class Store:
                 f"Make it writable or choose another store with --store PATH or {STORE_ENV}=PATH.",
                 self.path,
             ) from None
+        if self.path.parent.name == ".dal":
+            ignore_folder(self.path.parent)  # git never sees the store (dal.core.gitignored)
         if self.path.exists():
             leftover = self._vet_file()  # a damaged store is reported as such first, whatever else is wrong
             self._refuse_read_only()
