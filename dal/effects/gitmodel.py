@@ -393,8 +393,12 @@ def _archive(p: Parsed) -> tuple[ArgUse, GitUse]:
 
 
 def _patches(p: Parsed) -> tuple[ArgUse, GitUse]:
-    """apply/am: the files the patches name are written; the checker reads each patch for them."""
-    ops = [o for o in p.operands if o != "-"]
+    """apply/am: the files the patches name are written; the checker reads each patch for them. A `-`
+    among the operands is a patch from standard input, which the checker cannot read (attack9 11: `git apply
+    ok.patch - < evil.patch` applied the second, unchecked)."""
+    if "-" in p.operands:
+        raise Unsafe(f"git {p.sub} -: reads a patch from standard input, which DAL cannot check; name the file")
+    ops = list(p.operands)
     if not ops and not p.has("--continue", "-r", "--resolved", "--skip", "--abort", "--quit",
                              "--show-current-patch"):  # fmt: skip
         raise Unsafe(f"git {p.sub} without a patch file reads the patch from standard input: name the file")
@@ -753,7 +757,10 @@ def _path_kind(sub: Sub, name: str) -> str | None:
 
 
 def _path_values(sub: Sub, parsed: Parsed, kind: str) -> list[str]:
-    return [v for n, v in parsed.options if v is not None and _path_kind(sub, n) == kind and v != "-"]
+    """The values of the options that name a path of `kind`. A `-` read is standard input (`commit -F -`);
+    a `-` written is a file named `-` to git (`--output=-`, `archive -o -`: attack9 09), checked as one."""
+    return [v for n, v in parsed.options
+            if v is not None and _path_kind(sub, n) == kind and (v != "-" or kind == WRITE)]
 
 
 def analyze_git(argv: tuple[str, ...], is_dir: Callable[[str], bool]) -> ArgUse:
