@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import json
 import os
+import stat
 import sys
 
 from dal.core import statedir
@@ -46,11 +47,25 @@ def _key() -> bytes | None:
     every policy hides and protects and the wall covers (attack9 04). A record's power is bounded besides,
     whatever its MAC (_bounded)."""
     folder = statedir.state_dir()
-    if folder is None:
-        return None
+    key = _key_in(folder, own_folder=False) if folder is not None else None
+    if key is None:  # a HOME that cannot hold it (a service user's /nonexistent): /tmp's folder, if ours alone
+        key = _key_in(statedir.fallback_dir(), own_folder=True)
+    return key
+
+
+def _key_in(folder: str, own_folder: bool) -> bytes | None:
     path = os.path.join(folder, "held.key")
     try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
+        if own_folder:
+            try:
+                os.mkdir(folder, 0o700)
+            except FileExistsError:
+                pass
+            st = os.lstat(folder)  # another user may have made it first: then it is not a place for a secret
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+                return None
+        else:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except FileExistsError:
@@ -120,8 +135,8 @@ class Held:
             folder_of_key = statedir.state_dir()
             raise OSError(f"there is no key of the operator's to sign it with (DAL keeps one in "
                           f"{folder_of_key + '/held.key' if folder_of_key else '$HOME/.local/state/dal/held.key'}, "
-                          "mode 0600, made on first use, and cannot use it here); give DAL a folder of yours: "
-                          "XDG_STATE_HOME=/an/absolute/folder")
+                          f"else {statedir.fallback_dir()}/held.key, mode 0600, made on first use, and can use "
+                          "neither here); give DAL a folder of yours: XDG_STATE_HOME=/an/absolute/folder")
         data = json.dumps({"body": body, "mac": _mac(key, body.encode())}).encode()
         tmp = os.path.join(folder, "." + name)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)

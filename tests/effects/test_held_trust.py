@@ -69,28 +69,35 @@ def test_a_record_this_operator_did_not_sign_is_not_obeyed(tmp_path: Path, canar
     assert (held / "999999-1-1.json").exists()  # left for the operator to look at
 
 
+_NO_KEY = r"""
+set -e
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mkdir -p /tmp/ws && cd /tmp/ws && : > /tmp/homefile
+printf '%s' "$S_DAL" > s.dal
+dal() { env -u XDG_STATE_HOME HOME=/tmp/homefile "$PY" -m dal run --allow-run=python3 s.dal 2>/tmp/err; }
+echo "fallback $(dal) $(test -e ran && echo ran) $(stat -c %a /tmp/dal-state-$(id -u)/held.key)"
+rm -rf ran /tmp/dal-state-$(id -u) && mkdir -m 0777 /tmp/dal-state-$(id -u) && chown 65534 /tmp/dal-state-$(id -u)
+echo "foreign $(dal) $(test -e ran && echo ran)"
+grep -o "no key of the operator's to sign it with" .dal/receipts/*.json | head -1
+ls .dal/held 2>/dev/null || true
+cat /tmp/err >&2
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a private /tmp (unshare -m) and a folder of another user need root")
 def test_no_key_to_sign_the_record_means_the_walled_pipeline_does_not_start(tmp_path: Path) -> None:
     """attack9 10: without a usable key (HOME a file, no XDG_STATE_HOME) the record was written unsigned, and
-    an unsigned record is never finished: after a kill -9 the wall's undo was skipped without a word. Now such
-    a pipeline does not start, and says how to give DAL a folder."""
+    an unsigned record is never finished: after a kill -9 the wall's undo was skipped without a word. A HOME
+    that cannot hold the key uses /tmp/dal-state-EUID while it is the user's alone; when it is not either, the
+    pipeline does not start, and says how to give DAL a folder. In a private /tmp."""
     from dal.effects import sandbox_status
 
     if not sandbox_status()[0]:
         pytest.skip("needs the bubblewrap wall (its pipelines are the ones with a record)")
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (tmp_path / "homefile").write_text("")
-    (ws / "s.dal").write_text('let r = run("python3 -c \\"open(\'ran\', \'w\')\\"")\nprint(r.code)\n')
-    env = {k: v for k, v in os.environ.items() if k != "XDG_STATE_HOME"}
-    r = subprocess.run([sys.executable, "-m", "dal", "run", "--allow-run=python3", "s.dal"], cwd=ws,
-                       env={**env, "HOME": str(tmp_path / "homefile")}, capture_output=True, text=True, timeout=60)
-    assert r.stdout == "126\n", (r.stdout, r.stderr)
-    assert not (ws / "ran").exists() and not list((ws / ".dal" / "held").glob("*.json"))
-    receipt = json.loads(next((ws / ".dal" / "receipts").glob("*.json")).read_text())
-    assert "no key of the operator's to sign it with" in json.dumps(receipt) and "XDG_STATE_HOME" in json.dumps(receipt)
-    state = tmp_path / "state"
-    r = subprocess.run([sys.executable, "-m", "dal", "run", "--allow-run=python3", "s.dal"], cwd=ws,
-                       env={**env, "HOME": str(tmp_path / "homefile"), "XDG_STATE_HOME": str(state)},
-                       capture_output=True, text=True, timeout=60)
-    assert r.stdout == "0\n" and (ws / "ran").exists(), r.stderr
-    assert (state / "dal" / "held.key").stat().st_mode & 0o777 == 0o600
+    repo = Path(__file__).resolve().parents[2]
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", _NO_KEY], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "PY": sys.executable, "PYTHONPATH": str(repo),
+                            "S_DAL": 'let r = run("python3 -c \\"open(\'ran\', \'w\')\\"")\nprint(r.code)\n'})
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and lines[:2] == ["fallback 0 ran 600", "foreign 126 "], r.stdout + r.stderr
+    assert lines[2].endswith("no key of the operator's to sign it with") and len(lines) == 3, r.stdout
