@@ -438,6 +438,8 @@ class Store:
                 self._open_readonly()
             else:
                 self._open_readwrite()
+                if self.path.parent.name == ".dal":
+                    ignore_folder(self.path.parent)  # git never sees the store (dal.core.gitignored)
         except BaseException:
             self.close()  # a store we refuse must not stay open (or locked) behind the error
             raise
@@ -458,8 +460,6 @@ class Store:
                 f"Make it writable or choose another store with --store PATH or {STORE_ENV}=PATH.",
                 self.path,
             ) from None
-        if self.path.parent.name == ".dal":
-            ignore_folder(self.path.parent)  # git never sees the store (dal.core.gitignored)
         if self.path.exists():
             leftover = self._vet_file()  # a damaged store is reported as such first, whatever else is wrong
             self._refuse_read_only()

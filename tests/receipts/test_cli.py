@@ -132,7 +132,9 @@ def test_inspection_writes_nothing(filled: Path, capsys) -> None:
     dal(capsys, "receipt", "show", RID, "--md", *w)
     # dal.db-seal: the writer that filled the store sealed it when it closed it (dal.receipts.storefile);
     # dal.db-reserve: the room the writer keeps for recording a run's end on a full disk
-    assert files_under(filled) == before == [".dal", ".dal/dal.db", ".dal/dal.db-reserve", ".dal/dal.db-seal"]
+    # .dal/.gitignore: `*`, so that git never sees the store (dal.core.gitignored)
+    assert files_under(filled) == before == [".dal", ".dal/.gitignore", ".dal/dal.db", ".dal/dal.db-reserve",
+                                             ".dal/dal.db-seal"]
 
 
 def test_store_flag_and_env(filled: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -237,7 +237,8 @@ def test_readonly_reader_leaves_no_side_files(db: Path, receipts: dict) -> None:
         assert len(ro.list_runs()) == 1
         with pytest.raises(StoreError, match="read-only"):
             ro.save_receipt(receipts["failed"])
-    assert sorted(p.name for p in db.parent.iterdir()) == before == ["dal.db", "dal.db-reserve", "dal.db-seal"]
+    listed = sorted(p.name for p in db.parent.iterdir())
+    assert listed == before == [".gitignore", "dal.db", "dal.db-reserve", "dal.db-seal"]  # .gitignore: gitignored
 
 
 def test_readonly_reader_sees_runs_written_after_it_opened(db: Path, receipts: dict) -> None:
@@ -411,7 +412,7 @@ def test_a_new_store_appears_whole(db: Path) -> None:
     with Store(db) as store:
         assert store.version == SCHEMA_VERSION
     # no temporary left
-    assert sorted(p.name for p in db.parent.iterdir()) == ["dal.db", "dal.db-reserve", "dal.db-seal"]
+    assert sorted(p.name for p in db.parent.iterdir()) == [".gitignore", "dal.db", "dal.db-reserve", "dal.db-seal"]
 
 
 def test_a_version_1_store_is_read_and_migrated(db: Path, receipts: dict) -> None:
