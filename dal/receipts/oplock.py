@@ -65,11 +65,17 @@ def held_by(folder: Path, key: str) -> dict[str, Any] | None:
         return None
     for fields in lock_table() or []:
         if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == where:
+            pid = int(fields[4]) if fields[4].isdigit() else None
             try:
                 with open(path, "rb") as f:
-                    return {**KeyLock.parse_holder(f.read(4096)), "key": key}
+                    holder = {**KeyLock.parse_holder(f.read(4096)), "key": key}
             except OSError:
-                return {"key": key}
+                holder = {"key": key}
+            if pid is not None and holder.get("pid") != pid:
+                # The file still names the previous holder: the new one has the lock and has not written
+                # itself there yet. The kernel's pid is the one that holds it; nothing else of the file is.
+                return {"pid": pid, "key": key}
+            return holder
     return _probe(path, key) if not _sees_every_lock() else None
 
 
