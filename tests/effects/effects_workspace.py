@@ -93,3 +93,16 @@ def serve_folder(site: Path) -> Iterator[str]:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def private_tmp_sh() -> str:
+    """Shell that mounts an empty tmpfs on /tmp in the current (private) mount namespace, keeping reachable
+    this interpreter's environment and the repository when they live under /tmp (a clone in /tmp/x, as CI
+    may make): each is bound back at its own path from the old /tmp."""
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    keep = sorted({p for p in (os.path.realpath(sys.prefix), os.path.realpath(repo)) if p.startswith("/tmp/")})
+    binds = "".join(f" && mkdir -p '{p}' && mount --bind '/run/dal-old-tmp{p[4:]}' '{p}'" for p in keep)
+    return ("mkdir -p /run/dal-old-tmp && mount --bind /tmp /run/dal-old-tmp && mount -t tmpfs -o mode=1777 tmpfs /tmp"
+            + binds)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from effects_workspace import private_tmp_sh
 
 
 def _record(ws: Path, victim: Path, planted: Path) -> str:
@@ -71,7 +72,7 @@ def test_a_record_this_operator_did_not_sign_is_not_obeyed(tmp_path: Path, canar
 
 _NO_KEY = r"""
 set -e
-mount -t tmpfs -o mode=1777 tmpfs /tmp
+eval "$PRIVATE_TMP"
 mkdir -p /tmp/ws && cd /tmp/ws && : > /tmp/homefile
 printf '%s' "$S_DAL" > s.dal
 dal() { env -u XDG_STATE_HOME HOME=/tmp/homefile "$PY" -m dal run --allow-run=python3 s.dal 2>/tmp/err; }
@@ -97,6 +98,7 @@ def test_no_key_to_sign_the_record_means_the_walled_pipeline_does_not_start(tmp_
     repo = Path(__file__).resolve().parents[2]
     r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", _NO_KEY], capture_output=True,
                        text=True, timeout=120, env={**os.environ, "PY": sys.executable, "PYTHONPATH": str(repo),
+                            "PRIVATE_TMP": private_tmp_sh(),
                             "S_DAL": 'let r = run("python3 -c \\"open(\'ran\', \'w\')\\"")\nprint(r.code)\n'})
     lines = r.stdout.splitlines()
     assert r.returncode == 0 and lines[:2] == ["fallback 0 ran 600", "foreign 126 "], r.stdout + r.stderr

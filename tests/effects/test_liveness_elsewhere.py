@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from effects_workspace import private_tmp_sh
 
 from dal.effects import owners
 
@@ -60,7 +61,7 @@ def test_a_dal_in_another_pid_namespace_is_not_taken_for_gone() -> None:
     try:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_STATE_HOME": str(where / "state")}
         r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                            'mount -t tmpfs -o mode=1777 tmpfs /tmp && exec "$0" -c "$1" "$2"',
+                            private_tmp_sh() + ' && exec "$0" -c "$1" "$2"',
                             sys.executable, DRIVER, str(where)], capture_output=True, text=True, env=env, timeout=200)
         assert r.returncode == 0, r.stderr
         got = json.loads(r.stdout.splitlines()[-1])

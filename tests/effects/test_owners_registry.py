@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from effects_workspace import private_tmp_sh
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
@@ -34,7 +35,7 @@ def outside_tmp() -> Iterator[Path]:
 def _in_private_tmp(code: str, where: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_STATE_HOME": str(where / "state")}
     out = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                          'mount -t tmpfs -o mode=1777 tmpfs /tmp && exec "$0" -c "$1" "$2"',
+                          private_tmp_sh() + ' && exec "$0" -c "$1" "$2"',
                           sys.executable, code, str(where)], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.splitlines()[-1])
