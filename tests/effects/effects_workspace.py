@@ -106,3 +106,15 @@ def private_tmp_sh() -> str:
     binds = "".join(f" && mkdir -p '{p}' && mount --bind '/run/dal-old-tmp{p[4:]}' '{p}'" for p in keep)
     return ("mkdir -p /run/dal-old-tmp && mount --bind /tmp /run/dal-old-tmp && mount -t tmpfs -o mode=1777 tmpfs /tmp"
             + binds)
+
+
+def no_bwrap_prefix(tmp_path: Path) -> list[str] | None:
+    """A private mount namespace in which /usr/bin/bwrap is an empty file: `dal run --unsandboxed-as-root`
+    then runs without the wall, as attack9's reproductions do (root only); None where that cannot be made."""
+    import shutil
+
+    if os.geteuid() != 0 or not shutil.which("unshare") or not os.path.exists("/usr/bin/bwrap"):
+        return None
+    empty = tmp_path / "nobwrap"
+    empty.write_text("")
+    return ["unshare", "-m", "--", "sh", "-c", f'mount --bind {empty} /usr/bin/bwrap && exec "$@"', "x"]

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from effects_workspace import no_bwrap_prefix
 
 from dal.core.gitignored import IGNORE_ALL, ignore_folder
 from dal.effects import EffectContext, Policy, run_effect, sandbox_status
@@ -162,14 +163,6 @@ def test_a_nested_store_without_the_gitignore(tmp_path: Path, wall: bool) -> Non
     assert operator(ws, "show", "HEAD:empty.txt").returncode == 0
 
 
-def _no_bwrap_prefix(tmp_path: Path) -> list[str] | None:
-    if os.geteuid() != 0 or not shutil.which("unshare") or not os.path.exists("/usr/bin/bwrap"):
-        return None
-    empty = tmp_path / "nobwrap"
-    empty.write_text("")
-    return ["unshare", "-m", "--", "sh", "-c", f'mount --bind {empty} /usr/bin/bwrap && exec "$@"', "x"]
-
-
 @pytest.mark.parametrize("wall", [pytest.param(True, marks=walled, id="wall"), pytest.param(False, id="no-wall")])
 def test_the_reproduction_end_to_end(tmp_path: Path, wall: bool) -> None:
     """attack9 03 with `dal run`: an earlier run journals an env() secret; the script's `git add -A`, then
@@ -192,7 +185,7 @@ def test_the_reproduction_end_to_end(tmp_path: Path, wall: bool) -> None:
     prefix: list[str] = []
     flags: list[str] = []
     if not wall:
-        got = _no_bwrap_prefix(tmp_path)
+        got = no_bwrap_prefix(tmp_path)
         if got is None:
             pytest.skip("needs root and unshare to hide bubblewrap")
         prefix, flags = got, ["--unsandboxed-as-root"]

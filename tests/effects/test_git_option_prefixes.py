@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from effects_workspace import no_bwrap_prefix
 
 from dal.effects import EffectContext, Policy, gitmodel, gitoptions, run_effect, sandbox_status
 from dal.effects.programs import Unsafe
@@ -301,16 +302,6 @@ def test_a_grep_of_untracked_files_under_any_spelling_does_not_print_the_store(
     assert r.status == "denied" and "run store" in r.decision.reason, r
 
 
-def _no_bwrap_prefix(tmp_path: Path) -> list[str] | None:
-    """A private mount namespace in which /usr/bin/bwrap is an empty file: `dal run --unsandboxed-as-root`
-    then runs without the wall, as attack9's reproductions do (root only)."""
-    if os.geteuid() != 0 or not shutil.which("unshare") or not os.path.exists("/usr/bin/bwrap"):
-        return None
-    empty = tmp_path / "nobwrap"
-    empty.write_text("")
-    return ["unshare", "-m", "--", "sh", "-c", f'mount --bind {empty} /usr/bin/bwrap && exec "$@"', "x"]
-
-
 @pytest.mark.parametrize("wall", [pytest.param(True, marks=walled, id="wall"), pytest.param(False, id="no-wall")])
 def test_dal_run_of_the_reproduction(tmp_path: Path, wall: bool) -> None:
     """attack9 02 end to end: `dal run` of `git stash push --al -q` with the real store of an earlier run."""
@@ -331,7 +322,7 @@ def test_dal_run_of_the_reproduction(tmp_path: Path, wall: bool) -> None:
     prefix: list[str] = []
     flags = []
     if not wall:
-        got = _no_bwrap_prefix(tmp_path)
+        got = no_bwrap_prefix(tmp_path)
         if got is None:
             pytest.skip("needs root and unshare to hide bubblewrap")
         prefix, flags = got, ["--unsandboxed-as-root"]
