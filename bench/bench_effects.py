@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dal.effects import EffectContext, Policy, check_command, run_effect, sandbox_status
-from dal.effects.shell import _parse
+from dal.effects.plan.shell import _parse
 
 TYPICAL = (
     "mkdir -p 'COO-FILESYSTEM/articles/drafts' && "
@@ -56,7 +56,7 @@ def interleaved_ms(fns: dict[str, Callable[[], object]], n: int, rounds: int = 7
 
 def without_cgroups(fn: Callable[[], object]) -> object:
     """`fn()` as where DAL cannot make a cgroup (rlimits only)."""
-    from dal.effects import limits
+    from dal.effects.wall import limits
 
     saved = set(limits._unavailable)
     limits._unavailable.update({"pids", "memory", "v2"})

@@ -1,4 +1,4 @@
-"""Cost of holding the repository's references across a pipeline (dal/effects/gitguard.py). Prints figures;
+"""Cost of holding the repository's references across a pipeline (dal/effects/guard/gitguard.py). Prints figures;
 asserts nothing.
 
     python bench/bench_gitguard.py
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dal.effects import Policy
-from dal.effects.gitguard import GitGuard
+from dal.effects.guard.gitguard import GitGuard
 
 _ENV = {**os.environ, "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@e", "GIT_COMMITTER_NAME": "a",
         "GIT_COMMITTER_EMAIL": "a@e"}

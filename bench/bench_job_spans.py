@@ -42,11 +42,12 @@ SPANS = [
     ("dal.receipts.store", "Store.close"), ("dal.receipts.store", "Store.save_receipt"),
     ("dal.receipts.store", "Store.journal_intent"), ("dal.receipts.store", "Store.journal_result"),
     ("dal.receipts.store", "Store.begin_run"), ("dal.receipts.oplock", "KeyLock.acquire"),
-    ("dal.receipts.files", "write_receipt_files"), ("dal.effects.running", "execute_checked"),
+    ("dal.receipts.files", "write_receipt_files"), ("dal.effects.exec.running", "execute_checked"),
     # inside the wall's spawn: bubblewrap started, its init's pid read, the cgroup move (an RCU grace period
     # unless another move on the machine just paid one), the run after the release
-    ("dal.effects.executor", "_spawn"), ("dal.effects.executor", "_read_child_pid"),
-    ("dal.effects.limits", "Cgroup.add"), ("dal.effects.executor", "_drain"), ("dal.runner.runner", "check_source"),
+    ("dal.effects.exec.executor", "_spawn"), ("dal.effects.exec.executor", "_read_child_pid"),
+    ("dal.effects.wall.limits", "Cgroup.add"), ("dal.effects.exec.executor", "_drain"),
+    ("dal.runner.runner", "check_source"),
 ]
 acc: dict[str, float] = {}
 FAULTS = "child: minor page faults"

@@ -103,8 +103,8 @@ def wall_view(ws: Path) -> list[str]:
     start-up handshake (which DAL's side provides)."""
     sys.path.insert(0, str(REPO))
     from dal.effects import Policy
-    from dal.effects.sandbox import BWRAP as BIN
-    from dal.effects.sandbox import Wall
+    from dal.effects.wall.sandbox import BWRAP as BIN
+    from dal.effects.wall.sandbox import Wall
 
     with Wall(Policy.load(ws), ["/usr/bin/true"], 64 << 20, placeholders=False) as w:  # none for `true`
         argv, parts, i = [BIN], [*w._argv_head, *w._argv_tail], 0  # noqa: SLF001 - the bench reads the view

@@ -163,7 +163,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if _may_warn(args):
         # Probe for the warning in the background while the runner is imported (bubblewrap takes 5-10 ms
         # to start); warn_sandbox() collects the result before the script runs, as before.
-        from dal.effects.sandbox import start_probe
+        from dal.effects.wall.sandbox import start_probe
 
         start_probe()
     if str(args.script) == "-":  # the script on stdin

@@ -1,5 +1,10 @@
 """Shell effects for `run()`: a deny-by-default policy, DAL's own executor, and bubblewrap as a second wall.
 
+The packages, in the order a command goes through them: plan (the command parsed into DAL's own plan),
+policy (what the operator allows), classify (the check: programs, classes, paths), wall (what the operating
+system enforces), guard (what DAL observes around a pipeline and puts back), exec (running the plan); git
+holds git's own file formats, read by several of them.
+
     policy = Policy.load(workspace)
     decision = check_command("ls -l docs", policy)     # static gate, never raises
     result = run_effect("ls -l docs", EffectContext(policy=policy))
@@ -14,30 +19,30 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dal.effects.check import Decision, check_argv, check_command
+    from dal.effects.classify.check import Decision, check_argv, check_command
     from dal.effects.context import EffectContext
-    from dal.effects.executor import EffectCancelled
+    from dal.effects.exec.executor import EffectCancelled
+    from dal.effects.exec.running import execute_checked, run_effect
     from dal.effects.policy import EFFECT_CLASSES, TRUSTED_PATH, Policy, PolicyError
     from dal.effects.result import EffectResult
-    from dal.effects.running import execute_checked, run_effect
-    from dal.effects.sandbox import sandbox_status
+    from dal.effects.wall.sandbox import sandbox_status
 
 # Imported on first use: a script that never calls run() never loads the shell parser (tree-sitter),
 # the executor or the sandbox probe, which keeps `dal run` quick to start.
 _WHERE = {
-    "Decision": "check",
-    "check_argv": "check",
-    "check_command": "check",
+    "Decision": "classify.check",
+    "check_argv": "classify.check",
+    "check_command": "classify.check",
     "EffectContext": "context",
-    "EffectCancelled": "executor",
+    "EffectCancelled": "exec.executor",
     "EFFECT_CLASSES": "policy",
     "TRUSTED_PATH": "policy",
     "Policy": "policy",
     "PolicyError": "policy",
     "EffectResult": "result",
-    "execute_checked": "running",
-    "run_effect": "running",
-    "sandbox_status": "sandbox",
+    "execute_checked": "exec.running",
+    "run_effect": "exec.running",
+    "sandbox_status": "wall.sandbox",
 }
 
 __all__ = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from dal.effects.check import Decision
+from dal.effects.classify.check import Decision
 
 __all__ = ["EffectResult", "STATUSES"]
 

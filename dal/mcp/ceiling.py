@@ -10,8 +10,8 @@ from typing import Any
 
 from dal.core import defaults
 from dal.core.shellword import sh_quote
-from dal.effects.narrowing import beyond, loosened
 from dal.effects.policy import Policy
+from dal.effects.policy.narrowing import beyond, loosened
 
 # The agent's `policy` argument: the policy flags' names, each naming what the run may use at most.
 NARROWING = {

@@ -328,7 +328,7 @@ class DalTools:
             return newest, decided, stored
         self.ceiling.check_stored(stored.policy, newest["run_id"])
         if asked:
-            from dal.effects.narrowing import beyond
+            from dal.effects.policy.narrowing import beyond
 
             if wider := beyond(stored.policy, narrowed):
                 raise Widening(f"refused: key {key!r} continues the operation of run {newest['run_id']}, which runs "

@@ -1008,7 +1008,7 @@ def _execute(run: _RunState) -> RunReport:
         return _finish(run, source, operation, Outcome("rejected", errors[0], ended_by="error"),
                        rt=None, handler=None, recorder=None)
 
-    from dal.effects.recover import RecoverRefused, recover
+    from dal.effects.guard.recover import RecoverRefused, recover
 
     try:  # what a DAL killed -9 mid-command left: its walls' processes, the checks after its pipeline
         undone = recover(run.policy)
@@ -1185,7 +1185,7 @@ def _sandbox_json(handler: EffectHandler | None) -> dict[str, Any] | None:
     """How this run's commands ran (inside bubblewrap or not, and why); None when it called no run()."""
     if handler is None or not handler.count:
         return None
-    from dal.effects.running import wall_in_force
+    from dal.effects.exec.running import wall_in_force
 
     how = wall_in_force(handler.ctx)
     return {"wall": how["wall"], "reason": how["refused"] or how["reason"], "refused": bool(how["refused"])}

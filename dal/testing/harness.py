@@ -25,7 +25,7 @@ import attrs
 from dal.core import defaults
 from dal.core.errors import DalError, DalRuntimeError, DalTypeError
 from dal.effects import EffectContext, EffectResult, Policy
-from dal.effects.narrowing import beyond, capped  # the ceiling of every invoke's policy (dal mcp uses it too)
+from dal.effects.policy.narrowing import beyond, capped  # the ceiling of every invoke's policy (dal mcp uses it too)
 from dal.eval.builtins import BUILTINS
 from dal.eval.interpreter import Engine, check_source
 from dal.eval.runtime import Runtime

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dal.effects.sandbox import sandbox_status
+from dal.effects.wall.sandbox import sandbox_status
 
 HAVE_BWRAP = sandbox_status()[0]
 STRICT = '[paths]\nwrite = ["out"]\n'

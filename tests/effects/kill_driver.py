@@ -12,7 +12,8 @@ import threading
 import time
 from pathlib import Path
 
-from dal.effects import EffectContext, Policy, limits, run_effect
+from dal.effects import EffectContext, Policy, run_effect
+from dal.effects.wall import limits
 
 ws, wall, cgroups, command = Path(sys.argv[1]), sys.argv[2] == "1", sys.argv[3] == "1", sys.argv[4]
 if not cgroups:

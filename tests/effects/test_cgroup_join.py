@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from dal.effects import EffectContext, Policy, run_effect, sandbox_status
-from dal.effects import limits as limits_mod
-from dal.effects.limits import Cgroup, CommandLimits, _own_cgroups
+from dal.effects.wall import limits as limits_mod
+from dal.effects.wall.limits import Cgroup, CommandLimits, _own_cgroups
 
 
 def _v1_pids() -> bool:

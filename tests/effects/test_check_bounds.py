@@ -12,9 +12,11 @@ from unittest import mock
 
 import pytest
 
-from dal.effects import Decision, EffectContext, Policy, check, check_command, execute_checked, executor, sandbox_status
-from dal.effects.check import MAX_COMMAND_BYTES, MAX_WORDS, find_program
-from dal.effects.shell import parse_command
+from dal.effects import Decision, EffectContext, Policy, check_command, execute_checked, sandbox_status
+from dal.effects.classify import check
+from dal.effects.classify.check import MAX_COMMAND_BYTES, MAX_WORDS, find_program
+from dal.effects.exec import executor
+from dal.effects.plan.shell import parse_command
 from dal.runner.build import build_spec
 from dal.runner.runner import execute
 from dal.runner.spec import RunHooks

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dal.effects import Policy, check_command
-from dal.effects.check import find_program
+from dal.effects.classify.check import find_program
 
 pytestmark = pytest.mark.skipif(find_program("git") is None, reason="git not installed")
 

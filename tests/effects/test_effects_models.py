@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from dal.effects.check import find_program
-from dal.effects.programs import FLAG, MODELS, OPTIONAL, ArgUse, analyze_argv
+from dal.effects.classify.check import find_program
+from dal.effects.classify.programs import FLAG, MODELS, OPTIONAL, ArgUse, analyze_argv
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 IN_OPEN, IN_MODIFY, IN_ATTRIB, IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = (

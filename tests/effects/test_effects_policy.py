@@ -29,8 +29,8 @@ def test_default_policy_has_the_brief_toolset_and_no_network(tmp_path: Path) -> 
 
 def test_the_policy_spelled_out_toolset_is_the_programs_with_a_model() -> None:
     # policy.py lists the names so that a policy is built without building every argument model.
+    from dal.effects.classify.programs import DEFAULT_TOOLSET
     from dal.effects.policy import DEFAULT_TOOLSET_NAMES
-    from dal.effects.programs import DEFAULT_TOOLSET
 
     assert DEFAULT_TOOLSET_NAMES == DEFAULT_TOOLSET
 

@@ -17,18 +17,10 @@ from effects_workspace import build_workspace, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dal.effects import (
-    Decision,
-    EffectContext,
-    Policy,
-    check_command,
-    execute_checked,
-    executor,
-    run_effect,
-    sandbox_status,
-)
-from dal.effects.check import find_program
-from dal.effects.shell import ShellDenied, parse_command
+from dal.effects import Decision, EffectContext, Policy, check_command, execute_checked, run_effect, sandbox_status
+from dal.effects.classify.check import find_program
+from dal.effects.exec import executor
+from dal.effects.plan.shell import ShellDenied, parse_command
 
 PROGRAMS = ["cat", "ls", "touch", "mkdir", "cp", "mv", "rm", "echo", "printf", "grep", "sort", "tee", "find",
             "head", "wc", "uniq", "test", "diff", "stat", "sh", "env", "xargs"]  # fmt: skip

@@ -13,10 +13,10 @@ import attrs
 import pytest
 
 import dal.effects
-import dal.effects.executor
+import dal.effects.exec.executor
 from dal.effects import EffectContext, Policy, check_command, execute_checked, run_effect, sandbox_status
-from dal.effects.check import find_program
-from dal.effects.shell import parse_command
+from dal.effects.classify.check import find_program
+from dal.effects.plan.shell import parse_command
 
 ARTICLE_CHECK = "test -e 'COO-FILESYSTEM/articles/drafts/example.md' && echo present || echo missing"
 ARTICLE_CREATE = (
@@ -150,7 +150,8 @@ def test_approval_holds_the_command_until_executed_explicitly(workspace: Path) -
 
 
 def test_require_sandbox_without_bwrap_is_a_denial(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dal.effects.running, "sandbox_status", lambda: (False, "bubblewrap (bwrap) is not installed"))
+    monkeypatch.setattr(dal.effects.exec.running, "sandbox_status",
+                        lambda: (False, "bubblewrap (bwrap) is not installed"))
     r = run_effect("touch made.txt", ctx(workspace, require_sandbox=True))
     assert r.status == "denied"
     assert str(r) == "denied: sandbox required but unavailable: bubblewrap (bwrap) is not installed"
@@ -198,7 +199,7 @@ def outside_dir(tmp_path: Path) -> Iterator[Path]:
 def test_the_wall_alone_blocks_a_write_outside(
     tmp_path: Path, outside_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(dal.effects.executor, "recheck", lambda cmd, policy: None)  # no second check either
+    monkeypatch.setattr(dal.effects.exec.executor, "recheck", lambda cmd, policy: None)  # no second check either
     ws = tmp_path / "ws"
     ws.mkdir()
     policy = Policy.load(ws)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dal.effects.shell import ShellDenied, parse_command
+from dal.effects.plan.shell import ShellDenied, parse_command
 
 BASH = shutil.which("bash", path="/usr/bin:/bin")
 pytestmark = pytest.mark.skipif(BASH is None, reason="bash not installed")
@@ -82,7 +82,7 @@ def test_characters_that_crash_tree_sitter_do_not_crash_dal() -> None:
     import sys
 
     code = (
-        "from dal.effects.shell import parse_command, ShellDenied\n"
+        "from dal.effects.plan.shell import parse_command, ShellDenied\n"
         f"for _ in range(300):\n"
         f"    try: parse_command({CRASHER!r})\n"
         "    except ShellDenied: pass\n"

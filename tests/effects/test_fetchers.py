@@ -1,4 +1,4 @@
-"""curl and wget models (dal/effects/fetchers.py): every file their options or URLs write or read is a checked
+"""curl and wget models (dal/effects/classify/fetchers.py): every file their options or URLs write or read is a checked
 path; what the check cannot know is denied. Checked by the checker, then executed with the real programs (curl
 with file: URLs, wget against a local HTTP server) inside the wall and without it, next to canaries."""
 
@@ -15,7 +15,7 @@ import pytest
 from effects_workspace import CANARY, serve_folder
 
 from dal.effects import EffectContext, Policy, run_effect, sandbox_status
-from dal.effects.check import check_command
+from dal.effects.classify.check import check_command
 
 HAVE_BWRAP = sandbox_status()[0]
 HAVE_CURL = shutil.which("curl") is not None
@@ -279,7 +279,7 @@ def _real_setup(top: Path) -> None:
 def _touched_only_what_the_model_says(top: Path, argv: tuple[str, ...]) -> None:
     from test_effects_models import Watch, _covered, _model_paths
 
-    from dal.effects.programs import analyze_argv
+    from dal.effects.classify.programs import analyze_argv
 
     use = analyze_argv(argv, lambda p: (top / p).is_dir(), lambda p: os.path.lexists(top / p))
     assert use is not None and use.unsafe is None, use

@@ -1,4 +1,4 @@
-"""attack6 findings 01, 02, 03, 06, 10 and their siblings (dal/effects/fetchers.py): each attack runs through
+"""attack6 findings 01, 02, 03, 06, 10 and their siblings (dal/effects/classify/fetchers.py): each attack runs through
 run_effect with the real curl or wget, with the wall and without it, next to canaries; each is also run
 once without DAL, so that the test proves the program really does what the model must refuse."""
 

@@ -1,5 +1,5 @@
 """A commit, the stash or the index that records a folder passing for a git directory, a `.git` component or a
-protected path must not survive the command (dal/effects/gitguard.py; attack4 finding 03 B, issue 12).
+protected path must not survive the command (dal/effects/guard/gitguard.py; attack4 finding 03 B, issue 12).
 
 Every route is EXECUTED through run() as a script would, next to a marker the planted core.fsmonitor would
 create; then the operator's own routine git -- `git reset --hard`, `git checkout -- .`, `git stash pop`,
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-import dal.effects.gitguard as gitguard
+import dal.effects.guard.gitguard as gitguard
 from dal.effects import EffectContext, Policy, run_effect, sandbox_status
 from dal.effects.result import EffectResult
 
@@ -32,7 +32,7 @@ def _git_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """`sh` below stands in for what git itself may write: with `sh` in the pipeline the wall shows `.git`
     read-only as a whole (executor.locks_git; test_wall.py::test_sh_cannot_write_anything_of_git), so these
     routes would fail at their first write. The guard is tested against the wall git alone gets."""
-    from dal.effects import executor
+    from dal.effects.exec import executor
 
     monkeypatch.setattr(executor, "locks_git", lambda pipeline: False)
 

@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 from effects_workspace import no_bwrap_prefix
 
-from dal.effects import EffectContext, Policy, gitmodel, gitoptions, run_effect, sandbox_status
-from dal.effects.programs import Unsafe
+from dal.effects import EffectContext, Policy, run_effect, sandbox_status
+from dal.effects.classify import gitmodel, gitoptions
+from dal.effects.classify.programs import Unsafe
 
 pytestmark = pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
 walled = pytest.mark.skipif(not sandbox_status()[0], reason="bubblewrap unavailable")
@@ -335,7 +336,7 @@ def test_dal_run_of_the_reproduction(tmp_path: Path, wall: bool) -> None:
 
 
 if __name__ == "__main__":
-    from dal.effects.gitmodel import SUBCOMMANDS
+    from dal.effects.classify.gitmodel import SUBCOMMANDS
 
     for key, entry in measure(sorted(SUBCOMMANDS)).items():
         print(f"    {key!r}: {entry!r},")

@@ -221,7 +221,7 @@ def test_a_killed_dal_still_finds_the_fixture_a_program_changed(tmp_path: Path) 
     import time
 
     from dal.effects import EffectContext, Policy, run_effect
-    from dal.effects.recover import recover
+    from dal.effects.guard.recover import recover
 
     ws, marker, _ = fixture_repo(tmp_path)
     code = f"open('fix/config', 'w').write({fsmonitor_config(ws, marker)!r}); import time; time.sleep(10)"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_git_guard import WALL_OR_NOT, hook, operator, repo, run, sh
 
-from dal.effects import executor
+from dal.effects.exec import executor
 
 pytestmark = pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
 

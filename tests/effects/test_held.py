@@ -1,5 +1,5 @@
 """A DAL killed -9 while a pipeline runs does not skip the checks after it: what the git guard and the wall hold
-is recorded in .dal/held before the pipeline starts, and the next start finishes them (dal/effects/held.py).
+is recorded in .dal/held before the pipeline starts, and the next start finishes them (dal/effects/guard/held.py).
 And a wall that fails to set up after the guard started still finishes the guard (executor._run_pipeline)."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from dal.effects import EffectContext, Policy, executor, run_effect, sandbox_status
-from dal.effects.recover import RecoverRefused, recover
+from dal.effects import EffectContext, Policy, run_effect, sandbox_status
+from dal.effects.exec import executor
+from dal.effects.guard.recover import RecoverRefused, recover
 
 pytestmark = pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
 walled = pytest.mark.skipif(not sandbox_status()[0], reason="bubblewrap unavailable")
@@ -88,7 +89,7 @@ def test_a_record_of_a_live_dal_is_left_alone(tmp_path: Path) -> None:
     ws, _ = repo(tmp_path)
     held = ws / ".dal" / "held"
     held.mkdir(parents=True)
-    from dal.effects.reaper import owner_tag
+    from dal.effects.wall.reaper import owner_tag
 
     mine = held / f"{owner_tag(os.getpid())}-7.json"
     mine.write_text("{not json")

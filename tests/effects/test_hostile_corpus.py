@@ -44,9 +44,10 @@ import pytest
 from effects_workspace import build_workspace
 from test_effects_corpus import ALLOW
 
-from dal.effects import Decision, EffectContext, Policy, execute_checked, executor, sandbox_status
-from dal.effects.check import find_program
-from dal.effects.shell import parse_command
+from dal.effects import Decision, EffectContext, Policy, execute_checked, sandbox_status
+from dal.effects.classify.check import find_program
+from dal.effects.exec import executor
+from dal.effects.plan.shell import parse_command
 from dal.runner.build import build_spec
 from dal.runner.runner import execute
 from dal.runner.spec import RunHooks
@@ -839,7 +840,7 @@ def test_legitimate_commands_still_run(wall: bool, root: Path) -> None:
 
 
 def test_a_walked_tree_past_the_limit_is_denied_not_half_checked(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dal.effects import check
+    from dal.effects.classify import check
 
     ws = root / "ws"
     (ws / "many").mkdir(parents=True)

@@ -13,8 +13,8 @@ import pytest
 
 import dal
 from dal.effects import EffectContext, Policy, PolicyError, check_command, run_effect, sandbox_status
-from dal.effects.limits import Cgroup, CommandLimits, _own_cgroups
 from dal.effects.policy import LIMIT_DEFAULTS
+from dal.effects.wall.limits import Cgroup, CommandLimits, _own_cgroups
 
 HAVE_BWRAP = sandbox_status()[0]
 WALLS = [pytest.param(False, id="no-wall"),
@@ -189,7 +189,7 @@ def test_limits_are_in_place_before_the_program_runs(tmp_path: Path, wall: bool)
 
 
 def test_cgroups_are_removed_after_each_command(tmp_path: Path) -> None:
-    from dal.effects import limits
+    from dal.effects.wall import limits
 
     policy = policy_with(tmp_path, "", allow=())
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from effects_workspace import private_tmp_sh
 
-from dal.effects import owners
+from dal.effects.wall import owners
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,7 +102,7 @@ def test_a_record_is_finished_only_when_its_owner_is_provably_gone(tmp_path: Pat
     reboot in which a process got the same pid at the same tick: only where it ran decides."""
     if owners.here()["machine"] is None and where.get("boot") == "an-earlier-boot":
         pytest.skip("no /etc/machine-id: an earlier boot of this host cannot be told from another host")
-    from dal.effects import held
+    from dal.effects.guard import held
     from dal.effects.policy import Policy
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))

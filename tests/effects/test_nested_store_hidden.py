@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dal.effects.sandbox import _nested_stores, sandbox_status
+from dal.effects.wall.sandbox import _nested_stores, sandbox_status
 
 HAVE_BWRAP = sandbox_status()[0]
 REPO = Path(__file__).resolve().parents[2]
@@ -61,7 +61,7 @@ def test_the_walk_finds_nested_stores_and_stops_at_its_limit(tmp_path: Path, mon
     (tmp_path / ".git" / "x" / ".dal").mkdir(parents=True)  # git's folder is not walked
     found, complete = _nested_stores([str(tmp_path)])
     assert complete and sorted(found) == [str(tmp_path / "a" / "b" / ".dal"), str(tmp_path / "c" / ".dal")]
-    import dal.effects.sandbox as sandbox
+    import dal.effects.wall.sandbox as sandbox
 
     monkeypatch.setattr(sandbox, "_GIT_SCAN_LIMIT", 3)
     assert _nested_stores([str(tmp_path)])[1] is False  # the wall is refused then: fail closed

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from dal.effects import sandbox_status
-from dal.effects.limits import Cgroup, CommandLimits
-from dal.effects.reaper import sweep
+from dal.effects.wall.limits import Cgroup, CommandLimits
+from dal.effects.wall.reaper import sweep
 
 HERE = Path(__file__).resolve().parent
 HAVE_BWRAP = sandbox_status()[0]
@@ -85,7 +85,7 @@ def test_kill_9_at_any_instant_of_a_pipeline_leaves_nothing_after_the_next_start
             # every stage is DAL's own child, killed with it (PR_SET_PDEATHSIG), whenever DAL dies
             assert _settled(tag) == []
         # A bubblewrap's init caught before it armed its own --die-with-parent waits (never running its
-        # program unlimited); the next start (dal.effects.recover) kills it: by its cgroup, or by its tag.
+        # program unlimited); the next start (dal.effects.guard.recover) kills it: by its cgroup, or by its tag.
         sweep()
         assert _settled(tag) == []
     finally:

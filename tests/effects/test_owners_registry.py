@@ -43,7 +43,7 @@ def _in_private_tmp(code: str, where: Path) -> dict:
 
 KILLED_AFTER_REGISTERING = r"""
 import json, os, signal, subprocess, sys, time
-from dal.effects import owners, reaper
+from dal.effects.wall import owners, reaper
 where = sys.argv[1]
 os.mkdir("/tmp/dal-walls-0")
 os.chmod("/tmp/dal-walls-0", 0o777)
@@ -79,7 +79,7 @@ def test_another_users_folder_at_the_registrys_name_does_not_switch_the_sweep_of
 
 FOREIGN_AND_SYMLINKED = r"""
 import json, os, sys
-from dal.effects import owners
+from dal.effects.wall import owners
 # A gone owner's name (pid 1 never started at tick 1) in a folder of another user's: not this user's registry.
 os.mkdir("/tmp/dal-walls-0")
 os.chmod("/tmp/dal-walls-0", 0o777)
@@ -107,7 +107,7 @@ def test_dead_and_forget_read_only_a_folder_of_the_users_alone(outside_tmp: Path
 
 ORPHAN_CGROUP_WITHOUT_REGISTRATION = r"""
 import json, os, subprocess, sys, time
-from dal.effects import limits, owners, reaper
+from dal.effects.wall import limits, owners, reaper
 base = limits._own_cgroups().get("pids") or limits._own_cgroups().get("v2")
 if base is None:
     print(json.dumps({"skip": "no cgroup"})); sys.exit()

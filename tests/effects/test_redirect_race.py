@@ -14,7 +14,7 @@ import pytest
 from effects_workspace import CANARY, build_workspace
 
 from dal.effects import EffectContext, Policy, run_effect, sandbox_status
-from dal.effects.safeopen import DeniedAtOpen, open_redirect
+from dal.effects.exec.safeopen import DeniedAtOpen, open_redirect
 
 HAVE_BWRAP = sandbox_status()[0]
 WALLS = [pytest.param(False, id="no-wall"),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dal.effects import sandbox
+from dal.effects.wall import sandbox
 
 
 def reference(argv: list[str], timeout: float) -> tuple[bool, str]:

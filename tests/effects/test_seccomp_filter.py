@@ -10,8 +10,8 @@ import struct
 
 import pytest
 
-from dal.effects import seccomp
-from dal.effects.running import wall_in_force
+from dal.effects.exec.running import wall_in_force
+from dal.effects.wall import seccomp
 
 ALLOW, EPERM, ENOSYS = "allow", "EPERM", "ENOSYS"
 ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}

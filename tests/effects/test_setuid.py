@@ -1,7 +1,7 @@
 """No program DAL starts can leave a set-user-ID or set-group-ID file behind (outside attack finding 13).
 
 Inside the wall a program keeps DAL's uid on the host, so `chmod 4755` on a copy of any program left a
-setuid-root file in the workspace for every local user. The seccomp filter (dal/effects/seccomp.py) refuses
+setuid-root file in the workspace for every local user. The seccomp filter (dal/effects/wall/seccomp.py) refuses
 every way to set those bits, with the wall and without it. Executed: the attack runs, and the file it
 leaves is inspected (and, as an unprivileged user, run)."""
 
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from dal.effects import EffectContext, Policy, run_effect, sandbox_status, seccomp
+from dal.effects import EffectContext, Policy, run_effect, sandbox_status
+from dal.effects.wall import seccomp
 
 HAVE_BWRAP = sandbox_status()[0]
 WALLS = [pytest.param(False, id="no-wall"),

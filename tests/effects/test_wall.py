@@ -18,7 +18,7 @@ import pytest
 from effects_workspace import CANARY, build_workspace, snapshot
 
 import dal
-import dal.effects.running
+import dal.effects.exec.running
 from dal.effects import EffectContext, Policy, run_effect, sandbox_status
 from dal.effects.result import EffectResult
 
@@ -38,7 +38,7 @@ def git_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """The wall as git alone gets it (`.git` writable but its held entries): `sh` stands in for what git
     might write there, so that the undo behind those entries is tested. With `sh` itself, `.git` is
     read-only as a whole (test_sh_cannot_write_anything_of_git)."""
-    from dal.effects import executor
+    from dal.effects.exec import executor
 
     monkeypatch.setattr(executor, "locks_git", lambda pipeline: False)
 
@@ -242,7 +242,8 @@ def test_dal_test_with_allow_write_in_a_workspace_under_tmp(tmp_path: Path) -> N
 
 @pytest.fixture()
 def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dal.effects.running, "sandbox_status", lambda: (False, "bubblewrap (bwrap) is not installed"))
+    monkeypatch.setattr(dal.effects.exec.running, "sandbox_status",
+                        lambda: (False, "bubblewrap (bwrap) is not installed"))
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root only")
@@ -288,7 +289,7 @@ def test_the_cli_flag_reaches_the_commands(tmp_path: Path) -> None:
 def test_the_wall_binds_by_path_where_bubblewrap_cannot_bind_a_descriptor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dal.effects.sandbox as sandbox
+    import dal.effects.wall.sandbox as sandbox
 
     monkeypatch.setattr(sandbox, "_BIND_BY_FD", False)  # as with a bubblewrap older than --bind-fd
     ws, outside = build_workspace(tmp_path)
@@ -467,7 +468,7 @@ def test_the_walk_for_git_lookalikes_fails_closed_past_its_limit(tmp_path: Path,
     program outside the default toolset starts; a pipeline that grows the tree past it fails, names what it
     could not check (what the partial walk found new is still undone, but which part it walks is the
     filesystem's order, so this test does not count on it)."""
-    import dal.effects.sandbox as sandbox
+    import dal.effects.wall.sandbox as sandbox
 
     ws = tmp_path / "ws"
     (ws / "pad").mkdir(parents=True)
@@ -637,7 +638,7 @@ def test_existing_nested_policy_files_stores_and_repositories_are_read_only(tmp_
 
 @walled
 def test_too_many_nested_policy_files_refuse_the_wall(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import dal.effects.sandbox as sandbox
+    import dal.effects.wall.sandbox as sandbox
 
     ws = tmp_path / "ws"
     for i in range(5):
@@ -688,7 +689,7 @@ def test_a_folder_made_unlistable_does_not_hide_a_policy_file_from_the_walk(tmp_
     gives the folder its owner's rwx back and finds it; a folder it cannot list is a walk that fails closed."""
     import tempfile
 
-    import dal.effects.sandbox as sandbox
+    import dal.effects.wall.sandbox as sandbox
 
     top = Path(tempfile.mkdtemp(prefix="dal-unlistable-", dir="/var/tmp"))  # pytest's tmp_path: root's 0700
     ws = top / "ws"

@@ -21,10 +21,10 @@ from effects_workspace import build_workspace
 from test_effects_corpus import ALLOW, DENY
 
 from dal.effects import Decision, EffectContext, Policy, check_command, execute_checked, sandbox_status
-from dal.effects import paths as P
-from dal.effects.check import find_program
-from dal.effects.sandbox import ETC_ALWAYS, SYSTEM_DIRS
-from dal.effects.shell import ShellDenied, parse_command
+from dal.effects.classify.check import find_program
+from dal.effects.plan import paths as P
+from dal.effects.plan.shell import ShellDenied, parse_command
+from dal.effects.wall.sandbox import ETC_ALWAYS, SYSTEM_DIRS
 
 pytestmark = pytest.mark.skipif(not sandbox_status()[0], reason="bubblewrap unavailable")
 

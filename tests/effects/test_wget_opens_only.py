@@ -17,7 +17,7 @@ import pytest
 from test_wget_dev_null import DRIVER, ROOT
 
 from dal.effects import Policy, check_command
-from dal.effects.fetchers import _WGET_OPENS_ONLY, WGET_LONG
+from dal.effects.classify.fetchers import _WGET_OPENS_ONLY, WGET_LONG
 
 URL = "http://127.0.0.1:{port}/page"
 # common uses, every one on the allow-list

@@ -46,8 +46,9 @@ def test_run_loads_no_repl_validator_or_shell_parser(tmp_path: Path) -> None:
 # the shell parser (no run()), the other commands' modules, and persist()'s dataclass.
 RUN_NEVER = (
     "lark", "tomllib", "secrets", "hmac", "hashlib", "random", "tempfile", "shutil", "subprocess", "dataclasses",
-    "getpass", "shlex", "importlib.resources", "jsonschema", "dal.effects.programs", "dal.effects.check",
-    "dal.effects.shell", "dal.effects.executor", "dal.cli.receipts_cmd", "dal.cli.durable_cmd",
+    "getpass", "shlex", "importlib.resources", "jsonschema", "dal.effects.classify.programs",
+    "dal.effects.classify.check", "dal.effects.plan.shell", "dal.effects.exec.executor", "dal.cli.receipts_cmd",
+    "dal.cli.durable_cmd",
     "dal.cli.repl_cmd", "dal.cli.test_cmd", "dal.runner.decisions", "dal.receipts.saving", "dal.repl",
 )
 

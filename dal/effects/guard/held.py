@@ -22,10 +22,10 @@ import stat
 import sys
 
 from dal.core import statedir
-from dal.effects import owners, reaper
-from dal.effects.gitguard import GitGuard
+from dal.effects.guard.gitguard import GitGuard
 from dal.effects.policy import Policy
-from dal.effects.sandbox import GIT_SWEPT, Wall
+from dal.effects.wall import owners, reaper
+from dal.effects.wall.sandbox import GIT_SWEPT, Wall
 
 __all__ = ["Held", "HeldUnreadable", "finish_dead"]
 

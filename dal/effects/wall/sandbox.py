@@ -624,7 +624,7 @@ def _live_state(folder: str) -> dict[str, tuple[int, ...]]:
     """What git reads as configuration or code in the git-directory folder `folder` (gitrepo.is_live), by
     lstat, not following symlinks: {path below it: (mode, inode, size, mtime, ctime)}. Stops a little past
     _LIVE_LIMIT entries (the caller refuses that many)."""
-    from dal.effects import gitrepo
+    from dal.effects.git import repo as gitrepo
 
     out: dict[str, tuple[int, ...]] = {}
 
@@ -740,7 +740,7 @@ def _check_index(index: str, before: bytes | None, policy: Policy) -> list[str]:
     dal.toml makes the operator's `git checkout -- .` write it. After the pipeline, a changed index whose
     entries name such a path (or that this reader cannot read) is put back as it was (removed if it did
     not exist); returns what it did, for the command's failure message."""
-    from dal.effects import gitindex
+    from dal.effects.git import index as gitindex
 
     after = _read_small(index)
     if after == before or (after is None and not os.path.lexists(index)):
@@ -779,7 +779,7 @@ def _forged(entries: list[tuple[str, bytes]], before: bytes | None, policy: Poli
     """The entries git could never have written: a path verify_path rejects; or a protected path (a tracked
     dal.toml) whose object changed to one that is not the file's content on disk (`git add` reads the
     file, which is read-only in the wall: another object is forged, and `git checkout` would write it)."""
-    from dal.effects import gitindex
+    from dal.effects.git import index as gitindex
 
     old: dict[str, bytes] = {}
     if before is not None:
@@ -808,7 +808,7 @@ def _forged(entries: list[tuple[str, bytes]], before: bytes | None, policy: Poli
 def _first_line(path: str) -> str | None:
     """The file as git reads a `.git` file or a commondir: whole, trailing CR/LF stripped (gitrepo.git_text;
     reading one line missed `gitdir: ../.git/worktrees/w\\n../../evil`, attack4 finding 07)."""
-    from dal.effects.gitrepo import git_text
+    from dal.effects.git.repo import git_text
 
     return git_text(path)
 

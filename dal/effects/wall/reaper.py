@@ -19,7 +19,7 @@ import os
 import signal
 import time
 
-from dal.effects import owners
+from dal.effects.wall import owners
 
 __all__ = ["WALL_OWNER", "owner_tag", "register", "sweep", "sweep_now_and_then"]
 
@@ -46,7 +46,7 @@ def sweep() -> int:
     by their names, whether or not their owner could register) and, without cgroups, every bubblewrap a gone
     registered owner's tag names; how many such registered owners it found. Only owners provably gone are
     acted on (owners.verdict): a DAL in another pid namespace or on another host is left alone."""
-    from dal.effects import limits
+    from dal.effects.wall import limits
 
     limits.sweep_orphans()
     dead = owners.dead()

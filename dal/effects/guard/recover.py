@@ -20,7 +20,7 @@ def recover(policy: Policy) -> list[str]:
     when a record of them cannot be read."""
     import os
 
-    from dal.effects import reaper
+    from dal.effects.wall import reaper
 
     reaper.sweep_now_and_then()
     # This workspace's records, and those of every enclosing one: a run killed in /ws may have left
@@ -37,7 +37,7 @@ def recover(policy: Policy) -> list[str]:
         at = up
     if not found:
         return []  # no pipeline of a program outside the default toolset ever ran here: nothing to import
-    from dal.effects import held
+    from dal.effects.guard import held
 
     try:
         notices = []

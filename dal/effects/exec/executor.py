@@ -21,15 +21,15 @@ from typing import Any
 
 import attrs
 
-from dal.effects import reaper, seccomp
-from dal.effects.check import Decision, recheck
-from dal.effects.gitguard import GitGuard, GuardRefused
-from dal.effects.held import Held
-from dal.effects.limits import Cgroup, CommandLimits, describe_signal_limit, die_with_parent
+from dal.effects.classify.check import Decision, recheck
+from dal.effects.exec.safeopen import DeniedAtOpen, open_redirect
+from dal.effects.guard.gitguard import GitGuard, GuardRefused
+from dal.effects.guard.held import Held
+from dal.effects.plan.shell import Pipeline, SimpleCommand
 from dal.effects.policy import DEFAULT_TOOLSET_NAMES, TRUSTED_PATH, Policy
-from dal.effects.safeopen import DeniedAtOpen, open_redirect
-from dal.effects.sandbox import _UNDO_SCAN_LIMIT, Wall, WallRefused, _identity
-from dal.effects.shell import Pipeline, SimpleCommand
+from dal.effects.wall import reaper, seccomp
+from dal.effects.wall.limits import Cgroup, CommandLimits, describe_signal_limit, die_with_parent
+from dal.effects.wall.sandbox import _UNDO_SCAN_LIMIT, Wall, WallRefused, _identity
 
 __all__ = ["ExecOutcome", "execute_plan", "scrubbed_env", "EffectCancelled"]
 

@@ -16,7 +16,7 @@ import errno
 import os
 import stat
 
-from dal.effects import paths as P
+from dal.effects.plan import paths as P
 from dal.effects.policy import Policy
 
 __all__ = ["DeniedAtOpen", "open_redirect"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 
-from dal.effects.programs import Unsafe
+from dal.effects.classify.programs import Unsafe
 
 __all__ = ["ALIASES", "TABLE", "long_option"]
 

@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 import attrs
 
-from dal.effects import gitoptions
-from dal.effects.programs import ArgUse, Unsafe
+from dal.effects.classify import gitoptions
+from dal.effects.classify.programs import ArgUse, Unsafe
 
 __all__ = ["GitUse", "analyze_git", "git_is_network", "SUBCOMMANDS"]
 

@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 
 from dal.core.records import FrozenRecord
-from dal.effects import owners
 from dal.effects.policy import Policy
+from dal.effects.wall import owners
 
 __all__ = ["CommandLimits", "Cgroup", "describe_signal_limit", "die_with_parent", "format_bytes", "sweep_orphans"]
 
@@ -358,7 +358,7 @@ def _retry_leftovers(patience: float = 0.0) -> None:
 def sweep_orphans(patience: float = 0.2) -> int:
     """Kill every process left in the cgroup of a command whose DAL process is gone (killed -9 while it ran:
     a bubblewrap waiting for its parent's go-ahead, the stages behind it waiting for end of file), and
-    remove those cgroups; the number of cgroups it found. Called when a run starts (dal.effects.recover)."""
+    remove those cgroups; the number of cgroups it found. Called when a run starts (dal.effects.guard.recover)."""
     found = [p for p in _orphans() if p not in _leftover]
     _leftover.extend(found)
     _retry_leftovers(patience)

@@ -7,11 +7,11 @@ import time
 
 import attrs
 
-from dal.effects.check import Decision, check_command
+from dal.effects.classify.check import Decision, check_command
 from dal.effects.context import EffectContext
-from dal.effects.executor import execute_plan
+from dal.effects.exec.executor import execute_plan
 from dal.effects.result import EffectResult
-from dal.effects.sandbox import sandbox_status
+from dal.effects.wall.sandbox import sandbox_status
 
 __all__ = ["run_effect", "execute_checked", "wall_in_force"]
 
@@ -34,7 +34,7 @@ def wall_in_force(ctx: EffectContext) -> dict[str, str | None]:
     "refused": why commands are refused instead, or None}. On a machine without a seccomp table the reason
     says that programs run without the set-user-ID filter."""
     how = _wall_in_force(ctx)
-    from dal.effects import seccomp
+    from dal.effects.wall import seccomp
 
     note = seccomp.missing()
     if note is not None and how["refused"] is None:

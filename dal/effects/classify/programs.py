@@ -1000,11 +1000,11 @@ def analyze_argv(argv: tuple[str, ...], is_dir: Callable[[str], bool],
     path (relative to the workspace) exists, for wget's numbered copies (when absent: none is assumed)."""
     name = argv[0]
     if name in ("curl", "wget"):  # only when a policy allows them and a command uses them
-        from dal.effects import fetchers
+        from dal.effects.classify import fetchers
 
         return fetchers.analyze_curl(argv) if name == "curl" else fetchers.analyze_wget(argv, exists)
     if name == "git":
-        from dal.effects.gitmodel import analyze_git  # only when a policy allows git and a command uses it
+        from dal.effects.classify.gitmodel import analyze_git  # only when a policy allows git and a command uses it
 
         return analyze_git(argv, is_dir)
     special = SPECIAL.get(name)

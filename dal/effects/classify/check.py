@@ -17,11 +17,11 @@ from collections.abc import Iterable, Iterator, Sequence
 import attrs
 
 from dal.core import statedir
-from dal.effects import paths as P
-from dal.effects import trees as t
+from dal.effects.classify.programs import INTERPRETERS, ArgUse, analyze_argv, model_class
+from dal.effects.plan import paths as P
+from dal.effects.plan import trees as t
+from dal.effects.plan.shell import CommandList, Pipeline, ShellDenied, SimpleCommand, parse_command
 from dal.effects.policy import GIT_DIR_MARKS, GIT_PROTECTED, TRUSTED_PATH, Policy
-from dal.effects.programs import INTERPRETERS, ArgUse, analyze_argv, model_class
-from dal.effects.shell import CommandList, Pipeline, ShellDenied, SimpleCommand, parse_command
 
 __all__ = ["Decision", "check_argv", "check_command", "find_program", "check_redirect_target", "recheck"]
 
@@ -374,7 +374,7 @@ def _check_repository(git_dir: str, policy: Policy, doing: str) -> None:
     """Deny if a script could write what makes git run programs in the repository at `git_dir`: its config
     (core.fsmonitor, aliases, filters...), hooks, info/attributes, or those of its main repository. Inside a
     `.git` folder they are protected; a bare repository, or a git directory elsewhere, has no such names."""
-    from dal.effects import gitrepo
+    from dal.effects.git import repo as gitrepo
 
     dirs = [git_dir]
     common = gitrepo.common_dir(git_dir)
@@ -390,7 +390,7 @@ def _check_repository(git_dir: str, policy: Policy, doing: str) -> None:
 
 def _check_git(g: object, policy: Policy) -> None:
     """The repository a git command uses, the remotes it reaches and the patches it applies."""
-    from dal.effects import gitrepo
+    from dal.effects.git import repo as gitrepo
 
     ws = policy.workspace
     found = gitrepo.find_git_dir(ws)
@@ -513,7 +513,7 @@ def _check_staged(raw: str, top: str | None, policy: Policy) -> None:
     """`git add PATH` / `git commit PATH`: the index, then a commit, would hold PATH, and the operator's own
     `git checkout` or `git reset --hard` would write it later, outside any wall. Deny a protected path, a
     `.git` component in any spelling, and a folder that passes for a git directory (or a path inside one)."""
-    from dal.effects import gitindex
+    from dal.effects.git import index as gitindex
 
     if raw.startswith(":") or any(c in raw for c in "*?["):
         return  # a pattern: what it matched is checked in the index after the command (gitguard.py)

@@ -26,8 +26,9 @@ import re
 import stat
 import subprocess
 
-from dal.effects import gitindex, gitrepo
-from dal.effects import paths as P
+from dal.effects.git import index as gitindex
+from dal.effects.git import repo as gitrepo
+from dal.effects.plan import paths as P
 from dal.effects.policy import TRUSTED_PATH, Policy
 
 __all__ = ["GitGuard", "GuardRefused"]

@@ -15,7 +15,7 @@ import re
 import urllib.parse
 from collections.abc import Callable
 
-from dal.effects.programs import ArgUse
+from dal.effects.classify.programs import ArgUse
 
 __all__ = ["analyze_curl", "analyze_wget", "FETCHERS"]
 

@@ -1,0 +1,1 @@
+"""The check: which programs may run, what class each effect is, what it reads and writes, and why."""

@@ -1,0 +1,1 @@
+"""What DAL observes around a pipeline and puts back: git's references, protected names, records of walls."""

@@ -1,0 +1,1 @@
+"""The wall: what a program may see and do, enforced by the operating system (bubblewrap, seccomp, limits)."""
