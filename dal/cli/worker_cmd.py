@@ -134,6 +134,9 @@ def register(sub: Any) -> None:
     w.add_argument("--until-idle", action="store_true",
                    help="exit once no job of its queues is ready, scheduled or running")
     w.add_argument("--max-jobs", type=positive_int, default=None, metavar="N", help="claim at most N jobs, then exit")
+    w.add_argument("--log-format", choices=("text", "json"), default="text",
+                   help="text (default): lines for a person; json: one JSON object per line, on stderr for the "
+                   "worker's events and on stdout for the scripts' output (docs/workers.md)")
     _store_flags(w, json_flag=False)
     w.set_defaults(func=cmd_worker)
 
@@ -423,10 +426,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
     worker = Worker(
         _path(args), queues=tuple(args.queue or ("default",)), concurrency=args.concurrency or os.cpu_count() or 1,
         lease=args.lease, poll=args.poll, backoff=args.backoff, until_idle=args.until_idle, max_jobs=args.max_jobs,
+        log_format=args.log_format,
     )
     try:
         return worker.run()
     except StoreError as e:
+        if args.log_format == "json":  # one object, as every line of this log
+            worker.say(str(e), level="error")
+            return EXIT_USAGE
         return _die(str(e))
 
 

@@ -23,7 +23,6 @@ import functools
 import json
 import os
 import random
-import re
 import select
 import signal
 import sys
@@ -37,6 +36,7 @@ from dal.receipts.jobs import Fence, JobQueue, machine_host
 from dal.receipts.location import StoreLocation
 from dal.receipts.store import StoreError
 from dal.worker.keeper import Keeper
+from dal.worker.log import WorkerLog
 
 # What drains the worker (and, in a child before its run begins, stops it): systemd, Ctrl-C, a closed terminal.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -70,6 +70,7 @@ class Worker:
         until_idle: bool = False,
         max_jobs: int | None = None,
         say: Callable[[str], Any] | None = None,
+        log_format: str = "text",
     ) -> None:
         # Where the store is: a SQLite file (self.store, a Path) or a PostgreSQL database; the queue and the
         # key locks are opened through it (dal/receipts/location.py, open_store).
@@ -89,7 +90,7 @@ class Worker:
         self.claimed = 0
         self.done = 0
         self.draining = False
-        self._say = say or (lambda text: (sys.stderr.write(text + "\n"), sys.stderr.flush()))
+        self.log = WorkerLog(self.id, format=log_format, say=say)
         self._pipe: tuple[int, int] | None = None
         # SQLite: holds the store open, so no job's connection closes last (PostgreSQL has no such cost)
         self._keeper = Keeper(self.store) if self.location.is_file else None
@@ -98,13 +99,15 @@ class Worker:
         # is stale only once this worker has seen it unrenewed for a whole lease of its own clock.
         self._leases: dict[int, tuple[int, float, float]] = {}
         self._unrouted: list[tuple[Child, str]] = []  # children that ended while the store refused
-        self._trouble = StoreTrouble(poll, self.say, cap=max(poll, min(STORE_WAIT_CAP, lease / 3)))
+        self._trouble = StoreTrouble(poll, self.say, cap=max(poll, min(STORE_WAIT_CAP, lease / 3)),
+                                     warn=lambda text: self.say(text, level="warning"))
 
-    def say(self, text: str) -> None:
-        """One line of the worker's log. Text from a script (a blocker, an error message in a note) shows
-        its control characters escaped, so that it cannot start a line of its own that reads like the
-        worker's ("dal worker w_...: job 9 ... → done") or move the terminal's cursor."""
-        self._say(f"dal worker {self.id}: {visible(text)}")
+    def say(self, text: str, *, level: str = "info", **fields: Any) -> None:
+        """One line of the worker's log (dal/worker/log.py), with the job's fields when it is about one.
+        Text from a script (a blocker, an error message in a note) shows its control characters escaped,
+        so that it cannot start a line of its own that reads like the worker's ("dal worker w_...: job 9
+        ... → done") or move the terminal's cursor."""
+        self.log.line(text, level=level, **fields)
 
     # -- start and stop ------------------------------------------------------------------------------
 
@@ -230,7 +233,8 @@ class Worker:
             if refused and self.draining and not self.children:
                 for child, _how in self._unrouted:  # a stop must not wait for a store that may never come back
                     self.say(f"job {child.fence.job_id} ({child.job['key']}): not routed, the run store refuses; "
-                             "once its lease ends another worker takes it over and continues it from its journal")
+                             "once its lease ends another worker takes it over and continues it from its journal",
+                             level="warning", job=child.fence.job_id, key=child.job["key"], state="running")
                 return
             for job in claimed:
                 self._fork(job)
@@ -342,7 +346,8 @@ class Worker:
             return  # routed by the child (or taken over, or cancelled)
         route = routing.for_crash(job, how, now, self.backoff)
         to = q.route(child.fence, route.event, run_at=route.run_at, streak=route.streak, note=route.note, now=now)
-        self.say(f"job {job['job_id']} ({job['key']}): the process running it {how} → {to or 'not ours any more'}")
+        self.say(f"job {job['job_id']} ({job['key']}): the process running it {how} → {to or 'not ours any more'}",
+                 level="warning", job=job["job_id"], key=job["key"], state=to, retry="resume")
 
     def _beat(self, q: JobQueue, now: float) -> None:
         for child in self.children.values():
@@ -354,7 +359,8 @@ class Worker:
                 if job is not None and job["lease_epoch"] == child.fence.epoch and job["state"] != "cancelled":
                     continue  # the child routed it and is exiting
                 why = "cancelled" if job and job["state"] == "cancelled" else "taken over by another worker"
-                self.say(f"job {child.fence.job_id}: lost its lease ({why}); stopping its run")
+                self.say(f"job {child.fence.job_id}: lost its lease ({why}); stopping its run", level="warning",
+                         job=child.fence.job_id, key=child.job["key"], state=job["state"] if job else None)
                 if not child.stopped:
                     child.stopped = True
                     _signal(child.pid, signal.SIGTERM)
@@ -367,7 +373,8 @@ class Worker:
             from dal.worker.schedules import fire_due
 
             for job in fire_due(q, now):
-                self.say(f"schedule {job['schedule']}: job {job['job_id']} ({job['key']})")
+                self.say(f"schedule {job['schedule']}: job {job['job_id']} ({job['key']})", job=job["job_id"],
+                         key=job["key"], state=job["state"])
         q.sweep_waiting(now)
 
     # -- the child -----------------------------------------------------------------------------------
@@ -386,8 +393,9 @@ class Worker:
                 code = self._child(job, fence)
             except StoreError as e:  # opening its queue, the key's takeover wait, --new-attempt's question
                 code = EXIT_STORE
-                _quietly(self.say, f"{label}: the run store refused before its run began: {str(e).rstrip('.')}; "
-                         "the worker routes the job once this process ends")
+                said = (f"{label}: the run store refused before its run began: {str(e).rstrip('.')}; the worker "
+                        "routes the job once this process ends")
+                _quietly(lambda: self.say(said, level="warning", job=job["job_id"], key=job["key"]))
             except BaseException as e:  # noqa: BLE001 - a child never returns into the parent's loop
                 _quietly(self._internal_error, label, job["job_id"], e)
             finally:
@@ -447,14 +455,15 @@ class Worker:
             route = routing.Route("park", note=f"the job's specification cannot be read: {e}")
         if route is None and self._stop_asked:
             route = routing.Route("drain", run_at=now, note="the worker stopped before the run began")
-        output = _Prefixed(f"[job {job['job_id']}] ")
+        output = _Prefixed(self.log, job["job_id"], job["key"])
+        t0 = time.monotonic()
         if route is None:
             try:
                 report = jobspec.run_spec(
                     spec, store=self.store, key=job["key"], fence=fence,
                     new_attempt=_new_attempt(self.store, spec, job["key"]),
                     write=output,
-                    notify=lambda text: self.say(f"{label}: note: {text}"),
+                    notify=lambda text: self.say(f"{label}: note: {text}", job=job["job_id"], key=job["key"]),
                 )
             except RunnerError as e:
                 route = routing.for_runner_error(str(e), e.exit_code, job, q.clock(), self.backoff)
@@ -469,19 +478,23 @@ class Worker:
         if (lost := output.undelivered()) is not None:
             route = route._replace(note=f"{route.note} ({lost})")
         run = None
+        fields: dict[str, Any] = {"job": job["job_id"], "key": job["key"]}
         if receipt is not None:
             run = {"run_id": receipt["run_id"], "status": receipt["status"], "retry": receipt["retry"]}
+            fields.update(run=receipt["run_id"], retry=receipt["retry"])
         try:
             to = q.route(fence, route.event, run_at=route.run_at, failures=route.failures, streak=route.streak,
                          run=run, waits_on=route.waits_on, note=route.note)
         except StoreError as e:  # a lock held past the busy timeout, a server gone (attack7 02)
             self.say(f"{label}: {route.note}; but the run store refused to route the job: {str(e).rstrip('.')}; "
-                     "the worker routes it once this process ends (the next run continues from the journal)")
+                     "the worker routes it once this process ends (the next run continues from the journal)",
+                     level="warning", state="running", duration=time.monotonic() - t0, **fields)
             return EXIT_STORE
         if to is None:
-            self.say(f"{label}: {route.note}; the job is no longer this worker's (taken over or cancelled)")
+            self.say(f"{label}: {route.note}; the job is no longer this worker's (taken over or cancelled)",
+                     duration=time.monotonic() - t0, **fields)
         else:
-            self.say(f"{label}: {route.note} → {to}")
+            self.say(f"{label}: {route.note} → {to}", state=to, duration=time.monotonic() - t0, **fields)
         return 0
 
     def _internal_error(self, label: str, job_id: int, error: BaseException) -> None:
@@ -495,12 +508,18 @@ class Worker:
             folder.mkdir(parents=True, exist_ok=True)
             path.write_text(f"dal worker {self.id}: {label}\n{text}", encoding="utf-8")
         except OSError as e:
+            if self.log.format == "json":  # the traceback inside the line: every line stays one object
+                self.say(f"{label}: internal error in DAL (please report it, with this traceback, which could not "
+                         f"be written to {folder}: {e}); the worker routes the job once this process ends\n{text}",
+                         level="error", job=job_id)
+                return
             self.say(f"{label}: internal error in DAL (please report it, with the traceback below, which could not "
-                     f"be written to {folder}: {e}); the worker routes the job once this process ends")
+                     f"be written to {folder}: {e}); the worker routes the job once this process ends",
+                     level="error", job=job_id)
             sys.stderr.write(text)
             return
         self.say(f"{label}: internal error in DAL ({type(error).__name__}: {error}); please report it, with "
-                 f"{path}; the worker routes the job once this process ends")
+                 f"{path}; the worker routes the job once this process ends", level="error", job=job_id)
 
 
 # The longest wait between two tries of a store that refuses (never more than a third of the lease: the
@@ -515,11 +534,12 @@ class StoreTrouble:
     `remind` seconds, and "back" when a try succeeds again."""
 
     def __init__(self, poll: float, say: Callable[[str], Any], *, cap: float, remind: float = 60.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, warn: Callable[[str], Any] | None = None) -> None:
         self.poll = max(poll, 0.05)
         self.cap = max(cap, self.poll)
         self.remind = remind
         self.say = say
+        self.warn = warn or say  # the refusals; `say` the store's return
         self.clock = clock
         self.since: float | None = None
         self.tries = 0
@@ -533,7 +553,7 @@ class StoreTrouble:
         message = str(error).rstrip(".")
         if self.since is None:
             self.since, self.tries, self.wait = now, 1, self.poll
-            self.say(f"the run store refused: {message}; trying again in {self.wait:g} s, then less often "
+            self.warn(f"the run store refused: {message}; trying again in {self.wait:g} s, then less often "
                      f"(up to every {self.cap:g} s) while it refuses")
             self.told, self.last = now, message
         else:
@@ -541,7 +561,7 @@ class StoreTrouble:
             self.wait = min(self.wait * 2, self.cap)
             if now - self.told >= self.remind:
                 changed = f": {message}" if message != self.last else " (the same error)"
-                self.say(f"the run store still refuses, since {_clock_text(self.since)} ({self.tries} tries in "
+                self.warn(f"the run store still refuses, since {_clock_text(self.since)} ({self.tries} tries in "
                          f"{now - self.since:.0f} s){changed}")
                 self.told, self.last = now, message
         return self.wait * random.uniform(0.8, 1.2)
@@ -564,19 +584,6 @@ def _quietly(fn: Callable[..., Any], *args: Any) -> None:
         fn(*args)
     except BaseException:  # noqa: BLE001, S110
         pass
-
-
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def visible(text: str) -> str:
-    """`text` on one line: newlines and other control characters as escapes (`\\n`, `\\x1b`)."""
-    def esc(m: re.Match[str]) -> str:
-        c = m.group()
-        return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c) or (
-            f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
-
-    return _CONTROL.sub(esc, text)
 
 
 def warm() -> None:
@@ -629,21 +636,24 @@ def _new_attempt(store: Path | StoreLocation, spec: Any, key: str) -> bool:
 
 
 class _Prefixed:
-    """The script's output, each line after `prefix`, on the worker's stdout. A stdout nobody reads any
-    more (a log pipe that went away) loses the output, not the run (dal.core.outwrite)."""
+    """The script's output on the worker's stdout, line by line, as the log's format shows it (text: each line
+    after `[job N] `, its control characters escaped). A stdout nobody reads any more (a log pipe that went
+    away) loses the output, not the run (dal.core.outwrite)."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, log: WorkerLog, job: int, key: str) -> None:
         from dal.core.outwrite import StreamWriter
 
-        self.prefix = prefix
+        self.log = log
+        self.job = job
+        self.key = key
         self.pending = ""
-        self.out = StreamWriter(sys.stdout, flush=True)
+        self.out = StreamWriter(log.out, flush=True)
 
     def __call__(self, text: str) -> None:
         self.pending += text
         *lines, self.pending = self.pending.split("\n")
         if lines:
-            self.out("".join(f"{self.prefix}{line}\n" for line in lines))
+            self.out(self.log.output_lines(self.job, self.key, lines))
 
     def undelivered(self) -> str | None:
         return self.out.undelivered()
