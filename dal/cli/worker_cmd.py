@@ -116,8 +116,9 @@ def register(sub: Any) -> None:
     w = sub.add_parser(
         "worker",
         help="run jobs from the queue",
-        description="Claim jobs from the run store's queue and run each in a process forked from this one, "
-        "holding a lease on it; route each finished run by its receipt's retry class (docs/workers.md). "
+        description="Claim jobs from the run store's queue and run them in job processes forked from this one "
+        "(each runs many jobs, one at a time), holding a lease on each; route each finished run by its receipt's "
+        "retry class (docs/workers.md). "
         "SIGTERM, Ctrl-C or SIGHUP (a closed terminal) drains: no new claims, running jobs stop as resumable "
         "and go back to ready, exit 0.",
     )
@@ -134,6 +135,11 @@ def register(sub: Any) -> None:
     w.add_argument("--until-idle", action="store_true",
                    help="exit once no job of its queues is ready, scheduled or running")
     w.add_argument("--max-jobs", type=positive_int, default=None, metavar="N", help="claim at most N jobs, then exit")
+    w.add_argument("--recycle-after", type=positive_int, default=defaults.WORKER_RECYCLE_AFTER, metavar="N",
+                   help=f"a job process is replaced after N jobs (default {defaults.WORKER_RECYCLE_AFTER})")
+    w.add_argument("--recycle-memory", type=memory_size, default=defaults.WORKER_RECYCLE_MEMORY, metavar="SIZE",
+                   help=f"a job process whose resident memory passed SIZE after a job is replaced (default "
+                   f"{defaults.WORKER_RECYCLE_MEMORY >> 20}M)")
     w.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="text (default): lines for a person; json: one JSON object per line, on stderr for the "
                    "worker's events and on stdout for the scripts' output (docs/workers.md)")
@@ -426,7 +432,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     worker = Worker(
         _path(args), queues=tuple(args.queue or ("default",)), concurrency=args.concurrency or os.cpu_count() or 1,
         lease=args.lease, poll=args.poll, backoff=args.backoff, until_idle=args.until_idle, max_jobs=args.max_jobs,
-        log_format=args.log_format,
+        log_format=args.log_format, recycle_after=args.recycle_after, recycle_memory=args.recycle_memory,
     )
     try:
         return worker.run()
