@@ -267,17 +267,17 @@ class JobProcessMain:
                     lent=store, check=self._check,
                 )
             except RunnerError as e:
-                route = routing.for_runner_error(str(e), e.exit_code, job, q.clock(), w.backoff)
-                troubled = "store" in str(e)
+                # The runner turns a StoreError into a RunnerError inside its except clause: the store refused.
+                troubled = isinstance(e.__context__, StoreError)
+                route = routing.for_runner_error(str(e), e.exit_code, job, q.clock(), w.backoff, store_fault=troubled)
             except jobspec.SpecError as e:
                 route = routing.Route("park", note=f"the job's specification cannot be run: {e}")
             else:
                 receipt = report.receipt
-                route = routing.for_receipt(receipt, job, q.clock(), w.backoff,
-                                            signal_name=report.signal_name, store_problem=report.store_problem)
-                if report.error is not None and report.error.kind == "store" and not report.store_problem:
-                    route = route._replace(note=f"{route.note}: {report.error.message}")
-                troubled = bool(report.store_problem) or (report.error is not None and report.error.kind == "store")
+                fault = report.error.message if report.error is not None and report.error.kind == "store" else None
+                route = routing.for_receipt(receipt, job, q.clock(), w.backoff, signal_name=report.signal_name,
+                                            store_problem=report.store_problem, store_fault=fault)
+                troubled = bool(report.store_problem or fault)
                 if report.signal_name in ("SIGTERM", "SIGINT", "SIGHUP"):
                     self.stop = True  # told to stop while the run went on: this process ends after routing
         if (lost := output.undelivered()) is not None:
