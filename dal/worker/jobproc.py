@@ -274,9 +274,13 @@ class JobProcessMain:
                 route = routing.Route("park", note=f"the job's specification cannot be run: {e}")
             else:
                 receipt = report.receipt
-                fault = report.error.message if report.error is not None and report.error.kind == "store" else None
+                said = report.error.message if report.error is not None and report.error.kind == "store" else None
+                # Fenced (cancelled, taken over) is an error of kind store too, but not the store's refusal.
+                fault = said if said is not None and _still_ours(q, fence) else None
                 route = routing.for_receipt(receipt, job, q.clock(), w.backoff, signal_name=report.signal_name,
                                             store_problem=report.store_problem, store_fault=fault)
+                if said is not None and fault is None:
+                    route = route._replace(note=f"{route.note}: {said}")
                 troubled = bool(report.store_problem or fault)
                 if report.signal_name in ("SIGTERM", "SIGINT", "SIGHUP"):
                     self.stop = True  # told to stop while the run went on: this process ends after routing
@@ -304,6 +308,14 @@ class JobProcessMain:
         self.last = {"state": to, "event": route.event, "retry": receipt["retry"] if receipt else None,
                      "queue": job.get("queue"), "duration": took, "effects": _effect_seconds(receipt)}
         return 0, troubled
+
+
+def _still_ours(q: Any, fence: Fence) -> bool:
+    """Whether the job is still running under `fence` (a run stopped by its fence has an error of kind
+    `store` too, but the store did not refuse)."""
+    job = q.get(fence.job_id)
+    return (job is not None and job["state"] == "running" and job["lease_epoch"] == fence.epoch
+            and job["lease_owner"] == fence.owner)
 
 
 def _file_id(location: Any) -> tuple[int, int, int] | None:

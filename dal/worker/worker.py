@@ -59,6 +59,8 @@ class Worker:
         log_format: str = "text",
         recycle_after: int = pool.RECYCLE_AFTER,
         recycle_memory: int = pool.RECYCLE_MEMORY,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
     ) -> None:
         # Where the store is: a SQLite file (self.store, a Path) or a PostgreSQL database; the queue and the
         # key locks are opened through it (dal/receipts/location.py, open_store).
@@ -77,6 +79,8 @@ class Worker:
         self.recycle_after = max(1, recycle_after)  # jobs a job process runs before it is replaced
         self.recycle_memory = recycle_memory  # resident bytes past which a job process is replaced
         self.procs: dict[int, JobProcess] = {}  # the job processes, by pid
+        self.metrics_at = (metrics_host, metrics_port) if metrics_port is not None else None
+        self.metrics: Any = None  # dal/worker/metrics.py, from run() on when --metrics-port is given
         self.claimed = 0
         self.done = 0
         self.draining = False
@@ -126,8 +130,15 @@ class Worker:
         # A stop asked for while the worker starts drains it as well (nothing is claimed yet).
         early = {s: signal.signal(s, self._on_stop) for s in STOP_SIGNALS}
         try:
+            if self.metrics_at is not None:  # first: a port that cannot be served records nothing
+                from dal.worker.metrics import Metrics
+
+                self.metrics = Metrics(*self.metrics_at)
             self._prepare()
         except BaseException:
+            if self.metrics is not None:
+                self.metrics.close()
+                self.metrics = None
             if self._keeper is not None:
                 self._keeper.stop()
             for s, h in early.items():
@@ -141,7 +152,7 @@ class Worker:
         handlers = dict(early)
         handlers[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the select
         self.say(f"started: queues {', '.join(self.queues)}, concurrency {self.concurrency}, lease {self.lease:g} s, "
-                 f"store {self.store}")
+                 f"store {self.store}" + (f", metrics on {self.metrics.url}" if self.metrics is not None else ""))
         try:
             self._loop()
         finally:
@@ -160,6 +171,9 @@ class Worker:
             except StoreError as e:
                 self.say(f"could not record that it stopped: {e}")
             self._end_processes()
+            if self.metrics is not None:
+                self.metrics.close()
+                self.metrics = None
             if self._keeper is not None:
                 self._keeper.stop()
         self.say(f"stopped: {self.done} job{'s' if self.done != 1 else ''} run")
@@ -213,6 +227,8 @@ class Worker:
                                                    lease=self.lease, limit=room, now=due, stale=self._stale(q))
                             self.claimed += len(claimed)
                         idle = not claimed and not self._busy() and self._idle(q, due)
+                    if self.metrics is not None and self.metrics.waiting:  # a scrape: the counts as of now
+                        self.metrics.set_counts(q.counts_by_queue())
             except StoreError as e:
                 # Waited out below, however soon the next beat falls due: a store that refuses at once (a
                 # server that is down, a damaged file) must not be asked again at once (attack7 03).
@@ -221,6 +237,8 @@ class Worker:
                 wait = self._trouble.failed(e)
             else:
                 self._trouble.ok()
+            if self.metrics is not None:
+                self._answer_scrapes(refused, claimed)
             if refused and self.draining and not self.procs:
                 for proc, _how in self._unrouted:  # a stop must not wait for a store that may never come back
                     assert proc.fence is not None and proc.job is not None
@@ -240,6 +258,17 @@ class Worker:
                 self._wait(wait if not self.draining else min(wait, 0.5))
             else:
                 self._wait(min(continue_after, max(0.0, next_beat - time.time())))
+
+    def _answer_scrapes(self, refused: bool, claimed: list[dict[str, Any]]) -> None:
+        m = self.metrics
+        for job in claimed:
+            if str(job.get("note") or "").startswith("taken over from"):  # the claim's own note (jobs.py)
+                m.takeovers.inc()
+        m.refusing.set(1 if refused else 0)
+        m.processes.set(len(self.procs))
+        m.running.set(self._busy() + len(claimed))
+        if m.waiting:
+            m.answer()  # while the store refuses: with the counts last read
 
     def _queue(self) -> Any:
         """A queue on a connection of its own, to close before any fork (SQLite: JobQueue.open; PostgreSQL: a
@@ -287,6 +316,8 @@ class Worker:
         assert self._pipe is not None
         if timeout > 0:
             watched: list[Any] = [self._pipe[0], *(p.sock for p in self.procs.values() if not p.closed)]
+            if self.metrics is not None:
+                watched += self.metrics.fds()
             if not self.location.is_file:
                 if self._waker is None:
                     from dal.receipts.pg.jobs import Waker
@@ -300,6 +331,8 @@ class Worker:
                 pass
             if self._waker is not None:
                 self._waker.drain()
+        if self.metrics is not None:
+            self.metrics.poll()
         try:
             while os.read(self._pipe[0], 512):
                 pass
@@ -318,6 +351,11 @@ class Worker:
         """A job process routed its job and is idle again (or ends now: `ending` says why)."""
         if proc.job is None or report.get("idle") != proc.job["job_id"]:
             return
+        if self.metrics is not None:
+            self.metrics.routed(retry=report.get("retry"), state=report.get("state"), queue=proc.job.get("queue"),
+                                duration=report.get("duration"), effects=report.get("effects"))
+            if report.get("state") is None and report.get("event") and not proc.lost:
+                self.metrics.lease_losses.inc()  # its run was fenced before this loop saw the lease go
         proc.job = proc.fence = None
         self.done += 1
         if report.get("ending"):
@@ -370,6 +408,8 @@ class Worker:
             return  # routed by the process (or taken over, or cancelled)
         route = routing.for_crash(job, how, now, self.backoff)
         to = q.route(proc.fence, route.event, run_at=route.run_at, streak=route.streak, note=route.note, now=now)
+        if self.metrics is not None:
+            self.metrics.routed(retry="crashed", state=to)
         self.say(f"job {job['job_id']} ({job['key']}): the process running it {how} → {to or 'not ours any more'}",
                  level="warning", job=job["job_id"], key=job["key"], state=to, retry="resume")
 
@@ -383,6 +423,8 @@ class Worker:
                 if job is not None and job["lease_epoch"] == proc.fence.epoch and job["state"] != "cancelled":
                     continue  # the process routed it (its report is on its way)
                 why = "cancelled" if job and job["state"] == "cancelled" else "taken over by another worker"
+                if self.metrics is not None:
+                    self.metrics.lease_losses.inc()
                 self.say(f"job {proc.fence.job_id}: lost its lease ({why}); stopping its run", level="warning",
                          job=proc.fence.job_id, key=proc.job["key"], state=job["state"] if job else None)
                 if not proc.stopped:  # its run stops at its next step; the process ends once it routed the job
@@ -451,6 +493,9 @@ class Worker:
         for proc in self.procs.values():  # the other processes' sockets: their EOF must not wait for this one
             proc.close()
         self.procs = {}
+        if self.metrics is not None:  # its sockets are the parent's (this copy closes only its descriptors)
+            self.metrics.close()
+            self.metrics = None
         # The keeper's pipes and a PostgreSQL waker's connection stay open here, untouched, and referenced
         # (by this copy of the worker) for the process's whole life: closing them, or letting their objects
         # be collected, would close what the parent still uses (a connection's goodbye on its socket) or
