@@ -14,8 +14,7 @@ once it has routed that job. It also ends with its worker: SIGTERM from the kern
 (PR_SET_PDEATHSIG), or the socket closing.
 
 A job the process cannot finish routing ends the process with EXIT_STORE (the store refused) or 70 (a
-bug in DAL), as a forked child did before: the worker routes that job as a crashed one once it has reaped
-the process.
+bug in DAL): the worker routes that job as a crashed one once it has reaped the process.
 """
 
 from __future__ import annotations
@@ -80,7 +79,6 @@ class JobProcessMain:
         self.scripts = Cache()  # (sha256 of the text, filename) -> Checked
         self.specs = Cache()  # sha256 of the stored spec's text -> RunSpec (its Policy inside)
         self.ran = 0
-        self.born_rss = 0
         self.out: Any = None  # the stdout writer every job's output goes through (dal.core.outwrite)
         self.last: dict[str, Any] = {}  # what the worker's metrics take from the job just routed
         self._wake: tuple[int, int] | None = None
@@ -105,7 +103,6 @@ class JobProcessMain:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         _die_with(self.parent)
         self.out = StreamWriter(self.w.log.out, flush=True)
-        self.born_rss = pool.resident_bytes()
 
     def serve(self) -> int:
         """Run jobs until told to stop: the process's exit status."""
@@ -294,7 +291,7 @@ class JobProcessMain:
         try:
             to = q.route(fence, route.event, run_at=route.run_at, failures=route.failures, streak=route.streak,
                          run=run, waits_on=route.waits_on, note=route.note)
-        except StoreError as e:  # a lock held past the busy timeout, a server gone (attack7 02)
+        except StoreError as e:  # a lock held past the busy timeout, a server gone
             w.say(f"{label}: {route.note}; but the run store refused to route the job: {str(e).rstrip('.')}; "
                   "the worker routes it once this process ends (the next run continues from the journal)",
                   level="warning", state="running", duration=time.monotonic() - t0, **fields)
