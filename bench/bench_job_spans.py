@@ -1,19 +1,19 @@
 """Where one job's time goes: one worker, in-process, with perf_counter spans around the steps of each job
-in its forked child. Prints mean milliseconds per job; asserts nothing.
+in its job process (dal/worker/jobproc.py). Prints mean milliseconds per job; asserts nothing.
 
     python bench/bench_job_spans.py [JOBS]      # default 40 one-effect jobs (`run("true")`)
 
 Spans nest (`_execute` holds `execute_checked`, the wall around the effect, and `_finish`, the receipt),
-so they do not add up. `fork->child` is the time from the fork to the child's first line; the child's CPU
-time and minor page faults (copy-on-write of the warm parent's heap, mostly) are its own. The last lines
-give the time per job from the first run's start to the last job's end, the CPU time of every process per
-job with the worker's start-up, and without it: the parent's loop (its fork calls included) and the
-children as reaped (their exit included), of which the part timed inside the child (itself and its
-children: bubblewrap's side). The parts: the child before its first line (the fork's return, its set-up),
-its own CPU after that (user and system), its children's, and its exit (what is left of "reaped").
+so they do not add up. `hand-over` is the time from the parent's hand-over of a job to the job process's
+first line for it; the job process's CPU time and minor page faults for the job (from its first line for
+the job to its report) are its own. The last lines give the time per job from the first run's start to the
+last job's end, the CPU time of every process per job with the worker's start-up, and without it: the
+parent's loop and the job processes as reaped (their start and their waits between jobs included), of
+which the part timed inside the jobs (the process itself and its children: bubblewrap's side; bubblewrap's
+sandbox init, reparented when bubblewrap exits, is not its child and is missed here).
 
-    DAL_BENCH_POLL=S        the worker's poll (default 1 s, the worker's own: a child that ends wakes it)
-    DAL_BENCH_PROFILE=DIR   a cProfile of each child and of the parent's loop in DIR (the spans are off)
+    DAL_BENCH_POLL=S        the worker's poll (default 1 s, the worker's own: a job process's report wakes it)
+    DAL_BENCH_PROFILE=DIR   a cProfile of each job process's jobs and of the parent's loop in DIR (no spans)
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ REPO = Path(os.environ.get("REPO") or Path(__file__).resolve().parents[1])
 sys.path.insert(0, str(REPO))
 
 SPANS = [
-    ("dal.worker.worker", "Worker._child"), ("dal.receipts.jobs", "JobQueue.route"),
+    ("dal.worker.jobproc", "JobProcessMain._run"), ("dal.receipts.jobs", "JobQueue.route"),
     ("dal.receipts.jobs", "JobQueue.open"), ("dal.receipts.jobs", "JobQueue.close"),
     ("dal.runner.runner", "_execute"), ("dal.runner.runner", "_finish"), ("dal.runner.runner", "_RunState.release"),
     ("dal.runner.runner", "_RunState.enter_key"), ("dal.receipts.store", "Store.__init__"),
@@ -50,9 +50,8 @@ SPANS = [
     ("dal.runner.runner", "check_source"),
 ]
 acc: dict[str, float] = {}
-FAULTS = "child: minor page faults"
-KIDS_FAULTS = "child's children: minor page faults"
-EARLY_FAULTS = "child: page faults before its first line"
+FAULTS = "job process: minor page faults"
+KIDS_FAULTS = "job process's children: minor page faults"
 PROFILE = os.environ.get("DAL_BENCH_PROFILE")
 POLL = float(os.environ.get("DAL_BENCH_POLL", "1.0"))  # the worker's default; a child that ends wakes the loop at once
 
@@ -103,39 +102,41 @@ def main() -> None:
     out = Path(tempfile.mkdtemp())
     for mod, qual in SPANS if not PROFILE else ():
         timed(mod, qual)
-    child, fork = w.Worker._child, w.Worker._fork
+    from dal.worker import jobproc
 
-    def traced_child(self: Any, job: dict[str, Any], fence: Any) -> int:
+    one, start = jobproc.JobProcessMain._one, w.Worker._start
+    prof = None
+
+    def traced_one(self: Any, job: dict[str, Any]) -> Any:
+        nonlocal prof
         acc.clear()
-        acc["fork->child"] = time.time() - job["_forked_at"]
+        acc["hand-over"] = time.time() - job["_handed_at"]
         r0 = resource.getrusage(resource.RUSAGE_SELF)
-        k0 = cpu(resource.RUSAGE_CHILDREN)
-        prof = None
-        if PROFILE:  # DAL_BENCH_PROFILE=DIR: a cProfile of each child, to read with pstats (its spans are off)
+        k0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if PROFILE and prof is None:  # DAL_BENCH_PROFILE=DIR: a cProfile of each job process's jobs (no spans)
             import cProfile
 
             prof = cProfile.Profile()
+        if prof is not None:
             prof.enable()
         try:
-            return child(self, job, fence)
+            return one(self, job)
         finally:
             if prof is not None:
                 prof.disable()
-                prof.dump_stats(os.path.join(PROFILE, f"child-{os.getpid()}.prof"))
+                prof.dump_stats(os.path.join(PROFILE, f"jobs-{os.getpid()}.prof"))
             r1 = resource.getrusage(resource.RUSAGE_SELF)
-            acc["child: CPU before its first line"] = r0.ru_utime + r0.ru_stime  # the fork's return, its set-up
-            acc["child: user CPU"] = r1.ru_utime - r0.ru_utime
-            acc["child: system CPU"] = r1.ru_stime - r0.ru_stime
-            acc["child's children: CPU"] = cpu(resource.RUSAGE_CHILDREN) - k0  # bubblewrap, its init, true
-            acc[KIDS_FAULTS] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
-            acc["child: RSS at its end, KiB"] = r1.ru_maxrss
-            faults = r1.ru_minflt - r0.ru_minflt
-            acc[EARLY_FAULTS] = r0.ru_minflt
-            (out / f"{os.getpid()}.json").write_text(json.dumps({**acc, FAULTS: faults}))
+            k1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            acc["job process: user CPU"] = r1.ru_utime - r0.ru_utime
+            acc["job process: system CPU"] = r1.ru_stime - r0.ru_stime
+            acc["job process's children: CPU"] = (k1.ru_utime + k1.ru_stime) - (k0.ru_utime + k0.ru_stime)
+            acc[KIDS_FAULTS] = k1.ru_minflt - k0.ru_minflt
+            acc[FAULTS] = r1.ru_minflt - r0.ru_minflt
+            (out / f"{os.getpid()}-{job['job_id']}.json").write_text(json.dumps(acc))
 
-    def traced_fork(self: Any, job: dict[str, Any]) -> None:
-        job["_forked_at"] = time.time()
-        fork(self, job)
+    def traced_start(self: Any, job: dict[str, Any]) -> None:
+        job["_handed_at"] = time.time()
+        start(self, job)
 
     loop = w.Worker._loop
     marks: dict[str, float] = {}
@@ -155,20 +156,22 @@ def main() -> None:
             if prof is not None:
                 prof.disable()
                 prof.dump_stats(os.path.join(PROFILE, "parent.prof"))
-            marks["loop1"], marks["reaped1"] = cpu(), cpu(resource.RUSAGE_CHILDREN)
+            marks["loop1"] = cpu()
             marks["flt1"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
-    w.Worker._child, w.Worker._fork, w.Worker._loop = traced_child, traced_fork, traced_loop  # type: ignore
+    jobproc.JobProcessMain._one = traced_one  # type: ignore[method-assign]
+    w.Worker._start, w.Worker._loop = traced_start, traced_loop  # type: ignore[method-assign]
     c0 = cpu_all()
     w.Worker(db, until_idle=True, poll=POLL, say=lambda text: None).run()
     used = cpu_all() - c0
+    marks["reaped1"] = cpu(resource.RUSAGE_CHILDREN)  # the job processes ended as the worker stopped
     files = glob.glob(str(out / "*.json"))
     total: dict[str, float] = {}
     for f in files:
         for k, v in json.loads(Path(f).read_text()).items():
             total[k] = total.get(k, 0.0) + v
     print(f"{n} one-effect jobs, one worker; load average {os.getloadavg()[0]:.1f}; mean per job:")
-    counts = {k: total.pop(k, 0.0) for k in (FAULTS, EARLY_FAULTS, KIDS_FAULTS, "child: RSS at its end, KiB")}
+    counts = {k: total.pop(k, 0.0) for k in (FAULTS, KIDS_FAULTS)}
     for k, v in sorted(total.items(), key=lambda kv: -kv[1]):
         print(f"  {k:34s} {v / len(files) * 1000:7.2f} ms")
     for k, v in counts.items():
@@ -180,13 +183,14 @@ def main() -> None:
     first = min(datetime.fromisoformat(r["started_at"].replace("Z", "+00:00")).timestamp() for r in runs)
     span = max(j["finished_at"] or 0 for j in jobs) - first
     parent = marks["loop1"] - marks["loop0"]
-    kids = sum(total.get(k, 0.0) for k in ("child: user CPU", "child: system CPU", "child's children: CPU"))
+    kids = sum(total.get(k, 0.0) for k in ("job process: user CPU", "job process: system CPU",
+                                            "job process's children: CPU"))
     print(f"first run's start to last job's end: {span / n * 1000:.1f} ms per job; CPU {used / n * 1000:.1f} ms "
           "per job (all processes, the worker's start-up included)")
-    reaped = marks["reaped1"] - marks["reaped0"]  # the children whole, their exit included
+    reaped = marks["reaped1"] - marks["reaped0"]  # the job processes whole, their start, waits and exit included
     print(f"CPU per job, the worker's start-up left out: {(parent + reaped) / n * 1000:.1f} ms = the parent's loop "
-          f"{parent / n * 1000:.1f} (the fork's own cost included) + the children, reaped, "
-          f"{reaped / n * 1000:.1f} (of which timed in the child: {kids / n * 1000:.1f}, itself, bubblewrap and "
+          f"{parent / n * 1000:.1f} (its forks included) + the job processes, reaped, "
+          f"{reaped / n * 1000:.1f} (of which timed in the jobs: {kids / n * 1000:.1f}, the process, bubblewrap and "
           "the program)")
 
 

@@ -43,6 +43,16 @@ def duration(text: str) -> float:
     return value
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
+    return value
+
+
 def moment(text: str) -> float:
     """A time: ISO 8601 (`2026-12-01T09:30`, `...Z`, `...+01:00`; without an offset, local time)."""
     try:
@@ -116,8 +126,9 @@ def register(sub: Any) -> None:
     w = sub.add_parser(
         "worker",
         help="run jobs from the queue",
-        description="Claim jobs from the run store's queue and run each in a process forked from this one, "
-        "holding a lease on it; route each finished run by its receipt's retry class (docs/workers.md). "
+        description="Claim jobs from the run store's queue and run them in job processes forked from this one "
+        "(each runs many jobs, one at a time), holding a lease on each; route each finished run by its receipt's "
+        "retry class (docs/workers.md). "
         "SIGTERM, Ctrl-C or SIGHUP (a closed terminal) drains: no new claims, running jobs stop as resumable "
         "and go back to ready, exit 0.",
     )
@@ -134,6 +145,19 @@ def register(sub: Any) -> None:
     w.add_argument("--until-idle", action="store_true",
                    help="exit once no job of its queues is ready, scheduled or running")
     w.add_argument("--max-jobs", type=positive_int, default=None, metavar="N", help="claim at most N jobs, then exit")
+    w.add_argument("--recycle-after", type=positive_int, default=defaults.WORKER_RECYCLE_AFTER, metavar="N",
+                   help=f"a job process is replaced after N jobs (default {defaults.WORKER_RECYCLE_AFTER})")
+    w.add_argument("--recycle-memory", type=memory_size, default=defaults.WORKER_RECYCLE_MEMORY, metavar="SIZE",
+                   help=f"a job process whose resident memory passed SIZE after a job is replaced (default "
+                   f"{defaults.WORKER_RECYCLE_MEMORY >> 20}M)")
+    w.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
+                   help="serve Prometheus metrics on this port (0: one the system picks; the log's first line says "
+                   "which); needs prometheus-client, the `metrics` extra")
+    w.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                   help="the address the metrics are served on (default 127.0.0.1: this machine only)")
+    w.add_argument("--log-format", choices=("text", "json"), default="text",
+                   help="text (default): lines for a person; json: one JSON object per line, on stderr for the "
+                   "worker's events and on stdout for the scripts' output (docs/workers.md)")
     _store_flags(w, json_flag=False)
     w.set_defaults(func=cmd_worker)
 
@@ -418,15 +442,21 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import os
 
     from dal.receipts.store import StoreError
+    from dal.worker.metrics import MetricsUnavailable
     from dal.worker.worker import Worker
 
     worker = Worker(
         _path(args), queues=tuple(args.queue or ("default",)), concurrency=args.concurrency or os.cpu_count() or 1,
         lease=args.lease, poll=args.poll, backoff=args.backoff, until_idle=args.until_idle, max_jobs=args.max_jobs,
+        log_format=args.log_format, recycle_after=args.recycle_after, recycle_memory=args.recycle_memory,
+        metrics_port=args.metrics_port, metrics_host=args.metrics_host,
     )
     try:
         return worker.run()
-    except StoreError as e:
+    except (StoreError, MetricsUnavailable) as e:
+        if args.log_format == "json":  # one object, as every line of this log
+            worker.say(str(e), level="error")
+            return EXIT_USAGE
         return _die(str(e))
 
 

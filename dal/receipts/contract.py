@@ -70,6 +70,10 @@ class JobStore(Protocol):
 
     def counts(self) -> dict[str, int]: ...
 
+    def counts_by_queue(self) -> dict[tuple[str, str], int]:
+        """How many jobs are in each (state, queue): the worker's metrics."""
+        ...
+
     def claim(self, *, owner: str, queues: Sequence[str], host: str, lease: float,
               now: float | None = None) -> Row | None: ...
 

@@ -315,6 +315,15 @@ class JobQueue:
             {},
         )
 
+    def counts_by_queue(self) -> dict[tuple[str, str], int]:
+        """How many jobs are in each (state, queue)."""
+        return self._read(
+            "counting jobs",
+            lambda c: {(s, q): n for s, q, n in c.execute(
+                "SELECT state, queue, count(*) FROM jobs GROUP BY state, queue")},
+            {},
+        )
+
     # -- claiming, leases, fencing -------------------------------------------------------------------
 
     def running_leases(self, queues: Sequence[str], host: str) -> list[tuple[int, int, float, str | None]]:

@@ -375,7 +375,7 @@ class _RunState:
     def open_store(self) -> Store:
         if self.store is None:
             try:
-                store = open_location(self.spec.store)
+                store = self.hooks.store if self.hooks.store is not None else open_location(self.spec.store)
                 # Every commit survives kill -9; only intents that must never be lost pay an fsync
                 # (see _BeginFirst and docs/durability.md).
                 store.set_synchronous("NORMAL")
@@ -716,7 +716,8 @@ class _RunState:
             self.own_lock.release()
             self.own_lock = None
         if self.store is not None:
-            self.store.close()
+            if self.hooks.store is None:  # a store the host lent stays open for its next run
+                self.store.close()
             self.store = None
 
 
@@ -988,7 +989,7 @@ def _execute(run: _RunState) -> RunReport:
         raise RunnerError(f"cannot write receipt files in {problem}. Nothing ran. Make the folder writable "
                           "or choose another with --receipts DIR.")
     filename = spec.filename
-    checked, errors = check_source(source, filename)
+    checked, errors = (hooks.check or check_source)(source, filename)
     bound: dict[str, Any] = {}
     if checked is not None:
         # The script's arguments, checked before anything runs; from here on the spec (stored with the

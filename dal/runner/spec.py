@@ -300,11 +300,12 @@ class RunSpec(FrozenRecord):
 class RunHooks(FrozenRecord):
     """What the host lends a run that is not part of its description: where the script's output goes,
     who hears about loop exits and notices, whether the runner takes SIGINT and SIGTERM, a job's lease
-    (`fence`: dal worker's runs journal only while it holds) and `dal test`'s hooks (scripted effect
-    results, a simulated crash)."""
+    (`fence`: dal worker's runs journal only while it holds), `dal test`'s hooks (scripted effect
+    results, a simulated crash), and what a host that runs many runs keeps between them (`store`: an open
+    run store; `check`: a cache of checked scripts)."""
 
     __slots__ = ("write", "on_loop_receipt", "notify", "handle_signals", "fake", "simulate_crash", "fence",
-                 "on_denied")
+                 "on_denied", "store", "check")
 
     def __init__(
         self,
@@ -316,6 +317,12 @@ class RunHooks(FrozenRecord):
         simulate_crash: tuple[str, int] | None = None,  # dal test: raise SimulatedCrash at (boundary, seq)
         fence: Any = None,  # a run of a job (dal worker): dal.receipts.jobs.Fence, checked by every intent
         on_denied: Callable[[Any], Any] | None = None,  # each run() the policy (or a person) denied: a DalError
+        # An open store of the spec's store location that the run uses and leaves open (dal worker's job
+        # processes keep one for all their runs); None: the run opens its own and closes it.
+        store: Any = None,
+        # (source, filename) -> (Checked | None, errors), as dal.eval.interpreter.check_source answers; None:
+        # check_source. A host may answer from a cache of scripts it checked before (by their text).
+        check: Callable[[str, str], Any] | None = None,
     ) -> None:
         init = object.__setattr__
         init(self, "write", write)
@@ -326,3 +333,5 @@ class RunHooks(FrozenRecord):
         init(self, "simulate_crash", simulate_crash)
         init(self, "fence", fence)
         init(self, "on_denied", on_denied)
+        init(self, "store", store)
+        init(self, "check", check)

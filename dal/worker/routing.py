@@ -4,12 +4,13 @@
 |---|---|---|
 | retry `none` (completed; skipped: the key had completed) | done | done |
 | retry `resume` after SIGTERM, SIGINT or SIGHUP (a worker draining) | drain | ready, nothing counted |
-| retry `resume` (interrupted, store fault), or its process died | resume | ready; RESUME_BURST in a row: backoff |
+| retry `resume` (interrupted), or its process died | resume | ready; RESUME_BURST in a row: backoff |
+| the store refused as the run began or ran (disk full, read-only, locked) | backoff | scheduled (backoff), no failure |
 | retry `replay`, or `resume` of a failed run (fail()) | backoff / dead | scheduled (backoff); dead after max attempts |
 | retry `inspect` or `repair` (failed, exhausted, rejected) | park | parked until `dal job retry` |
 | retry `escalate` (an approval, an uncertain effect, the script's own) | wait | waiting until a decision exists |
 | the key is busy (another process runs it) | backoff | scheduled after one backoff step |
-| the run could not start (no script, unreadable spec, a store refused) | park | parked, the reason in its note |
+| the run could not start (no script, unreadable spec, a policy file) | park | parked, the reason in its note |
 
 A worker never decides for a person: nothing here approves, denies or resolves.
 """
@@ -48,13 +49,31 @@ def _resume(job: dict[str, Any], now: float, base: float, note: str) -> Route:
                  note=f"{note}; {streak} resumes in a row: the next in {wait:.1f} s")
 
 
+def for_store_fault(what: str, job: dict[str, Any], now: float, base: float) -> Route:
+    """The route of a run the store refused as it began or while it ran (a disk full for a few seconds, a
+    read-only moment, a lock held past the busy timeout): nothing past the refusal ran, and the next run
+    continues from the journal. Back to ready after a backoff that grows with the refusals (and resumes)
+    in a row, as the worker's own loop waits out a refusing store; never parked, and not a failed attempt
+    (--max-attempts does not count it): the store, not the script, was at fault."""
+    streak = int(job.get("streak") or 0) + 1
+    wait = backoff(base, streak)
+    return Route("backoff", run_at=now + wait, streak=streak,
+                 note=f"{what}; the run store refused, so it is tried again in {wait:.1f} s ({streak} in a row)")
+
+
 def for_receipt(receipt: dict[str, Any], job: dict[str, Any], now: float, base: float, *,
-                signal_name: str | None = None, store_problem: str | None = None) -> Route:
-    """The route of a run that ended with `receipt` (stored, or only in its files: `store_problem`)."""
+                signal_name: str | None = None, store_problem: str | None = None,
+                store_fault: str | None = None) -> Route:
+    """The route of a run that ended with `receipt` (stored, or only in its files: `store_problem`);
+    `store_fault`: the store's refusal that stopped it (its error of kind `store`)."""
     retry, status = receipt.get("retry"), receipt.get("status")
     what = f"run {receipt.get('run_id')} {status}"
     if store_problem:
-        return _resume(job, now, base, f"{what}, but the store did not record its end ({store_problem})")
+        return for_store_fault(f"{what}, but the store did not record its end ({store_problem})", job, now, base)
+    if store_fault:
+        if status == "interrupted":
+            return for_store_fault(f"{what}: {store_fault}", job, now, base)
+        what = f"{what}: {store_fault}"
     if retry == "none":
         return Route("done", note=what, streak=0)
     if retry == "resume" and status in ("interrupted", "waiting"):
@@ -81,11 +100,14 @@ def for_receipt(receipt: dict[str, Any], job: dict[str, Any], now: float, base: 
     return Route("park", streak=0, note=f"{what}, retry {retry}: {next_action(receipt)}")
 
 
-def for_runner_error(message: str, exit_code: int, job: dict[str, Any], now: float, base: float) -> Route:
-    """The route of a run that did not start (RunnerError)."""
+def for_runner_error(message: str, exit_code: int, job: dict[str, Any], now: float, base: float, *,
+                     store_fault: bool = False) -> Route:
+    """The route of a run that did not start (RunnerError); `store_fault`: because the store refused."""
     if exit_code == 3:  # the key is busy: someone else runs the operation right now
         wait = backoff(base, 1)
         return Route("backoff", run_at=now + wait, note=f"{message}; again in {wait:.1f} s")
+    if store_fault:
+        return for_store_fault(f"the run could not start: {message}", job, now, base)
     return Route("park", streak=0, note=f"the run could not start: {message}")
 
 

@@ -43,9 +43,11 @@ def check_spec(data: Any) -> RunSpec:
 
 
 def request_for(spec: RunSpec, *, store: Path, key: str, fence: Any, new_attempt: bool = False,
-                write: Any = None, notify: Any = None) -> tuple[RunSpec, RunHooks]:
+                write: Any = None, notify: Any = None, lent: Any = None,
+                check: Any = None) -> tuple[RunSpec, RunHooks]:
     """One run of a job: its spec under the job's key, in the worker's store, and the lease's fence passed
-    down to the journal."""
+    down to the journal. `lent`: the job process's open connection to that store, which the run uses and
+    leaves open; `check`: its cache of checked scripts (RunHooks)."""
     from dal.receipts.location import StoreLocation
 
     location = StoreLocation.parse(store, spec.workspace)
@@ -55,7 +57,7 @@ def request_for(spec: RunSpec, *, store: Path, key: str, fence: Any, new_attempt
     # KEY_WAIT is the worker's, not the operator's: the receipt's rerun command leaves it out.
     run = spec.evolve(key=key, store=location, new_attempt=new_attempt, wait=KEY_WAIT,
                       extensions={**spec.extensions, "host_wait": True})
-    return run, RunHooks(write=write, notify=notify, fence=fence)
+    return run, RunHooks(write=write, notify=notify, fence=fence, store=lent, check=check)
 
 
 def run_spec(spec: RunSpec, **kw: Any) -> Any:

@@ -1,20 +1,19 @@
-"""`dal worker`: a warm parent that claims jobs and runs each in a child forked from it.
+"""`dal worker`: a warm parent that claims jobs and hands each to one of its job processes.
 
 The parent imports DAL once (the runner, the shell parser, the policy, the sandbox probe), then loops:
-reap the children that ended (a child that died before routing its job has it routed here), renew the
-leases of the jobs its children run (a lease it lost: its child is told to stop), fire due schedules,
-wake waiting jobs that got a decision, claim jobs up to its concurrency and fork one child per job.
-The parent is one thread, and it closes its store connection before every fork(): a SQLite connection
-(and SQLite's per-file lock bookkeeping) must never cross a fork, and fork() in a process with threads is
-unsafe; so the leases are renewed from the loop, at a third of the lease.
+read the reports of its job processes (a process that routed its job is idle again), reap the processes
+that ended (one that died holding a job has that job routed here), renew the leases of the jobs its
+processes run (a lease it lost: that process is told to stop), fire due schedules, wake waiting jobs that
+got a decision, claim jobs up to its concurrency and hand each to an idle job process, forking a new one
+when none is idle. A job process (dal/worker/jobproc.py) runs many jobs, one at a time, keeping its store
+connection and the checked scripts between them, and is replaced when it dies or is recycled
+(dal/worker/pool.py). The parent is one thread, and it closes its store connection before every fork(): a
+SQLite connection (and SQLite's per-file lock bookkeeping) must never cross a fork, and fork() in a process
+with threads is unsafe; so the leases are renewed from the loop, at a third of the lease.
 
-A child runs the job's specification once under the job's key, with the lease's fence passed down to
-the journal, then routes the job by the run's receipt (dal/worker/routing.py) in one transaction guarded
-by the same fence, and exits.
-
-SIGTERM, SIGINT or SIGHUP (a closed terminal) drains: no new claims, the children get SIGTERM (their runs
-stop as interrupted at the next step, and their jobs go back to ready), and the parent exits 0 once they are
-gone.
+SIGTERM, SIGINT or SIGHUP (a closed terminal) drains: no new claims, the job processes get SIGTERM (their
+runs stop as interrupted at the next step, and their jobs go back to ready; an idle one ends at once), and
+the parent exits 0 once they are gone.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ import functools
 import json
 import os
 import random
-import re
 import select
 import signal
 import sys
@@ -36,25 +34,13 @@ from typing import Any
 from dal.receipts.jobs import Fence, JobQueue, machine_host
 from dal.receipts.location import StoreLocation
 from dal.receipts.store import StoreError
+from dal.worker import pool
+from dal.worker.jobproc import EXIT_INTERNAL, EXIT_STORE, STOP_SIGNALS
 from dal.worker.keeper import Keeper
+from dal.worker.log import WorkerLog
+from dal.worker.pool import JobProcess
 
-# What drains the worker (and, in a child before its run begins, stops it): systemd, Ctrl-C, a closed terminal.
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-# A child that could not reach the run store (to start its run, or to route its job at the end) exits with
-# this status (EX_TEMPFAIL); the worker then routes the job itself, once the store answers again.
-EXIT_STORE = 75
-
-
-class Child:
-    __slots__ = ("pid", "job", "fence", "stopped", "lost")
-
-    def __init__(self, pid: int, job: dict[str, Any], fence: Fence) -> None:
-        self.pid = pid
-        self.job = job
-        self.fence = fence
-        self.stopped = False  # sent SIGTERM (drain, lost lease)
-        self.lost = False  # its lease is no longer this worker's
+__all__ = ["EXIT_STORE", "STOP_SIGNALS", "StoreTrouble", "Worker", "warm"]
 
 
 class Worker:
@@ -70,6 +56,11 @@ class Worker:
         until_idle: bool = False,
         max_jobs: int | None = None,
         say: Callable[[str], Any] | None = None,
+        log_format: str = "text",
+        recycle_after: int = pool.RECYCLE_AFTER,
+        recycle_memory: int = pool.RECYCLE_MEMORY,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
     ) -> None:
         # Where the store is: a SQLite file (self.store, a Path) or a PostgreSQL database; the queue and the
         # key locks are opened through it (dal/receipts/location.py, open_store).
@@ -85,26 +76,31 @@ class Worker:
         self.max_jobs = max_jobs
         self.host = machine_host()
         self.id = f"w_{os.uname().nodename}_{os.getpid()}_{os.urandom(3).hex()}"
-        self.children: dict[int, Child] = {}
+        self.recycle_after = max(1, recycle_after)  # jobs a job process runs before it is replaced
+        self.recycle_memory = recycle_memory  # resident bytes past which a job process is replaced
+        self.procs: dict[int, JobProcess] = {}  # the job processes, by pid
+        self.metrics_at = (metrics_host, metrics_port) if metrics_port is not None else None
+        self.metrics: Any = None  # dal/worker/metrics.py, from run() on when --metrics-port is given
         self.claimed = 0
         self.done = 0
         self.draining = False
-        self._say = say or (lambda text: (sys.stderr.write(text + "\n"), sys.stderr.flush()))
+        self.log = WorkerLog(self.id, format=log_format, say=say)
         self._pipe: tuple[int, int] | None = None
         # SQLite: holds the store open, so no job's connection closes last (PostgreSQL has no such cost)
         self._keeper = Keeper(self.store) if self.location.is_file else None
-        self._stop_asked = False  # (in a child) SIGTERM came before its run began
         # job_id -> (lease_epoch, lease_until, monotonic time this worker first saw that lease): a lease
         # is stale only once this worker has seen it unrenewed for a whole lease of its own clock.
         self._leases: dict[int, tuple[int, float, float]] = {}
-        self._unrouted: list[tuple[Child, str]] = []  # children that ended while the store refused
-        self._trouble = StoreTrouble(poll, self.say, cap=max(poll, min(STORE_WAIT_CAP, lease / 3)))
+        self._unrouted: list[tuple[JobProcess, str]] = []  # processes that died with a job while the store refused
+        self._trouble = StoreTrouble(poll, self.say, cap=max(poll, min(STORE_WAIT_CAP, lease / 3)),
+                                     warn=lambda text: self.say(text, level="warning"))
 
-    def say(self, text: str) -> None:
-        """One line of the worker's log. Text from a script (a blocker, an error message in a note) shows
-        its control characters escaped, so that it cannot start a line of its own that reads like the
-        worker's ("dal worker w_...: job 9 ... → done") or move the terminal's cursor."""
-        self._say(f"dal worker {self.id}: {visible(text)}")
+    def say(self, text: str, *, level: str = "info", **fields: Any) -> None:
+        """One line of the worker's log (dal/worker/log.py), with the job's fields when it is about one.
+        Text from a script (a blocker, an error message in a note) shows its control characters escaped,
+        so that it cannot start a line of its own that reads like the worker's ("dal worker w_...: job 9
+        ... → done") or move the terminal's cursor."""
+        self.log.line(text, level=level, **fields)
 
     # -- start and stop ------------------------------------------------------------------------------
 
@@ -134,8 +130,15 @@ class Worker:
         # A stop asked for while the worker starts drains it as well (nothing is claimed yet).
         early = {s: signal.signal(s, self._on_stop) for s in STOP_SIGNALS}
         try:
+            if self.metrics_at is not None:  # first: a port that cannot be served records nothing
+                from dal.worker.metrics import Metrics
+
+                self.metrics = Metrics(*self.metrics_at)
             self._prepare()
         except BaseException:
+            if self.metrics is not None:
+                self.metrics.close()
+                self.metrics = None
             if self._keeper is not None:
                 self._keeper.stop()
             for s, h in early.items():
@@ -149,7 +152,7 @@ class Worker:
         handlers = dict(early)
         handlers[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the select
         self.say(f"started: queues {', '.join(self.queues)}, concurrency {self.concurrency}, lease {self.lease:g} s, "
-                 f"store {self.store}")
+                 f"store {self.store}" + (f", metrics on {self.metrics.url}" if self.metrics is not None else ""))
         try:
             self._loop()
         finally:
@@ -167,6 +170,10 @@ class Worker:
                     q.worker_beat(self.id, state="stopped", running=0, done=self.done)
             except StoreError as e:
                 self.say(f"could not record that it stopped: {e}")
+            self._end_processes()
+            if self.metrics is not None:
+                self.metrics.close()
+                self.metrics = None
             if self._keeper is not None:
                 self._keeper.stop()
         self.say(f"stopped: {self.done} job{'s' if self.done != 1 else ''} run")
@@ -181,14 +188,15 @@ class Worker:
     def _loop(self) -> None:
         next_beat = next_chores = 0.0
         while True:
+            self._read_reports()
             exited = self._unrouted + self._reap()
             self._unrouted = []
             if self.draining:
-                for child in self.children.values():
-                    if not child.stopped:
-                        child.stopped = True
-                        _signal(child.pid, signal.SIGTERM)
-            if self.draining and not self.children and not exited:
+                for proc in self.procs.values():
+                    if not proc.stopped:
+                        proc.stopped = True
+                        _signal(proc.pid, signal.SIGTERM)
+            if self.draining and not self.procs and not exited:
                 return
             claimed: list[dict[str, Any]] = []
             idle = False
@@ -211,14 +219,16 @@ class Worker:
                         if now >= next_chores:
                             self._chores(q, due)
                             next_chores = now + min(self.poll, 1.0)
-                        room = self.concurrency - len(self.children)
+                        room = self.concurrency - self._busy()
                         if self.max_jobs is not None:
                             room = min(room, self.max_jobs - self.claimed)
                         if room > 0:  # every job there is room for, in one transaction
                             claimed = q.claim_some(owner=self.id, queues=self.queues, host=self.host,
                                                    lease=self.lease, limit=room, now=due, stale=self._stale(q))
                             self.claimed += len(claimed)
-                        idle = not claimed and not self.children and self._idle(q, due)
+                        idle = not claimed and not self._busy() and self._idle(q, due)
+                    if self.metrics is not None and self.metrics.waiting:  # a scrape: the counts as of now
+                        self.metrics.set_counts(q.counts_by_queue())
             except StoreError as e:
                 # Waited out below, however soon the next beat falls due: a store that refuses at once (a
                 # server that is down, a damaged file) must not be asked again at once (attack7 03).
@@ -227,23 +237,38 @@ class Worker:
                 wait = self._trouble.failed(e)
             else:
                 self._trouble.ok()
-            if refused and self.draining and not self.children:
-                for child, _how in self._unrouted:  # a stop must not wait for a store that may never come back
-                    self.say(f"job {child.fence.job_id} ({child.job['key']}): not routed, the run store refuses; "
-                             "once its lease ends another worker takes it over and continues it from its journal")
+            if self.metrics is not None:
+                self._answer_scrapes(refused, claimed)
+            if refused and self.draining and not self.procs:
+                for proc, _how in self._unrouted:  # a stop must not wait for a store that may never come back
+                    assert proc.fence is not None and proc.job is not None
+                    self.say(f"job {proc.fence.job_id} ({proc.job['key']}): not routed, the run store refuses; "
+                             "once its lease ends another worker takes it over and continues it from its journal",
+                             level="warning", job=proc.fence.job_id, key=proc.job["key"], state="running")
                 return
             for job in claimed:
-                self._fork(job)
+                self._start(job)
             if self.draining:
                 continue_after = 0.05
             elif idle and (self.until_idle or (self.max_jobs is not None and self.claimed >= self.max_jobs)):
                 return
             else:
-                continue_after = self.poll  # a child that ends wakes the loop at once (SIGCHLD)
+                continue_after = self.poll  # a job process's report (or its end: SIGCHLD) wakes the loop at once
             if refused:
                 self._wait(wait if not self.draining else min(wait, 0.5))
             else:
                 self._wait(min(continue_after, max(0.0, next_beat - time.time())))
+
+    def _answer_scrapes(self, refused: bool, claimed: list[dict[str, Any]]) -> None:
+        m = self.metrics
+        for job in claimed:
+            if str(job.get("note") or "").startswith("taken over from"):  # the claim's own note (jobs.py)
+                m.takeovers.inc()
+        m.refusing.set(1 if refused else 0)
+        m.processes.set(len(self.procs))
+        m.running.set(self._busy() + len(claimed))
+        if m.waiting:
+            m.answer()  # while the store refuses: with the counts last read
 
     def _queue(self) -> Any:
         """A queue on a connection of its own, to close before any fork (SQLite: JobQueue.open; PostgreSQL: a
@@ -290,7 +315,9 @@ class Worker:
     def _wait(self, timeout: float) -> None:
         assert self._pipe is not None
         if timeout > 0:
-            watched = [self._pipe[0]]
+            watched: list[Any] = [self._pipe[0], *(p.sock for p in self.procs.values() if not p.closed)]
+            if self.metrics is not None:
+                watched += self.metrics.fds()
             if not self.location.is_file:
                 if self._waker is None:
                     from dal.receipts.pg.jobs import Waker
@@ -304,61 +331,106 @@ class Worker:
                 pass
             if self._waker is not None:
                 self._waker.drain()
+        if self.metrics is not None:
+            self.metrics.poll()
         try:
             while os.read(self._pipe[0], 512):
                 pass
         except (BlockingIOError, InterruptedError):
             pass
 
-    def _reap(self) -> list[tuple[Child, str]]:
-        out: list[tuple[Child, str]] = []
-        while self.children:
+    def _busy(self) -> int:
+        return sum(1 for p in self.procs.values() if p.job is not None)
+
+    def _read_reports(self) -> None:
+        for proc in self.procs.values():
+            for report in proc.reports():
+                self._reported(proc, report)
+
+    def _reported(self, proc: JobProcess, report: dict[str, Any]) -> None:
+        """A job process routed its job and is idle again (or ends now: `ending` says why)."""
+        if proc.job is None or report.get("idle") != proc.job["job_id"]:
+            return
+        if self.metrics is not None:
+            self.metrics.routed(retry=report.get("retry"), state=report.get("state"), queue=proc.job.get("queue"),
+                                duration=report.get("duration"), effects=report.get("effects"))
+            if report.get("state") is None and report.get("event") and not proc.lost:
+                self.metrics.lease_losses.inc()  # its run was fenced before this loop saw the lease go
+        proc.job = proc.fence = None
+        self.done += 1
+        if report.get("ending"):
+            proc.retiring = True
+            if not proc.stopped and report["ending"] != "stopped":
+                self.say(f"job process {proc.pid} ends ({report['ending']}); a new one is forked when one is needed")
+
+    def _reap(self) -> list[tuple[JobProcess, str]]:
+        """The job processes that ended: those that held a job, with how they ended (their jobs are routed
+        as crashed ones by the caller)."""
+        out: list[tuple[JobProcess, str]] = []
+        while self.procs:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
                 break
-            child = self.children.pop(pid, None)
-            if child is None:
+            proc = self.procs.pop(pid, None)
+            if proc is None:
                 continue
-            self.done += 1
+            for report in proc.reports():  # what it said before it ended
+                self._reported(proc, report)
+            proc.close()
             if os.WIFSIGNALED(status):
                 how = f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
             elif os.WEXITSTATUS(status) == EXIT_STORE:
                 how = "could not reach the run store (its log line says why)"
+            elif os.WEXITSTATUS(status) == EXIT_INTERNAL:
+                how = "stopped on an internal error in DAL (its log line says where the report is)"
             else:
                 how = f"exited with status {os.WEXITSTATUS(status)}"
-            out.append((child, how))
+            if proc.job is not None:
+                self.done += 1
+                out.append((proc, how))
+            elif not (proc.stopped or proc.retiring or self.draining) or (
+                    os.WIFSIGNALED(status) and os.WTERMSIG(status) != signal.SIGTERM):
+                self.say(f"job process {pid} {how} while idle; a new one is forked when one is needed",
+                         level="warning")
         return out
 
-    def _route_crash(self, q: JobQueue, child: Child, how: str, now: float) -> None:
-        """A child that ended without routing its job (its job is still running under its fence)."""
+    def _route_crash(self, q: JobQueue, proc: JobProcess, how: str, now: float) -> None:
+        """A job process that ended without routing its job (its job is still running under its fence)."""
         from dal.worker import routing
 
-        job = q.get(child.fence.job_id)
-        if (job is None or job["state"] != "running" or job["lease_epoch"] != child.fence.epoch
+        assert proc.fence is not None
+        job = q.get(proc.fence.job_id)
+        if (job is None or job["state"] != "running" or job["lease_epoch"] != proc.fence.epoch
                 or job["lease_owner"] != self.id):
-            return  # routed by the child (or taken over, or cancelled)
+            return  # routed by the process (or taken over, or cancelled)
         route = routing.for_crash(job, how, now, self.backoff)
-        to = q.route(child.fence, route.event, run_at=route.run_at, streak=route.streak, note=route.note, now=now)
-        self.say(f"job {job['job_id']} ({job['key']}): the process running it {how} → {to or 'not ours any more'}")
+        to = q.route(proc.fence, route.event, run_at=route.run_at, streak=route.streak, note=route.note, now=now)
+        if self.metrics is not None:
+            self.metrics.routed(retry="crashed", state=to)
+        self.say(f"job {job['job_id']} ({job['key']}): the process running it {how} → {to or 'not ours any more'}",
+                 level="warning", job=job["job_id"], key=job["key"], state=to, retry="resume")
 
     def _beat(self, q: JobQueue, now: float) -> None:
-        for child in self.children.values():
-            if child.lost:
+        for proc in self.procs.values():
+            if proc.lost or proc.fence is None or proc.job is None:
                 continue
-            if not q.heartbeat(child.fence, self.lease, now):
-                child.lost = True
-                job = q.get(child.fence.job_id)
-                if job is not None and job["lease_epoch"] == child.fence.epoch and job["state"] != "cancelled":
-                    continue  # the child routed it and is exiting
+            if not q.heartbeat(proc.fence, self.lease, now):
+                proc.lost = True
+                job = q.get(proc.fence.job_id)
+                if job is not None and job["lease_epoch"] == proc.fence.epoch and job["state"] != "cancelled":
+                    continue  # the process routed it (its report is on its way)
                 why = "cancelled" if job and job["state"] == "cancelled" else "taken over by another worker"
-                self.say(f"job {child.fence.job_id}: lost its lease ({why}); stopping its run")
-                if not child.stopped:
-                    child.stopped = True
-                    _signal(child.pid, signal.SIGTERM)
-        q.worker_beat(self.id, state="draining" if self.draining else "running", running=len(self.children),
+                if self.metrics is not None:
+                    self.metrics.lease_losses.inc()
+                self.say(f"job {proc.fence.job_id}: lost its lease ({why}); stopping its run", level="warning",
+                         job=proc.fence.job_id, key=proc.job["key"], state=job["state"] if job else None)
+                if not proc.stopped:  # its run stops at its next step; the process ends once it routed the job
+                    proc.stopped = True
+                    _signal(proc.pid, signal.SIGTERM)
+        q.worker_beat(self.id, state="draining" if self.draining else "running", running=self._busy(),
                       done=self.done, now=now)
 
     def _chores(self, q: JobQueue, now: float) -> None:
@@ -367,122 +439,86 @@ class Worker:
             from dal.worker.schedules import fire_due
 
             for job in fire_due(q, now):
-                self.say(f"schedule {job['schedule']}: job {job['job_id']} ({job['key']})")
+                self.say(f"schedule {job['schedule']}: job {job['job_id']} ({job['key']})", job=job["job_id"],
+                         key=job["key"], state=job["state"])
         q.sweep_waiting(now)
 
-    # -- the child -----------------------------------------------------------------------------------
+    # -- the job processes ----------------------------------------------------------------------------
 
-    def _fork(self, job: dict[str, Any]) -> None:
+    def _start(self, job: dict[str, Any]) -> None:
+        """Hand `job` (claimed) to an idle job process, forking one when none is idle."""
         fence = Fence(job["job_id"], job["lease_epoch"], self.id)
+        proc = next((p for p in self.procs.values() if p.idle), None) or self._spawn()
+        proc.assign(job, fence)
+        if self.draining:  # a stop that came during the claim: the process routes the job as drained
+            proc.stopped = True
+            _signal(proc.pid, signal.SIGTERM)
+
+    def _spawn(self) -> JobProcess:
+        """Fork a job process (dal/worker/jobproc.py) from this warm parent; it never returns here."""
+        import socket
+
+        from dal.worker.jobproc import JobProcessMain
+
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         sys.stdout.flush()
         sys.stderr.flush()
         parent = os.getpid()
         pid = os.fork()
-        if pid == 0:  # the child: never returns
-            code = 70
-            label = f"job {job['job_id']} ({job['key']})"
+        if pid == 0:  # the job process: never returns
+            code = EXIT_INTERNAL
             try:
-                self._child_setup(parent)
-                code = self._child(job, fence)
-            except StoreError as e:  # opening its queue, the key's takeover wait, --new-attempt's question
-                code = EXIT_STORE
-                _quietly(self.say, f"{label}: the run store refused before its run began: {str(e).rstrip('.')}; "
-                         "the worker routes the job once this process ends")
-            except BaseException as e:  # noqa: BLE001 - a child never returns into the parent's loop
-                _quietly(self._internal_error, label, job["job_id"], e)
+                mine.close()
+                self._child_setup()
+                code = JobProcessMain(self, theirs, parent).serve()
+            except BaseException as e:  # noqa: BLE001 - a job process never returns into the parent's loop
+                _quietly(self._internal_error, "a job process", 0, e)
             finally:
                 try:
                     sys.stdout.flush()
                     sys.stderr.flush()
                 finally:
                     os._exit(code)
-        self.children[pid] = Child(pid, job, fence)
-        if self.draining:
-            self.children[pid].stopped = True
-            _signal(pid, signal.SIGTERM)
+        theirs.close()
+        proc = self.procs[pid] = JobProcess(pid, mine)
+        return proc
 
-    def _child_setup(self, parent: int) -> None:
+    def _child_setup(self) -> None:
+        """In a job process just forked: let go of what is the parent's."""
         signal.set_wakeup_fd(-1)
         if self._pipe is not None:
             for fd in self._pipe:
                 os.close(fd)
             self._pipe = None
-        # The keeper's pipes stay open here, untouched (closing them would leave file objects that close
-        # whatever descriptor reuses their numbers): the child ends with os._exit, and a keeper outliving
-        # its worker for as long as such a child runs is harmless.
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        self.children = {}
-        self._stop_asked = False
+        for proc in self.procs.values():  # the other processes' sockets: their EOF must not wait for this one
+            proc.close()
+        self.procs = {}
+        if self.metrics is not None:  # its sockets are the parent's (this copy closes only its descriptors)
+            self.metrics.close()
+            self.metrics = None
+        # The keeper's pipes and a PostgreSQL waker's connection stay open here, untouched, and referenced
+        # (by this copy of the worker) for the process's whole life: closing them, or letting their objects
+        # be collected, would close what the parent still uses (a connection's goodbye on its socket) or
+        # whatever descriptor later reuses their numbers. A job process ends with its worker.
 
-        def on_stop(signum: int, frame: Any) -> None:
-            self._stop_asked = True
-
-        for s in STOP_SIGNALS:
-            signal.signal(s, on_stop)  # until the run begins; the runner installs its own for the run
-        _die_with(parent)
-
-    def _child(self, job: dict[str, Any], fence: Fence) -> int:
-        # One connection for the job's whole life, open while the run uses its own: the run's store is then
-        # never the last connection to close, so SQLite folds its WAL back into the file (a checkpoint and
-        # its fsyncs) once per job, when this one closes, not once per connection. The holder is recorded
-        # with the run (Store.begin_run's fence): a job cancelled right after its claim runs no effect (its
-        # first intent is fenced), and its route below finds it no longer this worker's.
-        with self._queue() as q:
-            return self._child_run(q, job, fence)
-
-    def _child_run(self, q: JobQueue, job: dict[str, Any], fence: Fence) -> int:
-        from dal.runner.runner import RunnerError
-        from dal.worker import routing, takeover
-        from dal.worker import spec as jobspec
-
-        if job.get("took_over"):
-            takeover.wait_for_key(self.store, job, self.lease, self.say)
-        now = q.clock()
-        route: routing.Route | None = None
-        receipt: dict[str, Any] | None = None
-        label = f"job {job['job_id']} ({job['key']})"
-        try:
-            spec = jobspec.check_spec(json.loads(job["spec"]))
-        except (ValueError, jobspec.SpecError) as e:
-            route = routing.Route("park", note=f"the job's specification cannot be read: {e}")
-        if route is None and self._stop_asked:
-            route = routing.Route("drain", run_at=now, note="the worker stopped before the run began")
-        output = _Prefixed(f"[job {job['job_id']}] ")
-        if route is None:
-            try:
-                report = jobspec.run_spec(
-                    spec, store=self.store, key=job["key"], fence=fence,
-                    new_attempt=_new_attempt(self.store, spec, job["key"]),
-                    write=output,
-                    notify=lambda text: self.say(f"{label}: note: {text}"),
-                )
-            except RunnerError as e:
-                route = routing.for_runner_error(str(e), e.exit_code, job, q.clock(), self.backoff)
-            except jobspec.SpecError as e:
-                route = routing.Route("park", note=f"the job's specification cannot be run: {e}")
-            else:
-                receipt = report.receipt
-                route = routing.for_receipt(receipt, job, q.clock(), self.backoff,
-                                            signal_name=report.signal_name, store_problem=report.store_problem)
-                if report.error is not None and report.error.kind == "store" and not report.store_problem:
-                    route = route._replace(note=f"{route.note}: {report.error.message}")
-        if (lost := output.undelivered()) is not None:
-            route = route._replace(note=f"{route.note} ({lost})")
-        run = None
-        if receipt is not None:
-            run = {"run_id": receipt["run_id"], "status": receipt["status"], "retry": receipt["retry"]}
-        try:
-            to = q.route(fence, route.event, run_at=route.run_at, failures=route.failures, streak=route.streak,
-                         run=run, waits_on=route.waits_on, note=route.note)
-        except StoreError as e:  # a lock held past the busy timeout, a server gone (attack7 02)
-            self.say(f"{label}: {route.note}; but the run store refused to route the job: {str(e).rstrip('.')}; "
-                     "the worker routes it once this process ends (the next run continues from the journal)")
-            return EXIT_STORE
-        if to is None:
-            self.say(f"{label}: {route.note}; the job is no longer this worker's (taken over or cancelled)")
-        else:
-            self.say(f"{label}: {route.note} → {to}")
-        return 0
+    def _end_processes(self, patience: float = 30.0) -> None:
+        """The worker stops: its idle job processes end (their socket closes: EOF), any still running a job
+        stop it as a drain does (SIGTERM); wait for them, at most `patience` seconds."""
+        for proc in self.procs.values():
+            if proc.job is None:
+                proc.close()
+            _signal(proc.pid, signal.SIGTERM)
+        end = time.monotonic() + patience
+        while self.procs and time.monotonic() < end:
+            for pid in list(self.procs):
+                try:
+                    done, _ = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    done = pid
+                if done:
+                    self.procs.pop(pid).close()
+            if self.procs:
+                time.sleep(0.01)
 
     def _internal_error(self, label: str, job_id: int, error: BaseException) -> None:
         """A bug in DAL while a child ran its job: one line in the log, the traceback in a file beside the
@@ -495,12 +531,18 @@ class Worker:
             folder.mkdir(parents=True, exist_ok=True)
             path.write_text(f"dal worker {self.id}: {label}\n{text}", encoding="utf-8")
         except OSError as e:
+            if self.log.format == "json":  # the traceback inside the line: every line stays one object
+                self.say(f"{label}: internal error in DAL (please report it, with this traceback, which could not "
+                         f"be written to {folder}: {e}); the worker routes the job once this process ends\n{text}",
+                         level="error", job=job_id)
+                return
             self.say(f"{label}: internal error in DAL (please report it, with the traceback below, which could not "
-                     f"be written to {folder}: {e}); the worker routes the job once this process ends")
+                     f"be written to {folder}: {e}); the worker routes the job once this process ends",
+                     level="error", job=job_id)
             sys.stderr.write(text)
             return
         self.say(f"{label}: internal error in DAL ({type(error).__name__}: {error}); please report it, with "
-                 f"{path}; the worker routes the job once this process ends")
+                 f"{path}; the worker routes the job once this process ends", level="error", job=job_id)
 
 
 # The longest wait between two tries of a store that refuses (never more than a third of the lease: the
@@ -515,11 +557,12 @@ class StoreTrouble:
     `remind` seconds, and "back" when a try succeeds again."""
 
     def __init__(self, poll: float, say: Callable[[str], Any], *, cap: float, remind: float = 60.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, warn: Callable[[str], Any] | None = None) -> None:
         self.poll = max(poll, 0.05)
         self.cap = max(cap, self.poll)
         self.remind = remind
         self.say = say
+        self.warn = warn or say  # the refusals; `say` the store's return
         self.clock = clock
         self.since: float | None = None
         self.tries = 0
@@ -533,7 +576,7 @@ class StoreTrouble:
         message = str(error).rstrip(".")
         if self.since is None:
             self.since, self.tries, self.wait = now, 1, self.poll
-            self.say(f"the run store refused: {message}; trying again in {self.wait:g} s, then less often "
+            self.warn(f"the run store refused: {message}; trying again in {self.wait:g} s, then less often "
                      f"(up to every {self.cap:g} s) while it refuses")
             self.told, self.last = now, message
         else:
@@ -541,7 +584,7 @@ class StoreTrouble:
             self.wait = min(self.wait * 2, self.cap)
             if now - self.told >= self.remind:
                 changed = f": {message}" if message != self.last else " (the same error)"
-                self.say(f"the run store still refuses, since {_clock_text(self.since)} ({self.tries} tries in "
+                self.warn(f"the run store still refuses, since {_clock_text(self.since)} ({self.tries} tries in "
                          f"{now - self.since:.0f} s){changed}")
                 self.told, self.last = now, message
         return self.wait * random.uniform(0.8, 1.2)
@@ -564,19 +607,6 @@ def _quietly(fn: Callable[..., Any], *args: Any) -> None:
         fn(*args)
     except BaseException:  # noqa: BLE001, S110
         pass
-
-
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def visible(text: str) -> str:
-    """`text` on one line: newlines and other control characters as escapes (`\\n`, `\\x1b`)."""
-    def esc(m: re.Match[str]) -> str:
-        c = m.group()
-        return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c) or (
-            f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
-
-    return _CONTROL.sub(esc, text)
 
 
 def warm() -> None:
@@ -613,40 +643,6 @@ def warm() -> None:
     _prctl()  # _die_with, in every child
     gc.collect()
     gc.freeze()  # what the parent built stays shared with every child (copy-on-write)
-
-
-def _new_attempt(store: Path | StoreLocation, spec: Any, key: str) -> bool:
-    """A job submitted with --new-attempt starts the operation over only while the key's newest run is
-    still the one it was submitted after (a resume of that first attempt must not start over again)."""
-    if not spec.new_attempt:
-        return False
-    from dal.receipts.location import StoreLocation, open_store
-
-    where = store if isinstance(store, StoreLocation) else StoreLocation("sqlite", os.fspath(store))
-    with open_store(where, readonly=True) as s:
-        newest = s.newest_run_of_key(key)
-    return (newest["run_id"] if newest else None) == spec.extensions.get("new_attempt_of")
-
-
-class _Prefixed:
-    """The script's output, each line after `prefix`, on the worker's stdout. A stdout nobody reads any
-    more (a log pipe that went away) loses the output, not the run (dal.core.outwrite)."""
-
-    def __init__(self, prefix: str) -> None:
-        from dal.core.outwrite import StreamWriter
-
-        self.prefix = prefix
-        self.pending = ""
-        self.out = StreamWriter(sys.stdout, flush=True)
-
-    def __call__(self, text: str) -> None:
-        self.pending += text
-        *lines, self.pending = self.pending.split("\n")
-        if lines:
-            self.out("".join(f"{self.prefix}{line}\n" for line in lines))
-
-    def undelivered(self) -> str | None:
-        return self.out.undelivered()
 
 
 def _signal(pid: int, sig: int) -> None:

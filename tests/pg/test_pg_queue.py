@@ -224,3 +224,14 @@ def test_two_workers_firing_one_schedule_slot_make_one_job(pg_url: str) -> None:
         sched = s.jobs().schedules()[0]
     assert len(made) == 1 and len(jobs) == 1 and jobs[0]["schedule"] == "nightly"
     assert json.loads(jobs[0]["spec"]) == {"script": "/w/s.dal"} and sched["next_at"] > now
+
+
+def test_jobs_are_counted_by_state_and_queue(pg_url: str) -> None:
+    """What the worker's metrics show (dal_worker_jobs{state, queue}), as the SQLite store counts them."""
+    with _open(pg_url) as s:
+        q = s.jobs()
+        _submit(q, "a1", queue="a")
+        _submit(q, "a2", queue="a")
+        _submit(q, "b1", queue="b")
+        assert q.claim(owner="w1", queues=["b"], host="h", lease=30) is not None
+        assert q.counts_by_queue() == {("ready", "a"): 2, ("running", "b"): 1}

@@ -10,6 +10,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
 from worker_queue import Queue
 
 from dal.worker.worker import StoreTrouble
@@ -106,3 +107,32 @@ def test_a_bug_in_a_jobs_process_is_one_line_in_the_log_and_its_traceback_in_a_f
     assert str(kept) in line and "Traceback" not in line
     text = kept.read_text()
     assert "Traceback (most recent call last)" in text and "KeyError: 'spec'" in text
+
+
+@pytest.mark.parametrize("kind", ["full", "locked"])
+def test_a_store_that_refuses_each_runs_start_sends_the_job_back_with_backoff_never_parked(
+        queue: Queue, kind: str) -> None:
+    """Every run's first store write refused (a disk full, a lock held past the busy timeout: the fault hook
+    of docs/durability.md): the job goes back to the queue after a growing backoff, attempt after attempt,
+    not counted as a failure and never parked for a person; once the store takes writes again, the next
+    worker finishes it, each effect once."""
+    q = queue
+    q.write("s.dal", 'operation("k")\nrun("echo a >> out.txt")\nrun("echo b >> out.txt")\n')
+    assert q.cli("submit", "s.dal", "--max-attempts", "1").code == 0
+    w = q.worker("--backoff", "0.2", DAL_TEST_STORE_FAULT=f"{kind}:1")
+    q.wait_for(lambda: q.job(1)["streak"] >= 3, 60, "three refused attempts")
+    w.terminate()
+    assert w.wait(30) == 0
+    job = q.job(1)
+    assert job["state"] in ("scheduled", "ready"), job  # not parked, not dead
+    assert job["failures"] == 0 and job["streak"] >= 3, job
+    assert "the run store refused, so it is tried again in" in job["note"], job["note"]
+    log = q.logs()
+    assert "→ parked" not in log and "Traceback" not in log, log
+    assert log.count("→ scheduled") >= 3, log
+    waits = [float(x) for x in re.findall(r"tried again in ([\d.]+) s", log)]
+    assert waits[-1] > waits[0], waits  # the backoff grows
+    assert q.lines("out.txt") == []  # no effect ran without its intent journaled
+    finisher = q.worker("--until-idle")
+    assert finisher.wait(60) == 0, q.logs()
+    assert q.job(1)["state"] == "done" and q.lines("out.txt") == ["a", "b"]

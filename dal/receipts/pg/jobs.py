@@ -142,6 +142,11 @@ class PgJobQueue:
         return self.store._read("counting jobs", lambda c: {  # noqa: SLF001
             s: int(n) for s, n in c.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()})
 
+    def counts_by_queue(self) -> dict[tuple[str, str], int]:
+        return self.store._read("counting jobs", lambda c: {  # noqa: SLF001
+            (s, q): int(n) for s, q, n in c.execute(
+                "SELECT state, queue, count(*) FROM jobs GROUP BY state, queue").fetchall()})
+
     # -- claiming, leases ----------------------------------------------------------------------------
 
     def has_work(self, queues: Sequence[str], host: str) -> bool:
