@@ -93,6 +93,7 @@ class EffectResult:
             "reason": d.reason,
             "reads": list(d.reads),
             "writes": list(d.writes),
+            "programs": list(d.programs),
             "duration_ms": round(self.duration_ms, 3),
             "stdout_truncated": self.stdout_truncated,
             "stderr_truncated": self.stderr_truncated,

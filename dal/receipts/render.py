@@ -281,15 +281,21 @@ def boundary_text(receipt: Mapping[str, Any]) -> str | None:
         if e.get("status") == "denied":
             denied += 1
             continue
-        word = str(e.get("command", "")).split(" ", 1)[0]
-        if word:
-            programs.setdefault(word, None)
+        # Every program of every command (a pipeline's `tee` as much as its `cat`); a receipt written before
+        # effects recorded them has only its command, whose first word is all it can say.
+        named = e.get("programs")
+        if named is None:
+            named = [str(e.get("command", "")).split(" ", 1)[0]]
+        for word in named:
+            if word:
+                programs.setdefault(str(word), None)
         for w in e.get("writes") or []:
             writes.setdefault(str(w), None)
     if not items:
         return None
     # The policy's reading of each command (what it runs, where it may write), not what was observed.
-    parts = [f"programs {', '.join(list(programs)[:8])}{' …' if len(programs) > 8 else ''}"] if programs else []
+    # All of them: the one left out could be the gated program an auditor is looking for.
+    parts = [f"programs {', '.join(programs)}"] if programs else []
     ws = str(receipt.get("workspace") or "")
     shown = [os.path.relpath(w, ws) if ws and w.startswith(ws + "/") else w for w in writes]
     if shown:

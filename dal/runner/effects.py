@@ -478,7 +478,7 @@ class EffectHandler:
         """What the intent of running effect `seq` records (see Store.journal_intent)."""
         detail = {"idempotent": decision.idempotent, "line": span.line,
                   "approved": bool(decision.approval_required), "policy": decision.reason,
-                  "writes": list(decision.writes)}
+                  "writes": list(decision.writes), "programs": list(decision.programs)}
         if seq in self._used:
             detail["decision"] = self._used[seq]  # the approval (or `resolve --as retry`) this run acts on
         return detail
@@ -673,6 +673,7 @@ class EffectHandler:
             reason=reason,
             reads=list(decision.reads),
             writes=list(decision.writes),
+            programs=list(decision.programs),
             duration_ms=0.0,
             line=span.line,
             column=span.column,
@@ -705,6 +706,7 @@ class EffectHandler:
                 reason=d.reason,
                 reads=list(d.reads),
                 writes=list(d.writes),
+                programs=list(d.programs),
                 duration_ms=round(result.duration_ms, 3),
                 line=span.line,
                 column=span.column,

@@ -183,6 +183,7 @@ def crashed_receipt(
             summary=res.get("summary") or ("outcome unknown" if status == "uncertain" else "not started"),
             reason=res.get("reason") or detail.get("policy"), reads=res.get("reads", []),
             writes=res.get("writes") or detail.get("writes") or [],
+            programs=res.get("programs") or detail.get("programs") or [],
             duration_ms=res.get("duration_ms", 0.0), line=detail.get("line", 0),
             column=0, loop_iteration=None, replayed=bool(detail.get("replayed")),
         ))

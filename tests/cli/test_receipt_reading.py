@@ -41,3 +41,30 @@ def test_recorded_run_result_names_its_command_in_the_receipt(dal: Shell) -> Non
     assert "1. check — missing\n" in shown and "2. create — `touch made.txt` completed\n" in shown
     body = json.loads(dal("receipt", "show", "latest", "--json").stdout)
     assert body["result"]["evidence"][1]["outcome"] == "`touch made.txt` completed"
+
+
+def _facts(shown: str) -> dict[str, str]:
+    return {line.split(None, 1)[0]: line.split(None, 1)[1] for line in shown.splitlines()[1:] if line[:2] == "  "
+            and not line[2:3].isdigit() and len(line.split(None, 1)) == 2}
+
+
+def test_the_boundary_names_every_program_of_every_command(dal: Shell) -> None:
+    # `tee`, the program that needed the approval, ran second in its pipeline; `echo` ran after `test`.
+    dal.write("draft.txt", "hello\n")
+    dal.write("send.dal", 'operation("send:2")\nrun("test -e draft.txt && echo present || echo missing")\n'
+              'run("cat draft.txt | tee -a outbox.txt")\nfinish({"status": "sent"})\n')
+    assert dal("run", "--require-approval", "tee", "send.dal").returncode == 3
+    assert dal("approve", "latest").returncode == 0
+    assert dal("resume", "latest").returncode == 0
+    assert _facts(dal("receipt", "show", "latest").stdout)["boundary"] == (
+        "programs test, echo, cat, tee · writes outbox.txt")
+    items = json.loads(dal("receipt", "show", "latest", "--json").stdout)["effects"]["items"]
+    assert [i["programs"] for i in items] == [["test", "echo"], ["cat", "tee"]]
+
+
+def test_a_killed_runs_boundary_names_every_program_too(dal: Shell) -> None:
+    # The receipt of a run whose process died is rebuilt from the journal, which keeps the programs.
+    dal.write("k.dal", 'run("echo one | tee -a log.txt")\nrun("true")\n')
+    killed = dal("run", "k.dal", env={"DAL_TEST_CRASH_AT": "after-result:2"})
+    assert killed.returncode < 0 or killed.returncode == 137, killed
+    assert "programs echo, tee, true" in dal("receipt", "show", "latest").stdout

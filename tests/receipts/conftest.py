@@ -36,6 +36,7 @@ def effect(
         "reason": None,
         "reads": [],
         "writes": [],
+        "programs": [command.split(" ", 1)[0]],
         "duration_ms": 3.5,
         "line": 12,
         "column": 17,

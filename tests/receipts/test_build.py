@@ -24,8 +24,8 @@ def _in_schema_order(receipt: dict[str, Any]) -> bool:
 
 def test_an_effect_item_has_exactly_the_schemas_keys_in_its_order() -> None:
     item = effect_item(seq=1, command="true", status="completed", effect_class="read", code=0, summary="ok",
-                       reason=None, reads=[], writes=[], duration_ms=1.0, line=1, column=1, loop_iteration=None,
-                       replayed=False)
+                       reason=None, reads=[], writes=[], programs=["true"], duration_ms=1.0, line=1, column=1,
+                       loop_iteration=None, replayed=False)
     assert list(item) == EFFECT_KEYS
 
 
