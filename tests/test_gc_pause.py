@@ -65,3 +65,33 @@ def test_a_collector_the_host_turned_off_stays_off() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_dal_process_starts_with_the_collector_off_and_turns_it_on_when_its_script_is_parsed_or_its_command_starts(
+) -> None:
+    try:
+        gcpause.pause_start()  # what dal.cli.entry.main does first
+        assert not gc.isenabled()
+        with gcpause.gc_paused():  # a one-shot command's parse
+            assert not gc.isenabled()
+        assert gc.isenabled()  # the script itself runs with the collector, as before
+        gcpause.end_start()  # nothing left to end
+        assert gc.isenabled()
+
+        gcpause.pause_start()
+        gcpause.end_start()  # any other command (the REPL, a worker) starts with it on
+        assert gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_collector_the_host_turned_off_is_not_turned_on_by_the_start_pause() -> None:
+    gc.disable()
+    try:
+        gcpause.pause_start()
+        gcpause.end_start()
+        with gcpause.gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -58,12 +58,14 @@ def command_started(*, one_shot: bool = False) -> None:
     builds one script (or checks a few) and exits, so what it builds may stay out of the garbage
     collector's way for good (dal/core/gcpause.py); not the REPL or `dal test`, which run one after another."""
     if _installed:
-        if one_shot:
-            # Imported while a Ctrl-C still exits at once: an import that a KeyboardInterrupt cut short
-            # printed a traceback (issue 13).
-            from dal.core import gcpause
+        # Imported while a Ctrl-C still exits at once: an import that a KeyboardInterrupt cut short
+        # printed a traceback (issue 13).
+        from dal.core import gcpause
 
-            gcpause.keep_frozen = True
+        if one_shot:
+            gcpause.keep_frozen = True  # and the collector stays off until its script is parsed
+        else:
+            gcpause.end_start()
         global _unraisable_hook
         if _unraisable_hook is None:
             _unraisable_hook = sys.unraisablehook
@@ -105,6 +107,9 @@ def main() -> int:
     global _installed
     _signal.signal(_signal.SIGINT, _interrupted_while_starting)
     _installed = True
+    from dal.core.gcpause import pause_start
+
+    pause_start()  # the collector off while DAL starts (dal/core/gcpause.py)
     _fill_closed_streams()
     from dal.cli.main import main as dal_main
 
