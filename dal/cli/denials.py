@@ -7,6 +7,9 @@ remedy (`add it with --allow-run=...`) needs none.
 
 from __future__ import annotations
 
+import os
+import shlex
+from collections.abc import Sequence
 from typing import Any
 
 # (words in the reason, the hint): first match wins.
@@ -21,8 +24,6 @@ _HINTS: tuple[tuple[str, str], ...] = (
     ("brace expansion", "spell each word out, or loop over them in DAL"),
     ("reads outside the allowed roots", "reads are allowed in the workspace; add a read root with "
      "--allow-read=PATH or [paths] read in dal.toml"),
-    ("writes outside the allowed roots", "writes are allowed in the workspace; add a write root with "
-     "--allow-write=PATH or [paths] write in dal.toml"),
     ("is a shell builtin", "DAL runs programs, not a shell: do it in DAL (a loop, a variable), or run "
      "the program that does it"),
     ("runs other programs or code", "run the program it would start directly, or allow it by name in "
@@ -33,10 +34,34 @@ _HINTS: tuple[tuple[str, str], ...] = (
 )
 
 
-def hint(reason: str) -> str | None:
-    """The hint for a denial with this reason, or None when the reason already says what to do."""
+def _shown_root(root: str, workspace: str) -> str:
+    if root == workspace:
+        return "."
+    return os.path.relpath(root, workspace) if root.startswith(workspace.rstrip("/") + "/") else root
+
+
+def write_hint(write_roots: Sequence[str] = (), workspace: str | None = None) -> str:
+    """How to allow one more write root without losing the ones in force. Naming write roots at a run's
+    start replaces the workspace as the write root (that is how a run is narrowed to `out/`), so the
+    flag that works names them all: the roots in force and the new one."""
+    ws = workspace or ""
+    shown = [_shown_root(r, ws) for r in write_roots] if ws else []
+    if not shown or shown == ["."]:
+        return ("writes are allowed only in the workspace; to allow PATH too, keep the workspace in the list: "
+                "--allow-write=.,PATH (the write roots a run names replace the workspace), or "
+                "[paths] write = [\".\", \"PATH\"] in dal.toml")
+    flag = shlex.quote(",".join([*shown, "PATH"]))
+    return (f"writes are allowed only in {', '.join(shown)}; to allow PATH too, name them all: "
+            f"--allow-write={flag}, or list them all in [paths] write in dal.toml")
+
+
+def hint(reason: str, policy: Any = None) -> str | None:
+    """The hint for a denial with this reason (by the policy in force, when known), or None when the
+    reason already says what to do."""
     if "--allow-" in reason or "[run] allow" in reason:
         return None
+    if "writes outside the allowed roots" in reason:
+        return write_hint(getattr(policy, "write_roots", ()), getattr(policy, "workspace", None))
     for words, text in _HINTS:
         if words in reason:
             return text
@@ -57,6 +82,6 @@ class DenialReporter:
 
         self.count += 1
         if denied.help is None:
-            denied.help = hint(denied.reason)
+            denied.help = hint(denied.reason, getattr(denied, "policy", None))
         self.stream.write(render(denied, self.color, severity="warning") + "\n")
         self.stream.flush()

@@ -1057,8 +1057,9 @@ def _execute(run: _RunState) -> RunReport:
     on_denied = None
     if hooks.on_denied is not None:
         def on_denied(result: Any, span: Any) -> None:
+            policy = run.handler.ctx.policy if run.handler is not None else None  # the one in force now
             hooks.on_denied(EffectDenied(result.command, result.decision.reason, span, filename=filename,
-                                         source=source))
+                                         source=source, policy=policy))
 
     # The writer is the host's before the runtime exists; a closed pipe interrupts the runtime built next.
     write = _stop_on_closed_pipe(hooks.write or sys.stdout.write, got, lambda why: rt.interrupt(why))
@@ -1176,11 +1177,13 @@ class EffectDenied(DalError):
 
     kind = "denied"
 
-    def __init__(self, command: str, reason: str, span: Any, *, filename: str, source: str) -> None:
+    def __init__(self, command: str, reason: str, span: Any, *, filename: str, source: str,
+                 policy: Any = None) -> None:
         super().__init__(f"run({json.dumps(command, ensure_ascii=False)}) was denied: {reason}", span,
                          filename=filename, source=source)
         self.command = command
         self.reason = reason
+        self.policy = policy  # the dal.effects.Policy that denied it, for a hint that names its roots
 
 
 def _sandbox_json(handler: EffectHandler | None) -> dict[str, Any] | None:

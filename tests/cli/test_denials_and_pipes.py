@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import sqlite3
 
 from dalshell import Shell
@@ -65,3 +67,35 @@ def test_a_denied_argv_command_is_reported_too(dal: Shell) -> None:
     assert p.returncode == 0 and p.stdout == "denied\n"
     assert "warning[denied]: run(\"cat /etc/passwd\") was denied: reads outside the allowed roots" in p.stderr
     assert "1 effect (1 denied)" in p.stderr
+
+
+def _followed(hint_line: str, path: str) -> str:
+    """The --allow-write flag a hint gives, with PATH spelled out as a person following it would."""
+    flag = re.search(r"--allow-write=(\S+?),? ", hint_line)
+    assert flag is not None, hint_line
+    return "--allow-write=" + shlex.split(flag.group(1))[0].replace("PATH", path)
+
+
+def test_following_the_write_hint_allows_the_new_root_and_keeps_the_workspace(dal: Shell, tmp_path_factory) -> None:
+    # The old hint said "add a write root with --allow-write=PATH": that flag replaces the workspace as the
+    # write root at a run's start, so the workspace's own write was then denied.
+    outside = tmp_path_factory.mktemp("outside")
+    dal.write("w.dal", f'run("echo far > {outside}/far.txt")\nrun("echo near > near.txt")\n')
+    first = dal("run", "w.dal")
+    assert "1 denied" in first.stderr and (dal.cwd / "near.txt").exists()
+    line = next(ln for ln in first.stderr.splitlines() if "help: writes are allowed" in ln)
+    (dal.cwd / "near.txt").unlink()
+    again = dal("run", _followed(line, str(outside)), "w.dal")
+    assert "denied" not in again.stderr, again.stderr
+    assert (outside / "far.txt").read_text() == "far\n" and (dal.cwd / "near.txt").read_text() == "near\n"
+
+
+def test_the_write_hint_of_a_narrowed_run_names_its_roots(dal: Shell, tmp_path_factory) -> None:
+    outside = tmp_path_factory.mktemp("outside")
+    dal.write("w.dal", f'run("echo far > {outside}/far.txt")\nrun("echo out > out/o.txt")\n')
+    first = dal("run", "--allow-write=out", "w.dal")
+    line = next(ln for ln in first.stderr.splitlines() if "help: writes are allowed" in ln)
+    assert "writes are allowed only in out;" in line
+    again = dal("run", _followed(line, str(outside)), "w.dal")
+    assert "denied" not in again.stderr, again.stderr
+    assert (outside / "far.txt").exists() and (dal.cwd / "out" / "o.txt").exists()
