@@ -45,6 +45,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     check.add_argument("cmd", metavar="CMD", help="the shell command, as one argument")
     check.add_argument("--json", action="store_true", help="print the decision as JSON")
+    check.add_argument("--wall", action="store_true",
+                       help="also print the wall each pipeline would run in: what it shows, hides and holds")
     add_policy_flags(check)
     # The run's store and receipts are protected and hidden wherever they are: give the ones `dal run` is given.
     where = check.add_argument_group("the run's store and receipts (protected and hidden, as in the run)")
@@ -84,6 +86,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
 
         d = attrs.evolve(d, reason=_with_origins(d, policy))
     verdict = "deny" if not d.allowed else "approval required" if d.approval_required else "allow"
+    walls = _walls(d, policy, spec) if args.wall else None
     if args.json:
         available, why = sandbox_status()
         from dal.cli import hostmode
@@ -97,6 +100,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
             "workspace": policy.workspace,
             "workspace_found_by": spec.workspace_how,
             "sandbox": {"available": available, "reason": why},
+            **({"walls": [w.to_json() for w in walls]} if walls is not None else {}),
         })
     else:
         lines = [f"{verdict}: {d.reason}"]
@@ -112,8 +116,34 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
             f"  workspace:  {policy.workspace} ({spec.workspace_how})",
             f"  policy:     {describe_source(policy)}",
         ]
+        if walls is not None:
+            lines += _describe_walls(d, walls)
         sys.stdout.write("\n".join(lines) + "\n")
     return 0 if d.allowed else 1
+
+
+def _walls(d: Any, policy: Policy, spec: Any) -> list[Any]:
+    """The wall plan of each pipeline of an allowed command (none for a denied one)."""
+    from dal.effects.exec.executor import wall_plans
+    from dal.effects.wall.sandbox import WallRefused
+    from dal.runner.spec import RunSpec
+
+    try:
+        return wall_plans(d, policy, RunSpec.effective_effect_timeout(spec.effect_timeout, policy))
+    except (WallRefused, OSError) as e:
+        sys.stderr.write(f"dal: the wall cannot be set up: {e}\n")
+        return []
+
+
+def _describe_walls(d: Any, walls: list[Any]) -> list[str]:
+    if not d.allowed:
+        return ["  wall:       (none: the command is denied)"]
+    lines: list[str] = []
+    for i, (pipeline, plan) in enumerate(zip(d.plan.items, walls, strict=False)):
+        programs = " | ".join(c.argv[0] for c in pipeline.commands)
+        lines.append(f"  wall of pipeline {i + 1} ({programs}):")
+        lines += [f"    {line}" for line in plan.describe()]
+    return lines
 
 
 

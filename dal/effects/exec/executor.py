@@ -26,12 +26,13 @@ from dal.effects.exec.safeopen import DeniedAtOpen, open_redirect
 from dal.effects.guard.gitguard import GitGuard, GuardRefused
 from dal.effects.guard.held import Held
 from dal.effects.plan.shell import Pipeline, SimpleCommand
-from dal.effects.policy import DEFAULT_TOOLSET_NAMES, TRUSTED_PATH, Policy
+from dal.effects.policy import DEFAULT_TOOLSET_NAMES, Policy
 from dal.effects.wall import reaper, seccomp
 from dal.effects.wall.limits import Cgroup, CommandLimits, describe_signal_limit, die_with_parent
-from dal.effects.wall.sandbox import _UNDO_SCAN_LIMIT, Wall, WallRefused, _identity
+from dal.effects.wall.plan import WallPlan, scrubbed_env
+from dal.effects.wall.sandbox import _UNDO_SCAN_LIMIT, Wall, WallRefused, _identity, plan_of
 
-__all__ = ["ExecOutcome", "execute_plan", "scrubbed_env", "EffectCancelled"]
+__all__ = ["ExecOutcome", "execute_plan", "scrubbed_env", "EffectCancelled", "wall_plans"]
 
 
 def _path_bytes(e: UnicodeError) -> tuple[str | bytes, int]:
@@ -48,29 +49,6 @@ def _path_bytes(e: UnicodeError) -> tuple[str | bytes, int]:
 _PATHS = "dal-paths"
 _UTF8 = ("utf-8", _PATHS)
 codecs.register_error(_PATHS, _path_bytes)
-
-
-def scrubbed_env(home: str) -> dict[str, str]:
-    """The whole environment a program sees: nothing inherited, so no LD_*/DYLD_*, tokens or PATH tricks.
-
-    HOME (and the XDG folders below it) is a folder of the command's own, empty when it starts and never in
-    the write roots: inside the wall a folder of the wall's private /tmp (Wall.home), without it a fresh
-    private folder DAL makes and removes (_CommandRun.bare_home). Were it the workspace, every dotfile a script
-    wrote there (.curlrc, .wgetrc, .netrc, .npmrc, .gitconfig, .ssh/, .local/ for Python's user site) would
-    configure the programs the policy allows: curl would upload what the `.curlrc` said, past an approval
-    that showed only the command line."""
-    return {
-        "PATH": TRUSTED_PATH,
-        "HOME": home,
-        "XDG_CONFIG_HOME": home + "/.config",
-        "XDG_DATA_HOME": home + "/.local/share",
-        "XDG_STATE_HOME": home + "/.local/state",
-        "XDG_CACHE_HOME": home + "/.cache",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "TERM": "dumb",
-        "TMPDIR": "/tmp",
-    }
 
 
 @attrs.frozen
@@ -214,14 +192,31 @@ def locks_git(pipeline: Pipeline) -> bool:
     return any(c.argv[0] not in DEFAULT_TOOLSET_NAMES and c.argv[0] != "git" for c in pipeline.commands)
 
 
+def _walls_for(pipeline: Pipeline) -> tuple[bool, bool]:
+    """(placeholders, lock_git) of the pipeline's wall: placeholders and the repository's references held
+    only when a program may write files the check cannot see (sandbox.PLACEHOLDERS)."""
+    return any(c.argv[0] not in DEFAULT_TOOLSET_NAMES for c in pipeline.commands), locks_git(pipeline)
+
+
+def wall_plans(decision: Decision, policy: Policy, timeout: float) -> list[WallPlan]:
+    """The plan of each pipeline's wall, as it would be made now (nothing is made or run)."""
+    if decision.plan is None:
+        return []
+    exes = dict(decision.executables)
+    limits = CommandLimits.of(policy, timeout)
+    out = []
+    for pipeline in decision.plan.items:
+        placeholders, lock_git = _walls_for(pipeline)
+        out.append(plan_of(policy, exes.values(), limits, placeholders, lock_git))  # as _run_pipeline's
+    return out
+
+
 def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
     """Run one pipeline; its last command's exit status, None on timeout, _CANCELLED when cancelled.
 
     The wall is made for each pipeline, just before it starts, so that it sees the tree the pipelines
     before it left (a protected file one of them created is protected from the next)."""
-    # Placeholders for a missing dal.toml or .dal, and the repository's references held (gitguard), only when
-    # a program may write files the check cannot see (sandbox.PLACEHOLDERS).
-    others = any(c.argv[0] not in DEFAULT_TOOLSET_NAMES for c in pipeline.commands)
+    others, lock_git = _walls_for(pipeline)  # and the repository's references held (gitguard) with others
     guard: GitGuard | None = None
     wall: Wall | None = None
     record: Held | None = None
@@ -231,7 +226,7 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
             guard = GitGuard.start(run.policy, walled=run.sandbox)
         step = "the wall cannot be set up"
         if run.sandbox:
-            wall = Wall(run.policy, run.exes.values(), run.limits.tmp_size, others, locks_git(pipeline))
+            wall = Wall(run.policy, run.exes.values(), run.limits.tmp_size, others, lock_git, limits=run.limits)
         # Durably, before any stage starts: what the guard and the wall hold, for the next start to check
         # should DAL be killed while the pipeline runs (held.py).
         step = "what the wall and git's guard hold cannot be recorded in .dal/held"
@@ -500,7 +495,7 @@ def _spawn_walled(
             stdout=fds[1],
             stderr=fds[2],
             cwd=run.policy.workspace,
-            env={**scrubbed_env(wall.home), reaper.WALL_OWNER: reaper.owner_tag(os.getpid())},
+            env={**dict(wall.plan.env), reaper.WALL_OWNER: reaper.owner_tag(os.getpid())},
             close_fds=True,
             pass_fds=(*keep, *wall.fds),
             process_group=pgid,

@@ -21,8 +21,11 @@ from collections.abc import Iterable
 
 from dal.core import statedir
 from dal.effects.policy import WORKSPACE_PROTECTED, Policy
+from dal.effects.wall import bwrap, seccomp
+from dal.effects.wall.limits import CommandLimits
+from dal.effects.wall.plan import WallPlan, scrubbed_env
 
-__all__ = ["sandbox_status", "start_probe", "Wall", "WallRefused", "BWRAP"]
+__all__ = ["sandbox_status", "start_probe", "Wall", "WallRefused", "BWRAP", "plan_of"]
 
 BWRAP = "/usr/bin/bwrap"
 _PROBE_TIMEOUT = 10  # seconds
@@ -121,24 +124,25 @@ def _system_dirs() -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=2)
-def _system_view(allow_net: bool) -> tuple[tuple[str, ...], ...]:
-    """Mount operations (argv fragments) for the system folders and /etc, probed once per process:
-    symlinks (a merged /usr's /bin -> usr/bin) are kept as symlinks, missing entries left out."""
-    ops: list[tuple[str, ...]] = []
+def _system_view(allow_net: bool) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """The system folders and /etc files a program sees, as (path, source) read-only binds and (path,
+    target) symlinks, probed once per process: symlinks (a merged /usr's /bin -> usr/bin) are kept as
+    symlinks, missing entries left out."""
+    binds: list[tuple[str, str]] = []
+    links: list[tuple[str, str]] = []
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
-            ops.append(("--symlink", os.readlink(d), d))
+            links.append((d, os.readlink(d)))
         elif os.path.isdir(d):
-            ops.append(("--ro-bind", d, d))
-    ops.append(("--perms", "0755", "--dir", "/etc"))
+            binds.append((d, d))
     system = _system_dirs()
     for name in ETC_ALWAYS + (ETC_NET if allow_net else ()):
         path = "/etc/" + name
         if os.path.islink(path) and _within(os.path.realpath(path), system):
-            ops.append(("--symlink", os.readlink(path), path))  # e.g. localtime -> /usr/share/zoneinfo/...
+            links.append((path, os.readlink(path)))  # e.g. localtime -> /usr/share/zoneinfo/...
         elif os.path.exists(path):
-            ops.append(("--ro-bind", os.path.realpath(path), path))
-    return tuple(ops)
+            binds.append((path, os.path.realpath(path)))
+    return tuple(binds), tuple(links)
 
 
 @functools.lru_cache(maxsize=1)
@@ -163,21 +167,6 @@ def _identity() -> tuple[bytes, bytes]:
     passwd = "".join(f"{n}:*:{u}:{g}:{n}:/:/usr/sbin/nologin\n" for u, (n, g) in users.items())
     groupf = "".join(f"{n}:*:{g}:\n" for g, n in groups.items())
     return passwd.encode(), groupf.encode()
-
-
-def _namespaces(cwd: str, allow_net: bool) -> list[str]:
-    argv = ["--unshare-user", "--disable-userns", "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc",
-            "--unshare-uts"]
-    if not allow_net:
-        argv.append("--unshare-net")
-    # reaper.WALL_OWNER names the DAL process to bubblewrap only (/proc/PID/environ), never to the program
-    return [*argv, "--die-with-parent", "--new-session", "--unsetenv", "DAL_WALL_OWNER", "--chdir", cwd]
-
-
-def _private(tmp_size: int) -> list[str]:
-    size = str(tmp_size)
-    return ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
-            "--size", size, "--tmpfs", "/tmp"]
 
 
 def _open_nofollow(path: str, want_dir: bool = False) -> int:
@@ -208,14 +197,33 @@ def _open_nofollow(path: str, want_dir: bool = False) -> int:
         raise
 
 
+def _present(path: str) -> bool:
+    """Whether `path` is there, walked as the bind will walk it (WallRefused for a symlink on the way)."""
+    try:
+        os.close(_open_nofollow(path))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def plan_of(policy: Policy, executables: Iterable[str], limits: CommandLimits, placeholders: bool = True,
+            lock_git: bool = False) -> WallPlan:
+    """The plan of the wall a pipeline would run in now, without making or opening anything (`dal policy
+    check --wall`, tests)."""
+    with Wall(policy, executables, limits.tmp_size, placeholders, lock_git, limits=limits, dry=True) as wall:
+        return wall.plan
+
+
 class Wall:
-    """The bubblewrap invocation for one pipeline of a command, made just before it starts (so it sees the
-    tree an earlier pipeline left): the descriptors of every bind, the placeholders it created. close()
-    releases both; use it as a context manager."""
+    """The bubblewrap wall for one pipeline of a command, made just before it starts (so it sees the tree an
+    earlier pipeline left): its plan (plan.py), the descriptors of every bind, the placeholders it created,
+    and what close() checks and undoes afterwards. close() releases it all; use it as a context manager.
+    With `dry`, only the plan: nothing is made or opened, and close() undoes nothing (plan_of())."""
 
     def __init__(self, policy: Policy, executables: Iterable[str], tmp_size: int, placeholders: bool = True,
-                 lock_git: bool = False) -> None:
+                 lock_git: bool = False, *, limits: CommandLimits | None = None, dry: bool = False) -> None:
         self.fds: list[int] = []
+        self.dry = dry
         self.make_placeholders = placeholders
         # A program other than git (and the default toolset) runs: every `.git` folder in the write roots is
         # read-only as a whole (docs/policy.md, "`.git` is read-only").
@@ -226,6 +234,7 @@ class Wall:
         self._absent: list[str] = []  # protected paths (`[paths] protect`, WS/.gitconfig) missing before it
         self.own_identity = True  # the synthetic passwd and group (not when a read root shows the real ones)
         self.placeholders: list[tuple[str, int, int]] = []  # (path, st_dev, st_ino) of the folders it made
+        self._planned: dict[str, str] = {}  # placeholders (path -> "folder" | "file") and folders DAL makes
         self.home = WALL_HOME  # HOME for the programs inside
         self.swept: list[str] = []  # what close() removed (GIT_SWEPT), as paths relative to the workspace
         self._sweep_at: tuple[str, str, tuple[str, ...], bool] | None = None  # (ws, real .git, absent, had .git)
@@ -236,13 +245,20 @@ class Wall:
         self._gitfiles: dict[str, bytes] = {}  # the `.git` files in the write roots before, and their content
         self._live: dict[str, dict[str, tuple[int, ...]]] = {}  # lookalike folders before: their live entries
         self._sweep_ws = ""
-        self._argv_head: list[str] = []
-        self._argv_tail: list[str] = []
+        self._view: tuple[list[str], list[str]] = ([], [])
         try:
-            self._build(policy, executables, tmp_size)
+            self.plan = self._build(policy, executables, tmp_size, limits)
+            self._view = bwrap.view(self.plan, self._bind_fd if _BIND_BY_FD and not dry else None)
+            size = len(self._view[0]) + len(self._view[1])
+            if size > _MAX_WALL_ARGS:
+                raise WallRefused(f"the write roots hold too many protected entries (policy files, stores, `.git` "
+                                  f"folders) for the wall to bind read-only ({size} arguments, at most "
+                                  f"{_MAX_WALL_ARGS}); only the default toolset runs in this tree")
         except BaseException:
             self.close()
             raise
+        if dry:  # nothing ran: nothing to check afterwards
+            self._sweep_at = self._index = self._git_marks = None
 
     def __enter__(self) -> Wall:
         return self
@@ -255,48 +271,42 @@ class Wall:
         """The whole command line: bubblewrap, the view, the synthetic passwd and group read from
         `data_fds`, the descriptors for the start-up handshake, the seccomp filter (seccomp.py) to read from
         `seccomp_fd`, then the program's own argv."""
-        passwd_fd, group_fd = data_fds
-        identity = [
-            "--perms", "0644", "--ro-bind-data", str(passwd_fd), "/etc/passwd",
-            "--perms", "0644", "--ro-bind-data", str(group_fd), "/etc/group",
-        ] if self.own_identity else []
-        filt = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
-        return [BWRAP, *self._argv_head, *identity, *self._argv_tail, *filt, "--info-fd", str(info_fd), "--block-fd",
-                str(block_fd), "--", *argv]
+        return bwrap.command(BWRAP, self.plan, self._view, argv, identity_fds=data_fds, info_fd=info_fd,
+                             block_fd=block_fd, seccomp_fd=seccomp_fd)
 
-    def _bind(self, path: str, writable: bool) -> list[str]:
-        if not _BIND_BY_FD:
-            return ["--bind" if writable else "--ro-bind", path, path]
+    def _bind_fd(self, path: str) -> int:
         fd = _open_nofollow(path)
         self.fds.append(fd)
-        return ["--bind-fd" if writable else "--ro-bind-fd", str(fd), path]
+        return fd
 
-    def _build(self, p: Policy, executables: Iterable[str], tmp_size: int) -> None:
+    def _build(self, p: Policy, executables: Iterable[str], tmp_size: int,
+               limits: CommandLimits | None) -> WallPlan:
         ws, allow_net = p.workspace, p.allow_net
         write_roots = _outermost(r for r in p.write_roots if not _within(r, _NEVER))
         read_roots = _outermost(r for r in p.read_roots if not _within(r, _NEVER) and not _within(r, write_roots))
         self._write_roots = write_roots
         self._sweep_ws = ws
         self.own_identity = not any(_within(f, [*read_roots, *write_roots]) for f in ("/etc/passwd", "/etc/group"))
-        head: list[str] = []
-        if "/" in read_roots:  # the policy lets programs read everything
-            head += self._bind("/", False)
-        else:
-            for op in _system_view(allow_net):
-                head += op
-        tail = _private(tmp_size)
+        read_all = "/" in read_roots  # the policy lets programs read everything
+        system, links = ((), ()) if read_all else _system_view(allow_net)
         if any(r != "/" and (_within(WALL_HOME, [r]) or _within(r, [WALL_HOME])) for r in [*read_roots, *write_roots]):
             self.home = _WALL_HOME_ELSE  # a root shows the host's /tmp there
-        tail += ["--perms", "0700", "--dir", self.home]
-        for root in sorted(read_roots, key=_depth):
-            if root == "/":
-                continue
-            try:
-                tail += self._bind(root, False)
-            except FileNotFoundError:
-                continue  # a read root that does not exist shows nothing, as the check would find nothing
+        # a read root that does not exist shows nothing, as the check would find nothing
+        read = [root for root in sorted(read_roots, key=_depth) if root != "/" and _present(root)]
+        write: list[str] = []
+        make: list[str] = []
         for root in sorted(write_roots, key=_depth):
-            tail += self._writable_root(root, ws)
+            if _present(root):
+                write.append(root)
+            elif _within(root, [ws]):
+                # A write root inside the workspace that does not exist yet (`--allow-write=out`): made here, so
+                # that a program may create files in it as the check allows (the workspace is read-only then).
+                make.append(root)
+                write.append(root)
+                self._planned[root] = "folder"
+                if not self.dry:
+                    _make_dirs(root, ws)
+            # else a write root elsewhere that does not exist: nothing to show
         extra: list[str] = []
         if self.make_placeholders:
             marks, complete = _git_marks(write_roots)
@@ -317,8 +327,11 @@ class Wall:
             records = [*p.hidden, os.path.join(ws, ".dal")]
             self._absent = [path for path in p.protected if _within(path, write_roots) and not _within(path, records)
                             and ".git" not in path.split("/") and not os.path.lexists(path)]
-        own = _own_state(write_roots)
-        tail += self._protected(p, ws, write_roots, [*extra, *own])
+        own, made = _own_state(write_roots, self.dry)
+        for d in made:
+            make.append(d)
+            self._planned[d] = "folder"
+        protected = self._protected(p, ws, write_roots, [*extra, *own])
         git = os.path.join(ws, ".git")
         if self.make_placeholders and _within(os.path.realpath(git), write_roots):
             # and a config missing from an existing .git (not from a new one: `git init` writes it)
@@ -339,42 +352,35 @@ class Wall:
                                   "find every run store (`.dal`) in them to hide; only the default toolset runs in "
                                   "so large a tree")
             stores = list(dict.fromkeys([*stores, *nested]))
-        tail += _hidden(p, ws, [*read_roots, *write_roots], [*stores, *own])
-        if len(tail) + len(head) > _MAX_WALL_ARGS:
-            raise WallRefused(f"the write roots hold too many protected entries (policy files, stores, `.git` "
-                              f"folders) for the wall to bind read-only ({len(tail) + len(head)} arguments, at most "
-                              f"{_MAX_WALL_ARGS}); only the default toolset runs in this tree")
-        system = _system_dirs()
+        hidden = _hidden(p, ws, [*read_roots, *write_roots], [*stores, *own], self._planned)
+        system_dirs = _system_dirs()
+        programs: list[str] = []
         for exe in dict.fromkeys(executables):
             real = os.path.realpath(exe)
-            if not _within(real, system) and not _within(real, read_roots) and os.path.isfile(real):
-                tail += ["--ro-bind", real, real]  # a program installed outside /usr (its own file only)
-        tail += ["--remount-ro", "/"]  # the wall's own root: nothing is written there
-        tail += _namespaces(ws, allow_net)
-        self._argv_head, self._argv_tail = head, tail
-
-    def _writable_root(self, root: str, ws: str) -> list[str]:
-        try:
-            return self._bind(root, True)
-        except FileNotFoundError:
-            pass
-        if not _within(root, [ws]):
-            return []  # a write root elsewhere that does not exist: nothing to show
-        # A write root inside the workspace that does not exist yet (`--allow-write=out`): made here, so that
-        # a program may create files in it as the check allows (the workspace itself is read-only then).
-        _make_dirs(root, ws)
-        return self._bind(root, True)
+            if not _within(real, system_dirs) and not _within(real, read_roots) and os.path.isfile(real):
+                programs.append(real)  # a program installed outside /usr (its own file only)
+        placeholders = tuple((path, kind) for path, kind in self._planned.items() if path not in make)
+        return WallPlan(
+            kind="bubblewrap", workspace=ws, network=allow_net, read_all=read_all, system=system, links=links,
+            identity=self.own_identity, home=self.home, tmp_size=tmp_size, read=tuple(read), write=tuple(write),
+            make=tuple(make), protected=tuple(protected), placeholders=placeholders, hidden=tuple(hidden),
+            programs=tuple(dict.fromkeys(programs)), seccomp=("setuid",) if seccomp.available() else (),
+            env=tuple(scrubbed_env(self.home).items()), limits=limits,
+        )
 
     def _protected(self, p: Policy, ws: str, write_roots: list[str], extra: Iterable[str] = ()) -> list[str]:
-        """Read-only binds for the protected paths inside a write root (and the nested ones in `extra`), each
-        of the folders between the root and the path bound onto itself too, so that no process can rename
-        them (a mount point cannot be renamed) and move the protected file out from under its bind."""
+        """The protected paths inside a write root (and the nested ones in `extra`) that the wall binds
+        read-only, outermost first (one inside another protected folder is covered by it); bwrap.view pins
+        the folders between the root and each of them."""
         named = [os.path.join(ws, n) for n in WORKSPACE_PROTECTED]
         if self.lock_git:
             named.insert(0, os.path.realpath(os.path.join(ws, ".git")))  # where it really is, when a symlink
         candidates = [path for path in dict.fromkeys([*p.protected, *named, *extra]) if _within(path, write_roots)]
         found: dict[str, None] = {}
         for path in candidates:
+            if self.dry and path in self._planned:  # a folder DAL would make before the wall
+                found[path] = None
+                continue
             try:
                 st = os.lstat(path)
             except FileNotFoundError:
@@ -390,28 +396,15 @@ class Wall:
             real = os.path.realpath(path)  # not `path` when a folder on the way is a symlink (`.git` -> ...)
             if _within(real, write_roots):
                 found[real] = None  # else it is read-only in the wall, or not there at all
-        out: list[str] = []
-        pinned: set[str] = set()
         done: list[str] = []
         for path in sorted(found, key=_depth):
-            if _within(path, done):
-                continue  # inside a protected folder already bound
-            root = max((r for r in write_roots if _within(path, [r])), key=len)
-            ancestors = []
-            parent = os.path.dirname(path)
-            while parent != root and _within(parent, [root]):
-                ancestors.append(parent)
-                parent = os.path.dirname(parent)
-            for a in reversed(ancestors):
-                if a not in pinned:
-                    pinned.add(a)
-                    out += self._bind(a, True)
-            out += self._bind(path, False)
-            done.append(path)
-        return out
+            if not _within(path, done):
+                done.append(path)
+        return done
 
     def _placeholder(self, path: str, ws: str) -> str | None:
-        """Create the read-only stand-in for a protected entry that does not exist (PLACEHOLDERS)."""
+        """Create the read-only stand-in for a protected entry that does not exist (PLACEHOLDERS); dry: say
+        which it would be."""
         name = os.path.basename(path)
         at_top = os.path.dirname(path) == ws and name in PLACEHOLDERS
         # A `[paths] protect` entry, WS/.gitconfig, WS/.config/git, a recorded policy file that is missing: held
@@ -424,15 +417,22 @@ class Wall:
         parent = os.path.realpath(os.path.dirname(path))  # where `.git` really is, when it is a symlink
         if not _within(parent, self._write_roots):
             return None  # read-only in the wall, or not there at all
+        # The others are empty folders: `git add -A` ignores one (an empty file would be committed), and one a
+        # killed DAL left is no file anything reads, no policy a later run could load.
+        is_file = name in _FILE_PLACEHOLDERS and not at_top and not absent
+        if self.dry:
+            if not os.path.isdir(parent):
+                return None
+            path = os.path.join(parent, name)
+            self._planned[path] = "file" if is_file else "folder"
+            return path
         try:
             dirfd = _open_nofollow(parent, want_dir=True)
         except FileNotFoundError:
             return None  # no .git (or no .git/objects/info): nothing there for git to read either
         path = os.path.join(parent, name)
         try:
-            # The others are empty folders: `git add -A` ignores one (an empty file would be committed), and one a
-            # killed DAL left is no file anything reads, no policy a later run could load.
-            if name in _FILE_PLACEHOLDERS and not at_top and not absent:
+            if is_file:
                 os.close(os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
                                  dir_fd=dirfd))
             else:
@@ -443,6 +443,7 @@ class Wall:
         finally:
             os.close(dirfd)
         self.placeholders.append((path, st.st_dev, st.st_ino))
+        self._planned[path] = "file" if is_file else "folder"
         return path
 
     def _nested_protected(self, marks: set[str], ws: str) -> list[str]:
@@ -522,6 +523,7 @@ class Wall:
 
         wall = cls.__new__(cls)
         wall.fds = []
+        wall.dry = False
         wall.make_placeholders = True
         wall.lock_git = bool(state["lock_git"])
         wall.undone, wall.swept, wall.unchecked = [], [], []
@@ -927,44 +929,50 @@ def _nested_stores(roots: Iterable[str]) -> tuple[list[str], bool]:
     return found, True
 
 
-def _own_state(write_roots: list[str]) -> list[str]:
+def _own_state(write_roots: list[str], dry: bool = False) -> tuple[list[str], list[str]]:
     """DAL's own state folders (statedir.py: held.key among them), each made (mode 0700) when a write root
     would show it missing: the wall then covers a folder (read-only, empty) with its parents pinned, not a
-    name a program could fill with a key of its own for the next start to sign and trust records with."""
+    name a program could fill with a key of its own for the next start to sign and trust records with.
+    Returns them and those it made (dry: would make)."""
     statedir.clear()
     dirs = list(statedir.state_dirs())
+    made: list[str] = []
     for d in dirs:
         if _within(d, write_roots) and not os.path.lexists(d):
+            if dry:
+                made.append(d)
+                continue
             try:
                 os.makedirs(d, mode=0o700, exist_ok=True)
+                made.append(d)
             except OSError:
                 pass  # then the check's rule alone keeps it (a program the check cannot see might make it)
     statedir.clear()
-    return list(dict.fromkeys([*dirs, *statedir.state_dirs()]))
+    return list(dict.fromkeys([*dirs, *statedir.state_dirs()])), made
 
 
-def _hidden(p: Policy, ws: str, shown: list[str], nested: Iterable[str] = ()) -> list[str]:
+def _hidden(p: Policy, ws: str, shown: list[str], nested: Iterable[str] = (),
+            planned: dict[str, str] | None = None) -> list[tuple[str, str]]:
     """Cover what records runs (the store and its side files, the locks, the receipts: `Policy.hidden`,
     the workspace's `.dal/`, and every other `.dal` in `nested`) where the wall would show it: a folder with
     an empty read-only tmpfs, a file with /dev/null, read-only. Programs read nothing of it, whatever they
     are (docs/policy.md, "The run store is not readable"). After the protected binds, so that each covers
-    its read-only bind."""
+    its read-only bind. `planned`: what DAL makes before the wall starts (path -> "folder" | "file")."""
     if "/" in shown:
         shown = ["/"]
-    out: list[str] = []
+    out: list[tuple[str, str]] = []
     done: list[str] = []
     wanted = [*p.hidden, os.path.join(ws, ".dal"), *nested]
     for path in sorted(dict.fromkeys(os.path.realpath(h) for h in wanted), key=_depth):
         if _within(path, done) or not _within(path, shown) or _within(path, _NEVER):
             continue
         try:
-            st = os.stat(path)
+            kind = "folder" if stat.S_ISDIR(os.stat(path).st_mode) else "file"
         except OSError:
-            continue  # not there: nothing to read (WS/.dal is held by its placeholder)
-        if stat.S_ISDIR(st.st_mode):
-            out += ["--tmpfs", path, "--remount-ro", path]
-        else:
-            out += ["--ro-bind", "/dev/null", path]
+            if planned is None or path not in planned:
+                continue  # not there: nothing to read (WS/.dal is held by its placeholder)
+            kind = planned[path]
+        out.append((path, kind))
         done.append(path)
     return out
 
@@ -1087,12 +1095,9 @@ def _which(name: str, path: str) -> str | None:
 def _base(probe_fd: int, by_fd: bool = True) -> list[str]:
     """The probe's bubblewrap command line up to `--`: every option a command's wall uses, binds by
     descriptor included, so that a bubblewrap lacking one is found out here, once, not at each run()."""
-    argv = [BWRAP]
-    for op in _system_view(False):
-        argv += op
-    argv += _private(1 << 20)
+    argv = [BWRAP, *bwrap.system_ops(*_system_view(False)), *bwrap.private(1 << 20)]
     argv += ["--ro-bind-fd", str(probe_fd), "/tmp/.dal-probe"] if by_fd else ["--ro-bind", "/usr", "/tmp/.dal-probe"]
-    argv += ["--remount-ro", "/", *_namespaces("/", False)]
+    argv += ["--remount-ro", "/", *bwrap.namespaces("/", False)]
     return argv
 
 
