@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from dal.core.readbelow import NotBelow, read_text_below
 from dal.mcp.arguments import Arg, BadArguments, check
 from dal.mcp.ceiling import BUDGETS, NARROWING, Ceiling, Widening
 from dal.receipts.oplock import WAIT_HINT
@@ -308,16 +309,23 @@ class DalTools:
             raise BadArguments("give the script's text as `script` or a .dal file as `path` (one of them)")
         if args["script"] is not None:
             return args["script"], args["script"]
-        path = Path(os.path.realpath(self.workspace / args["path"]))
-        if not (path == self.workspace or str(path).startswith(str(self.workspace) + os.sep)):
-            raise ToolFailure(f"path {args['path']!r} is outside the workspace {self.workspace}: dal mcp runs "
-                              "scripts of its workspace only")
-        if path.suffix != ".dal" or not path.is_file():
-            raise ToolFailure(f"no such script: {args['path']} (a .dal file inside {self.workspace})")
+        # The agent's scripts may swap the name for a symlink at any moment: the file is opened once, by
+        # descriptor, below the workspace (dal/core/readbelow.py), and that text is what is checked.
+        rel = args["path"]
+        path = Path(os.path.normpath(self.workspace / rel))
+        if not rel.endswith(".dal"):
+            raise ToolFailure(f"no such script: {rel} (a .dal file inside {self.workspace})")
         try:
-            return path, path.read_text(encoding="utf-8")
+            return path, read_text_below(self.workspace, rel)
+        except NotBelow as e:
+            if e.leads_out:
+                raise ToolFailure(f"path {rel!r} is outside the workspace {self.workspace} ({e.strerror}): dal mcp "
+                                  "runs scripts of its workspace only") from None
+            raise ToolFailure(f"cannot read {rel}: {e.strerror}") from None
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise ToolFailure(f"no such script: {rel} (a .dal file inside {self.workspace})") from None
         except (OSError, UnicodeDecodeError) as e:
-            raise ToolFailure(f"cannot read {args['path']}: {e}") from None
+            raise ToolFailure(f"cannot read {rel}: {e}") from None
 
     def _continuing(self, key: str, narrowed: Any, asked: bool) -> tuple[dict[str, Any] | None, bool, Any]:
         """What key `key` already holds: its newest run, whether a decision was recorded since, and its

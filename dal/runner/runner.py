@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from dal.core.digest import sha256
 from dal.core.errors import DalError, DalRuntimeError, DivergenceError
 from dal.core.jsontext import surrogate_at
+from dal.core.readbelow import NotBelow, read_text_below, root_of
 from dal.core.records import ValueRecord
 from dal.core.shellword import sh_quote
 from dal.effects import EffectContext, Policy, PolicyError
@@ -947,10 +948,22 @@ def execute(spec: RunSpec, hooks: RunHooks | None = None) -> RunReport:
         run.release()
 
 
+def _script_text(spec: RunSpec) -> str:
+    """The script's text. Below the workspace or a write root a script's programs may have swapped its name
+    for a symlink (and its text reaches receipts and diagnostics), so it is read there by descriptor, never
+    leaving that root; a script the operator named elsewhere is read as named."""
+    below = root_of(spec.script, (spec.workspace, *spec.policy.write_roots))
+    if below is None:
+        return Path(spec.script).read_text(encoding="utf-8")
+    return read_text_below(*below)
+
+
 def _read_source(spec: RunSpec) -> str:
     name = spec.filename
     try:
-        return Path(spec.script).read_text(encoding="utf-8")
+        return _script_text(spec)
+    except NotBelow as e:
+        raise RunnerError(f"cannot read {name}: {e.strerror}") from None
     except FileNotFoundError:
         raise RunnerError(f"no such script: {name}") from None
     except IsADirectoryError:

@@ -1,0 +1,217 @@
+"""Read a file below a root by descriptor: how DAL, outside the wall, reads a name a script can change.
+
+A script's programs may swap any name under the workspace for a symlink at any moment, and what DAL reads
+on the operator's side reaches the agent (a diagnostic quotes a source line, a receipt carries a digest).
+A reader that tests a name and then opens it, or opens it following links, can so be led to any file the
+operator can read. Here the name is walked from the root's descriptor one component at a time, each
+opened with O_NOFOLLOW relative to the directory already held; a symlink met is read and followed by hand,
+and only while it stays below the root. The descriptor reached is checked — a regular file, with one link,
+still below the root — and read; the name is never opened a second time.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+__all__ = ["NotBelow", "open_below", "read_below", "read_text_below", "root_of", "stat_below"]
+
+_MAX_SYMLINKS = 40  # as the kernel's own limit
+_DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO put in the file's place cannot hang DAL in open(); O_NOCTTY: nor become its terminal.
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+
+T = TypeVar("T")
+
+
+class NotBelow(OSError):
+    """The name leads outside the root, or to something other than a file DAL may read for the agent."""
+
+    def __init__(self, name: str, why: str, leads_out: bool = False) -> None:
+        super().__init__(errno.EACCES, why, name)
+        self.leads_out = leads_out  # through `..` or a symlink (else: not a file to read, or it changed)
+
+
+def open_below(root: str | os.PathLike[str], name: str | os.PathLike[str]) -> int:
+    """A read-only descriptor for the regular file `name` (relative to `root`, or absolute and inside it).
+
+    Raises NotBelow when the name leads outside `root` (through `..` or a symlink), is not a regular file,
+    has other hard links (which may be outside), or moved out while it was opened; FileNotFoundError,
+    IsADirectoryError and other OSErrors as open() would."""
+    return _resolve(root, name, _open_last)
+
+
+def read_below(root: str | os.PathLike[str], name: str | os.PathLike[str], limit: int | None = None) -> bytes:
+    """The bytes of the regular file `name` below `root` (as open_below opens it); at most `limit` bytes."""
+    fd = open_below(root, name)
+    try:
+        chunks = []
+        left = limit
+        while left is None or left > 0:
+            chunk = os.read(fd, 1 << 20 if left is None else min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if left is not None:
+                left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_text_below(root: str | os.PathLike[str], name: str | os.PathLike[str]) -> str:
+    """The UTF-8 text of the regular file `name` below `root`; UnicodeDecodeError when it is not UTF-8."""
+    return read_below(root, name).decode("utf-8")
+
+
+def stat_below(root: str | os.PathLike[str], name: str | os.PathLike[str]) -> os.stat_result:
+    """What lstat() says of `name` below `root`, its folders walked as open_below walks them (a symlink as
+    the last component is reported, not followed). Raises NotBelow when a folder on the way leads outside."""
+    return _resolve(root, name, _lstat_last)
+
+
+def root_of(path: str | os.PathLike[str], roots: Iterable[str]) -> tuple[str, str] | None:
+    """The first of `roots` that `path` (absolute) is below, by its name or by its folder's real path, and
+    the name below it; None when it is below none (a file the operator named outside every place a script
+    may change)."""
+    p = os.path.normpath(os.fspath(path))
+    names = (p, os.path.join(os.path.realpath(os.path.dirname(p)), os.path.basename(p)))
+    for root in roots:
+        for r in dict.fromkeys((os.path.normpath(root), os.path.realpath(root))):
+            for n in names:
+                if n.startswith(r.rstrip("/") + "/"):
+                    return r, n[len(r.rstrip("/")) + 1:]
+    return None
+
+
+def _open_last(dirfd: int, name: str, shown: str, root_real: str) -> int | str:
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dirfd)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        return _readlink(name, dirfd, shown, e)
+    try:
+        _check_file(fd, shown, root_real)
+        os.set_blocking(fd, True)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _lstat_last(dirfd: int, name: str, shown: str, root_real: str) -> os.stat_result:
+    return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+
+
+def _check_file(fd: int, shown: str, root_real: str) -> None:
+    st = os.fstat(fd)
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), shown)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotBelow(shown, "not a regular file (a FIFO, socket or device)")
+    if st.st_nlink > 1:
+        raise NotBelow(shown, f"the file has {st.st_nlink} hard links, and the others may be outside {root_real}")
+    try:
+        where = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # no /proc: the walk itself is the check
+        return
+    if not where.startswith(root_real.rstrip("/") + "/"):
+        raise NotBelow(shown, f"the file moved out of {root_real} while it was being opened", True)
+
+
+def _resolve(root: str | os.PathLike[str], name: str | os.PathLike[str],
+             last: Callable[[int, str, str, str], T | str]) -> T:
+    """Walk `name` below `root` and apply `last` to the final component (the folder holding it and its
+    name); `last` returns a symlink's target (str) when the component is one, to be followed by hand."""
+    shown = os.fspath(name)
+    root_fd = os.open(os.fspath(root), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)  # the operator's own path
+    try:
+        root_real = os.path.realpath(f"/proc/self/fd/{root_fd}") if os.path.isdir("/proc/self/fd") \
+            else os.path.realpath(os.fspath(root))
+        todo = _components(shown, root_real, shown)
+        todo.reverse()  # a stack: the next component last
+        here: list[str] = []  # the components of `dirfd` below the root
+        dirfd = os.dup(root_fd)
+        hops = 0
+        try:
+            while todo:
+                part = todo.pop()
+                if part == "..":
+                    if not here:
+                        raise NotBelow(shown, f"the path leads outside {root_real}", True)
+                    here.pop()
+                    os.close(dirfd)
+                    dirfd = _reopen(root_fd, here, shown)
+                    continue
+                if todo:  # a folder on the way
+                    try:
+                        nxt = os.open(part, _DIR_FLAGS, dir_fd=dirfd)
+                    except OSError as e:
+                        if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+                            raise
+                        got: T | str = _readlink(part, dirfd, shown, e)
+                    else:
+                        os.close(dirfd)
+                        dirfd = nxt
+                        here.append(part)
+                        continue
+                else:
+                    got = last(dirfd, part, shown, root_real)
+                    if not isinstance(got, str):
+                        return got
+                hops += 1  # `part` is a symlink to `got`
+                if hops > _MAX_SYMLINKS:
+                    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), shown)
+                if got.startswith("/"):
+                    here.clear()
+                    os.close(dirfd)
+                    dirfd = os.dup(root_fd)
+                todo.extend(reversed(_components(got, root_real, shown)))
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), shown)
+        finally:
+            os.close(dirfd)
+    finally:
+        os.close(root_fd)
+
+
+def _components(path: str, root_real: str, shown: str) -> list[str]:
+    """The components of `path` below the root: an absolute path must name a place inside the root."""
+    if path.startswith("/"):
+        rel = os.path.relpath(os.path.normpath(path), root_real)
+        if rel == ".." or rel.startswith("../"):
+            raise NotBelow(shown, f"the path leads outside {root_real} (to {path})", True)
+        path = rel
+    return [c for c in path.split("/") if c not in ("", ".")]
+
+
+def _readlink(name: str, dirfd: int, shown: str, cause: OSError) -> str:
+    try:
+        return os.readlink(name, dir_fd=dirfd)
+    except OSError:  # not a symlink (any more)
+        if cause.errno == errno.ELOOP:  # it was one a moment ago: the tree changed meanwhile
+            raise NotBelow(shown, "the path changed while it was being opened") from None
+        raise cause from None  # a file where a folder was named
+
+
+def _reopen(root_fd: int, components: list[str], shown: str) -> int:
+    """The folder `components` below the root, walked again from the root without following anything:
+    after `..` the parent is taken by name, never as the kernel's `..` of a folder that may have moved."""
+    fd = os.dup(root_fd)
+    try:
+        for part in components:
+            try:
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+                    raise NotBelow(shown, "the path changed while it was being opened") from None
+                raise
+            os.close(fd)
+            fd = nxt
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
