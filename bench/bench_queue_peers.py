@@ -188,7 +188,7 @@ class Result:
 
 
 def dal_queue(ws: Path, server: Server | None) -> Result:
-    from dal.receipts.jobs import machine_host
+    from dal.core.liveness import host_name
     from dal.receipts.location import StoreLocation, open_store
     from dal.runner.build import build_spec
     from dal.worker.spec import make_spec
@@ -215,7 +215,7 @@ def dal_queue(ws: Path, server: Server | None) -> Result:
             q = s.jobs()
             for i in range(n):
                 q.submit(spec=spec, key=f"bench:{i}", queue="default", priority=0, run_at=0.0, max_attempts=1,
-                         host=machine_host(), movable=False)
+                         host=host_name(), movable=False)
 
     def fresh() -> str:
         if server is not None:

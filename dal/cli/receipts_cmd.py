@@ -206,7 +206,7 @@ def _state(row: dict[str, Any], info: dict[str, Any], store: Any = None) -> str:
     gone (`info` is its Store.run_row(), which names the process)."""
     if row.get("status") != "running":
         return str(row.get("status"))
-    from dal.runner.runner import run_alive
+    from dal.runner.liveness import run_alive
 
     return "running" if run_alive(info, store) else "died"
 

@@ -354,7 +354,7 @@ def _prepare(args: argparse.Namespace, *, schedule: bool = False) -> tuple[dict[
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from dal.receipts.jobs import machine_host
+    from dal.core.liveness import host_name
     from dal.receipts.location import open_store
     from dal.receipts.store import StoreError
 
@@ -391,7 +391,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
                     spec["new_attempt"] = True
                     spec["extensions"]["new_attempt_of"] = newest["run_id"] if newest is not None else None
             job, made = q.submit(spec=spec, key=key, queue=args.queue, priority=args.priority, run_at=run_at,
-                                 max_attempts=args.max_attempts, host=machine_host(), movable=args.movable, now=now)
+                                 max_attempts=args.max_attempts, host=host_name(), movable=args.movable, now=now)
     except StoreError as e:
         return _die(str(e))
     if not made:
@@ -613,7 +613,7 @@ def cmd_workers(args: argparse.Namespace) -> int:
 # -- dal schedule ----------------------------------------------------------------------------------------
 
 def cmd_schedule_add(args: argparse.Namespace) -> int:
-    from dal.receipts.jobs import machine_host
+    from dal.core.liveness import host_name
     from dal.receipts.location import open_store
     from dal.receipts.store import StoreError
     from dal.worker import schedules
@@ -632,7 +632,7 @@ def cmd_schedule_add(args: argparse.Namespace) -> int:
             first = schedules.next_after(args.cron, args.tz, now)
             row = {"name": args.name, "cron": args.cron, "tz": args.tz, "state": "active", "spec": json.dumps(spec),
                    "queue": args.queue, "priority": args.priority, "max_attempts": args.max_attempts,
-                   "host": machine_host(), "movable": int(args.movable), "next_at": first, "missed": 0,
+                   "host": host_name(), "movable": int(args.movable), "next_at": first, "missed": 0,
                    "created_at": now, "updated_at": now}
             q.add_schedule(row)
     except StoreError as e:

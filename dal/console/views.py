@@ -52,7 +52,7 @@ def run_label(store: RunStore, row: dict[str, Any]) -> str:
         return status
     info = store.run_row(row["run_id"]) or {}
     if status == "running":
-        from dal.runner.runner import run_alive
+        from dal.runner.liveness import run_alive
 
         return "running" if run_alive(info, store) else "died"
     return "resumed" if info.get("resumed_by") else status

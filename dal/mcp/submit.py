@@ -16,9 +16,9 @@ def submit(script: str | Path, text: str, *, key: str, policy: Any, workspace: P
     """Queue one job of `script` (a path, or the source `text` itself) under `key`; the job, or why nothing
     was submitted. Raises ValueError for a script that does not check or a key no job may have."""
     import dal.api as api
+    from dal.core.liveness import host_name
     from dal.eval.args import bind
     from dal.eval.interpreter import check_source
-    from dal.receipts.jobs import machine_host
     from dal.receipts.location import open_store
     from dal.receipts.store import StoreError
     from dal.runner.build import SpecError, build_spec, pin_script
@@ -52,7 +52,7 @@ def submit(script: str | Path, text: str, *, key: str, policy: Any, workspace: P
     try:
         with open_store(spec.store) as db:  # a SQLite file or a PostgreSQL database
             job, made = db.jobs().submit(spec=data, key=key, queue="default", priority=0, run_at=time.time(),
-                                         max_attempts=DEFAULT_MAX_ATTEMPTS, host=machine_host(), movable=False)
+                                         max_attempts=DEFAULT_MAX_ATTEMPTS, host=host_name(), movable=False)
     except StoreError as e:
         raise ValueError(str(e)) from None
     shown = {k: job[k] for k in ("job_id", "key", "queue", "state")}

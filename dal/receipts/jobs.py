@@ -120,21 +120,6 @@ def record_holder(conn: sqlite3.Connection, fence: Fence, holder: dict[str, Any]
     return cur.rowcount == 1
 
 
-def machine_host() -> str:
-    """This machine as a job records it: the host name and the first characters of /etc/machine-id (two
-    containers may share a name; two machines may share a clone's name)."""
-    name = os.uname().nodename
-    mid = ""
-    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
-        try:
-            with open(path, encoding="ascii") as f:
-                mid = f.read().strip()[:12]
-            break
-        except (OSError, ValueError):
-            continue
-    return f"{name}/{mid}" if mid else name
-
-
 def _dicts(cur: sqlite3.Cursor) -> list[dict[str, Any]]:
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dal.core.digest import sha256
-from dal.core.procinfo import elsewhere, holder_identity
+from dal.core.liveness import elsewhere, holder_identity
 
 # What KeyBusy's message tells the person at the command line; a front end without a --wait flag (dal mcp)
 # replaces it with its own.

@@ -138,7 +138,7 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     # A pid alone does not say whether the run's process still lives: once it dies its pid goes to the
     # next process. Its start time (clock ticks since boot, /proc/PID/stat field 22) and the boot it
-    # belongs to (/proc/sys/kernel/random/boot_id) do (dal.core.procinfo). NULL where the system does not say.
+    # belongs to (/proc/sys/kernel/random/boot_id) do (dal.core.liveness). NULL where the system does not say.
     2: [
         "ALTER TABLE runs ADD COLUMN pid_start INTEGER",
         "ALTER TABLE runs ADD COLUMN boot_id TEXT",
@@ -943,14 +943,14 @@ class Store:
     ) -> None:
         """Record that a run started (status `running`, no receipt yet), durably, before its first effect.
 
-        With the pid (default: this process) go its start time and the boot id (dal.core.procinfo), so that a
+        With the pid (default: this process) go its start time and the boot id (dal.core.liveness), so that a
         later reader tells this process from another that got the same pid after it died.
 
         `fence` (a worker's run of a job, jobs.Fence): the same transaction records this process as the
         job's holder, while the job is still running under that lease (else it records no holder and
         raises nothing: the run's first intent is fenced anyway). One write per job fewer than a holder
         recorded on its own."""
-        from dal.core.procinfo import identity
+        from dal.core.liveness import identity
 
         pid = os.getpid() if pid is None else pid
         pid_start, boot = identity(pid)
@@ -1103,7 +1103,7 @@ class Store:
 
     def run_row(self, run_id: str) -> dict[str, Any] | None:
         """The summary row of `run_id` (as list_runs() gives it, plus `pid`, `pid_start` and `boot_id` (the
-        process that began it; see dal.core.procinfo.alive), the parsed `policy` and `resumed_by`, the newest run
+        process that began it; see dal.core.liveness.verdict), the parsed `policy` and `resumed_by`, the newest run
         that names it as previous_run), whether or not the run has a receipt yet; None when there is no such
         run."""
         # A reader of a version 1 store (readers never migrate) has no identity columns to read.

@@ -55,7 +55,7 @@ def held_effect(store: Store, run: dict[str, Any], effect: int | None, want: str
     about, read from the operation's journal (every attempt's). `run` is the operation's newest run,
     `named` the run the person named, when another. `decision` `resolved:retry` may also be about an
     effect that failed or timed out: a person may say to run it again once its cause is fixed."""
-    from dal.runner.runner import run_alive
+    from dal.runner.liveness import run_alive
 
     rid = run["run_id"]
     if run["status"] in ("completed", "skipped", "rejected"):
@@ -142,7 +142,7 @@ def decide(
     under way in that run: `resolved:retry` and `resolved:failed` (after which the script may run it again
     itself) are refused unless the person says that run is gone (`old_run_gone`, `--old-run-gone`)."""
     from dal.receipts.store import DecisionTooLate
-    from dal.runner.runner import run_alive
+    from dal.runner.liveness import run_alive
 
     if decision not in DECISIONS:
         raise DecisionRefused(f"unknown decision {decision!r}: one of {', '.join(DECISIONS)}")
@@ -232,7 +232,7 @@ def _as_shown(store: Store, named: dict[str, Any], newest: dict[str, Any], effec
             f"`{now.command}` at effect {effect} (run {nid}): review it, then decide about {nid}")
     state = _state(now, None) if now is not None else None
     if state is not None and state not in _LABELS and state not in ("failed", "timeout"):
-        from dal.runner.runner import run_alive
+        from dal.runner.liveness import run_alive
 
         live = newest.get("status") == "running" and run_alive(newest, store)
         held = [s for s, p in sorted(journal.load(store, nid).entries.items())
@@ -249,7 +249,7 @@ def _applies(store: Store, decided_on: dict[str, Any], seq: int) -> str:
     """Which run a decision just recorded about effect `seq` applies to. Read after the decision was
     committed: a run that looks for a decision at the effect and journals its hold in one transaction
     (Store.journal_hold) either saw this decision, or shows its hold here."""
-    from dal.runner.runner import run_alive
+    from dal.runner.liveness import run_alive
 
     newest = journal.newest_of(store, store.run_row(decided_on["run_id"]) or decided_on)
     nid = newest["run_id"]

@@ -53,6 +53,7 @@ from dal.runner.inforce import (
     stored_policy,
     unguarded_policy_file,
 )
+from dal.runner.liveness import run_alive
 from dal.runner.opkeys import script_key_problem
 from dal.runner.recorder import LoopRecorder
 from dal.runner.spec import RunHooks, RunSpec, SpecError
@@ -474,7 +475,7 @@ class _RunState:
         DAL) that this process cannot see into: its pid means nothing here (attack10 02b). On another host
         nothing proves it alive or dead: the run is buried, the fence keeps it from starting another effect,
         and what it was executing is recorded as possibly still running (`self.lost_run`, attack10 02)."""
-        from dal.core.procinfo import alive_in, boot_id, elsewhere
+        from dal.runner.liveness import lost_holder_verdict
 
         lost = getattr(self.lock, "lost_holder", None)
         if not lost or lost.get("run_id") != prev["run_id"]:
@@ -485,12 +486,8 @@ class _RunState:
             raise RunnerError(str(e)) from None
         ident = lost.get("holder")
         pid = lost.get("pid", row.get("pid"))
-        if isinstance(ident, dict) and isinstance(ident.get("where"), dict):
-            how = elsewhere(ident["where"])
-            live = alive_in(pid, ident.get("start"), ident["where"])
-        else:  # a lock row an older DAL wrote: the run's own row says where it began
-            how = "host" if row.get("boot_id") and row.get("boot_id") != boot_id() else None
-            live = None if how else run_alive(row)
+        how, judged = lost_holder_verdict(lost, row)
+        live = {"alive": True, "gone": False}.get(judged)
         if how is None and pid == os.getpid():
             return
         if live is False:
@@ -817,53 +814,6 @@ def run_store_limit(value: int | None = None, policy: Policy | None = None) -> i
     if digits.isdigit() and int(digits) > 0:
         return int(digits) * scale
     return policy.limit("max_stored_output") if policy is not None else RUN_STORE_LIMIT
-
-
-def pid_alive(pid: Any) -> bool:
-    """Whether some process has this pid (not necessarily the one that began a run: see run_alive)."""
-    from dal.core.procinfo import pid_exists
-
-    return pid_exists(pid)
-
-
-def run_alive(row: dict[str, Any], store: Any = None) -> bool:
-    """Whether the process that began the run in `row` (a Store.run_row()) still runs: its pid, its start
-    time and boot id, so that a pid reused by another process does not read as the run still going. A pid
-    says nothing of another machine's processes: given the `store`, a run is also live while its lock is held
-    for it — its key's, or `run:<run_id>` for a run without a key (RunStore.key_holder: the PostgreSQL store's
-    runs on other hosts, attack7 05/06; a run in another pid namespace, attack10 06), or, when that lock's
-    session ended under it, while the lock row it left names a process of another pid namespace of this
-    machine that still runs or cannot be seen from here (attack10 02b)."""
-    from dal.core.procinfo import alive
-
-    if alive(row.get("pid"), row.get("pid_start"), row.get("boot_id")):
-        return True
-    # A run without a key holds `run:<its id>` for its life (_RunState.hold_own_lock); a resume of it holds
-    # that lock too, under its own run id, so the holder's run id says which run the lock is held for.
-    key = row.get("key") or (f"run:{row['run_id']}" if row.get("run_id") else None)
-    holder_of = getattr(store, "key_holder", None)
-    if not key or holder_of is None or row.get("status", "running") != "running":
-        return False
-    try:
-        holder = holder_of(key)
-        if holder:
-            return holder.get("run_id") == row.get("run_id")
-        lost = getattr(store, "lost_key_holder", lambda _key: None)(key)
-    except StoreError:
-        return False  # unknown: read as its pid says (the callers' own reads fail on such a store too)
-    return _lost_holder_alive(lost, row)
-
-
-def _lost_holder_alive(lost: dict[str, Any] | None, row: dict[str, Any]) -> bool:
-    """Whether the run in `row`, whose key lock's session ended while it held it (`lost`: the lock row it
-    left), may still run on this machine in another pid namespace: its pid there is not this namespace's
-    (attack10 02b), so only that namespace's processes say; one this process cannot see counts as running."""
-    from dal.core.procinfo import alive_in, elsewhere
-
-    where = (lost or {}).get("where")
-    if not isinstance(where, dict) or lost.get("run_id") != row.get("run_id") or elsewhere(where) != "pidns":
-        return False
-    return alive_in(lost.get("pid"), lost.get("start"), where) is not False
 
 
 def _resumable(run: _RunState, store: Store, ref: str) -> dict[str, Any]:

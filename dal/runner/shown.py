@@ -53,11 +53,11 @@ def running_on(store: Store, run: dict[str, Any]) -> str | None:
     """The machine a keyed run marked running executes on, when its process is not this machine's to see: the
     host its key's lock holder recorded (RunStore.key_holder; the PostgreSQL store's locks name it). None when
     its process runs here, when nobody holds the key for it, or when the store does not say (SQLite)."""
-    from dal.core.procinfo import alive
     from dal.receipts.store import StoreError
+    from dal.runner.liveness import row_verdict
 
     key = run.get("key")
-    if not key or alive(run.get("pid"), run.get("pid_start"), run.get("boot_id")):
+    if not key or row_verdict(run) == "alive":
         return None
     try:
         holder = store.key_holder(key)
@@ -71,7 +71,8 @@ def unfinished(store: Store, ref: str, workspace: Path | None = None) -> dict[st
     """A run with no receipt yet: a line saying it is still running, or, when its process is gone, the
     receipt its journal gives, with status `died` (the next invocation records it as `interrupted`). None
     when `ref` names no run."""
-    from dal.runner.runner import crashed_receipt, run_alive
+    from dal.runner.liveness import run_alive
+    from dal.runner.runner import crashed_receipt
 
     try:
         rows = store.list_runs(limit=1) if ref.strip() == "latest" else [store.find_run(ref)]

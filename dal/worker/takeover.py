@@ -50,7 +50,7 @@ def wait_for_key(store: Path | Any, job: dict[str, Any], patience: float, say: C
 
 
 def _wait_for_key(lock: Any, job: dict[str, Any], patience: float, say: Callable[[str], Any]) -> None:
-    from dal.core.procinfo import alive, boot_id
+    from dal.core.liveness import elsewhere, verdict
 
     stale = json.loads(job.get("took_over") or "null") or {}
     # One more lease period of this worker's own (monotonic) clock: the claim was made only after this
@@ -63,8 +63,13 @@ def _wait_for_key(lock: Any, job: dict[str, Any], patience: float, say: Callable
     if holder is None:
         return
     pid = stale.get("pid")
-    ours = (isinstance(pid, int) and holder.get("pid") == pid and stale.get("boot") == boot_id()
-            and alive(pid, stale.get("start"), stale.get("boot")))
+    # Its pid is a number of the pid namespace it runs in: killed only when the lock's holder says it runs in
+    # this one (a holder that records no place is an older DAL's, judged here) and it is the claim's process.
+    where = holder.get("where", {"boot": stale.get("boot")})
+    ours = (isinstance(pid, int) and holder.get("pid") == pid and holder.get("start", stale.get("start")) ==
+            stale.get("start") and stale.get("boot") is not None
+            and elsewhere(where) is None and elsewhere({"boot": stale.get("boot")}) is None
+            and verdict(pid, stale.get("start"), where) == "alive")
     if not ours:
         return
     say(f"job {job['job_id']}: process {pid}, which had it, still holds its key: its lease went unrenewed for "

@@ -31,7 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dal.receipts.jobs import Fence, JobQueue, machine_host
+from dal.core.liveness import host_name
+from dal.receipts.jobs import Fence, JobQueue
 from dal.receipts.location import StoreLocation
 from dal.receipts.store import StoreError
 from dal.worker import pool
@@ -74,7 +75,7 @@ class Worker:
         self.backoff = backoff
         self.until_idle = until_idle
         self.max_jobs = max_jobs
-        self.host = machine_host()
+        self.host = host_name()
         self.id = f"w_{os.uname().nodename}_{os.getpid()}_{os.urandom(3).hex()}"
         self.recycle_after = max(1, recycle_after)  # jobs a job process runs before it is replaced
         self.recycle_memory = recycle_memory  # resident bytes past which a job process is replaced
@@ -106,7 +107,7 @@ class Worker:
 
     def _prepare(self) -> None:
         """Open the store once (checked, migrated), register, and import what every run uses."""
-        from dal.core.procinfo import identity
+        from dal.core.liveness import identity
         from dal.receipts.location import open_store
 
         with open_store(self.location):

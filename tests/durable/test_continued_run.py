@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dal.receipts.store import Store
 
-OTHER_BOOT = "import dal.core.procinfo as _p\n_p._BOOT_ID[:] = ['00000000-0000-4000-8000-0000000000aa']\n"
+OTHER_BOOT = "import dal.core.liveness as _p\n_p._BOOT_ID[:] = ['00000000-0000-4000-8000-0000000000aa']\n"
 
 
 def _recorded(durable: object, timeout: float = 30) -> str:

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import time
 
-from dal.core.procinfo import alive, exited, start_time
+from dal.core.liveness import exited, start_time, verdict
 from tests.durable.conftest import Durable
 
 POLICY = '[programs.sh]\nclass = "local"\nidempotent = false\n'
@@ -41,7 +41,7 @@ def make_zombie(argv: list[str], cwd: os.PathLike[str], env: dict[str, str], rea
 def test_a_zombie_is_not_alive() -> None:
     p = subprocess.Popen(["sleep", "30"])
     started = start_time(p.pid)
-    assert alive(p.pid, started)
+    assert verdict(p.pid, started, None) == "alive"
     os.kill(p.pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
     while not exited(p.pid):
@@ -50,7 +50,7 @@ def test_a_zombie_is_not_alive() -> None:
     with open(f"/proc/{p.pid}/stat", "rb") as f:  # still there, start time unchanged: only its state says
         assert f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
     assert start_time(p.pid) == started
-    assert not alive(p.pid, started)
+    assert verdict(p.pid, started, None) == "gone"
     p.wait()
 
 

@@ -21,7 +21,7 @@ from dal.receipts.pg.lock import fence_id, lock_id
 from dal.receipts.store import LockLost
 from tests.pg.world import World
 
-OTHER_BOOT = "import dal.core.procinfo as _p\n_p._BOOT_ID[:] = ['00000000-0000-4000-8000-0000000000aa']\n"
+OTHER_BOOT = "import dal.core.liveness as _p\n_p._BOOT_ID[:] = ['00000000-0000-4000-8000-0000000000aa']\n"
 
 
 def _store(url: str, tmp_path: Path) -> Any:

@@ -19,7 +19,7 @@ import pytest
 from dal.receipts.pg.lock import lock_id
 from tests.pg.world import World
 
-OTHER_BOOT = "import dal.core.procinfo as _p\n_p._BOOT_ID[:] = ['00000000-0000-4000-8000-0000000000cc']\n"
+OTHER_BOOT = "import dal.core.liveness as _p\n_p._BOOT_ID[:] = ['00000000-0000-4000-8000-0000000000cc']\n"
 POLICY = '[programs.sh]\nclass = "local"\nidempotent = false\n'
 # Effect 2 says it started, then waits until the test lets it go.
 SCRIPT = ('run("echo a >> m")\n'

@@ -175,12 +175,12 @@ def test_a_run_in_another_pid_namespace_that_lost_its_lock_is_not_buried_alive(w
 
 @pytest.mark.skipif(not _unshare_ok(), reason="needs root and unshare (a pid namespace of its own)")
 def test_a_holder_in_another_pid_namespace_is_seen_there_alive_and_then_gone() -> None:
-    """procinfo.alive_in, the liveness behind the refusal above: a process of another pid namespace is judged
+    """dal.core.liveness.verdict, the liveness behind the refusal above: a process of another pid namespace is judged
     by its namespace and its pid inside it (here, where the initial namespace sees every process), never by
     the same number in this namespace."""
-    from dal.core import procinfo
+    from dal.core import liveness
 
-    code = ("import json, os, time; from dal.core.procinfo import holder_identity; "
+    code = ("import json, os, time; from dal.core.liveness import holder_identity; "
             "print(json.dumps({'pid': os.getpid(), **holder_identity()}), flush=True); time.sleep(60)")
     # {"pid", "start", "where": place()}, as a key lock's row records its holder
     p = subprocess.Popen(["unshare", "-p", "-f", "--mount-proc", "--kill-child", sys.executable, "-c", code],
@@ -189,15 +189,15 @@ def test_a_holder_in_another_pid_namespace_is_seen_there_alive_and_then_gone() -
     try:
         got = json.loads(p.stdout.readline())
         where = got["where"]
-        assert procinfo.elsewhere(where) == "pidns"
-        assert procinfo.alive_in(got["pid"], got["start"], where) is True
-        assert procinfo.alive_in(got["pid"], got["start"] + 1, where) is not True  # a later process of that pid
+        assert liveness.elsewhere(where) == "pidns"
+        assert liveness.verdict(got["pid"], got["start"], where) == "alive"
+        assert liveness.verdict(got["pid"], got["start"] + 1, where) != "alive"  # a later process of that pid
     finally:
         p.kill()  # unshare's --kill-child takes the namespace's process with it
         p.wait(10)
     end = time.monotonic() + 10
-    while procinfo.alive_in(got["pid"], got["start"], where) is True and time.monotonic() < end:
+    while liveness.verdict(got["pid"], got["start"], where) == "alive" and time.monotonic() < end:
         time.sleep(0.05)
-    assert procinfo.alive_in(got["pid"], got["start"], where) is not True
-    if procinfo.pid_namespace() == procinfo.INITIAL_PID_NAMESPACE:
-        assert procinfo.alive_in(got["pid"], got["start"], where) is False
+    assert liveness.verdict(got["pid"], got["start"], where) != "alive"
+    if liveness.pid_namespace() == liveness.INITIAL_PID_NAMESPACE:
+        assert liveness.verdict(got["pid"], got["start"], where) == "gone"

@@ -16,7 +16,7 @@ from tests.pg.world import World
 
 ELSEWHERE = """\
 import os
-import dal.core.procinfo as _p
+import dal.core.liveness as _p
 _p._BOOT_ID[:] = ['00000000-0000-4000-8000-0000000000bb']
 _u = os.uname()
 os.uname = lambda: os.uname_result((_u.sysname, 'buildhost-7', _u.release, _u.version, _u.machine))

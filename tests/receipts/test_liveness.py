@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dal.core.procinfo import alive, boot_id, start_time
+from dal.core.liveness import boot_id, start_time, verdict
 from dal.receipts.ids import new_run_id
 from dal.receipts.store import Store
 
@@ -51,13 +51,13 @@ def test_the_identity_of_a_process(other: subprocess.Popen[bytes]) -> None:
     mine = start_time(os.getpid())
     theirs = start_time(other.pid)
     assert isinstance(mine, int) and isinstance(theirs, int) and theirs >= mine
-    assert alive(other.pid, theirs, boot_id())
-    assert not alive(other.pid, theirs - 1, boot_id())  # same pid, another process
-    assert not alive(other.pid, theirs, "another-boot")
-    assert alive(other.pid)  # a row from before migration 2: the pid is all there is
+    assert verdict(other.pid, theirs, {"boot": boot_id()}) == "alive"
+    assert verdict(other.pid, theirs - 1, {"boot": boot_id()}) == "gone"  # same pid, another process
+    assert verdict(other.pid, theirs, {"boot": "another-boot"}) == "unknown"  # another boot: not ours to say
+    assert verdict(other.pid, None, None) == "alive"  # a row from before migration 2: the pid is all there is
     other.kill()
     other.wait()
-    assert not alive(other.pid, theirs, boot_id()) and start_time(other.pid) is None
+    assert verdict(other.pid, theirs, {"boot": boot_id()}) == "gone" and start_time(other.pid) is None
 
 
 def test_begin_run_records_the_process(tmp_path: Path, other: subprocess.Popen[bytes]) -> None:

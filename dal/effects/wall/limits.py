@@ -19,6 +19,7 @@ import signal
 import time
 from collections.abc import Callable
 
+from dal.core import liveness
 from dal.core.records import FrozenRecord
 from dal.effects.policy import Policy
 from dal.effects.wall import owners
@@ -367,8 +368,8 @@ def sweep_orphans(patience: float = 0.2) -> int:
 
 def _orphans() -> list[str]:
     """The command cgroups (`dal-PID-N-START-PIDNS`; `dal-PID-N-START`, `dal-PID-N` of an older DAL) whose
-    owner is provably gone: it ran in this pid namespace and its pid is gone, or now names another process
-    (its start time differs). Those of a DAL in another pid namespace are left alone, said once per process."""
+    owner is provably gone (dal.core.liveness.verdict). Those of a DAL whose liveness cannot be told from here
+    (another pid namespace this process cannot see into) are left alone, said once per process."""
     out = []
     foreign = []
     for base in _own_cgroups().values():
@@ -380,11 +381,11 @@ def _orphans() -> list[str]:
             parts = name.split("-")
             if len(parts) not in (3, 4, 5) or parts[0] != "dal" or not all(x.isdigit() for x in parts[1:]):
                 continue
-            if len(parts) == 5 and int(parts[4]) != owners.pid_namespace():
-                foreign.append(name)
-                continue
             pid, start = int(parts[1]), int(parts[3]) if len(parts) >= 4 else None
-            if not _alive(pid) or (start is not None and _start_time(pid) not in (start, 0)):
+            judged = liveness.verdict(pid, start, {"pidns": int(parts[4]) or None} if len(parts) == 5 else None)
+            if judged == "unknown":
+                foreign.append(name)
+            elif judged == "gone":
                 out.append(os.path.join(base, name))
     if foreign and not _said_foreign:
         _said_foreign.append(True)
@@ -399,23 +400,9 @@ def _orphans() -> list[str]:
 _said_foreign: list[bool] = []
 
 
-def _start_time(pid: int) -> int:
-    return owners.start_time(pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        pass
-    return True
-
-
 @functools.lru_cache(maxsize=4)
 def _own_start(pid: int) -> int:
-    return _start_time(pid)
+    return owners.start_time(pid)
 
 
 _PR_SET_PDEATHSIG = 1

@@ -6,10 +6,8 @@ Where a process ran is part of its name here: a pid and start time say which pro
 namespace, and on the boot of the host, where they were read. A DAL in a container sharing the folder or the
 workspace, or on another host sharing the workspace, would otherwise look gone from here (its pid free in this
 namespace) and have its live pipeline "finished" or its command killed. So each registration, each record of
-held.py and each command cgroup of limits.py says where its owner runs (`here()`), and `verdict` concludes
-"gone" only for an owner that ran in this pid namespace on this boot of this host and whose pid is now free or
-names a later process -- or on an earlier boot of this very host (same host name and machine id), all of whose
-processes are gone. Anything else is left alone."""
+held.py and each command cgroup of limits.py says where its owner runs (`here()`), and `verdict` (the one
+answer, dal.core.liveness) concludes "gone" only for an owner that provably is; anything else is left alone."""
 
 from __future__ import annotations
 
@@ -21,21 +19,17 @@ import os
 import stat
 import sys
 
+from dal.core import liveness
+
 __all__ = ["dead", "forget", "gone", "here", "pid_namespace", "register", "start_time", "tag", "verdict"]
 
 
 def start_time(pid: int) -> int:
-    """When `pid` started (clock ticks after boot, /proc/PID/stat's field 22): -1 when it is gone, 0 when it
-    cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return -1
-    except OSError:
-        return 0
-    fields = data[data.rfind(b")") + 2:].split()
-    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else 0
+    """When `pid` started (clock ticks after boot): -1 when it is gone, 0 when it cannot be read."""
+    now = liveness.start_time(pid)
+    if now is not None:
+        return now
+    return 0 if liveness.pid_exists(pid) else -1
 
 
 @functools.lru_cache(maxsize=4)
@@ -45,66 +39,24 @@ def tag(pid: int) -> str:
 
 
 def gone(pid: int, start: int | None) -> bool:
-    """Whether the process `pid` that started at `start` (None: unknown), of this pid namespace, is gone: no
-    such pid, or another process has it now."""
-    now = start_time(pid)
-    return now == -1 or (start is not None and now != 0 and now != start)
+    """Whether the process `pid` that started at `start` (None: unknown), of this pid namespace, is gone."""
+    return liveness.verdict(pid, start, None) == "gone"
 
 
-@functools.lru_cache(maxsize=1)
 def pid_namespace() -> int:
-    """The inode of this process's pid namespace (/proc/self/ns/pid); 0 when it cannot be read."""
-    try:
-        return os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        return 0
+    """The inode of this process's pid namespace; 0 when it cannot be read."""
+    return liveness.here()["pidns"] or 0
 
 
-def _read_small(path: str) -> str | None:
-    try:
-        with open(path, encoding="ascii") as f:
-            return f.read().strip() or None
-    except (OSError, ValueError):
-        return None
-
-
-@functools.lru_cache(maxsize=1)
-def here() -> dict[str, object]:
-    """Where this process runs, as recorded with what it leaves: the boot's id, the pid namespace, the host's
-    name and machine id (None for what the system does not say)."""
-    return {"boot": _read_small("/proc/sys/kernel/random/boot_id"), "pidns": pid_namespace() or None,
-            "host": os.uname().nodename, "machine": _read_small("/etc/machine-id")}
+here = liveness.here
+describe = liveness.describe
 
 
 def verdict(pid: int, start: int | None, where: object) -> str | None:
     """Whether the owner (`pid`, `start`), recorded as running `where` (here() as it was; None for what an
-    older DAL wrote, judged by this namespace's /proc as before), is gone: "gone", "alive", or None when this
-    process cannot tell (the owner ran in another pid namespace, on another host or boot of one)."""
-    if where is None:
-        return "gone" if gone(pid, start) else "alive"
-    if not isinstance(where, dict):
-        return None
-    me = here()
-    if where.get("boot") != me["boot"] or me["boot"] is None:
-        # An earlier boot of this host: every process of it is gone. Another host's: nothing to say here.
-        same_host = (me["machine"] is not None and where.get("machine") == me["machine"]
-                     and where.get("host") == me["host"])
-        return "gone" if same_host and me["boot"] is not None else None
-    if where.get("pidns") != me["pidns"] or me["pidns"] is None:
-        return None  # a container's DAL (or this one's host's): its pid means nothing in this namespace
-    return "gone" if gone(pid, start) else "alive"
-
-
-def describe(where: object) -> str:
-    """Where an owner ran, for the line that says it was left alone."""
-    if not isinstance(where, dict):
-        return "somewhere this DAL cannot identify"
-    me = here()
-    if where.get("boot") == me["boot"] and me["boot"] is not None:
-        return f"in another pid namespace of this host (pid namespace {where.get('pidns')})"
-    if where.get("host") == me["host"] and where.get("machine") == me["machine"]:
-        return f"on host {where.get('host')!s}, whose earlier boot this DAL cannot tell from another host's"
-    return f"on host {where.get('host')!s} (boot {str(where.get('boot'))[:8]})"
+    older DAL wrote), is gone: "gone", "alive", or None when this process cannot tell (dal.core.liveness)."""
+    judged = liveness.verdict(pid, start, where)
+    return None if judged == "unknown" else judged
 
 
 # --- the registry ------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from dal.core.digest import sha256
-from dal.core.procinfo import holder_identity
+from dal.core.liveness import holder_identity
 from dal.receipts.oplock import KeyBusy
 from dal.receipts.pg.connect import connect, describe
 from dal.receipts.store import LockLost

@@ -215,7 +215,7 @@ class PgStore:
                   policy: Any = None, fence: Any = None) -> None:
         """As Store.begin_run: `fence` (a worker's run of a job) records this process as the job's holder in
         the same transaction, while the job still runs under that lease."""
-        from dal.core.procinfo import identity
+        from dal.core.liveness import identity
 
         pid = os.getpid() if pid is None else pid
         pid_start, boot = identity(pid)
