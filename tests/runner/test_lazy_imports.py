@@ -80,3 +80,14 @@ def test_the_policy_file_brings_its_toml_parser(tmp_path: Path) -> None:
     (tmp_path / "s.dal").write_text('print("x")\n')
     (tmp_path / "dal.toml").write_text('[run]\nallow = ["git"]\n')
     assert loaded_of(tmp_path, ("tomllib",), "run", "s.dal", "-q") == {"tomllib"}
+
+
+# What a one-effect `dal run` still has no use for: shutil (and its bz2, lzma), which finding a program once
+# brought, and what tree-sitter-bash's own __init__ imports for highlight queries (importlib.resources, and
+# through it tempfile and random).
+EFFECT_NEVER = ("shutil", "bz2", "lzma", "tempfile", "random", "importlib.resources", "tree_sitter_bash")
+
+
+def test_a_one_effect_run_loads_no_archive_or_resource_modules(tmp_path: Path) -> None:
+    (tmp_path / "e.dal").write_text('print(run("true"))\n')
+    assert loaded_of(tmp_path, EFFECT_NEVER, "run", "e.dal", "-q") == set()

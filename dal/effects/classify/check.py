@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 import stat
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -65,8 +64,14 @@ class _Denied(Exception):
 
 @functools.lru_cache(maxsize=256)
 def find_program(name: str) -> str | None:
-    """The absolute path of `name` on the trusted PATH, never the caller's PATH."""
-    return shutil.which(name, path=TRUSTED_PATH)
+    """The absolute path of `name` on the trusted PATH, never the caller's PATH: `shutil.which(name,
+    path=TRUSTED_PATH)`, written out because shutil imports bz2, lzma and zlib, which a run never uses."""
+    candidates = [name] if os.path.dirname(name) else [
+        os.path.join(folder, name) for folder in dict.fromkeys(TRUSTED_PATH.split(os.pathsep)) if folder]
+    for path in candidates:
+        if os.path.exists(path) and os.access(path, os.F_OK | os.X_OK) and not os.path.isdir(path):
+            return path
+    return None
 
 
 def _check_path(raw: str, kind: str, policy: Policy) -> str:

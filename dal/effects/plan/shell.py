@@ -14,7 +14,6 @@ import threading
 
 import attrs
 import tree_sitter
-import tree_sitter_bash
 
 __all__ = [
     "CommandList",
@@ -68,7 +67,27 @@ class CommandList:
         return tuple(c for p in self.items for c in p.commands)
 
 
-_PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+
+
+def _bash_language() -> object:
+    """tree-sitter-bash's grammar, from its compiled binding: the package's own __init__ imports
+    importlib.resources (and through it tempfile, random, ...) for highlight queries DAL never reads."""
+    from importlib.machinery import PathFinder
+    from importlib.util import find_spec, module_from_spec
+
+    package = find_spec("tree_sitter_bash")
+    spec = PathFinder.find_spec("tree_sitter_bash._binding", package.submodule_search_locations) if package and \
+        package.submodule_search_locations else None
+    if spec is None or spec.loader is None:  # laid out otherwise: the usual import
+        import tree_sitter_bash
+
+        return tree_sitter_bash.language()
+    binding = module_from_spec(spec)
+    spec.loader.exec_module(binding)
+    return binding.language()
+
+
+_PARSER = tree_sitter.Parser(tree_sitter.Language(_bash_language()))
 
 # tree-sitter-bash 0.25's scanner crashes the whole process (SIGSEGV) on some characters outside ASCII
 # (`{` followed by U+B6220 does, one parse in three): a script must never be able to kill DAL, which would

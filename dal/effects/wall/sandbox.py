@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from dal.core import statedir
 from dal.effects.policy import WORKSPACE_PROTECTED, Policy
-from dal.effects.wall import bwrap, seccomp
+from dal.effects.wall import bwrap, probed, seccomp
 from dal.effects.wall.limits import CommandLimits
 from dal.effects.wall.plan import WallPlan, scrubbed_env
 
@@ -1201,7 +1201,14 @@ class _FdProbe:
             if again[0]:
                 _BIND_BY_FD = False
                 return again
+        if found[0]:
+            probed.remember_good(_remembered(self.true))
         return found
+
+
+def _remembered(true: str) -> list[str]:
+    """The probe's command line as probed.py keys it (its descriptor's number varies by process)."""
+    return [*_base(-1), "--", true]
 
 
 def _spawn_probe() -> _FdProbe | tuple[bool, str]:
@@ -1212,6 +1219,8 @@ def _spawn_probe() -> _FdProbe | tuple[bool, str]:
     global BWRAP
     BWRAP = exe
     true = _which("true", "/usr/bin:/bin") or "/bin/true"
+    if _BIND_BY_FD and probed.known_good(_remembered(true)):
+        return True, f"bubblewrap at {exe}"  # as this probe succeeded before, under the same conditions
     try:
         return _FdProbe(true)
     except OSError as e:
