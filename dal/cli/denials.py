@@ -8,7 +8,6 @@ remedy (`add it with --allow-run=...`) needs none.
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,6 +49,8 @@ def write_hint(write_roots: Sequence[str] = (), workspace: str | None = None) ->
         return ("writes are allowed only in the workspace; to allow PATH too, keep the workspace in the list: "
                 "--allow-write=.,PATH (the write roots a run names replace the workspace), or "
                 "[paths] write = [\".\", \"PATH\"] in dal.toml")
+    import shlex  # only for this hint: a one-line `dal run` does not load it (tests/runner/test_lazy_imports.py)
+
     flag = shlex.quote(",".join([*shown, "PATH"]))
     return (f"writes are allowed only in {', '.join(shown)}; to allow PATH too, name them all: "
             f"--allow-write={flag}, or list them all in [paths] write in dal.toml")
