@@ -28,6 +28,7 @@ from dal.effects.guard.held import Held
 from dal.effects.plan.shell import Pipeline, SimpleCommand
 from dal.effects.policy import DEFAULT_TOOLSET_NAMES, Policy
 from dal.effects.wall import reaper, seccomp
+from dal.effects.wall.landlock_wall import LandlockWall
 from dal.effects.wall.limits import Cgroup, CommandLimits, describe_signal_limit, die_with_parent
 from dal.effects.wall.plan import WallPlan, scrubbed_env
 from dal.effects.wall.sandbox import _UNDO_SCAN_LIMIT, Wall, WallRefused, _identity, plan_of
@@ -101,8 +102,9 @@ class _CommandRun:
     """What one command's pipelines share: limits, cgroup, captures, the deadline, the limits it hit."""
 
     def __init__(self, decision: Decision, policy: Policy, timeout: float, max_output: int, sandbox: bool,
-                 cancel: Callable[[], bool] | None) -> None:
+                 cancel: Callable[[], bool] | None, kind: str = "bubblewrap") -> None:
         self.decision = decision
+        self.kind = kind  # the wall's kind when `sandbox`: "bubblewrap" or "landlock"
         self.policy = policy
         self.exes = dict(decision.executables)
         self.out, self.err = _Capture(max_output), _Capture(max_output)
@@ -156,6 +158,7 @@ def execute_plan(
     max_output: int,
     sandbox: bool,
     cancel: Callable[[], bool] | None = None,
+    kind: str = "bubblewrap",
 ) -> ExecOutcome:
     """Run the plan of an allowed `decision`; the caller has already checked it. Raises EffectCancelled
     when `cancel()` turns true while a command runs (its processes are killed first). A pipeline whose
@@ -163,7 +166,7 @@ def execute_plan(
     plan = decision.plan
     if plan is None:
         raise ValueError("decision has no plan to execute")
-    run = _CommandRun(decision, policy, timeout, max_output, sandbox, cancel)
+    run = _CommandRun(decision, policy, timeout, max_output, sandbox, cancel, kind)
     run.cgroup = Cgroup.create(run.limits)
     try:
         status = 0
@@ -225,7 +228,10 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
         if others:
             guard = GitGuard.start(run.policy, walled=run.sandbox)
         step = "the wall cannot be set up"
-        if run.sandbox:
+        if run.sandbox and run.kind == "landlock":
+            # `.git` read-only as a whole for every program: Landlock cannot carve its config and hooks out
+            wall = LandlockWall(run.policy, run.exes.values(), run.limits.tmp_size, others, True, limits=run.limits)
+        elif run.sandbox:
             wall = Wall(run.policy, run.exes.values(), run.limits.tmp_size, others, lock_git, limits=run.limits)
         # Durably, before any stage starts: what the guard and the wall hold, for the next start to check
         # should DAL be killed while the pipeline runs (held.py).
@@ -400,6 +406,8 @@ def _spawn(
             opened.append(fd)
             for k in (1, 2) if r.fd == -1 else (r.fd,):
                 fds[k] = fd
+        if isinstance(wall, LandlockWall):
+            return _spawn_bare(cmd, run, fds, pgid, wall)
         if wall is not None:
             return _spawn_walled(cmd, run, wall, fds, pgid)
         return _spawn_bare(cmd, run, fds, pgid)
@@ -408,8 +416,12 @@ def _spawn(
             os.close(fd)
 
 
-def _spawn_bare(cmd: SimpleCommand, run: _CommandRun, fds: dict[int, int], pgid: int) -> subprocess.Popen | int:
-    """Without the wall: the limits are set in the child between fork and exec."""
+def _spawn_bare(cmd: SimpleCommand, run: _CommandRun, fds: dict[int, int], pgid: int,
+                landlocked: LandlockWall | None = None) -> subprocess.Popen | int:
+    """Without the wall, or inside the Landlock wall: the limits (and the Landlock ruleset) are set in the
+    child between fork and exec."""
+    env, setup = (run.bare_env(), _preexec(run)) if landlocked is None else \
+        (landlocked.env(scrubbed_env(landlocked.home)), _preexec_landlocked(run, landlocked))
     try:
         return subprocess.Popen(
             list(cmd.argv),
@@ -418,10 +430,10 @@ def _spawn_bare(cmd: SimpleCommand, run: _CommandRun, fds: dict[int, int], pgid:
             stdout=fds[1],
             stderr=fds[2],
             cwd=run.policy.workspace,
-            env=run.bare_env(),
+            env=env,
             close_fds=True,
             process_group=pgid,
-            preexec_fn=_preexec(run),
+            preexec_fn=setup,
         )
     except OSError as e:
         os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode(*_UTF8))
@@ -438,6 +450,19 @@ def _preexec(run: _CommandRun) -> Callable[[], None]:
     def setup() -> None:
         limits()
         filt()
+
+    return setup
+
+
+def _preexec_landlocked(run: _CommandRun, wall: LandlockWall) -> Callable[[], None]:
+    """The child's set-up inside the Landlock wall: its limits (the cgroup joined while /sys is still
+    reachable), then the ruleset and the filters (landlock_wall.LandlockWall.preexec)."""
+    limits = run.limits.preexec(run.cgroup)
+    restrict = wall.preexec()
+
+    def setup() -> None:
+        limits()
+        restrict()
 
     return setup
 

@@ -16,6 +16,10 @@ from dal.effects.wall.sandbox import sandbox_status
 __all__ = ["run_effect", "execute_checked", "wall_in_force"]
 
 UNSANDBOXED_FLAG = "--unsandboxed-as-root"
+# The operator may choose the wall's kind: bubblewrap, landlock (even where bubblewrap works), none (no
+# wall, as where none can be had); unset or empty: bubblewrap where it starts.
+WALL_ENV = "DAL_WALL"
+WALL_KINDS = ("", "bubblewrap", "landlock", "none")
 
 
 def run_effect(command: str, ctx: EffectContext) -> EffectResult:
@@ -46,11 +50,29 @@ def _wall_in_force(ctx: EffectContext) -> dict[str, str | None]:
     if not ctx.use_sandbox and not ctx.require_sandbox:
         return {"wall": "none", "reason": "the wall was turned off by the caller (EffectContext(use_sandbox=False))",
                 "refused": None}
-    available, why = sandbox_status()
+    forced = os.environ.get(WALL_ENV, "")
+    if forced not in WALL_KINDS:
+        return {"wall": "none", "reason": f"{WALL_ENV}={forced!r}",
+                "refused": f"{WALL_ENV} names no wall kind ({', '.join(k for k in WALL_KINDS if k)}), so none runs"}
+    if forced == "none":
+        return _no_wall(ctx, f"no wall: {WALL_ENV}=none", f"the operator turned the wall off ({WALL_ENV}=none)")
+    available, why = sandbox_status() if forced != "landlock" else (False, f"{WALL_ENV}=landlock")
     if available:
         return {"wall": "bubblewrap", "reason": why, "refused": None}
+    if forced == "landlock":  # not yet the fallback where bubblewrap cannot start: only when asked for
+        from dal.effects.wall import landlock_wall
+
+        no_landlock = landlock_wall.missing()
+        if no_landlock is None:
+            return {"wall": "landlock", "reason": f"Landlock ABI {landlock_wall.landlock.abi()} and seccomp ({why})",
+                    "refused": None}
+        why = f"{why}; no Landlock wall either: {no_landlock}"
+    return _no_wall(ctx, why, why)
+
+
+def _no_wall(ctx: EffectContext, why: str, unavailable: str) -> dict[str, str | None]:
     if ctx.require_sandbox:
-        return {"wall": "none", "reason": why, "refused": f"sandbox required but unavailable: {why}"}
+        return {"wall": "none", "reason": why, "refused": f"sandbox required but unavailable: {unavailable}"}
     if os.geteuid() == 0 and not ctx.unsandboxed_as_root:
         return {"wall": "none", "reason": why,
                 "refused": f"running as root without a working sandbox ({why}); commands would run with every "
@@ -75,7 +97,7 @@ def execute_checked(
         return _result(command, "denied", attrs.evolve(decision, allowed=False, reason=how["refused"]), started)
     outcome = execute_plan(
         decision, ctx.policy, timeout=ctx.timeout, max_output=ctx.max_output, sandbox=how["wall"] != "none",
-        cancel=ctx.cancel,
+        cancel=ctx.cancel, kind=how["wall"] or "none",
     )
     return EffectResult(
         command=command,

@@ -1,0 +1,327 @@
+"""The Landlock wall: the view bubblewrap's wall would mount, as Landlock rules, for hosts where bubblewrap
+cannot make a user namespace (docs/policy.md, "The Landlock wall").
+
+The pipeline's sandbox.Wall is made as for bubblewrap -- its plan (plan.py), its placeholders, what it
+remembers to put back, its binds opened by descriptor -- and the plan's paths become rules: a read-only
+path reads and executes beneath it, a writable one has every right but making devices, a hidden path (a
+store, DAL's state) none.
+Landlock only adds rights going down a tree, so where a path needs fewer rights than the folder around it
+(a hidden `.dal`, a protected `dal.toml` in a write root), the folders on the way get only listing and each
+of their other entries gets the folder's rights by a rule of its own: those folders take no new entries.
+For a pipeline of the default toolset alone (whose every write the check sees) the roots are granted whole
+and only the kernel's own folders are carved out. What Landlock cannot carve out -- the entries of a `.git`
+folder git writes in -- the wall's undo and git's guard hold, as they do behind bubblewrap.
+
+Besides the filesystem: no TCP bind or connect and no socket(2) at all while the network is off (socketpair
+stays), abstract unix sockets and signals scoped to the pipeline's own processes, no System V IPC and no
+kernel keyrings (seccomp), no capability, not even for root, and a private TMPDIR and HOME in a folder of
+the pipeline's own, removed after it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import shutil
+import stat
+import struct
+import tempfile
+from collections.abc import Callable, Iterable
+
+import attrs
+
+from dal.effects.policy import Policy
+from dal.effects.wall import landlock, seccomp
+from dal.effects.wall.limits import CommandLimits
+from dal.effects.wall.plan import WallPlan, scrubbed_env
+from dal.effects.wall.sandbox import Wall, WallRefused
+
+__all__ = ["LandlockWall", "missing", "MIN_ABI"]
+
+# Scoped signals and abstract unix sockets (ABI 6): below it a program could kill DAL (`kill -1`), which no
+# other part of this wall prevents.
+MIN_ABI = 6
+RO = landlock.READ | landlock.EXECUTE
+RW = landlock.WRITE_ALL
+_NEVER = ("/proc", "/sys", "/dev")  # the kernel's interfaces: never granted, whatever the roots say
+# Devices a program may use: the ones that hold nothing (read and written, `> /dev/null` truncates) and the
+# random sources (read).
+DEVICES = {"/dev/null": landlock.READ_FILE | landlock.WRITE_FILE | landlock.TRUNCATE,
+           "/dev/zero": landlock.READ_FILE | landlock.WRITE_FILE | landlock.TRUNCATE,
+           "/dev/full": landlock.READ_FILE | landlock.WRITE_FILE | landlock.TRUNCATE,
+           "/dev/random": landlock.READ_FILE, "/dev/urandom": landlock.READ_FILE}
+_MAX_RULES = 20_000  # entries granted one by one on the way to hidden paths, at most
+
+
+def missing() -> str | None:
+    """Why the Landlock wall cannot be had here; None when it can."""
+    why = landlock.missing()
+    if why is not None:
+        return why
+    if landlock.abi() < MIN_ABI:
+        return (f"the kernel's Landlock is ABI {landlock.abi()}; the wall needs ABI {MIN_ABI} (Linux 6.12) to keep "
+                "signals and abstract unix sockets inside")
+    if not seccomp.available():
+        return seccomp.missing()
+    return None
+
+
+class LandlockWall(Wall):
+    """sandbox.Wall rendered to a Landlock ruleset: its undo (close()), record (state()) and placeholders are
+    the bubblewrap wall's; preexec() restricts the child instead of bubblewrap's argv."""
+
+    def __init__(self, policy: Policy, executables: Iterable[str], tmp_size: int, placeholders: bool = True,
+                 lock_git: bool = False, *, limits: CommandLimits | None = None) -> None:
+        self.ruleset: landlock.Ruleset | None = None
+        self.tmpdir: str | None = None
+        self._fd_of: dict[str, int] = {}
+        super().__init__(policy, executables, tmp_size, placeholders, lock_git, limits=limits)
+        try:
+            self.ruleset = landlock.Ruleset(network=policy.allow_net)
+            self.rules = render(mounts_of(self.plan, self._fd_of), Rules(self.ruleset), descend=placeholders)
+            self.tmpdir = tempfile.mkdtemp(prefix="dal-wall-")
+            self.home = os.path.join(self.tmpdir, "home")
+            os.mkdir(self.home, 0o700)
+            for dev, rights in DEVICES.items():
+                self.ruleset.allow(dev, rights)
+            self.ruleset.allow(self.tmpdir, RW, follow=False)
+            filters = (*self.plan.seccomp, "ipc-keyrings", *(() if policy.allow_net else ("sockets",)))
+            self.plan = attrs.evolve(self.plan, kind="landlock", home=self.home, seccomp=filters,
+                                     env=tuple(self.env(scrubbed_env(self.home)).items()))
+        except landlock.LandlockError as e:
+            self.close()
+            raise WallRefused(str(e)) from None
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.ruleset is not None:
+            self.ruleset.close()
+            self.ruleset = None
+        if self.tmpdir is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            self.tmpdir = None
+        super().close()
+
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        """The program's environment: `base` (executor.scrubbed_env of self.home) with TMPDIR the wall's own."""
+        assert self.tmpdir is not None
+        return {**base, "TMPDIR": self.tmpdir}
+
+    def preexec(self) -> Callable[[], None]:
+        """For preexec_fn, after the limits: no capability, no_new_privs, the ruleset, then the filters."""
+        if self.ruleset is None:
+            raise WallRefused("the Landlock wall is closed")
+        restrict = self.ruleset.restrictor()
+        setuid = seccomp.install()
+        offline = _install(program(seccomp.machine(), network=self._network))
+
+        def setup() -> None:
+            restrict()
+            setuid()
+            offline()
+
+        return setup
+
+    @property
+    def _network(self) -> bool:
+        return bool(self.ruleset is not None and self.ruleset.network)
+
+    def _bind_fd(self, path: str) -> int:
+        fd = super()._bind_fd(path)
+        self._fd_of[path] = fd  # the descriptor sandbox.Wall opened and checked: the rule is made from it
+        return fd
+
+
+class Mount:
+    """One mount point of the bubblewrap view: its path, the rights beneath it (None: hidden), and the
+    descriptor sandbox.Wall opened for it (or None: a path to open)."""
+
+    __slots__ = ("path", "rights", "fd")
+
+    def __init__(self, path: str, rights: int | None, fd: int | None = None) -> None:
+        self.path, self.rights, self.fd = path, rights, fd
+
+    def __repr__(self) -> str:
+        return f"Mount({self.path!r}, {self.rights!r})"
+
+
+def mounts_of(plan: WallPlan, fds: dict[str, int] | None = None) -> list[Mount]:
+    """The plan's paths in bubblewrap's mount order (bwrap.view: a later one covers an earlier one), each
+    with the descriptor the wall opened for it in `fds`, if any. Its private /tmp, /proc, /dev and
+    symlinks have their Landlock counterparts elsewhere (DEVICES, the wall's own TMPDIR)."""
+    fds = fds or {}
+    out = [Mount("/", RO, fds.get("/"))] if plan.read_all else [Mount(source, RO) for _, source in plan.system]
+    out += [Mount(p, RO, fds.get(p)) for p in plan.read]
+    out += [Mount(p, RW, fds.get(p)) for p in plan.write]
+    out += [Mount(p, RO, fds.get(p)) for p in plan.protected]
+    out += [Mount(p, None) for p, _ in plan.hidden]
+    out += [Mount(p, RO) for p in plan.programs]
+    return out
+
+
+class Rules:
+    """What render() grants, path by path: to a Landlock ruleset, and kept as (path, rights) for the tests and
+    for printing the wall."""
+
+    def __init__(self, ruleset: landlock.Ruleset | None = None) -> None:
+        self.ruleset = ruleset
+        self.granted: list[tuple[str, int]] = []
+
+    def grant(self, path: str, fd: int, rights: int) -> None:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            rights &= landlock.FILE_RIGHTS
+        if not rights:
+            return
+        if self.ruleset is not None:
+            self.ruleset.allow_fd(fd, rights)
+        self.granted.append((path, rights))
+        if len(self.granted) > _MAX_RULES:
+            raise WallRefused(f"more than {_MAX_RULES} entries beside the hidden and protected paths to grant one "
+                              "by one; only the default toolset runs in so large a tree under the Landlock wall")
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or root == "/" or path.startswith(root + "/")
+
+
+def render(mounts: list[Mount], rules: Rules, descend: bool = True) -> Rules:
+    """Grant `mounts` (later mounts win at and beneath their path, as bubblewrap stacks them): beneath each
+    path the rights the view gives it. With `descend`, a path that needs fewer rights than the folder around
+    it gets them exactly: its folders on the way list only, and their other entries get rules of their own.
+    Without it only the kernel's folders are carved out that way, and a hidden or read-only path inside a
+    root keeps the root's rights (the check holds it, as it does without a wall)."""
+    view: dict[str, Mount] = {}
+    for m in mounts:
+        view.pop(m.path, None)
+        view[m.path] = m  # a later mount at the same path replaces the earlier one
+    for never in _NEVER:
+        if any(_within(never, p) for p in view):
+            view[never] = Mount(never, None)
+    strict = {p for p in view if descend or p in _NEVER}
+    tops = [p for p in view if not any(_within(p, q) and p != q for q in view)]
+    for top in sorted(tops):
+        fd, own = _open_mount(view[top])
+        if fd is not None:
+            _place(top, view[top].rights or 0, 0, fd, own, view, strict, rules)
+    return rules
+
+
+def _open_mount(m: Mount) -> tuple[int | None, bool]:
+    """A descriptor for the mount point (the wall's own, or opened here: owned); None when it is missing."""
+    if m.fd is not None:
+        return m.fd, False
+    try:
+        return os.open(m.path, os.O_PATH | os.O_CLOEXEC), True
+    except FileNotFoundError:
+        return None, False
+
+
+def _place(path: str, want: int, above: int, fd: int, own: bool, view: dict[str, Mount], strict: set[str],
+           rules: Rules) -> None:
+    """Grant `want` beneath `path` (open at `fd`; closed here when `own`), given the rights `above` already
+    granted to the folders around it; the mount points below it get theirs."""
+    try:
+        below = [p for p in view if p != path and _within(p, path)]
+        floor = want
+        for p in below:
+            if p in strict:
+                floor &= (view[p].rights or 0) | landlock.READ_DIR  # the names on the way stay listable
+        if floor == want or not stat.S_ISDIR(os.fstat(fd).st_mode):
+            if want & ~above:
+                rules.grant(path, fd, want)
+            nearest = [p for p in below if not any(_within(p, q) and q not in (p, path) for q in below)]
+            for p in sorted(nearest):
+                sub_fd, sub_own = _open_mount(view[p])
+                if sub_fd is not None:
+                    _place(p, view[p].rights or 0, above | want, sub_fd, sub_own, view, strict, rules)
+            return
+        if floor & ~above:
+            rules.grant(path, fd, floor)
+        listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+        try:
+            names = sorted(os.listdir(listing))
+        finally:
+            os.close(listing)
+        for name in names:
+            sub = path.rstrip("/") + "/" + name
+            if sub in view:
+                sub_fd, sub_own = _open_mount(view[sub])
+                if sub_fd is not None:
+                    _place(sub, view[sub].rights or 0, above | floor, sub_fd, sub_own, view, strict, rules)
+                continue
+            try:
+                sub_fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(os.fstat(sub_fd).st_mode):
+                os.close(sub_fd)  # it leads where its target's own rules say
+                continue
+            if any(_within(p, sub) for p in below):
+                _place(sub, want, above | floor, sub_fd, True, view, strict, rules)
+            elif os.fstat(sub_fd).st_nlink > 1 and not stat.S_ISDIR(os.fstat(sub_fd).st_mode):
+                os.close(sub_fd)  # a rule is on the file, not the name: it would grant every other name too
+            else:
+                try:
+                    if want & ~(above | floor):
+                        rules.grant(sub, sub_fd, want)
+                finally:
+                    os.close(sub_fd)
+    finally:
+        if own:
+            os.close(fd)
+
+
+# --- the filter beside Landlock ----------------------------------------------------------------------
+# What Landlock does not cover and bubblewrap's namespaces did: a network namespace (here: no socket(2) at
+# all while the network is off; Landlock refuses TCP, not UDP, raw or netlink sockets, nor connect(2) to a
+# unix socket in a read root), an IPC namespace (System V shared memory, semaphores and message queues of
+# DAL's user), and the kernel keyrings of DAL's user, which no namespace of bubblewrap's wall separates
+# either. Numbers: arch/x86/entry/syscalls/syscall_64.tbl, include/uapi/asm-generic/unistd.h.
+SOCKET = {"x86_64": 41, "aarch64": 198}
+REFUSED = {
+    "x86_64": {"shmget": 29, "shmat": 30, "shmctl": 31, "semget": 64, "semop": 65, "semctl": 66, "shmdt": 67,
+               "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "semtimedop": 220, "add_key": 248,
+               "request_key": 249, "keyctl": 250},
+    "aarch64": {"msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189, "semget": 190, "semctl": 191,
+                "semtimedop": 192, "semop": 193, "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197,
+                "add_key": 217, "request_key": 218, "keyctl": 219},
+}
+_LD_ABS_W, _JEQ, _RET = 0x20, 0x15, 0x06
+_ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
+
+
+def program(machine: str, network: bool) -> bytes:
+    """The filter as struct sock_filter[]: each refused call returns its errno (socket(2): EACCES, the
+    others EPERM); every other call, and every other ABI (the set-user-ID filter refuses those), passes."""
+    refused = [(nr, errno.EPERM) for nr in REFUSED[machine].values()]
+    if not network:
+        refused.append((SOCKET[machine], errno.EACCES))
+    arch = seccomp.ABIS[machine].arch
+    ins = [(_LD_ABS_W, 0, 0, 4), (_JEQ, 0, 1 + 2 * len(refused), arch), (_LD_ABS_W, 0, 0, 0)]
+    for nr, err in refused:
+        ins += [(_JEQ, 0, 1, nr), (_RET, 0, 0, _ERRNO | err)]
+    ins.append((_RET, 0, 0, _ALLOW))
+    return b"".join(struct.pack("<HBBI", *i) for i in ins)
+
+
+def _install(code: bytes) -> Callable[[], None]:
+    """A function for the child that installs the filter `code` (no_new_privs is already set by then)."""
+
+    class _Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    buf = ctypes.create_string_buffer(code, len(code))
+    prog = _Fprog(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    syscall, ref = libc.syscall, ctypes.byref(prog)
+    nr = seccomp.ABIS[seccomp.machine()].seccomp_nr
+
+    def setup() -> None:
+        if syscall(nr, 1, 0, ref) != 0:  # SECCOMP_SET_MODE_FILTER
+            raise OSError(ctypes.get_errno(), "cannot install the Landlock wall's seccomp filter")
+
+    setup.keep = (buf, prog)  # type: ignore[attr-defined]
+    return setup

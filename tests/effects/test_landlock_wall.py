@@ -1,0 +1,189 @@
+"""The Landlock wall (dal/effects/wall/landlock_wall.py): the rules it renders, read without spawning, and
+commands run through run() under it (DAL_WALL=landlock), attacked next to canaries."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from effects_workspace import CANARY, build_workspace
+
+from dal.effects import EffectContext, Policy, run_effect
+from dal.effects.exec.running import wall_in_force
+from dal.effects.result import EffectResult
+from dal.effects.wall import landlock, landlock_wall
+from dal.effects.wall.landlock_wall import RO, RW, Mount, Rules, mounts_of, render
+
+landlocked = pytest.mark.skipif(landlock_wall.missing() is not None, reason=f"{landlock_wall.missing()}")
+LIST = landlock.READ_DIR
+
+
+def granted(mounts: list[Mount], descend: bool = True) -> dict[str, int]:
+    return dict(render(mounts, Rules(), descend).granted)
+
+
+def test_a_hidden_folder_in_a_write_root_is_reached_entry_by_entry(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    for d in ("ws/.dal", "ws/src", "ws/.git"):
+        (tmp_path / d).mkdir(parents=True)
+    (ws / "notes.txt").write_text("n")
+    os.symlink("/etc", ws / "link")
+    rules = granted([Mount(str(ws), RW), Mount(str(ws / ".dal"), None)])
+    # the workspace lists only (its names, .dal's among them); each other entry has the root's rights
+    assert rules == {str(ws): LIST, str(ws / "src"): RW, str(ws / ".git"): RW,
+                     str(ws / "notes.txt"): RW & landlock.FILE_RIGHTS}
+    # without descending (the default toolset's pipelines) the root is granted whole
+    assert granted([Mount(str(ws), RW), Mount(str(ws / ".dal"), None)], descend=False) == {str(ws): RW}
+
+
+def test_a_read_only_file_in_a_write_root_and_a_write_root_in_a_read_root(tmp_path: Path) -> None:
+    (tmp_path / "ws" / "out").mkdir(parents=True)
+    (tmp_path / "ws" / "dal.toml").write_text("")
+    ws = tmp_path / "ws"
+    # the folder around the read-only file reads (so the file needs no rule); its other entries write
+    assert granted([Mount(str(ws), RW), Mount(str(ws / "dal.toml"), RO)]) == {str(ws): RO, str(ws / "out"): RW}
+    assert granted([Mount(str(ws), RO), Mount(str(ws / "out"), RW)]) == {str(ws): RO, str(ws / "out"): RW}
+
+
+def test_the_kernel_s_folders_are_carved_out_of_a_read_root_of_everything() -> None:
+    rules = granted([Mount("/", RO)], descend=False)
+    assert rules["/"] == LIST and rules["/usr"] == RO and rules["/etc"] == RO
+    assert not {"/proc", "/sys", "/dev"} & set(rules)
+
+
+def test_the_plan_becomes_mounts_in_bubblewrap_s_order(ws: Path) -> None:
+    from dal.effects.wall.limits import CommandLimits
+    from dal.effects.wall.sandbox import plan_of
+
+    policy = Policy.load(ws, allow_run=["sh"], allow_read=["/opt"])
+    plan = plan_of(policy, ["/bin/sh"], CommandLimits.of(policy, 10), True, True)
+    got = [(m.path, m.rights) for m in mounts_of(plan)]
+    assert ("/usr", RO) in got and ("/opt", RO) in got
+    at = {p: i for i, (p, _) in enumerate(got)}
+    assert at[str(ws)] < at[str(ws / "dal.toml")] < at[str(ws / ".dal")]  # the placeholder, then hidden
+    assert dict(got)[str(ws / ".git")] == RO and got[at[str(ws / ".dal")]] == (str(ws / ".dal"), None)
+
+
+def test_the_filter_refuses_sockets_offline_and_ipc_always() -> None:
+    from test_seccomp_filter import ARCH, run_filter
+
+    for machine, nrs in landlock_wall.REFUSED.items():
+        offline, online = landlock_wall.program(machine, False), landlock_wall.program(machine, True)
+        sock = landlock_wall.SOCKET[machine]
+        with pytest.raises(KeyError, match="13"):  # EACCES: the verdict test_seccomp_filter has no name for
+            run_filter(offline, sock, ARCH[machine])
+        assert run_filter(online, sock, ARCH[machine]) == "allow"
+        for nr in nrs.values():
+            assert run_filter(online, nr, ARCH[machine]) == "EPERM"
+        assert run_filter(offline, 0, ARCH[machine]) == run_filter(offline, 63, ARCH[machine]) == "allow"
+
+
+# --- executed, through run() ----------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("DAL_WALL", "landlock")
+    monkeypatch.setenv("DAL_TEST_SECRET", "dal-landlock-secret-4b1e")
+    workspace, outside = build_workspace(tmp_path)
+    (outside / "secret.txt").write_text(SECRET)  # the canary has hard links in the workspace: this one none
+    return workspace
+
+
+def sh(ws: Path, script: str, **kw: object) -> EffectResult:
+    policy = Policy.load(ws, allow_run=["sh"])
+    return run_effect("sh -c " + shlex.quote(script), EffectContext(policy=policy, **kw))  # type: ignore[arg-type]
+
+
+SECRET = "outside secret: never read\n"
+
+
+def canary_intact(ws: Path) -> None:
+    assert (ws.parent / "outside" / "canary.txt").read_text() == CANARY
+    assert (ws.parent / "outside" / "secret.txt").read_text() == SECRET
+    assert sorted(os.listdir(ws.parent / "outside")) == ["canary.txt", "secret.txt"]
+
+
+@landlocked
+def test_the_wall_in_force_is_landlock(ws: Path) -> None:
+    how = wall_in_force(EffectContext(policy=Policy.load(ws)))
+    assert how["wall"] == "landlock" and how["refused"] is None and "Landlock ABI" in how["reason"]
+
+
+def test_an_unknown_wall_kind_refuses_every_command(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DAL_WALL", "landlocked")
+    r = run_effect("cat notes.txt", EffectContext(policy=Policy.load(ws)))
+    assert r.status == "denied" and "DAL_WALL names no wall kind" in r.decision.reason
+
+
+@landlocked
+def test_sh_reads_and_writes_the_workspace_and_nothing_else(ws: Path) -> None:
+    r = sh(ws, "cat notes.txt docs/a.md; echo new > docs/b.md; cat docs/b.md; mkdir sub/x && echo y > sub/x/y; "
+               "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"; echo h > \"$HOME/h\" && cat \"$HOME/h\"")
+    assert r.ok, r.stderr
+    assert r.stdout == "beta\nalpha\nbeta\nTODO: gamma\n# A\nTODO one\nnew\nt\nh\n"
+    assert (ws / "sub" / "x" / "y").read_text() == "y\n"
+    canary_intact(ws)
+
+
+ATTACKS = [
+    "cat ../outside/secret.txt", "cat link_out/secret.txt", "cp link_out/secret.txt docs/", "cat /etc/shadow",
+    "ln -s ../outside/secret.txt docs/s && cat docs/s", "echo x > file_link_out",
+    "echo x > hard_canary", "echo x > dangling", "cp notes.txt ../outside/", "ln notes.txt ../outside/h",
+    "cat .dal/dal.db", "cp .dal/dal.db docs/", "ln .dal/dal.db docs/db", "mv .dal gone", "rm -rf .dal",
+    "echo 'allow = [\"sh\"]' > dal.toml", "rmdir dal.toml", "echo x > .git/config", "mkdir .git/hooks/x",
+    "echo x > new.md", "cat /proc/1/environ", "ls /proc", "echo x > /tmp/dal-landlock-x",
+    "cat /etc/passwd", "echo x > /dev/tcp/127.0.0.1/80",
+]
+
+
+@landlocked
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_the_wall_holds_when_sh_attacks(ws: Path, attack: str) -> None:
+    before = (ws / ".dal" / "dal.db").read_bytes()
+    r = sh(ws, attack + " && echo ESCAPED")
+    assert "ESCAPED" not in r.stdout and "secret" not in r.stdout, (attack, r.stdout, r.stderr)
+    assert "SQLite" not in r.stdout
+    canary_intact(ws)
+    assert (ws / ".dal" / "dal.db").read_bytes() == before
+    assert not (ws / "dal.toml").is_file() and not (ws / "new.md").exists()
+    assert (ws / ".git" / "config").read_text() == "[core]\n\trepositoryformatversion = 0\n"
+    assert not os.path.exists("/tmp/dal-landlock-x")
+
+
+@landlocked
+def test_no_network_no_ipc_no_signal_out(ws: Path) -> None:
+    decoy = subprocess.Popen(["sleep", "60"])
+    try:
+        r = sh(ws, f"kill -TERM {decoy.pid} || echo unkillable; kill -TERM $PPID || echo parent-unkillable; "
+                   "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)' 2>/dev/null "
+                   "|| echo no-udp; python3 -c 'import socket; socket.socket(socket.AF_UNIX)' 2>/dev/null "
+                   "|| echo no-unix; python3 -c 'import socket; socket.socketpair()' && echo pair")
+        assert decoy.poll() is None
+    finally:
+        decoy.kill()
+        decoy.wait()
+    assert r.stdout == "unkillable\nparent-unkillable\nno-udp\nno-unix\npair\n", r.stderr
+
+
+@landlocked
+def test_the_default_toolset_alone_keeps_the_workspace_top(ws: Path) -> None:
+    r = run_effect("touch report.md", EffectContext(policy=Policy.load(ws)))
+    assert r.ok, r.stderr
+    assert (ws / "report.md").exists()
+    assert run_effect("cat ../outside/canary.txt", EffectContext(policy=Policy.load(ws))).status == "denied"
+
+
+@landlocked
+def test_a_command_denied_for_lack_of_a_wall_runs_under_landlock(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    policy = Policy.load(ws, allow_run=["sh"])
+    monkeypatch.setattr(landlock_wall, "missing", lambda: "no Landlock here (test)")
+    r = sh(ws, "echo ran", require_sandbox=True)
+    assert r.status == "denied" and "no Landlock here (test)" in r.decision.reason
+    monkeypatch.undo()
+    monkeypatch.setenv("DAL_WALL", "landlock")
+    r = run_effect("sh -c 'echo ran'", EffectContext(policy=policy, require_sandbox=True))
+    assert r.ok and r.stdout == "ran\n", r.stderr
