@@ -129,7 +129,8 @@ def save_session_receipt(session: Any, wiring: SessionWiring, spec: Any, status:
         effects_budget=None,
         items=items[:200],
         omitted=max(0, len(items) - 200),
-        artifacts=[artifact_of(ws, p) for p in writes],
+        artifacts=[artifact_of(ws, p, wiring.context.policy.write_roots if wiring.context is not None else ())
+                   for p in writes],
         external_effect=external,
         retry=derive_retry(status, external_effect=external),
         blocker=None,

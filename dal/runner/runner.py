@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from dal.core.digest import sha256
 from dal.core.errors import DalError, DalRuntimeError, DivergenceError
 from dal.core.jsontext import surrogate_at
-from dal.core.readbelow import NotBelow, read_text_below, root_of
+from dal.core.readbelow import NotBelow, open_below, read_text_below, root_of
 from dal.core.records import ValueRecord
 from dal.core.shellword import sh_quote
 from dal.effects import EffectContext, Policy, PolicyError
@@ -135,26 +135,35 @@ def _sha256_text(text: str) -> str:
     return sha256(text.encode("utf-8")).hexdigest()
 
 
-def artifact_of(workspace: Path, rel: str) -> dict[str, Any]:
+def artifact_of(workspace: Path, rel: str, roots: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What a path the run wrote holds now, for the receipt. The script's programs may have put a symlink
+    out (or a FIFO) in its place, and the receipt reaches the agent: so the file is opened once, by
+    descriptor, below the workspace or the write root it is in (dal/core/readbelow.py), its size and digest
+    taken from that descriptor; a name that leads out, is not a regular file or has other links is reported
+    as existing, with neither. A path below none of them is not opened at all."""
     p = Path(rel)
     full = p if p.is_absolute() else workspace / p
+    below = root_of(full, (str(workspace), *roots))
+    if below is None:
+        return {"path": rel, "state": "exists" if os.path.lexists(full) else "missing", "size": None, "sha256": None}
     try:
-        st = full.stat()
-    except OSError:
+        fd = open_below(*below)
+    except (FileNotFoundError, NotADirectoryError):
         return {"path": rel, "state": "missing", "size": None, "sha256": None}
-    if not full.is_file():
+    except OSError:  # a folder, a link out, a FIFO, another hard link, a loop: it exists, and is not read
         return {"path": rel, "state": "exists", "size": None, "sha256": None}
-    digest = None
-    if st.st_size <= _SHA_LIMIT:
-        h = sha256()
-        try:
-            with open(full, "rb") as f:
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        digest = None
+        if size <= _SHA_LIMIT:
+            h = sha256()
+            try:
                 for chunk in iter(lambda: f.read(1 << 20), b""):
                     h.update(chunk)
-            digest = h.hexdigest()
-        except OSError:
-            digest = None
-    return {"path": rel, "state": "exists", "size": st.st_size, "sha256": digest}
+                digest = h.hexdigest()
+            except OSError:
+                digest = None
+    return {"path": rel, "state": "exists", "size": size, "sha256": digest}
 
 
 def crashed_receipt(
@@ -190,6 +199,7 @@ def crashed_receipt(
             column=0, loop_iteration=None, replayed=bool(detail.get("replayed")),
         ))
     sha = started.sha256 if started is not None else None
+    roots = tuple(started.policy.write_roots) if started is not None and started.policy is not None else ()
     spec_ws = started.spec.workspace if started is not None and started.spec is not None else None
     legacy_ws = ((started.legacy or {}).get("launch") or {}).get("workspace") if started is not None else None
     ws = Path(spec_ws or legacy_ws or workspace)
@@ -216,7 +226,7 @@ def crashed_receipt(
         items=items,
         omitted=0,
         artifacts=[
-            artifact_of(ws, w) for w in dict.fromkeys(w for i in items if i["status"] in done for w in i["writes"])
+            artifact_of(ws, w, roots) for w in dict.fromkeys(w for i in items if i["status"] in done for w in i["writes"])
         ],
         external_effect=external,
         retry=derive_retry("interrupted", external_effect=external),
@@ -1232,7 +1242,7 @@ def _finish(
 
     finished = utc_timestamp()
     rerun = spec.evolve(key=run.key).command_line(keep_new_attempt=status == "rejected")
-    artifacts = [artifact_of(run.workspace, p) for p in (handler.writes if handler else {})]
+    artifacts = [artifact_of(run.workspace, p, run.policy.write_roots) for p in (handler.writes if handler else {})]
     error_json = error.to_json() if error is not None else None
     if error is not None and error.kind == "internal" and error_json is not None:
         error_json["message"] = error.message
