@@ -226,7 +226,8 @@ def crashed_receipt(
         items=items,
         omitted=0,
         artifacts=[
-            artifact_of(ws, w, roots) for w in dict.fromkeys(w for i in items if i["status"] in done for w in i["writes"])
+            artifact_of(ws, w, roots)
+            for w in dict.fromkeys(w for i in items if i["status"] in done for w in i["writes"])
         ],
         external_effect=external,
         retry=derive_retry("interrupted", external_effect=external),
