@@ -187,3 +187,35 @@ def test_a_command_denied_for_lack_of_a_wall_runs_under_landlock(ws: Path, monke
     monkeypatch.setenv("DAL_WALL", "landlock")
     r = run_effect("sh -c 'echo ran'", EffectContext(policy=policy, require_sandbox=True))
     assert r.ok and r.stdout == "ran\n", r.stderr
+
+
+def lingering(marker: str) -> list[str]:
+    """Processes whose command line holds `marker`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+@landlocked
+def test_nothing_of_a_stage_outlives_it(ws: Path) -> None:
+    # A background process, one in a session of its own, and an attempt on the stage's init: the command
+    # still ends when sh does (nothing holds its output open), and leaves no process behind.
+    r = sh(ws, "setsid sleep 31.41 & sleep 31.42 & (sleep 31.43 &) ; echo started; kill -9 $PPID || echo kept",
+           timeout=20)
+    assert r.ok and r.stdout == "started\nkept\n", r.stderr
+    assert r.duration_ms < 10_000
+    assert lingering("31.4") == []
+    assert sh(ws, "exit 3").code == 3 and sh(ws, "kill -TERM $$").code == 143
+
+
+@landlocked
+def test_a_timeout_leaves_nothing_behind(ws: Path) -> None:
+    r = sh(ws, "setsid sleep 32.71 & exec sleep 32.72", timeout=1)
+    assert r.status == "timeout"
+    assert lingering("32.7") == []

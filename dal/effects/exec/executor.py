@@ -366,6 +366,16 @@ def _run_stages(pipeline: Pipeline, run: _CommandRun, wall: Wall | None) -> Any:
 
 
 def _kill(pgid: int, live: list[subprocess.Popen]) -> None:
+    # A stage in the Landlock wall is its init (landlock_wall.stage_init): told to stop, it kills every
+    # process the stage left, wherever they went (`setsid`), before the process group is killed.
+    inits = [p for p in live if getattr(p, "stage_init", False)]
+    for p in inits:
+        p.terminate()
+    for p in inits:
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
     if pgid:
         try:
             os.killpg(pgid, signal.SIGKILL)
@@ -423,7 +433,7 @@ def _spawn_bare(cmd: SimpleCommand, run: _CommandRun, fds: dict[int, int], pgid:
     env, setup = (run.bare_env(), _preexec(run)) if landlocked is None else \
         (landlocked.env(scrubbed_env(landlocked.home)), _preexec_landlocked(run, landlocked))
     try:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             list(cmd.argv),
             executable=run.exes[cmd.argv[0]],
             stdin=fds[0],
@@ -438,6 +448,8 @@ def _spawn_bare(cmd: SimpleCommand, run: _CommandRun, fds: dict[int, int], pgid:
     except OSError as e:
         os.write(fds[2], f"dal: {cmd.argv[0]}: {e.strerror}\n".encode(*_UTF8))
         return 127
+    proc.stage_init = landlocked is not None  # type: ignore[attr-defined]  # see _kill
+    return proc
 
 
 def _preexec(run: _CommandRun) -> Callable[[], None]:

@@ -24,6 +24,7 @@ import ctypes
 import errno
 import os
 import shutil
+import signal
 import stat
 import struct
 import tempfile
@@ -111,14 +112,17 @@ class LandlockWall(Wall):
         return {**base, "TMPDIR": self.tmpdir}
 
     def preexec(self) -> Callable[[], None]:
-        """For preexec_fn, after the limits: no capability, no_new_privs, the ruleset, then the filters."""
+        """For preexec_fn, after the limits: the stage's init splits off (stage_init), and the program's half
+        goes on with no capability, no_new_privs, the ruleset, then the filters."""
         if self.ruleset is None:
             raise WallRefused("the Landlock wall is closed")
+        split = stage_init()
         restrict = self.ruleset.restrictor()
         setuid = seccomp.install()
         offline = _install(program(seccomp.machine(), network=self._network))
 
         def setup() -> None:
+            split()
             restrict()
             setuid()
             offline()
@@ -272,6 +276,98 @@ def _place(path: str, want: int, above: int, fd: int, own: bool, view: dict[str,
     finally:
         if own:
             os.close(fd)
+
+
+# --- each stage's init ---------------------------------------------------------------------------------
+# bubblewrap's wall ends with its program: the sandbox's init is pid 1 of its own PID namespace, and when it
+# exits every process left inside is killed. Landlock has no namespace, so each stage gets an init of its
+# own: the child DAL forks splits in two between fork and exec; one half restricts itself and execs the
+# program, the other stays outside the ruleset (no program of the stage can signal it: signals are
+# scoped), as a child subreaper, so that whatever the program leaves behind (`setsid cmd &`) is its child.
+# When the program exits, or DAL stops the stage (SIGTERM), or DAL dies, it kills every process left, reaps
+# them, and exits with the program's status: nothing of a stage outlives it to act after the wall's undo.
+_PR_SET_CHILD_SUBREAPER, _PR_SET_PDEATHSIG = 36, 1
+_STOP = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT}
+
+
+def stage_init() -> Callable[[], None]:
+    """For preexec_fn, first: returns in the program's half; the init's half never returns."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    dal = os.getpid()
+    watched = {signal.SIGCHLD, *_STOP}
+
+    def split() -> None:
+        if prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "cannot make the stage's init")
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, watched)  # none lost between the fork and the wait
+        pid = os.fork()
+        if pid == 0:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+            return
+        try:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)  # DAL gone: stop the stage, not only this half
+            os.closerange(0, 1 << 20)  # no pipe of the stage's, nor subprocess's exec report, held open here
+            code = _watch(pid, dal, watched)
+        except BaseException:
+            code = 126
+        try:
+            _kill_children()
+        finally:
+            os._exit(code)
+
+    return split
+
+
+def _watch(program: int, dal: int, watched: set[int]) -> int:
+    """Wait for the program (reaping orphans meanwhile): its exit status, or 137 when stopped first."""
+    if os.getppid() != dal:
+        return 137
+    while True:
+        info = signal.sigwaitinfo(watched)
+        if info.si_signo != signal.SIGCHLD:
+            return 137
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return 137
+            if pid == 0:
+                break
+            if pid == program:
+                return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+
+
+def _kill_children() -> None:
+    """SIGKILL every child (orphans of the stage become this subreaper's), until none is left."""
+    while True:
+        for pid in _children():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def _children() -> list[int]:
+    me = os.getpid()
+    try:
+        with open(f"/proc/{me}/task/{me}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        pass
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                        out.append(int(name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
 
 
 # --- the filter beside Landlock ----------------------------------------------------------------------
