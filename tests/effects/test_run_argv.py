@@ -118,8 +118,8 @@ def test_the_words_get_the_same_decision_as_the_string_form(root: Path) -> None:
         assert (a.allowed, a.reason, a.effect_class, a.idempotent, a.reads, a.writes, a.programs,
                 a.approval_required) == (s.allowed, s.reason, s.effect_class, s.idempotent, s.reads, s.writes,
                                          s.programs, s.approval_required), words
-        if a.allowed:
-            assert [c.argv for c in a.plan.simple_commands()] == [tuple(words)]
+        if a.allowed:  # both run the argv the check rebuilt, the same for either spelling
+            assert [c.argv for c in a.plan.simple_commands()] == [c.argv for c in s.plan.simple_commands()]
 
 
 @pytest.mark.parametrize("walled", MODES)

@@ -188,19 +188,57 @@ def _check_tree(top: str, policy: Policy) -> None:
 
 
 def _check_read_tree(raw: str, policy: Policy, skips: tuple[str, ...]) -> None:
-    """A tree the program reads without following the symlinks in it: deny a file with other hard links."""
+    """A tree the program reads without following the symlinks in it: deny a file with other hard links,
+    and a file scripts never read that the program does not leave out (`skips`: exact folder names)."""
     top = P.resolve_path(raw, policy.workspace)
     if not os.path.isdir(top):
         return
     for path, _, st in _walk(top, policy, skips):
         secret = policy.secrecy(path) if not stat.S_ISDIR(st.st_mode) else None  # a skipped folder is listed
         if secret:
-            own = P.within(path, statedir.state_dirs())
-            what, skip = ("DAL's own state", "") if own else ("the run store", "grep --exclude-dir=.dal, or ")
-            raise _Denied(f"reads {what} below {raw}: {secret}, which scripts never read (leave it out: {skip}name "
-                          "the folders to read)")
+            what = "DAL's own state" if P.within(path, statedir.state_dirs()) else "the run store"
+            raise _Denied(f"reads {what} below {raw}: {secret}, which scripts never read (leave it out: name the "
+                          "folders to read)")
         if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
             _deny_linked(P.display(path, policy.workspace), st)
+
+
+def _hidden_folders(tops: Iterable[str], policy: Policy) -> tuple[str, ...]:
+    """The base names of the folders that record runs (policy.hidden) below the walked `tops`, for the
+    program to leave out as it leaves out `.dal`; a name that is not an exact name stays in the walk (and
+    the walk is refused when it reaches one)."""
+    from dal.effects.classify.programs import literal_names
+
+    found = []
+    for raw in tops:
+        top = P.resolve_path(raw, policy.workspace)
+        found += (os.path.basename(h) for h in policy.hidden
+                  if h != top and P.within(h, [top]) and os.path.isdir(h) and not os.path.islink(h))  # fmt: skip
+    return literal_names(found)
+
+
+def _check_probes(raw: str, deep: bool, policy: Policy) -> None:
+    """The program stats where each symlink in the folder `raw` (its whole tree when `deep`) points and
+    shows something of it: deny a link that leads outside the read roots, whether or not its target exists
+    (telling one from the other is what the script must not learn)."""
+    top = P.resolve_path(raw, policy.workspace)
+    if not os.path.isdir(top):
+        return
+    if deep:
+        found = ((path, st) for path, _, st in _walk(top, policy))
+    else:
+        names = sorted(os.listdir(top))
+        _spent.n += len(names)
+        if _spent.n > _TREE_LIMIT:
+            raise _Denied(f"{raw}: more than {_TREE_LIMIT} entries to check in one command")
+        found = ((os.path.join(top, n), os.lstat(os.path.join(top, n))) for n in names)
+    for path, st in found:
+        if stat.S_ISLNK(st.st_mode):
+            target = os.path.realpath(path)
+            if not P.within(target, policy.read_roots) and target != P.NULL_DEVICE:
+                raise _Denied(f"{P.display(path, policy.workspace)} is a symlink that leads outside the allowed roots "
+                              f"({os.readlink(path)}), and this command looks at what it points to (find -xtype, "
+                              "-readable, -printf %Y; ls -l with -F or --color); leave those out or name other folders")
 
 
 def _check_entries(raw: str, policy: Policy) -> list[str]:
@@ -340,6 +378,28 @@ def _only_opens_outputs(cmd: SimpleCommand, use: ArgUse, raw: str) -> bool:
     return True
 
 
+def _leave_out(use: ArgUse | None, policy: Policy) -> tuple[str, ...]:
+    """The folder names DAL has the program leave out of its walks: a run store's `.dal`, and the
+    folders that record runs elsewhere below the walked trees."""
+    if use is None or not use.leave_out_option or not use.read_trees:
+        return ()
+    return tuple(dict.fromkeys([*use.leave_out, *_hidden_folders(use.read_trees, policy)]))
+
+
+def _argv_to_run(cmd: SimpleCommand, use: ArgUse | None, policy: Policy) -> tuple[str, ...]:
+    """What the executor runs for `cmd`: the argv its model rebuilt (full option names, values attached,
+    `--` before the operands), with the folders DAL leaves out named; the script's words when the
+    program has no rebuilt form (echo, test, find, and programs beyond the default toolset)."""
+    if use is None or use.argv is None:
+        return cmd.argv
+    names = _leave_out(use, policy)
+    if not names:
+        return use.argv
+    end = use.argv.index("--")
+    extra = tuple(f"{use.leave_out_option}={n}" for n in names)
+    return (*use.argv[:end], *extra, *use.argv[end:])
+
+
 def _check_paths(cmd: SimpleCommand, use: ArgUse | None, policy: Policy,
                  placed: list[str]) -> tuple[list[str], list[str]]:
     """Resolve and check every path `cmd` reads and writes; (reads, writes) as resolved paths. The names a
@@ -348,8 +408,11 @@ def _check_paths(cmd: SimpleCommand, use: ArgUse | None, policy: Policy,
     writes: list[str] = []
     if use is not None:
         reads += (_check_path(raw, "read", policy) for raw in use.reads)
+        skips = (*use.tree_skips, *_leave_out(use, policy))
         for raw in use.read_trees:
-            _check_read_tree(raw, policy, use.tree_skips)
+            _check_read_tree(raw, policy, skips)
+        for raw, deep in use.probes_links:
+            _check_probes(raw, deep, policy)
         for raw in use.read_entries:
             _check_entries(raw, policy)
         for raw in use.writes:
@@ -758,6 +821,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
         return os.path.isdir(os.path.join(ws, p))
 
     stages: dict[int, tuple[bool, bool]] = {}  # id(cmd) -> (changes names, writes through its arguments)
+    ran: dict[int, SimpleCommand] = {}  # id(cmd) -> the command the executor runs (its argv rebuilt)
     unmodelled: list[str] = []  # allowed by name, without a model of their arguments
     for cmd in plan.simple_commands():
         name = cmd.argv[0]
@@ -782,6 +846,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
             if getattr(use.git, "network", False):
                 part_class = "external"
         part_reads, part_writes = _check_paths(cmd, use, policy, placed)
+        ran[id(cmd)] = SimpleCommand(_argv_to_run(cmd, use, policy), cmd.redirects)
         resolved_writes += part_writes
         stages[id(cmd)] = _stage_effects(use)
         reads += (P.display(r, ws) for r in part_reads)
@@ -805,6 +870,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
 
     _check_git_dirs([*resolved_writes, *placed], policy)  # the whole run(): one stage may make objects/, another HEAD
     _check_pipelines(plan, stages)
+    plan = CommandList(tuple(Pipeline(tuple(ran[id(c)] for c in p.commands)) for p in plan.items), plan.ops)
     common = dict(
         effect_class=klass,
         idempotent=idempotent,

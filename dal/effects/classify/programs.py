@@ -35,8 +35,13 @@ class ArgUse:
     # Directories whose whole tree the program reads without following the symlinks inside it (grep -r,
     # diff -r --no-dereference): the checker walks them for files with other hard links.
     read_trees: tuple[str, ...] = ()
-    # Base-name globs of directories such a walk skips, as the program does (grep --exclude-dir).
+    # Base names of directories such a walk skips, as the program does (grep --exclude-dir NAME): exact
+    # names only, never a script's pattern (`[^.]dal` reads differently in fnmatch and in glibc).
     tree_skips: tuple[str, ...] = ()
+    # Names DAL itself leaves out of such a walk (a run store's `.dal`), and the option that tells the
+    # program so (`--exclude-dir`): added to the rebuilt argv, so the check need not refuse the walk.
+    leave_out: tuple[str, ...] = ()
+    leave_out_option: str | None = None
     # Directories each of whose entries the program opens, following symlinks (diff DIR1 DIR2): each
     # entry is checked as a path read.
     read_entries: tuple[str, ...] = ()
@@ -54,6 +59,14 @@ class ArgUse:
     # The written paths (as given) the program only opens for writing, never removes, renames, links or
     # gives another mode, owner or time: the only way /dev/null may be an output (check.py); for wget.
     opened_only: tuple[str, ...] = ()
+    # The argv the executor runs in place of the script's spelling (rebuild): every option by its full
+    # name with its value attached, `--` before the operands, so that the program reads each word the
+    # way the check did. None: run as given (no options parsed: echo, test, find's expression).
+    argv: tuple[str, ...] | None = None
+    # (directory, whole tree or its entries only) where the program stats the target of each symlink it
+    # finds and shows something of it (find -xtype, ls -lF): a link leading out must not tell the script
+    # what lies outside.
+    probes_links: tuple[tuple[str, bool], ...] = ()
 
 
 class Unsafe(Exception):
@@ -85,9 +98,9 @@ class ProgramModel:
     numeric_short: bool = False  # head -5, grep -3
     custom: Callable[[Parsed, Callable[[str], bool]], ArgUse] | None = None
     idempotent: Callable[[Parsed], bool] | bool = True
-    # Obsolete forms the program still accepts (head -5c, tail +5, sort +1 -2), rewritten or refused
-    # before the GNU-style parse: the arguments without them.
-    obsolete: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None
+    # Obsolete forms the program still accepts (head -5c, tail +5, sort +1 -2), taken out or refused
+    # before the GNU-style parse: (the arguments without them, the words taken out).
+    obsolete: Callable[[tuple[str, ...]], tuple[tuple[str, ...], tuple[str, ...]]] | None = None
 
 
 def _short(flags: str = "", **kinds: str) -> dict[str, str]:
@@ -137,6 +150,13 @@ def _parse(model: ProgramModel, args: tuple[str, ...]) -> Parsed:
                 kind = model.short.get(ch)
                 if kind is None:
                     raise Unsafe(f"unknown option -{ch}")
+                if kind == FLAG and ch.isdigit():  # uniq -12: one number (uniq.c reads a word's digits together)
+                    k = j
+                    while k < len(arg) and arg[k].isdigit():
+                        k += 1
+                    options.append((f"-{arg[j:k]}", None))
+                    j = k
+                    continue
                 if kind == FLAG:
                     options.append((f"-{ch}", None))
                     _kinded(model, f"-{ch}", kind, None)
@@ -193,10 +213,11 @@ def analyze(model: ProgramModel, argv: tuple[str, ...], is_dir: Callable[[str], 
     if model.raw:
         return ArgUse()
     try:
-        args = argv[1:] if model.obsolete is None else model.obsolete(argv[1:])
+        args, taken = (argv[1:], ()) if model.obsolete is None else model.obsolete(argv[1:])
         parsed = _parse(model, args)
     except Unsafe as e:
         return ArgUse(unsafe=str(e))
+    rebuilt = rebuild(model, argv[0], taken, parsed)
     reads = _path_values(model, parsed, READ)
     writes = _path_values(model, parsed, WRITE)
     idem = model.idempotent(parsed) if callable(model.idempotent) else model.idempotent
@@ -205,9 +226,8 @@ def analyze(model: ProgramModel, argv: tuple[str, ...], is_dir: Callable[[str], 
             use = model.custom(parsed, is_dir)
         except Unsafe as e:
             return ArgUse(unsafe=str(e))
-        return attrs.evolve(
-            use, reads=tuple(reads) + use.reads, writes=tuple(writes) + use.writes, idempotent=idem and use.idempotent
-        )
+        return attrs.evolve(use, reads=tuple(reads) + use.reads, writes=tuple(writes) + use.writes,
+                            idempotent=idem and use.idempotent, argv=rebuilt)  # fmt: skip
     # A `-` operand is standard input to the readers; to a writer it is a file named `-` (POSIX tee, mkdir,
     # rm), which may be a symlink leading anywhere, except to touch, which takes it for standard output.
     dash_is_stdio = model.operands == "read" or model.name == "touch"
@@ -217,8 +237,34 @@ def analyze(model: ProgramModel, argv: tuple[str, ...], is_dir: Callable[[str], 
     elif model.operands == "write":
         writes += operands
     elif model.operands == "write_nofollow":
-        return ArgUse(tuple(reads), tuple(writes), tuple(operands), idempotent=idem)
-    return ArgUse(tuple(reads), tuple(writes), idempotent=idem)
+        return ArgUse(tuple(reads), tuple(writes), tuple(operands), idempotent=idem, argv=rebuilt)
+    return ArgUse(tuple(reads), tuple(writes), idempotent=idem, argv=rebuilt)
+
+
+def rebuild(model: ProgramModel, program: str, taken: tuple[str, ...], parsed: Parsed) -> tuple[str, ...]:
+    """The argv that means to the program what `parsed` means to the check: each option by its full name
+    (`--target-directory=D`, never the prefix `--t D`), a short option's value attached (`-oF`), every
+    option before `--` and every operand after it, so that no word can be read as another option's value
+    or as an option. `taken`: obsolete forms (head -5c, tail +5, sort +1 -2) the program reads only
+    before its options, kept first; uniq's `+N` before `--` is an option (skip N characters)."""
+    words = [program, *taken]
+    operands = list(parsed.operands)
+    if model.name == "uniq":
+        plus = [i for i, o in enumerate(operands) if i < parsed.literal and _uniq_plus(o)]
+        words += (operands[i] for i in plus)
+        operands = [o for i, o in enumerate(operands) if i not in plus]
+    for name, value in parsed.options:
+        if value is None:
+            words.append(name)
+        elif name == "-NUM":
+            words.append(f"-{value}")
+        elif name.startswith("--"):
+            words.append(f"{name}={value}")
+        elif value == "" and model.short.get(name[1:]) != OPTIONAL:
+            words += (name, "")  # `-d ''`: attached, `-d` would take the next word
+        else:
+            words.append(name + value)
+    return (*words, "--", *operands)
 
 
 # --- custom operand rules -------------------------------------------------------------------------
@@ -273,8 +319,13 @@ def _grep(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
     if not recursive:
         return ArgUse(reads=files)
     # grep -r follows the symlinks named on its command line, none of those it finds below them.
-    skips = tuple(g for g in p.values("--exclude-dir") if "\\" not in g)
-    return ArgUse(reads=files, read_trees=tuple(o for o in files if is_dir(o)), tree_skips=skips)
+    return ArgUse(reads=files, read_trees=tuple(o for o in files if is_dir(o)), tree_skips=literal_names(
+        p.values("--exclude-dir")), leave_out=(".dal",), leave_out_option="--exclude-dir")
+
+
+def literal_names(patterns: list[str]) -> tuple[str, ...]:
+    """The patterns that are exact names, which every matcher reads alike (`[^.]dal`, `*`, `a\\b`, `a/` are not)."""
+    return tuple(g for g in patterns if g and not any(c in g for c in "*?[]\\/"))
 
 
 def _copy_targets(p: Parsed, is_dir: Callable[[str], bool], verb: str) -> tuple[list[str], list[str]]:
@@ -399,11 +450,14 @@ def _mv(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
 _UINTMAX = 2**64 - 1
 
 
+def _uniq_plus(word: str) -> bool:
+    return re.fullmatch(r"\+[0-9]+", word) is not None and int(word[1:]) <= _UINTMAX
+
+
 def _uniq(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
     """uniq [INPUT [OUTPUT]]. GNU uniq still takes the obsolete POSIX `+N` (skip N characters) anywhere
     before `--` -- `uniq +0 A B` reads A and writes B -- and `-N` (skip N fields), a digit option."""
-    ops = [o for i, o in enumerate(p.operands)
-           if not (i < p.literal and re.fullmatch(r"\+[0-9]+", o) and int(o[1:]) <= _UINTMAX)]  # fmt: skip
+    ops = [o for i, o in enumerate(p.operands) if not (i < p.literal and _uniq_plus(o))]
     reads = tuple(o for o in ops[:1] if o != "-")
     writes = tuple(o for o in ops[1:2] if o != "-")
     return ArgUse(reads=reads + tuple(ops[2:]), writes=writes)
@@ -436,7 +490,12 @@ def _diff(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
             reads.append(os.path.join(a, os.path.basename(b.rstrip("/")) or b))
         elif b_dir:
             reads.append(os.path.join(b, os.path.basename(a.rstrip("/")) or a))
-    return ArgUse(reads=tuple(reads), read_trees=tuple(trees), read_entries=tuple(entries))
+    if not trees:
+        return ArgUse(reads=tuple(reads), read_entries=tuple(entries))
+    # diff -x NAME leaves out every file and folder of that base name, as the walk does with tree_skips.
+    skips = literal_names([*p.values("-x", "--exclude")])
+    return ArgUse(reads=tuple(reads), read_trees=tuple(trees), read_entries=tuple(entries), tree_skips=skips,
+                  leave_out=(".dal",), leave_out_option="--exclude")
 
 
 def _date(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
@@ -446,46 +505,74 @@ def _date(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
     return ArgUse()
 
 
-def _ls(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
+def _du(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
     return ArgUse(reads=tuple(o for o in p.operands) or (".",))
 
 
-def _head_obsolete(args: tuple[str, ...]) -> tuple[str, ...]:
+def _ls(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
+    operands = tuple(o for o in p.operands) or (".",)
+    if not _ls_probes(p):
+        return ArgUse(reads=operands)
+    deep = p.has("-R", "--recursive")
+    return ArgUse(reads=operands, probes_links=tuple((o, deep) for o in operands))
+
+
+_LONG = ("-l", "-g", "-o", "-n", "--full-time", "--numeric-uid-gid", "--author")
+_NO_COLOR = ("never", "no", "none", "auto", "tty", "if-tty")
+
+
+def _ls_probes(p: Parsed) -> bool:
+    """Whether ls stats the target of each symlink it lists and shows something of it: the colour of a
+    dangling link (--color), or in a long listing the target's type (-F, -p, --file-type...: `link -> t/`)."""
+    if any(n in ("--color", "--colour") and (v is None or v not in _NO_COLOR) for n, v in p.options):
+        return True
+    long = p.has(*_LONG) or any(v in ("long", "verbose") for v in p.values("--format"))
+    marks = p.has("-F", "-p", "--classify", "--file-type") or any(
+        v != "none" for v in p.values("--indicator-style"))
+    return long and marks
+
+
+_Taken = tuple[tuple[str, ...], tuple[str, ...]]
+
+
+def _head_obsolete(args: tuple[str, ...]) -> _Taken:
     """GNU head takes `-NUM[bkmcqvlz]` as its first argument only (head -5c F: five bytes)."""
     if args and re.fullmatch(r"-[0-9]+[bkmcqvlz]*", args[0]):
-        return args[1:]
-    return args
+        return args[1:], args[:1]
+    return args, ()
 
 
-def _tail_obsolete(args: tuple[str, ...]) -> tuple[str, ...]:
+def _tail_obsolete(args: tuple[str, ...]) -> _Taken:
     """GNU tail's `[+-][NUM][bcl][f]` (tail +5 F, tail -5c F, tail -3f F), taken only as the first argument
     and only with at most one file after it (tail.c, parse_obsolete_option); otherwise `+5` is a file."""
     n = len(args)
     if not (n == 1 or (n == 2 and not (args[1].startswith("-") and len(args[1]) > 1))
             or (2 <= n <= 3 and args[1] == "--")):  # fmt: skip
-        return args
+        return args, ()
     m = re.fullmatch(r"([+-])([0-9]*)([bcl]?)(f?)", args[0])
     if m is None or (m[1] == "-" and args[0] in ("-", "-c")):
-        return args
+        return args, ()
     if m[4]:
         raise Unsafe(f"tail {args[0]}: waits for ever")
-    return args[1:]
+    return args[1:], args[:1]  # rebuilt `tail +5 -- F`: tail.c takes it with `--` and one file after it
 
 
 _SORT_POS = re.compile(r"\+[0-9]*(\.[0-9]*)?[bdfgiMhnRrV]*")
 _SORT_VALUE_SHORT = "kStTo"
 
 
-def _sort_obsolete(args: tuple[str, ...]) -> tuple[str, ...]:
+def _sort_obsolete(args: tuple[str, ...]) -> _Taken:
     """GNU sort's obsolete key `+POS1 -POS2` (sort +1 -2 F sorts on the second field): a valid +POS1
     followed by an argument starting with `-` and a digit is a key, not a file (sort.c)."""
     out: list[str] = []
+    keys: list[str] = []
     i = 0
     while i < len(args):
         a = args[i]
         if a == "--":
-            return (*out, *args[i:])
+            return (*out, *args[i:]), tuple(keys)
         if _SORT_POS.fullmatch(a) and i + 1 < len(args) and re.match(r"-[0-9]", args[i + 1]):
+            keys += args[i : i + 2]
             i += 2
             continue
         out.append(a)
@@ -498,7 +585,7 @@ def _sort_obsolete(args: tuple[str, ...]) -> tuple[str, ...]:
         if takes and i < len(args):
             out.append(args[i])
             i += 1
-    return tuple(out)
+    return tuple(out), tuple(keys)
 
 
 _SORT_VALUE_LONG = ("random-source", "sort", "batch-size", "compress-program", "files0-from", "key", "output",
@@ -551,10 +638,13 @@ def _analyze_find(argv: tuple[str, ...]) -> ArgUse:
         starts.append(args[i])
         i += 1
     reads = starts or ["."]
+    probes = False
     while i < len(args):
         a = args[i]
         if a in _FIND_UNSAFE:
             return ArgUse(unsafe=f"find {a}: {_FIND_UNSAFE[a]}")
+        if a in _FIND_PROBES or (a == "-printf" and i + 1 < len(args) and _printf_follows(args[i + 1])):
+            probes = True
         if a in _FIND_PATH_PRIMARIES:
             if i + 1 >= len(args):
                 return ArgUse(unsafe=f"find {a} needs a value")
@@ -567,7 +657,17 @@ def _analyze_find(argv: tuple[str, ...]) -> ArgUse:
         if n and i + n >= len(args):
             return ArgUse(unsafe=f"find {a} needs a value")
         i += 1 + n
-    return ArgUse(reads=tuple(reads))
+    return ArgUse(reads=tuple(reads), probes_links=tuple((r, True) for r in (starts or ["."])) if probes else ())
+
+
+# Primaries that look at what a symlink points to, not the link (find -P): the target's type (-xtype),
+# access(2), which follows links (-readable, -writable, -executable).
+_FIND_PROBES = frozenset(("-xtype", "-readable", "-writable", "-executable"))
+
+
+def _printf_follows(fmt: str) -> bool:
+    """Whether a -printf format has %Y (the type of a symlink's target; `%%Y` is a literal)."""
+    return re.search(r"(?<!%)(%%)*%[-+ #0-9.]*Y", fmt) is not None
 
 
 # --- the models -----------------------------------------------------------------------------------
@@ -950,7 +1050,7 @@ def _models() -> dict[str, ProgramModel]:
                 "--dereference": "follows symlinks out of the tree",
                 "--files0-from": "reads a list of paths that cannot be checked",
             },
-            custom=_ls,
+            custom=_du,
         ),
         ProgramModel("paste", "read", _short("sz", d=VALUE), _long(f"serial zero-terminated {_HV}", delimiters=VALUE)),
         ProgramModel(

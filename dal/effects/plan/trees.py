@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from collections.abc import Iterator
 
@@ -16,9 +15,10 @@ class TooMany(Exception):
 def walk(top: str, limit: int, skips: tuple[str, ...] = ()) -> Iterator[tuple[str, str, os.stat_result]]:
     """(path, path relative to `top`, lstat) of every entry below the directory `top`, depth first.
 
-    Symlinks are reported, never followed. Directories whose base name matches a glob in `skips` are
-    reported but not entered. Raises TooMany past `limit` entries; an entry that vanishes meanwhile is
-    left out (the program would not find it either).
+    Symlinks are reported, never followed. Directories whose base name is one of `skips` are reported but
+    not entered: exact names only, never a pattern, whose reading may differ from the program's. Raises
+    TooMany past `limit` entries; an entry that vanishes meanwhile is left out (the program would not find
+    it either).
     """
     seen = 0
     stack = [(top, "")]
@@ -39,7 +39,5 @@ def walk(top: str, limit: int, skips: tuple[str, ...] = ()) -> Iterator[tuple[st
                     continue
                 child = os.path.join(rel, entry.name)
                 yield entry.path, child, st
-                if entry.is_dir(follow_symlinks=False) and not any(
-                    fnmatch.fnmatchcase(entry.name, g) for g in skips
-                ):
+                if entry.is_dir(follow_symlinks=False) and entry.name not in skips:
                     stack.append((entry.path, child))
