@@ -22,6 +22,9 @@ What every implementation promises (the contract tests check each):
   raises KeyBusy (dal/receipts/oplock.py) naming the holder.
   `key_holder(key)` says who holds it now (its run_id, pid), by any process on any host the store serves,
   or None: what tells a live run on another machine from a dead one (a pid says nothing across hosts).
+  A lock that can be lost while its holder lives on (a PostgreSQL session that ended) says so: the lock's
+  `lost_holder` after `acquire` is the holder before it that never let go, and `lost_key_holder(key)` is that
+  holder while no one holds the key; a lock only its holder's exit releases (a flock) has neither (None).
 - jobs (`jobs()`): the queue the worker and `dal submit` use; a key has at most one open job, a job is
   claimed by one worker at a time, and a worker whose lease was taken over is fenced.
 
@@ -37,7 +40,10 @@ Row = dict[str, Any]
 
 
 class OperationLock(Protocol):
-    """The exclusive lock of one operation key."""
+    """The exclusive lock of one operation key. `lost_holder`, once acquired: the previous holder when its
+    lock went without its letting go (its run_id, pid, host and `holder`: where it ran), else None."""
+
+    lost_holder: Row | None
 
     def acquire(self, run_id: str, wait: float | None = None) -> None:
         """Take the lock for `run_id`, waiting up to `wait` seconds; raise KeyBusy naming the holder."""
@@ -101,7 +107,11 @@ class JobStore(Protocol):
 
 
 class RunStore(Protocol):
-    """A run store: runs and their receipts, the effect journal, decisions, the operation lock, jobs."""
+    """A run store: runs and their receipts, the effect journal, decisions, the operation lock, jobs.
+    `path` names it in messages (a file's path, or a database's URL without its password)."""
+
+    path: Any
+    readonly: bool
 
     # -- runs ------------------------------------------------------------------------------------------
 
@@ -172,7 +182,13 @@ class RunStore(Protocol):
 
     def journal_hold(self, run_id: str, seq: int, command: str, effect_class: str | None, *,
                      detail: dict[str, Any] | None = None, decided_in: Iterable[str] = (),
-                     kinds: Iterable[str] = (), after: int = 0, fence: Any = None) -> Row | None: ...
+                     kinds: Iterable[str] = (), after: int = 0, fence: Any = None,
+                     act: Callable[[Row], tuple[dict[str, Any], Any] | None] | None = None,
+                     result: Any = None) -> Row | None:
+        """The newest decision of `kinds` about effect `seq` recorded for a run in `decided_in` (id above
+        `after`), with the entry `act(decision)` gives journaled; or, when there is none, the hold (`detail`,
+        and `result` when not None) journaled and None returned: one transaction."""
+        ...
 
     def set_synchronous(self, level: str) -> None:
         """How durably the next writes commit: NORMAL, or FULL (on disk before the write returns)."""
@@ -181,7 +197,11 @@ class RunStore(Protocol):
     # -- decisions -----------------------------------------------------------------------------------
 
     def record_approval(self, run_id: str, seq: int | None, decision: str, *, who: str | None = None,
-                        note: str | None = None) -> Row: ...
+                        note: str | None = None, command: str | None = None,
+                        unless_acted_by: str | None = None) -> Row:
+        """`command`: the command decided about (the decision applies to no other); `unless_acted_by`: a run
+        that may be at the effect now; DecisionTooLate, nothing recorded, when it already acted on a decision."""
+        ...
 
     def approvals(self, run_id: str) -> list[Row]: ...
 
@@ -194,10 +214,19 @@ class RunStore(Protocol):
         or None when no one does. Read without taking the lock."""
         ...
 
+    def lost_key_holder(self, key: str) -> Row | None:
+        """The key's last holder when its lock went without its letting go and no one holds it now (run_id, pid,
+        host and where it ran); None otherwise, and always for a lock only its holder's exit releases."""
+        ...
+
     def locks_where(self) -> str:
         """Where the operation locks are, for messages."""
         ...
 
     def jobs(self) -> JobStore: ...
+
+    def free_reserve(self) -> bool:
+        """Give back the room kept to record a run's end on a full disk; True when there was some."""
+        ...
 
     def close(self) -> None: ...

@@ -122,6 +122,8 @@ class KeyLock:
         self.path = lock_path(folder, key)
         self.key = key
         self._fd: int | None = None
+        # Only its holder's exit lets go of a flock: no holder ever lost it while living on (contract.py).
+        self.lost_holder: dict[str, Any] | None = None
         # A run's own lock (see above): one file per run, removed by its holder as it lets go.
         self.transient = key.startswith("run:")
 

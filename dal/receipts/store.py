@@ -1595,6 +1595,10 @@ class Store:
 
         return held_by(locks_folder(self.path), key)
 
+    def lost_key_holder(self, key: str) -> dict[str, Any] | None:
+        """None: a flock goes only with its holder's exit, so no holder lost it while living on."""
+        return None
+
     def locks_where(self) -> str:
         """Where the operation locks are, for messages."""
         from dal.receipts.location import locks_folder

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from dal.receipts.store import Store
+from dal.receipts.contract import RunStore
 from dal.runner import journal
 from dal.runner.effects import Prior, rerunnable
 
@@ -49,7 +49,7 @@ def _state(p: Prior, live_run: str | None) -> str:
     return "uncertain"
 
 
-def held_effect(store: Store, run: dict[str, Any], effect: int | None, want: str, named: str | None = None,
+def held_effect(store: RunStore, run: dict[str, Any], effect: int | None, want: str, named: str | None = None,
                 decision: str = "") -> Prior:
     """The effect of `run`'s operation that a decision of kind `want` (pending_approval | uncertain) is
     about, read from the operation's journal (every attempt's). `run` is the operation's newest run,
@@ -108,7 +108,7 @@ def held_effect(store: Store, run: dict[str, Any], effect: int | None, want: str
     return item
 
 
-def _shown(store: Store, run_id: str) -> dict[int, tuple[str, str]]:
+def _shown(store: RunStore, run_id: str) -> dict[int, tuple[str, str]]:
     """What run `run_id` showed a person: seq -> (command, status) of each effect its receipt lists (or,
     for a run with no receipt, its own journal)."""
     receipt = store.get_run(run_id)
@@ -124,7 +124,7 @@ def _shown(store: Store, run_id: str) -> dict[int, tuple[str, str]]:
 
 
 def decide(
-    store: Store, ref: str, decision: str, *, effect: int | None = None, note: str | None = None,
+    store: RunStore, ref: str, decision: str, *, effect: int | None = None, note: str | None = None,
     who: str | None = None, old_run_gone: bool = False,
 ) -> Decided:
     """Record `decision` (one of DECISIONS) about the effect the operation of run `ref` waits on. Raises
@@ -193,7 +193,7 @@ def _lost_refusal(item: Prior, lost: dict[str, Any], ref: str, decision: str) ->
     )
 
 
-def _wake_job(store: Store, run: dict[str, Any]) -> None:
+def _wake_job(store: RunStore, run: dict[str, Any]) -> None:
     """The job of the operation, waiting for this decision, is ready again (docs/workers.md). A store that
     refuses is not the decision's failure: it stands, and the workers' sweep wakes the job later."""
     from dal.receipts.store import StoreError
@@ -205,7 +205,7 @@ def _wake_job(store: Store, run: dict[str, Any]) -> None:
             pass
 
 
-def _as_shown(store: Store, named: dict[str, Any], newest: dict[str, Any], effect: int | None) -> int:
+def _as_shown(store: RunStore, named: dict[str, Any], newest: dict[str, Any], effect: int | None) -> int:
     """`ref` named run `named`, which a later run continued: the decision is about what `named` showed.
     Returns the effect number; DecisionRefused when that is not what the operation now waits on."""
     rid, nid = named["run_id"], newest["run_id"]
@@ -245,7 +245,7 @@ def _as_shown(store: Store, named: dict[str, Any], newest: dict[str, Any], effec
     return effect
 
 
-def _applies(store: Store, decided_on: dict[str, Any], seq: int) -> str:
+def _applies(store: RunStore, decided_on: dict[str, Any], seq: int) -> str:
     """Which run a decision just recorded about effect `seq` applies to. Read after the decision was
     committed: a run that looks for a decision at the effect and journals its hold in one transaction
     (Store.journal_hold) either saw this decision, or shows its hold here."""
@@ -277,7 +277,7 @@ def _applies(store: Store, decided_on: dict[str, Any], seq: int) -> str:
             "starting right now)")
 
 
-def _starting(store: Store, key: str | None) -> str | None:
+def _starting(store: RunStore, key: str | None) -> str | None:
     """The process that holds the lock of `key` (`process 4711`, with its machine when the store names it),
     asked of the store without taking the lock (RunStore.key_holder); None when nobody holds it, or the
     store cannot say."""

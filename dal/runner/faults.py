@@ -13,7 +13,8 @@ import os
 import sqlite3
 from typing import Any
 
-from dal.receipts.store import Store, StoreError
+from dal.receipts.contract import RunStore
+from dal.receipts.store import StoreError
 
 STORE_FAULT_ENV = "DAL_TEST_STORE_FAULT"
 WRITES = frozenset({"begin_run", "journal_intent", "journal_result", "journal_hold", "save_receipt", "save_receipts"})
@@ -34,7 +35,7 @@ def plan() -> tuple[str, int, bool] | None:
 class FaultyStore:
     """A Store whose writes fail as `plan()` says; everything else goes to the real store."""
 
-    def __init__(self, store: Store, kind: str, n: int, every: bool) -> None:
+    def __init__(self, store: RunStore, kind: str, n: int, every: bool) -> None:
         self._store = store
         self._kind = kind
         self._n = n
@@ -55,7 +56,7 @@ class FaultyStore:
         return write
 
 
-def _fault(store: Store, kind: str, doing: str) -> StoreError:
+def _fault(store: RunStore, kind: str, doing: str) -> StoreError:
     from dal.receipts.store import describe_error  # the message a real fault of this kind gives
 
     what = {"begin_run": "starting a run", "journal_intent": "journaling an effect",
@@ -64,7 +65,7 @@ def _fault(store: Store, kind: str, doing: str) -> StoreError:
     return describe_error(sqlite3.OperationalError(_SQLITE[kind]), store.path, f"{what} (an injected fault)")
 
 
-def wrap(store: Store) -> Store:
+def wrap(store: RunStore) -> RunStore:
     """`store`, or a FaultyStore over it when DAL_TEST_STORE_FAULT asks for one."""
     got = plan()
     if got is None:

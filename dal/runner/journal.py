@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from dal.core.records import ValueRecord
-from dal.receipts.store import Store
+from dal.receipts.contract import RunStore
 from dal.runner.effects import Prior
 
 NEW, RESUME, RETRY = "new", "resume", "retry"
@@ -59,7 +59,7 @@ def attempt_of(row: dict[str, Any]) -> str | None:
     return StoredRun.attempt_of(row)
 
 
-def chain(store: Store, run_id: str) -> list[dict[str, Any]]:
+def chain(store: RunStore, run_id: str) -> list[dict[str, Any]]:
     """The runs whose journals make up the operation's journal at `run_id`, newest first: back along
     `previous_run` to the run that began the journal. A run stored without a kind continues the one
     before it, which never drops a journaled effect."""
@@ -95,7 +95,7 @@ def _prior(row: dict[str, Any], origin: str) -> Prior:
     )
 
 
-def load(store: Store, run_id: str) -> OperationJournal:
+def load(store: RunStore, run_id: str) -> OperationJournal:
     """The operation's journal at `run_id` (which may have no journal of its own yet)."""
     runs = chain(store, run_id)
     ids = [r["run_id"] for r in runs]
@@ -131,7 +131,7 @@ def load(store: Store, run_id: str) -> OperationJournal:
     return OperationJournal(ids, entries, consumed, decisions)
 
 
-def newest_of(store: Store, row: dict[str, Any]) -> dict[str, Any]:
+def newest_of(store: RunStore, row: dict[str, Any]) -> dict[str, Any]:
     """The newest run of the operation `row` belongs to: for a key, the key's newest run that counts
     (rejected runs do not); without a key, the last run of the chain of runs that continued it."""
     if row.get("key"):

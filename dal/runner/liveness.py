@@ -8,10 +8,13 @@ seen from here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dal.core.liveness import Verdict, elsewhere, verdict
 from dal.receipts.store import StoreError
+
+if TYPE_CHECKING:
+    from dal.receipts.contract import RunStore
 
 
 def row_verdict(row: dict[str, Any]) -> Verdict:
@@ -21,7 +24,7 @@ def row_verdict(row: dict[str, Any]) -> Verdict:
     return verdict(row.get("pid"), row.get("pid_start"), {"boot": boot} if boot else None)
 
 
-def run_alive(row: dict[str, Any], store: Any = None) -> bool:
+def run_alive(row: dict[str, Any], store: RunStore | None = None) -> bool:
     """Whether the run in `row` may still run: its process provably does (row_verdict), or, given the
     `store`, its lock is held for it — its key's, or `run:<run_id>` for a run without a key
     (RunStore.key_holder: a run on another host, or in another pid namespace), or, when that lock's session
@@ -32,14 +35,13 @@ def run_alive(row: dict[str, Any], store: Any = None) -> bool:
     # A run without a key holds `run:<its id>` for its life (_RunState.hold_own_lock); a resume of it holds
     # that lock too, under its own run id, so the holder's run id says which run the lock is held for.
     key = row.get("key") or (f"run:{row['run_id']}" if row.get("run_id") else None)
-    holder_of = getattr(store, "key_holder", None)
-    if not key or holder_of is None or row.get("status", "running") != "running":
+    if not key or store is None or row.get("status", "running") != "running":
         return False
     try:
-        holder = holder_of(key)
+        holder = store.key_holder(key)
         if holder:
             return bool(holder.get("run_id") == row.get("run_id"))
-        lost = getattr(store, "lost_key_holder", lambda _key: None)(key)
+        lost = store.lost_key_holder(key)
     except StoreError:
         return False  # unknown: read as its pid says (the callers' own reads fail on such a store too)
     return _lost_holder_alive(lost, row)

@@ -40,7 +40,7 @@ from dal.receipts.location import open_store as open_location
 from dal.receipts.oplock import KeyBusy, live_here, mark_live, unmark_live
 from dal.receipts.retry import derive_retry
 from dal.receipts.schema import ReceiptSchemaError
-from dal.receipts.store import RunContinued, Store, StoreError, StoreGone
+from dal.receipts.store import RunContinued, StoreError, StoreGone
 from dal.runner import inflight
 from dal.runner.effects import EffectHandler, rerunnable
 from dal.runner.host import RunHost
@@ -60,7 +60,7 @@ from dal.runner.spec import RunHooks, RunSpec, SpecError
 from dal.runner.stored import StoredRun, run_record
 
 if TYPE_CHECKING:
-    from dal.receipts.contract import OperationLock
+    from dal.receipts.contract import OperationLock, RunStore
 
 EXIT_BY_STATUS = {
     "completed": 0,
@@ -167,7 +167,7 @@ def artifact_of(workspace: Path, rel: str, roots: tuple[str, ...] = ()) -> dict[
 
 
 def crashed_receipt(
-    store: Store, prev: dict[str, Any], *, workspace: Path, blocker: str, attempts: dict[str, int] | None = None
+    store: RunStore, prev: dict[str, Any], *, workspace: Path, blocker: str, attempts: dict[str, int] | None = None
 ) -> dict[str, Any]:
     """The receipt of a run whose process died before writing one, rebuilt from its journal: each effect
     with its recorded result, or `uncertain` when it started and never reported back."""
@@ -246,7 +246,7 @@ def crashed_receipt(
     return receipt
 
 
-def _reached(store: Store, run_id: str) -> list[dict[str, Any]]:
+def _reached(store: RunStore, run_id: str) -> list[dict[str, Any]]:
     """The journal entries a run that died reached, in order: its own, and before the last of them the
     operation's entries it replayed (a replayed result is not copied into the replaying run's journal),
     marked `replayed`."""
@@ -276,7 +276,7 @@ class _RunState:
         self.run_id = new_run_id()
         self.started_at = utc_timestamp()
         self.t0 = time.monotonic()
-        self.store: Store | None = None
+        self.store: RunStore | None = None
         self.lock: OperationLock | None = None
         self.own_lock: OperationLock | None = None  # a run without a key: `run:<run_id>`, held for its life
         self.key: str | None = spec.key
@@ -386,7 +386,7 @@ class _RunState:
 
     # --- store and key ---------------------------------------------------------------------
 
-    def open_store(self) -> Store:
+    def open_store(self) -> RunStore:
         if self.store is None:
             try:
                 store = self.hooks.store if self.hooks.store is not None else open_location(self.spec.store)
@@ -476,7 +476,7 @@ class _RunState:
         # Recorded at once, so that `dal approve` sees which run continues the operation.
         self.begin(key)
 
-    def _refuse_live(self, store: Store, prev: dict[str, Any], key: str) -> None:
+    def _refuse_live(self, store: RunStore, prev: dict[str, Any], key: str) -> None:
         """The key's lock was free, yet its newest run may still be executing: a PostgreSQL lock goes with its
         session, which can end while its process lives on (attack7 01). When the previous holder never let go
         of the lock (lost_holder) and is this run: if its process provably still runs on this machine (its
@@ -488,7 +488,7 @@ class _RunState:
         and what it was executing is recorded as possibly still running (`self.lost_run`, attack10 02)."""
         from dal.runner.liveness import lost_holder_verdict
 
-        lost = getattr(self.lock, "lost_holder", None)
+        lost = self.lock.lost_holder if self.lock is not None else None
         if not lost or lost.get("run_id") != prev["run_id"]:
             return
         try:
@@ -579,7 +579,7 @@ class _RunState:
             return True
         return self.sha256 is not None and StoredRun.script_sha256_of(row) == self.sha256
 
-    def _refuse_other_scripts_key(self, store: Store, key: str) -> None:
+    def _refuse_other_scripts_key(self, store: RunStore, key: str) -> None:
         """operation("K") where K names runs of another script only: this script may be that one, moved and
         edited, whose effects would run a second time; or another script that chose the operator's key. Either
         way the operator decides; nothing runs until then (exit 2)."""
@@ -731,7 +731,7 @@ class _RunState:
             self.store = None
 
 
-def _in_flight(store: Store, run_id: str) -> dict[str, Any]:
+def _in_flight(store: RunStore, run_id: str) -> dict[str, Any]:
     """The effect run `run_id` was executing when it stopped reporting: its last journaled intent with no
     result (effect, command), or {} when none."""
     try:
@@ -760,7 +760,7 @@ class _BeginFirst:
 
     takes_durable = True
 
-    def __init__(self, store: Store, begin: Callable[[], None], keyed: Callable[[], bool] = lambda: True,
+    def __init__(self, store: RunStore, begin: Callable[[], None], keyed: Callable[[], bool] = lambda: True,
                  fence: Any = None, limit: Callable[[], int] | None = None) -> None:
         self._store = store
         self._begin = begin
@@ -827,7 +827,7 @@ def run_store_limit(value: int | None = None, policy: Policy | None = None) -> i
     return policy.limit("max_stored_output") if policy is not None else RUN_STORE_LIMIT
 
 
-def _resumable(run: _RunState, store: Store, ref: str) -> dict[str, Any]:
+def _resumable(run: _RunState, store: RunStore, ref: str) -> dict[str, Any]:
     """The run `dal resume REF` continues; RunnerError when it cannot be resumed. Any run of an operation
     that has not completed continues it: waiting, interrupted or died (a resume), failed or exhausted
     (a retry, which replays what must not run twice)."""
@@ -849,7 +849,7 @@ def _resumable(run: _RunState, store: Store, ref: str) -> dict[str, Any]:
     return prev
 
 
-def _lock_keyless(run: _RunState, store: Store, prev: dict[str, Any]) -> None:
+def _lock_keyless(run: _RunState, store: RunStore, prev: dict[str, Any]) -> None:
     """A run without a key has no key lock: lock its run id instead, and refuse while it still runs (it holds
     that lock for its life: _RunState.hold_own_lock) or once a later run continued it."""
     try:

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from dal.core.records import FrozenRecord
-from dal.receipts.store import RunNotFound, Store
+from dal.receipts.contract import RunStore
+from dal.receipts.store import RunNotFound
 
 
 class Shown(FrozenRecord):
@@ -27,7 +28,7 @@ class Shown(FrozenRecord):
         init(self, "running", running)
 
 
-def shown(store: Store, ref: str, workspace: Path | None = None) -> Shown:
+def shown(store: RunStore, ref: str, workspace: Path | None = None) -> Shown:
     """What `dal receipt show REF` shows. Raises RunNotFound when `ref` names no run. `workspace`: where
     a died run's artifacts are looked for (the current directory by default)."""
     try:
@@ -49,7 +50,7 @@ def shown(store: Store, ref: str, workspace: Path | None = None) -> Shown:
     return Shown(receipt, decisions, row.get("resumed_by"))
 
 
-def running_on(store: Store, run: dict[str, Any]) -> str | None:
+def running_on(store: RunStore, run: dict[str, Any]) -> str | None:
     """The machine a keyed run marked running executes on, when its process is not this machine's to see: the
     host its key's lock holder recorded (RunStore.key_holder; the PostgreSQL store's locks name it). None when
     its process runs here, when nobody holds the key for it, or when the store does not say (SQLite)."""
@@ -67,7 +68,7 @@ def running_on(store: Store, run: dict[str, Any]) -> str | None:
     return host if isinstance(host, str) and host and holder.get("run_id") == run.get("run_id") else None
 
 
-def unfinished(store: Store, ref: str, workspace: Path | None = None) -> dict[str, Any] | str | None:
+def unfinished(store: RunStore, ref: str, workspace: Path | None = None) -> dict[str, Any] | str | None:
     """A run with no receipt yet: a line saying it is still running, or, when its process is gone, the
     receipt its journal gives, with status `died` (the next invocation records it as `interrupted`). None
     when `ref` names no run."""

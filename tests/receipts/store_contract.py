@@ -310,6 +310,32 @@ def test_key_holder_names_the_run_holding_the_lock_in_another_process_until_it_l
     lock.release()
 
 
+def test_a_lock_let_go_leaves_no_lost_holder_and_one_killed_is_named_only_where_the_lock_outlives_no_one(
+        store: Any, store_location: str, tmp_path: Path) -> None:
+    """lost_holder and lost_key_holder are what the runner weighs before continuing a key whose lock went
+    without its holder letting go: a holder that let go is never named; one killed with its lock is named only
+    by a store whose lock can end while its holder lives (a PostgreSQL session), never by a flock's."""
+    lock = store.operation_lock("k")
+    lock.acquire(_rid(1), 0)
+    assert lock.lost_holder is None and store.lost_key_holder("k") is None  # held: not lost
+    lock.release()
+    assert store.lost_key_holder("k") is None
+    holder = _holder(store_location, tmp_path, "k")
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    deadline = time.monotonic() + 5
+    while store.key_holder("k") is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    lost = store.lost_key_holder("k")
+    assert lost is None or (lost["run_id"], lost["pid"]) == ("run_holder", holder.pid)
+    assert (lost is None) == store_location.endswith(".db")
+    after = store.operation_lock("k")
+    after.acquire(_rid(2), 0)
+    assert (after.lost_holder is None) == (lost is None)
+    assert after.lost_holder is None or after.lost_holder["run_id"] == "run_holder"
+    after.release()
+
+
 def test_within_one_process_a_second_lock_of_the_key_is_refused_too(store: Any) -> None:
     first, second = store.operation_lock("k"), store.operation_lock("k")
     first.acquire(_rid(1))
