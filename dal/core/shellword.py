@@ -5,7 +5,7 @@ tests/cli/test_next_step_quoting.py checks that no suggestion in dal/ interpolat
 
 from __future__ import annotations
 
-__all__ = ["sh_quote"]
+__all__ = ["fed_command", "sh_quote"]
 
 
 def sh_quote(text: object) -> str:
@@ -13,3 +13,19 @@ def sh_quote(text: object) -> str:
     import shlex  # only a message that names a command quotes: most runs print none
 
     return shlex.quote(str(text))
+
+
+def fed_command(words: tuple[str, ...] | list[str], given: str | None = None, write_to: str | None = None,
+                append: bool = False) -> str:
+    """The text of `run([...])` (and `write_file`) as a shell would run it: the words quoted one by one,
+    the file its output goes to, and the input fed to it as a `printf %s '...' |` in front. It is what
+    receipts and the journal show, what a resume compares and a person approves: the whole input is in it,
+    so that approving the command approves the text it feeds."""
+    import shlex
+
+    text = shlex.join(words)
+    if write_to is not None:
+        text += f" {'>>' if append else '>'} {shlex.quote(write_to)}"
+    if given is not None:
+        text = f"printf %s {shlex.quote(given)} | {text}"
+    return text

@@ -982,41 +982,111 @@ def _record(rt: Runtime, args: list[Any], span: Any) -> Any:
     return state
 
 
-@builtin("run(command)", 1)
+def _words(cmd: list[Any], fn: str) -> tuple[str, ...]:
+    for i, w in enumerate(cmd):
+        if type(w) is not str:
+            raise DalTypeError(
+                f"`{fn}` needs a list of strings (one per word); element {i} is {a_type_name(w)}",
+                help=f"convert it first: str({describe(w, 40)})" if type(w) in (int, float, bool) else None,
+            )
+        _want_unicode(w, f"element {i} of the command")
+    if not cmd:
+        raise DalRuntimeError(f"`{fn}` got an empty list: the first element is the program to run")
+    return tuple(cmd)
+
+
+def _text_to_feed(text: Any, fn: str, what: str) -> str:
+    if type(text) is not str:
+        raise DalTypeError(f"`{fn}` needs a string as {what}, got {a_type_name(text)}",
+                           help=f"convert it first: str({describe(text, 40)}) or json(...)"
+                           if type(text) in (int, float, bool, list, dict) else None)
+    _want_unicode(text, what)
+    if "\x00" in text:
+        raise DalRuntimeError(f"`{fn}`: {what} holds a NUL byte; a program's input here is text")
+    return text
+
+
+def _options(given: Any, fn: str, known: dict[str, type]) -> dict[str, Any]:
+    """The options map of `run(words, {...})` and `write_file(path, text, {...})`: known keys only, each of
+    its type."""
+    _want(given, dict, "map", fn, "of options")
+    for k, v in given.items():
+        if k not in known:
+            raise DalRuntimeError(f"`{fn}` has no option {quote(k, 40)}; it takes: {', '.join(known)}")
+        if type(v) is not known[k]:
+            raise DalTypeError(f"`{fn}`'s option {quote(k, 40)} needs {with_article(type_name(known[k]()))}, "
+                               f"got {a_type_name(v)}")
+    return dict(given)
+
+
+@builtin("run(command)", 1, 2)
 def _run(rt: Runtime, args: list[Any], span: Any) -> Any:
     """Run a command after the policy checks it, and return its result: a shell command string, or a
     list of words (the program, then one element per argument, used as they are: no quoting, no globs,
-    no `$`). The result prints as its summary; `.ok`, `.code`, `.stdout`, `.stderr` and `.status` give
-    the details, and `contains(result, text)` searches its stdout.
+    no `$`). With the list, `{"input": text}` feeds the text to the program as its standard input. The
+    result prints as its summary; `.ok`, `.code`, `.stdout`, `.stderr` and `.status` give the details,
+    and `contains(result, text)` searches its stdout.
 
     Example:
         let r = run("echo hello")
         print(r, r.ok, r.code)
         let name = "it's $HOME; *"
         print(run(["echo", name]))
+        print(run(["wc", "-l"], {"input": "one\\ntwo\\n"}))
         # hello true 0
         # it's $HOME; *
+        # 2
     """
-    cmd = args[0]
-    if type(cmd) is list:
-        for i, w in enumerate(cmd):
-            if type(w) is not str:
-                raise DalTypeError(
-                    f"`run` needs a list of strings (one per word); element {i} is {a_type_name(w)}",
-                    help=f"convert it first: str({describe(w, 40)})" if type(w) in (int, float, bool) else None,
-                )
-            _want_unicode(w, f"element {i} of the command")
-        if not cmd:
-            raise DalRuntimeError("`run` got an empty list: the first element is the program to run")
-        import shlex
+    from dal.core.shellword import fed_command
 
-        return rt.host.run_effect(shlex.join(cmd), span, tuple(cmd))
+    cmd = args[0]
+    given = _options(args[1], "run", {"input": str}) if len(args) > 1 else {}
+    if type(cmd) is list:
+        words = _words(cmd, "run")
+        stdin = _text_to_feed(given["input"], "run", "the input") if "input" in given else None
+        if stdin is None:
+            return rt.host.run_effect(fed_command(words), span, words)
+        return rt.host.run_effect(fed_command(words, stdin), span, words, stdin=stdin)
     if type(cmd) is not str:
         raise DalTypeError(
             f"`run` needs a string (the shell command) or a list of strings (one per word), got {a_type_name(cmd)}"
         )
+    if given:
+        raise DalRuntimeError("`run` feeds input only to a list of words: `run([\"sort\"], {\"input\": text})`",
+                              help="write the command as a list: the program, then one element per argument")
     _want_unicode(cmd, "the command")
     return rt.host.run_effect(cmd, span)
+
+
+@builtin("write_file(path, text)", 2, 3)
+def _write_file(rt: Runtime, args: list[Any], span: Any) -> Any:
+    """Write `text` to the file at `path` (replacing it; with `{"append": true}`, adding to its end), as
+    an effect like any `run()`: the policy checks the path as it checks `cat > path`, the journal
+    keeps it, and it returns the run result. No quoting: the text and the path are used as they are.
+
+    Example:
+        let name = "it's $HOME; *.md"
+        print(write_file(name, "# Title\\n").ok)
+        write_file(name, "more\\n", {"append": true})
+        print(run(["cat", name]).stdout)
+        # true
+        # # Title
+        # more
+        #
+    """
+    from dal.core.shellword import fed_command
+
+    path, text = args[0], args[1]
+    if type(path) is not str:
+        raise DalTypeError(f"`write_file` needs a string as the path, got {a_type_name(path)}")
+    _want_unicode(path, "the path")
+    if not path:
+        raise DalRuntimeError("`write_file` got an empty path")
+    text = _text_to_feed(text, "write_file", "the text")
+    append = _options(args[2], "write_file", {"append": bool}).get("append", False) if len(args) > 2 else False
+    words = ("cat",)
+    return rt.host.run_effect(fed_command(words, text, path, append), span, words, stdin=text, write_to=path,
+                              append=append)
 
 
 @builtin("operation(key)", 1)

@@ -42,9 +42,12 @@ PROCEED = OperationVerdict()
 class Host(Protocol):
     """The evaluator's view of the world. Every method may raise a DalError for the script."""
 
-    def run_effect(self, command: str, span: Span, argv: tuple[str, ...] | None = None) -> Any:
+    def run_effect(self, command: str, span: Span, argv: tuple[str, ...] | None = None, *,
+                   stdin: str | None = None, write_to: str | None = None, append: bool = False) -> Any:
         """`run(command)`: check and run one shell effect, return its result. `argv`: the words of
-        `run([...])` (then `command` is their shell-quoted text, for display)."""
+        `run([...])` (then `command` is their shell-quoted text, for display); with them, `stdin` is the
+        text the program reads and `write_to` the file its output goes to (`write_file`), replaced or,
+        with `append`, added to."""
         ...
 
     def observe(self, what: str, produce: Callable[[], Any]) -> Any:
@@ -91,7 +94,8 @@ class NullHost:
         self._write = write
         self._recorder = recorder
 
-    def run_effect(self, command: str, span: Span, argv: tuple[str, ...] | None = None) -> Any:
+    def run_effect(self, command: str, span: Span, argv: tuple[str, ...] | None = None, *,
+                   stdin: str | None = None, write_to: str | None = None, append: bool = False) -> Any:
         raise DalRuntimeError("run() is not available here: no effect runner is configured", span)
 
     def observe(self, what: str, produce: Callable[[], Any]) -> Any:

@@ -398,9 +398,11 @@ class EffectHandler:
                             p.command, p.effect_class, detail=detail)
         return True
 
-    def __call__(self, command: str, span: Span, argv: tuple[str, ...] | None = None) -> EffectResult:
+    def __call__(self, command: str, span: Span, argv: tuple[str, ...] | None = None, *,
+                 stdin: str | None = None, write_to: str | None = None, append: bool = False) -> EffectResult:
         # `argv`: run([...])'s words, checked as they are; `command` is then their shell quoting, the text
-        # the journal and the receipt hold (and a resume compares).
+        # the journal and the receipt hold (and a resume compares). `stdin` and `write_to` go with them
+        # (run([...], {"input": ...}), write_file), and `command` then spells them out, the input whole.
         rt = self.rt
         seq = self.seq + 1
         if self.max_effects is not None and seq > self.max_effects:
@@ -409,7 +411,8 @@ class EffectHandler:
                 span, budget="effects", filename=rt.filename, source=rt.source,
             )
         self.seq = seq
-        decision = fx.check_command(command, self.ctx.policy) if argv is None else fx.check_argv(argv, self.ctx.policy)
+        decision = (fx.check_command(command, self.ctx.policy) if argv is None else
+                    fx.check_argv(argv, self.ctx.policy, stdin=stdin, write_to=write_to, append=append))
         prior = self.replay.get(seq)
         replayed = False
         result: EffectResult | None = None

@@ -47,10 +47,11 @@ class RunHost(NullHost):
             raise RuntimeError("the host has an effect handler already")
         self.effects = handler
 
-    def run_effect(self, command: str, span: Span, argv: tuple[str, ...] | None = None) -> Any:
+    def run_effect(self, command: str, span: Span, argv: tuple[str, ...] | None = None, *,
+                   stdin: str | None = None, write_to: str | None = None, append: bool = False) -> Any:
         if self.effects is None:
             return super().run_effect(command, span, argv)
-        result = self.effects(command, span, argv)
+        result = self.effects(command, span, argv, stdin=stdin, write_to=write_to, append=append)
         if self._on_denied is not None and result.status == "denied":
             self._on_denied(result, span)
         return result

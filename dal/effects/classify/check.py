@@ -16,10 +16,11 @@ from collections.abc import Iterable, Iterator, Sequence
 import attrs
 
 from dal.core import statedir
+from dal.core.shellword import fed_command
 from dal.effects.classify.programs import INTERPRETERS, ArgUse, analyze_argv, model_class
 from dal.effects.plan import paths as P
 from dal.effects.plan import trees as t
-from dal.effects.plan.shell import CommandList, Pipeline, ShellDenied, SimpleCommand, parse_command
+from dal.effects.plan.shell import CommandList, Pipeline, Redirect, ShellDenied, SimpleCommand, parse_command
 from dal.effects.policy import GIT_DIR_MARKS, GIT_PROTECTED, TRUSTED_PATH, Policy
 
 __all__ = ["Decision", "check_argv", "check_command", "find_program", "check_redirect_target", "recheck"]
@@ -44,6 +45,9 @@ class Decision:
     # What the executor runs: the checked plan and each program's absolute path on the trusted PATH.
     plan: CommandList | None = attrs.field(default=None, eq=False, repr=False)
     executables: tuple[tuple[str, str], ...] = attrs.field(default=(), eq=False, repr=False)
+    # The text the program reads on its standard input (`run([...], {"input": ...})`, `write_file`); None:
+    # /dev/null, as for every other command.
+    stdin: str | None = attrs.field(default=None, eq=False, repr=False)
 
     def to_json(self) -> dict:
         return {
@@ -756,16 +760,31 @@ def _unresolvable(e: OSError) -> str:
     return f"{what}: cannot be resolved ({why.lower()}), and a path the check cannot follow is denied"
 
 
-def check_argv(words: Sequence[str], policy: Policy) -> Decision:
+def check_argv(words: Sequence[str], policy: Policy, *, stdin: str | None = None, write_to: str | None = None,
+               append: bool = False) -> Decision:
     """Decide whether the program `words[0]` may run with the arguments `words[1:]`, one word each, as
     they are (no quoting, no globs, no expansion: `run(["cat", path])`). The words are the plan the
     executor runs and the checker analyses, never re-parsed from text; the command a receipt shows is
-    their shell quoting (shlex.join). Never raises: a problem is a denial."""
-    import shlex
-
+    their shell quoting (shlex.join). `stdin`: text the program reads as its input; `write_to`: the file
+    its output replaces (or, with `append`, goes on), checked as a redirection is. Never raises: a problem
+    is a denial."""
     if isinstance(words, str):
         return Decision(False, "a command as words is a list of strings, not one string")
-    shown = shlex.join(words) if all(isinstance(w, str) for w in words) else repr(words)
+    texts = all(isinstance(w, str) for w in words) and all(isinstance(t, str | None) for t in (stdin, write_to))
+    shown = fed_command(tuple(words), stdin, write_to, append) if texts else repr(words)
+    for what, text in (("the input", stdin), ("the file to write", write_to)):
+        if text is None:
+            continue
+        why = None if isinstance(text, str) else "is not a string"
+        if why is None and "\x00" in text:
+            why = "holds a NUL byte" + (": the input is text, not binary data" if what == "the input" else "")
+        if why is None:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                why = "is not valid Unicode text"
+        if why is not None:
+            return Decision(False, f"{what} {why}")
     for i, w in enumerate(words):
         why = None if isinstance(w, str) else "is not a string"
         if why is None and "\x00" in w:
@@ -781,8 +800,10 @@ def check_argv(words: Sequence[str], policy: Policy) -> Decision:
         return Decision(False, "an empty command: the list needs at least the program")
     if not words[0]:
         return Decision(False, "the program name is empty")
-    plan = CommandList((Pipeline((SimpleCommand(tuple(words)),)),))
-    return check_command(shown, policy, plan=plan)
+    redirects = (Redirect(1, ">>" if append else ">", write_to),) if write_to is not None else ()
+    plan = CommandList((Pipeline((SimpleCommand(tuple(words), redirects),)),))
+    decision = check_command(shown, policy, plan=plan)
+    return attrs.evolve(decision, stdin=stdin) if stdin is not None and decision.allowed else decision
 
 
 # Fixed bounds on one command, checked first (docs/policy.md, "Limits"): the length keeps the check's own time

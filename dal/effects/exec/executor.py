@@ -1,9 +1,9 @@
 """Run a checked plan: argv lists spawned directly (no shell); `&&`, `||`, `;`, `|`, redirections done here.
 
 Each pipeline runs in its own process group so a timeout kills all of it. Programs get a scrubbed
-environment, /dev/null as stdin, the workspace as working directory, resource limits that apply before
-they run, a cgroup of the command's own where DAL can make one, and, when bubblewrap works, the wall
-around them. The timeout covers starting every process, not only waiting for them.
+environment, /dev/null as stdin (or the text a script feeds it), the workspace as working directory,
+resource limits that apply before they run, a cgroup of the command's own where DAL can make one, and,
+when bubblewrap works, the wall around them. The timeout covers starting every process, not only waiting for them.
 """
 
 from __future__ import annotations
@@ -117,6 +117,31 @@ class _CommandRun:
         self.hit: list[str] = []
         self.held: list[_Held] = []  # walled stages of the pipeline being started, not yet released
         self._walled_setup: Callable[[], None] | None = None
+        self._stdin = decision.stdin  # fed once, to the first program that starts
+
+    def take_stdin(self) -> int | None:
+        """A descriptor reading the command's input from its start (an anonymous file of DAL's, never a
+        pipe DAL would have to keep writing while it drains the output), or None when it has none or the
+        first program has had it."""
+        text, self._stdin = self._stdin, None
+        if text is None:
+            return None
+        data = text.encode("utf-8")
+        if hasattr(os, "memfd_create"):
+            fd = os.memfd_create("dal-input", os.MFD_CLOEXEC)
+        else:  # pragma: no cover - not Linux
+            import tempfile
+
+            fd = os.dup(tempfile.TemporaryFile().fileno())
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.lseek(fd, 0, os.SEEK_SET)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def walled_setup(self) -> Callable[[], None]:
         """preexec_fn of each stage's bubblewrap: it dies with DAL and is in the command's cgroup from before
@@ -298,6 +323,13 @@ def _run_stages(pipeline: Pipeline, run: _CommandRun, wall: Wall | None) -> Any:
     pgid = 0
     stopped: Any = None  # why starting stopped early: None, "late" or _CANCELLED
     stdin = devnull
+    try:
+        fed = run.take_stdin()
+        stdin = devnull if fed is None else fed
+    except BaseException:
+        for fd in (out_r, out_w, err_r, err_w, devnull):
+            os.close(fd)
+        raise
     try:
         n = len(pipeline.commands)
         for idx, cmd in enumerate(pipeline.commands):
