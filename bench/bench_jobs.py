@@ -133,19 +133,13 @@ def wall_view(ws: Path) -> list[str]:
     start-up handshake (which DAL's side provides)."""
     sys.path.insert(0, str(REPO))
     from dal.effects import Policy
+    from dal.effects.wall import bwrap
     from dal.effects.wall.sandbox import BWRAP as BIN
     from dal.effects.wall.sandbox import Wall
 
     with Wall(Policy.load(ws), ["/usr/bin/true"], 64 << 20, placeholders=False) as w:  # none for `true`
-        argv, parts, i = [BIN], [*w._argv_head, *w._argv_tail], 0  # noqa: SLF001 - the bench reads the view
-        while i < len(parts):
-            if parts[i] in ("--ro-bind-fd", "--bind-fd"):
-                path = os.readlink(f"/proc/self/fd/{parts[i + 1]}")
-                argv += ["--ro-bind" if parts[i] == "--ro-bind-fd" else "--bind", path, parts[i + 2]]
-                i += 3
-            else:
-                argv.append(parts[i])
-                i += 1
+        head, tail = bwrap.view(w.plan)  # binds by path
+        argv = [BIN, *head, *tail]
     return [*argv, "--", "true"]
 
 

@@ -93,7 +93,8 @@ def _job_flags(p: argparse.ArgumentParser) -> None:
     b.add_argument("--max-stored-output", type=byte_size, default=None, metavar="SIZE",
                    help="command output a run may journal (as dal run)")
     p.add_argument("--receipts", type=Path, default=None, metavar="DIR",
-                   help="where <run_id>.json and .md go (default: WORKSPACE/.dal/receipts)")
+                   help="also copy each run's receipt to <run_id>.json and .md in DIR (default: none; the store "
+                   "keeps every job's receipt: dal receipt show RUN)")
     p.add_argument("--store", default=None, metavar="PATH",
                    help="the run store holding the queue (default: $DAL_STORE, else WORKSPACE/.dal/dal.db)")
     p.add_argument("--json", action="store_true", help="print the job (or schedule) as JSON")

@@ -1318,10 +1318,14 @@ def _finish(
     json_path = md_path = None
     files_problem: OSError | None = None
     files_error = None
+    # A receipt the store holds (fsynced) is copied to files unless the host asked for none (a job's run
+    # without a receipts folder of its own, docs/workers.md); one the store could not take always is.
+    want_files = not stored or run.hooks.receipt_files
     try:
         try:
-            json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace,
-                                                     durable=not stored)
+            if want_files:
+                json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace,
+                                                         durable=not stored)
         except OSError as e:
             if not (e.errno == errno.ENOSPC and _free_reserve(run)):
                 raise

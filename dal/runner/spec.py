@@ -302,10 +302,11 @@ class RunHooks(FrozenRecord):
     who hears about loop exits and notices, whether the runner takes SIGINT and SIGTERM, a job's lease
     (`fence`: dal worker's runs journal only while it holds), `dal test`'s hooks (scripted effect
     results, a simulated crash), and what a host that runs many runs keeps between them (`store`: an open
-    run store; `check`: a cache of checked scripts)."""
+    run store; `check`: a cache of checked scripts; `receipt_files`: whether to copy a receipt the store
+    holds to files)."""
 
     __slots__ = ("write", "on_loop_receipt", "notify", "handle_signals", "fake", "simulate_crash", "fence",
-                 "on_denied", "store", "check")
+                 "on_denied", "store", "check", "receipt_files")
 
     def __init__(
         self,
@@ -323,6 +324,10 @@ class RunHooks(FrozenRecord):
         # (source, filename) -> (Checked | None, errors), as dal.eval.interpreter.check_source answers; None:
         # check_source. A host may answer from a cache of scripts it checked before (by their text).
         check: Callable[[str, str], Any] | None = None,
+        # Whether the receipt is copied to <run_id>.json and .md once the store holds it. A job's run copies
+        # it only when its spec names a receipts folder (docs/workers.md); a receipt the store could not take
+        # is written to files whatever this says (they are then its only record).
+        receipt_files: bool = True,
     ) -> None:
         init = object.__setattr__
         init(self, "write", write)
@@ -335,3 +340,4 @@ class RunHooks(FrozenRecord):
         init(self, "on_denied", on_denied)
         init(self, "store", store)
         init(self, "check", check)
+        init(self, "receipt_files", receipt_files)

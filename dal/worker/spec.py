@@ -57,7 +57,10 @@ def request_for(spec: RunSpec, *, store: Path, key: str, fence: Any, new_attempt
     # KEY_WAIT is the worker's, not the operator's: the receipt's rerun command leaves it out.
     run = spec.evolve(key=key, store=location, new_attempt=new_attempt, wait=KEY_WAIT,
                       extensions={**spec.extensions, "host_wait": True})
-    return run, RunHooks(write=write, notify=notify, fence=fence, store=lent, check=check)
+    # The store keeps every job's receipt (`dal receipt show`, `dal job show`): files only when the job's spec
+    # names a receipts folder (`dal submit --receipts DIR`).
+    return run, RunHooks(write=write, notify=notify, fence=fence, store=lent, check=check,
+                         receipt_files=spec.receipts is not None)
 
 
 def run_spec(spec: RunSpec, **kw: Any) -> Any:
