@@ -78,15 +78,20 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
     policy, note = checked_policy(spec)
     if note is not None:
         sys.stderr.write(f"dal: note: {note}\n")
-    from dal.effects import check_command, sandbox_status
+    from dal.effects import EffectContext, check_command, sandbox_status, wall_kind, walled_only
 
     d = check_command(args.cmd, policy)
     if d.allowed:
         import attrs
 
         d = attrs.evolve(d, reason=_with_origins(d, policy))
+    # the wall a run with these flags would have here: without one, only the default toolset runs
+    ctx = EffectContext(policy=policy, require_sandbox=spec.require_sandbox, use_sandbox=spec.use_sandbox,
+                        unsandboxed_as_root=spec.unsandboxed_as_root)
+    d = walled_only(d, ctx)
+    kind = wall_kind(ctx)
     verdict = "deny" if not d.allowed else "approval required" if d.approval_required else "allow"
-    walls = _walls(d, policy, spec) if args.wall else None
+    walls = _walls(d, policy, spec, kind.name) if args.wall and kind.name != "none" else [] if args.wall else None
     if args.json:
         available, why = sandbox_status()
         from dal.cli import hostmode
@@ -100,6 +105,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
             "workspace": policy.workspace,
             "workspace_found_by": spec.workspace_how,
             "sandbox": {"available": available, "reason": why},
+            "wall": {"kind": kind.name, "reason": kind.reason, "refused": kind.refused},
             **({"walls": [w.to_json() for w in walls]} if walls is not None else {}),
         })
     else:
@@ -115,29 +121,31 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
         lines += [
             f"  workspace:  {policy.workspace} ({spec.workspace_how})",
             f"  policy:     {describe_source(policy)}",
+            f"  wall:       {kind.name} ({kind.refused or kind.reason})",
         ]
-        if walls is not None:
+        if walls:
             lines += _describe_walls(d, walls)
         sys.stdout.write("\n".join(lines) + "\n")
     return 0 if d.allowed else 1
 
 
-def _walls(d: Any, policy: Policy, spec: Any) -> list[Any]:
-    """The wall plan of each pipeline of an allowed command (none for a denied one)."""
+def _walls(d: Any, policy: Policy, spec: Any, kind: str) -> list[Any]:
+    """The wall plan of each pipeline of an allowed command (none for a denied one), under the wall `kind`."""
+    import attrs
+
     from dal.effects.exec.executor import wall_plans
     from dal.effects.wall.sandbox import WallRefused
     from dal.runner.spec import RunSpec
 
     try:
-        return wall_plans(d, policy, RunSpec.effective_effect_timeout(spec.effect_timeout, policy))
+        plans = wall_plans(d, policy, RunSpec.effective_effect_timeout(spec.effect_timeout, policy))
     except (WallRefused, OSError) as e:
         sys.stderr.write(f"dal: the wall cannot be set up: {e}\n")
         return []
+    return [attrs.evolve(p, kind=kind) for p in plans]
 
 
 def _describe_walls(d: Any, walls: list[Any]) -> list[str]:
-    if not d.allowed:
-        return ["  wall:       (none: the command is denied)"]
     lines: list[str] = []
     for i, (pipeline, plan) in enumerate(zip(d.plan.items, walls, strict=False)):
         programs = " | ".join(c.argv[0] for c in pipeline.commands)

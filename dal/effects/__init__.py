@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from dal.effects.exec.running import execute_checked, run_effect
     from dal.effects.policy import EFFECT_CLASSES, TRUSTED_PATH, Policy, PolicyError
     from dal.effects.result import EffectResult
+    from dal.effects.wall.kind import wall_kind, walled_only
     from dal.effects.wall.sandbox import sandbox_status
 
 # Imported on first use: a script that never calls run() never loads the shell parser (tree-sitter),
@@ -41,6 +42,8 @@ _WHERE = {
     "PolicyError": "policy",
     "EffectResult": "result",
     "execute_checked": "exec.running",
+    "wall_kind": "wall.kind",
+    "walled_only": "wall.kind",
     "run_effect": "exec.running",
     "sandbox_status": "wall.sandbox",
 }
@@ -57,6 +60,8 @@ __all__ = [
     "check_argv",
     "check_command",
     "execute_checked",
+    "wall_kind",
+    "walled_only",
     "run_effect",
     "sandbox_status",
 ]

@@ -413,6 +413,7 @@ class EffectHandler:
         self.seq = seq
         decision = (fx.check_command(command, self.ctx.policy) if argv is None else
                     fx.check_argv(argv, self.ctx.policy, stdin=stdin, write_to=write_to, append=append))
+        decision = fx.walled_only(decision, self.ctx)  # no wall here: only the default toolset, before any approval
         prior = self.replay.get(seq)
         replayed = False
         result: EffectResult | None = None

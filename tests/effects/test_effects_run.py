@@ -17,6 +17,7 @@ import dal.effects.exec.executor
 from dal.effects import EffectContext, Policy, check_command, execute_checked, run_effect, sandbox_status
 from dal.effects.classify.check import find_program
 from dal.effects.plan.shell import parse_command
+from dal.effects.wall import kind
 
 ARTICLE_CHECK = "test -e 'COO-FILESYSTEM/articles/drafts/example.md' && echo present || echo missing"
 ARTICLE_CREATE = (
@@ -150,8 +151,8 @@ def test_approval_holds_the_command_until_executed_explicitly(workspace: Path) -
 
 
 def test_require_sandbox_without_bwrap_is_a_denial(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dal.effects.exec.running, "sandbox_status",
-                        lambda: (False, "bubblewrap (bwrap) is not installed"))
+    monkeypatch.setitem(kind.PROBES, "bubblewrap", lambda: (False, "bubblewrap (bwrap) is not installed"))
+    monkeypatch.setitem(kind.PROBES, "landlock", lambda: (False, ""))
     r = run_effect("touch made.txt", ctx(workspace, require_sandbox=True))
     assert r.status == "denied"
     assert str(r) == "denied: sandbox required but unavailable: bubblewrap (bwrap) is not installed"

@@ -21,6 +21,7 @@ import dal
 import dal.effects.exec.running
 from dal.effects import EffectContext, Policy, run_effect, sandbox_status
 from dal.effects.result import EffectResult
+from dal.effects.wall import kind
 
 HAVE_BWRAP = sandbox_status()[0]
 walled = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap unavailable")
@@ -242,8 +243,8 @@ def test_dal_test_with_allow_write_in_a_workspace_under_tmp(tmp_path: Path) -> N
 
 @pytest.fixture()
 def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dal.effects.exec.running, "sandbox_status",
-                        lambda: (False, "bubblewrap (bwrap) is not installed"))
+    monkeypatch.setitem(kind.PROBES, "bubblewrap", lambda: (False, "bubblewrap (bwrap) is not installed"))
+    monkeypatch.setitem(kind.PROBES, "landlock", lambda: (False, ""))
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root only")

@@ -1,8 +1,7 @@
-"""Check a command and run it: the static gate, then DAL's own executor (inside bubblewrap when it works)."""
+"""Check a command and run it: the static gate, then DAL's own executor, inside the wall in force (kind.py)."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import attrs
@@ -11,21 +10,16 @@ from dal.effects.classify.check import Decision, check_command
 from dal.effects.context import EffectContext
 from dal.effects.exec.executor import execute_plan
 from dal.effects.result import EffectResult
-from dal.effects.wall.sandbox import sandbox_status
+from dal.effects.wall.kind import UNSANDBOXED_FLAG, wall_kind, walled_only
 
-__all__ = ["run_effect", "execute_checked", "wall_in_force"]
-
-UNSANDBOXED_FLAG = "--unsandboxed-as-root"
-# The operator may choose the wall's kind: bubblewrap, landlock (even where bubblewrap works), none (no
-# wall, as where none can be had); unset or empty: bubblewrap where it starts.
-WALL_ENV = "DAL_WALL"
-WALL_KINDS = ("", "bubblewrap", "landlock", "none")
+__all__ = ["run_effect", "execute_checked", "wall_in_force", "UNSANDBOXED_FLAG"]
 
 
 def run_effect(command: str, ctx: EffectContext) -> EffectResult:
     """Check `command` and run it if allowed. Denials, failures and timeouts are results, not exceptions."""
     started = time.perf_counter()
-    decision = check_command(command, ctx.policy)
+    # without a wall, a program beyond the default toolset is denied before anyone is asked to approve it
+    decision = walled_only(check_command(command, ctx.policy), ctx)
     if not decision.allowed:
         return _result(command, "denied", decision, started)
     if decision.approval_required:
@@ -34,7 +28,7 @@ def run_effect(command: str, ctx: EffectContext) -> EffectResult:
 
 
 def wall_in_force(ctx: EffectContext) -> dict[str, str | None]:
-    """How commands run under `ctx`, for the run receipt: {"wall": "bubblewrap" | "none", "reason": ...,
+    """How commands run under `ctx`, for the run receipt: {"wall": "bubblewrap" | "landlock" | "none", "reason": ...,
     "refused": why commands are refused instead, or None}. On a machine without a seccomp table the reason
     says that programs run without the set-user-ID filter."""
     how = _wall_in_force(ctx)
@@ -47,39 +41,8 @@ def wall_in_force(ctx: EffectContext) -> dict[str, str | None]:
 
 
 def _wall_in_force(ctx: EffectContext) -> dict[str, str | None]:
-    if not ctx.use_sandbox and not ctx.require_sandbox:
-        return {"wall": "none", "reason": "the wall was turned off by the caller (EffectContext(use_sandbox=False))",
-                "refused": None}
-    forced = os.environ.get(WALL_ENV, "")
-    if forced not in WALL_KINDS:
-        return {"wall": "none", "reason": f"{WALL_ENV}={forced!r}",
-                "refused": f"{WALL_ENV} names no wall kind ({', '.join(k for k in WALL_KINDS if k)}), so none runs"}
-    if forced == "none":
-        return _no_wall(ctx, f"no wall: {WALL_ENV}=none", f"the operator turned the wall off ({WALL_ENV}=none)")
-    available, why = sandbox_status() if forced != "landlock" else (False, f"{WALL_ENV}=landlock")
-    if available:
-        return {"wall": "bubblewrap", "reason": why, "refused": None}
-    if forced == "landlock":  # not yet the fallback where bubblewrap cannot start: only when asked for
-        from dal.effects.wall import landlock_wall
-
-        no_landlock = landlock_wall.missing()
-        if no_landlock is None:
-            return {"wall": "landlock", "reason": f"Landlock ABI {landlock_wall.landlock.abi()} and seccomp ({why})",
-                    "refused": None}
-        why = f"{why}; no Landlock wall either: {no_landlock}"
-    return _no_wall(ctx, why, why)
-
-
-def _no_wall(ctx: EffectContext, why: str, unavailable: str) -> dict[str, str | None]:
-    if ctx.require_sandbox:
-        return {"wall": "none", "reason": why, "refused": f"sandbox required but unavailable: {unavailable}"}
-    if os.geteuid() == 0 and not ctx.unsandboxed_as_root:
-        return {"wall": "none", "reason": why,
-                "refused": f"running as root without a working sandbox ({why}); commands would run with every "
-                f"capability, so none runs unless the operator passes {UNSANDBOXED_FLAG}"}
-    if os.geteuid() == 0:
-        return {"wall": "none", "reason": f"{why}; running as root, allowed by {UNSANDBOXED_FLAG}", "refused": None}
-    return {"wall": "none", "reason": why, "refused": None}
+    kind = wall_kind(ctx)
+    return {"wall": kind.name, "reason": kind.reason, "refused": kind.refused}
 
 
 def execute_checked(
@@ -92,12 +55,15 @@ def execute_checked(
     started = time.perf_counter() if _started is None else _started
     if not decision.allowed or decision.plan is None:
         return _result(command, "denied", decision, started)
-    how = wall_in_force(ctx)
-    if how["refused"]:
-        return _result(command, "denied", attrs.evolve(decision, allowed=False, reason=how["refused"]), started)
+    kind = wall_kind(ctx)
+    if kind.refused:
+        return _result(command, "denied", attrs.evolve(decision, allowed=False, reason=kind.refused), started)
+    unwalled = walled_only(decision, ctx)
+    if not unwalled.allowed:
+        return _result(command, "denied", unwalled, started)
     outcome = execute_plan(
-        decision, ctx.policy, timeout=ctx.timeout, max_output=ctx.max_output, sandbox=how["wall"] != "none",
-        cancel=ctx.cancel, kind=how["wall"] or "none",
+        decision, ctx.policy, timeout=ctx.timeout, max_output=ctx.max_output, sandbox=kind.name != "none",
+        cancel=ctx.cancel, kind=kind.name,
     )
     return EffectResult(
         command=command,
