@@ -74,9 +74,9 @@ def stat_below(root: str | os.PathLike[str], name: str | os.PathLike[str]) -> os
 
 
 def root_of(path: str | os.PathLike[str], roots: Iterable[str]) -> tuple[str, str] | None:
-    """The first of `roots` that `path` (absolute) is below, by its name or by its folder's real path, and
-    the name below it; None when it is below none (a file the operator named outside every place a script
-    may change)."""
+    """The first of `roots` that `path` (absolute; `..` taken by name, as git takes it) is below, by its name
+    or by its folder's real path, and the name below it; None when it is below none (a file the operator
+    named outside every place a script may change)."""
     p = os.path.normpath(os.fspath(path))
     names = (p, os.path.join(os.path.realpath(os.path.dirname(p)), os.path.basename(p)))
     for root in roots:

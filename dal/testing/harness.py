@@ -13,6 +13,7 @@ import fnmatch
 import inspect
 import io
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -24,6 +25,7 @@ import attrs
 
 from dal.core import defaults
 from dal.core.errors import DalError, DalRuntimeError, DalTypeError
+from dal.core.readbelow import NotBelow, read_text_below, root_of
 from dal.effects import EffectContext, EffectResult, Policy
 from dal.effects.policy.narrowing import beyond, capped  # the ceiling of every invoke's policy (dal mcp uses it too)
 from dal.eval.builtins import BUILTINS
@@ -58,8 +60,6 @@ class Fake:
 
 
 def _within(path: str, roots: Iterable[str]) -> bool:
-    import os
-
     return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
@@ -75,7 +75,8 @@ class TestSession:
         # every workflow the test invokes may only be narrower. The test script is as untrusted as any.
         self.ceiling = ceiling
         self.unsandboxed_as_root = unsandboxed_as_root  # `dal test --unsandboxed-as-root`
-        self.test_dir = test_path.resolve().parent
+        # The test's folder by name: its own name may have been swapped for a symlink, which must not move it.
+        self.test_dir = Path(os.path.abspath(test_path)).parent
         self.workspace = workspace
         self.allow_env = list(allow_env)  # `dal test --allow-env`: added to every policy the test builds
         self.store = workspace / ".dal" / "dal.db"
@@ -140,11 +141,12 @@ class TestSession:
             return {"policy_file": (self.test_dir / file) if file else None, "policy_flags": flags}
         raise DalTypeError(f"the `policy` option needs a map of flags or a TOML path, got {type_name(option)}")
 
-    def invoke(self, script: Path, *, key: str | None, policy: Any, max_steps: int | None,
+    def invoke(self, script: Path, text: str, *, key: str | None, policy: Any, max_steps: int | None,
                max_effects: int | None, crash: tuple[str, int] | None,
                args: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Run a workflow as `dal run` would: specified by the same builder, in the test's workspace."""
-        from dal.runner.build import SpecError, build_spec
+        """Run a workflow as `dal run` would: specified by the same builder, in the test's workspace, running
+        `text` (what read_workflow read), whatever the file holds later."""
+        from dal.runner.build import SpecError, build_spec, pin_script
 
         options = self.policy_options(policy)
         file = options.get("policy_file")
@@ -171,23 +173,51 @@ class TestSession:
                 "--allow-write, --allow-net, --require-approval, --allow-env, --policy FILE)")
         if self.ceiling is not None:
             spec = spec.evolve(policy=capped(spec.policy, self.ceiling))
-        return self.start(spec, key, crash)
+        return self.start(pin_script(spec, text), key, crash)
+
+    def project_roots(self) -> list[str]:
+        """Where a test may name files: its project (the workspace of its folder), the folder `dal test` runs
+        in, and the read roots of the ceiling."""
+        from dal.runner.workspace import find_workspace
+
+        # The folder `dal test` runs in first: a path below it is walked from it, so that no folder on the way
+        # can be a symlink that leads elsewhere.
+        roots = [os.path.realpath(os.getcwd()), str(find_workspace(None, start=self.test_dir).path.resolve())]
+        if self.ceiling is not None:
+            roots += [r for r in self.ceiling.read_roots if r != self.ceiling.workspace]
+        return roots
+
+    def read_workflow(self, path: Path) -> str:
+        """The text of a workflow an invoke names, read once by descriptor below the test's project (the test
+        script is as untrusted as any, and what runs elsewhere may have swapped the name for a symlink)."""
+        roots = self.project_roots()
+        below = root_of(path, roots)
+        if below is None:
+            raise DalRuntimeError(f"the workflow script {path} is outside the test's project ({roots[1]}) and the "
+                                  "read roots dal test was given: not read",
+                                  help="keep a test's workflows in its project; paths are relative to the test file")
+        try:
+            return read_text_below(*below)
+        except NotBelow as e:
+            if e.leads_out:
+                raise DalRuntimeError(f"the workflow script {path} leads outside {below[0]}: not read") from None
+            raise DalRuntimeError(f"cannot read the workflow script {path}: {e.strerror}") from None
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise DalRuntimeError(f"no such workflow script: {path} (paths are relative to the test file)") from None
+        except UnicodeDecodeError as e:
+            raise DalRuntimeError(f"{path} is not UTF-8 text (invalid byte at offset {e.start})") from None
+        except OSError as e:
+            raise DalRuntimeError(f"cannot read the workflow script {path}: {e.strerror}") from None
 
     def check_policy_file(self, file: Path) -> None:
         """A policy file an invoke names must lie in the test's project (the workspace of its folder, or the
         folder `dal test` runs in) or a read root of the ceiling: refused before it is read, so that a test
         cannot probe files elsewhere (docs/testing.md, "The policy ceiling")."""
-        import os
-
-        from dal.runner.workspace import find_workspace
-
-        roots = [str(find_workspace(None, start=self.test_dir).path.resolve()), os.path.realpath(os.getcwd())]
-        if self.ceiling is not None:
-            roots += [r for r in self.ceiling.read_roots if r != self.ceiling.workspace]
+        roots = self.project_roots()
         path = os.path.realpath(file)
         if not _within(path, roots):
             raise DalRuntimeError(f"the policy file {file} this invoke names is outside the test's project "
-                                  f"({roots[0]}) and the read roots dal test was given: not read",
+                                  f"({roots[1]}) and the read roots dal test was given: not read",
                                   help="keep a test's policy files in its project")
 
     def resume(self, run_id: str, *, max_steps: int | None, crash: tuple[str, int] | None) -> dict[str, Any]:
@@ -404,13 +434,12 @@ def _invoke(rt: Runtime, args: list[Any], span: Any) -> dict[str, Any]:
     max_steps, max_effects = _pos_int(opts, "max_steps", "invoke"), _pos_int(opts, "max_effects", "invoke")
     s.policy_options(opts.get("policy"))  # a bad option is the test's error, before the script is looked for
     path = s.test_dir / script
-    if not path.is_file():
-        raise DalRuntimeError(f"no such workflow script: {path} (paths are relative to the test file)")
+    text = s.read_workflow(path)
     script_args = opts.get("args")
     if script_args is not None and type(script_args) is not dict:
         raise DalTypeError(f"`invoke` option `args` needs a map of argument names to values, got "
                            f"{type_name(script_args)}")
-    return s.invoke(path, key=key, policy=opts.get("policy"), max_steps=max_steps, max_effects=max_effects,
+    return s.invoke(path, text, key=key, policy=opts.get("policy"), max_steps=max_steps, max_effects=max_effects,
                     crash=crash, args=script_args)
 
 
@@ -555,7 +584,9 @@ def run_test_file(path: Path, *, keep: bool = False, max_steps: int = defaults.M
     project, if any) and `policy_flags` (`dal test --allow-run` ...): the ceiling of every invoke's policy."""
     t0 = time.monotonic()
     try:
-        source = path.read_text(encoding="utf-8")
+        source = _read_test(path)
+    except NotBelow as e:
+        return TestResult(path, False, 0.0, message=f"cannot read {path}: {e.strerror}")
     except (OSError, UnicodeDecodeError) as e:
         return TestResult(path, False, 0.0, message=f"cannot read {path}: {e}")
     checked, errors = check_source(source, str(path), builtins=TEST_BUILTINS)
@@ -597,11 +628,23 @@ def run_test_file(path: Path, *, keep: bool = False, max_steps: int = defaults.M
     return TestResult(path, False, took, message=msg, output=buf.getvalue(), workspace=kept)
 
 
+def _read_test(path: Path) -> str:
+    """A test script's text. Below the folder `dal test` runs in or the test's project a script run there may
+    have swapped the name for a symlink, and what is read shows in the test's report: it is read by
+    descriptor, never leaving that folder; a test the operator named elsewhere is read as named."""
+    from dal.runner.workspace import find_workspace
+
+    full = os.path.abspath(path)
+    roots = (os.getcwd(), str(find_workspace(None, start=os.path.dirname(full)).path))
+    below = root_of(full, roots)
+    return read_text_below(*below) if below is not None else path.read_text(encoding="utf-8")
+
+
 def _project_policy(test: Path) -> Path | None:
     """The dal.toml of the project the test belongs to (the nearest workspace from its folder up)."""
     from dal.runner.workspace import find_workspace
 
-    found = find_workspace(None, start=test.resolve().parent).path / "dal.toml"
+    found = find_workspace(None, start=os.path.dirname(os.path.abspath(test))).path / "dal.toml"
     return found if found.is_file() else None
 
 
