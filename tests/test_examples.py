@@ -83,20 +83,24 @@ def test_example_matches_golden(script: Path, tmp_path: Path, update_goldens: bo
     assert actual == golden.read_text()
 
 
-def test_article_verifies_on_second_attempt_then_at_once(tmp_path: Path) -> None:
-    """The article's loop creates the draft on attempt 1 and verifies it on attempt 2; run again, it
-    verifies at once."""
+def test_article_verifies_on_second_attempt_then_is_skipped(tmp_path: Path) -> None:
+    """The article's loop creates the draft on attempt 1 and verifies it on attempt 2; run again, its
+    operation key says the work is done (the README's promise: a second invocation does not repeat it);
+    started over with --new-attempt, it verifies at once, after 1 attempt."""
     script = REPO / "examples" / "article_loop.dal"
     code, out, _, receipts = run_example(script, tmp_path)
     assert code == 0
     assert out.strip() == "verified after 2 attempts"
     draft = tmp_path / "COO-FILESYSTEM/articles/drafts/example.md"
     assert draft.read_text() == "# Draft\n"
-    code, out, _, _ = run_example(script, tmp_path)
-    assert code == 0
-    assert out.strip() == "verified after 1 attempts"
+    code, out, err, _ = run_example(script, tmp_path)
+    assert code == 0 and out == ""
+    assert "dal: skipped (operation 'article-draft:2026-09-02:tool-loop' already completed" in err
+    again = subprocess.run([sys.executable, "-m", "dal", "run", "--key", "article-draft:2026-09-02:tool-loop",
+                            "--new-attempt", script.name], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and again.stdout == "verified after 1 attempt\n", again.stderr
     runs = sorted(receipts.glob("*.json"))
-    assert len(runs) == 2
+    assert len(runs) == 3
     first = json.loads(runs[0].read_text())
     assert [e["status"] for e in first["effects"]["items"]] == ["completed"] * 3
     assert first["result"]["status"] == "verified"
@@ -115,7 +119,8 @@ def test_article_exhausted_names_the_bound(tmp_path: Path) -> None:
     loop = receipt["loops"][0]
     assert loop["clause"] == "state.attempt < state.max_attempts"
     assert loop["iterations"] == 3
-    creates = [e for e in receipt["effects"]["items"] if e["command"].startswith("mkdir -p 'COO")]
+    items = receipt["effects"]["items"]
+    creates = [e for e in items if e["command"].startswith("mkdir -p COO-FILESYSTEM/articles/drafts")]
     assert len(creates) == 3 and all(e["status"] == "failed" for e in creates)
 
 
@@ -124,10 +129,14 @@ def test_examples_pass_dal_check() -> None:
         [sys.executable, "-m", "dal", "check", *map(str, EXAMPLES)], capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
-    # the deliberately unbounded loop, and the article's declared-but-unused `operation_key` (issue 15, point 8:
-    # DAL cannot know the name; the example keeps the article's code as written)
-    assert proc.stderr.count("warning[") == 2 and "budget_exhausted.dal" in proc.stderr
-    assert proc.stderr.count("warning[unused-operation-key]") == 1 and "article_loop.dal:16:1" in proc.stderr
+    # only the deliberately unbounded loop: the article's example passes its operation key (issue 30)
+    assert proc.stderr.count("warning[") == 1 and "budget_exhausted.dal" in proc.stderr
+
+
+def test_the_readme_example_is_laid_out_as_dal_fmt_lays_it_out() -> None:
+    proc = subprocess.run([sys.executable, "-m", "dal", "fmt", "--check", str(REPO / "examples" / "article_loop.dal")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_second_article_failure_receipt(tmp_path: Path) -> None:

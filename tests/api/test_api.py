@@ -41,8 +41,8 @@ def test_rejected_script_runs_nothing(tmp_path: Path) -> None:
 
 
 def test_key_skips_a_completed_operation(tmp_path: Path) -> None:
-    first = dal.run(ARTICLE, workspace=tmp_path, key="article:1")
-    second = dal.run(ARTICLE, workspace=tmp_path, key="article:1")
+    first = dal.run(ARTICLE, workspace=tmp_path)  # the script names its key: operation(operation_key)
+    second = dal.run(ARTICLE, workspace=tmp_path, key="article-draft:2026-09-02:tool-loop")
     assert second.status == "skipped" and second.skipped_of == first.run_id
     assert second.output == ""  # nothing ran
     assert second.attempts["duplicates"] == 1
