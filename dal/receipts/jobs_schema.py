@@ -11,9 +11,6 @@ clock, so that one clock (the worker's) decides leases and slots.
 
 from __future__ import annotations
 
-# Job states that no longer hold their key: a new job of the key may be submitted.
-TERMINAL = ("done", "dead", "cancelled")
-
 MIGRATION: list[str] = [
     # One row per submitted job. `key` is the operation key the job runs under (every job has one);
     # `spec` what it runs (JSON: dal/worker/spec.py). attempts: claims so far; failures: runs routed as

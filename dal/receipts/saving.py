@@ -38,9 +38,10 @@ def persist(
     returned in `store_error` so the caller can say so in one line, and the receipt is not lost. A
     receipt that does not match the schema raises ReceiptSchemaError before anything is written.
     """
+    from dal.receipts.errors import StoreError
     from dal.receipts.location import StoreLocation, open_store
+    from dal.receipts.schema import VALIDATE_SAMPLE
     from dal.receipts.schema import validate as check
-    from dal.receipts.store import VALIDATE_SAMPLE, StoreError
 
     if validate:
         check(receipt, sample=VALIDATE_SAMPLE)

@@ -11,6 +11,8 @@ if TYPE_CHECKING:  # jsonschema costs ~50 ms to import: only runs that validate 
     import jsonschema
 
 VALIDATE_ENV = "DAL_VALIDATE_RECEIPTS"
+# A store checks this many entries (plus the last) of each long list of a receipt it saves.
+VALIDATE_SAMPLE = 8
 
 
 def validation_on() -> bool:

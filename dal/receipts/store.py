@@ -38,17 +38,30 @@ from dal.core.gitignored import ignore_folder
 from dal.core.jsontext import dumps as _dumps
 from dal.core.jsontext import escape_surrogates as _utf8
 from dal.receipts import storefile
+from dal.receipts.errors import (  # noqa: F401 - the store's errors, imported from here by many
+    AmbiguousKey,
+    Continued,
+    DecisionTooLate,
+    LockLost,
+    NoStore,
+    RunContinued,
+    RunNotFound,
+    StoreDamaged,
+    StoreError,
+    StoreGone,
+    StoreLocked,
+    continued_error,
+)
 from dal.receipts.ids import RUN_ID_RE, utc_timestamp
 from dal.receipts.jobs_schema import MIGRATION as _JOBS_MIGRATION
 from dal.receipts.location import DEFAULT_STORE, STORE_ENV, StoreLocation  # noqa: F401 - names in use
+from dal.receipts.packing import decider, pack_result, unpack_result
 
 if TYPE_CHECKING:
     from dal.receipts.jobs import JobQueue
     from dal.receipts.oplock import KeyLock
 
 SCHEMA_VERSION = 5
-# save_receipt() checks this many entries (plus the last) of each long list against the schema.
-VALIDATE_SAMPLE = 8
 # How long a writer waits for the store's write lock (SQLite's busy timeout), unless DAL_STORE_TIMEOUT
 # says otherwise. DAL's own transactions last milliseconds, so a lock held this long is someone else's
 # (an open sqlite3 shell, a backup).
@@ -168,83 +181,6 @@ _RUN_COLUMNS = (
     "run_id, operation, key, status, retry, external_effect, blocker, script_path, started_at, "
     "finished_at, duration_ms, previous_run, skipped_of"
 )
-
-
-class StoreError(Exception):
-    """A problem with the run store that the user can act on; the message says which file and what to do."""
-
-    def __init__(self, message: str, path: Path | str | None = None) -> None:
-        super().__init__(message)
-        # A database server's store is named by its URL (without a password), which a Path would mangle.
-        self.path: Any = path if isinstance(path, str) and "://" in path else Path(path) if path is not None else None
-
-
-class NoStore(StoreError):
-    """No store exists yet at the path (so there are no runs to show)."""
-
-
-class RunNotFound(StoreError, LookupError):
-    """No run in the store matches the reference."""
-
-
-class AmbiguousKey(RunNotFound):
-    """A key names runs of more than one operation (a script chose another's key): name the run
-    (dal/receipts/queries.py, unambiguous_key)."""
-
-
-class StoreDamaged(StoreError):
-    """The store file is damaged (or is not a store DAL can use as it is); it was not written. The message
-    says what is wrong and how to recover it."""
-
-
-class StoreLocked(StoreError):
-    """Another process held the store's write lock for longer than the busy timeout."""
-
-
-class StoreGone(StoreError):
-    """The store file was deleted or replaced while a writer had it open (see Store._still_there)."""
-
-
-class LockLost(StoreError):
-    """An intent of a run that no longer holds its key's lock (the PostgreSQL lock's session ended): nothing
-    was written and the effect does not start (dal/receipts/pg/lock.py)."""
-
-
-class Continued(StoreError):
-    """An intent of a run that another run already continues (its `previous_run`): the other run judged this
-    one dead (its process looked gone from where that run started: another machine, another pid namespace)
-    or took its key's lock after this one lost it. Nothing was written and the effect does not start; `by` is
-    the run that continues it."""
-
-    def __init__(self, message: str, path: Path | str | None, by: str) -> None:
-        super().__init__(message, path)
-        self.by = by
-
-
-def continued_error(run_id: str, seq: int, by: str, path: Path | str | None) -> Continued:
-    """The refusal of effect `seq` of `run_id`, which run `by` continues (both stores say it alike)."""
-    return Continued(
-        f"run {by} continued this run's operation while this run still ran (it found this run's process gone, "
-        f"or took its key's lock after this run lost it), so this run starts no more effects: effect {seq} of "
-        f"run {run_id} was not journaled and does not start; the operation goes on in run {by}", path, by)
-
-
-class DecisionTooLate(StoreError):
-    """record_approval() found that the run at the effect already acted on an earlier decision."""
-
-    def __init__(self, message: str, path: Path | str | None, run_id: str, finished: bool) -> None:
-        super().__init__(message, path)
-        self.run_id = run_id
-        self.finished = finished
-
-
-class RunContinued(StoreError):
-    """begin_run() of a run that continues `previous_run`, which another run already continues: two
-    runners of one operation at once (nothing was recorded). `by` is the run that continues it."""
-
-    def __init__(self, message: str, path: Path | str | None, by: str) -> None:
-        super().__init__(message, path)
-        self.by = by
 
 
 def store_path(store: str | os.PathLike[str] | None = None, workspace: str | os.PathLike[str] | None = None) -> Path:
@@ -1006,6 +942,7 @@ class Store:
 
             validate = validation_on()
         if validate:
+            from dal.receipts.schema import VALIDATE_SAMPLE
             from dal.receipts.schema import validate as check
 
             for receipt in batch:
@@ -1369,7 +1306,7 @@ class Store:
         with self._write(f"journaling the result of effect {seq} of {run_id}") as c:
             cur = c.execute(
                 "UPDATE effects SET result = ?, status = ?, result_at = ? WHERE run_id = ? AND seq = ?",
-                (_dumps(_pack_result(result_json)), status, utc_timestamp(), run_id, seq),
+                (_dumps(pack_result(result_json)), status, utc_timestamp(), run_id, seq),
             )
             if cur.rowcount == 0:
                 raise StoreError(
@@ -1398,7 +1335,7 @@ class Store:
                     "intent_at": intent_at,
                     "result_at": result_at,
                     "detail": None if detail is None else json.loads(detail),
-                    "result": None if result is None else _unpack_result(json.loads(result)),
+                    "result": None if result is None else unpack_result(json.loads(result)),
                 }
                 for seq, command, cls, status, intent_at, result_at, detail, result in rows
             ]
@@ -1525,7 +1462,7 @@ class Store:
             "run_id": run_id,
             "seq": seq,
             "decision": decision,
-            "who": who or _whoami(),
+            "who": who or decider(),
             "at": utc_timestamp(),
             "note": note,
         }
@@ -1612,27 +1549,6 @@ class Store:
         return JobQueue.of(self)
 
 
-def _stdout_summary(stdout: str) -> str:
-    return stdout[:-1] if stdout.endswith("\n") else stdout
-
-
-def _pack_result(result: Any) -> Any:
-    """A journaled result as stored: a summary that is the output itself (a command that completed with
-    output) is not kept twice; `summary_is_stdout` says so and `_unpack_result` gives it back."""
-    if (isinstance(result, dict) and isinstance(result.get("stdout"), str) and result["stdout"]
-            and result.get("summary") == _stdout_summary(result["stdout"])):
-        out = {k: v for k, v in result.items() if k != "summary"}
-        out["summary_is_stdout"] = True
-        return out
-    return result
-
-
-def _unpack_result(result: Any) -> Any:
-    if isinstance(result, dict) and result.pop("summary_is_stdout", False) is True:
-        result["summary"] = _stdout_summary(result.get("stdout") or "")
-    return result
-
-
 def _check_fence(conn: sqlite3.Connection, fence: Any) -> None:
     from dal.receipts.jobs import check_fence  # only a run of a job pays for the queue's module
 
@@ -1642,12 +1558,3 @@ def _check_fence(conn: sqlite3.Connection, fence: Any) -> None:
 def _opt_utf8(text: Any) -> Any:
     """A text column: a lone surrogate (a DAL string may hold one) written as its `\\uXXXX` escape."""
     return _utf8(text) if isinstance(text, str) else text
-
-
-def _whoami() -> str:
-    import getpass  # only decisions record who made them: a run does not pay for the import
-
-    try:
-        return getpass.getuser()
-    except Exception:  # no login name in some containers; the uid still says who
-        return f"uid:{os.getuid()}" if hasattr(os, "getuid") else "unknown"

@@ -2,7 +2,7 @@
 the wrong way, and every import cycle, and exits 1 when it finds any (docs/architecture.md).
 
 DAL is built in stages, each a package that imports only the stages below it (the table STAGES), and
-never a private (`_name`) name of another stage. Every
+never a private (`_name`) name of another stage; a run store's backend (BACKENDS) imports nothing of another. Every
 import counts: at the top of a module, inside a function (a lazy import) and under `if TYPE_CHECKING:`.
 A cycle between stages is reported with the imports that make it. (`--modules` also lists the cycles
 between the modules of one stage, for information: they do not fail the check.)
@@ -42,6 +42,13 @@ STAGES: dict[str, tuple[str, ...]] = {
     "tools": (),
 }
 
+# The run store's backends (modules, and packages with everything under them). A backend imports nothing of
+# another: what both need (errors, job states, result packing, the contract) lives outside either.
+BACKENDS: dict[str, tuple[str, ...]] = {
+    "sqlite": ("dal.receipts.store", "dal.receipts.storefile", "dal.receipts.jobs", "dal.receipts.jobs_schema"),
+    "postgresql": ("dal.receipts.pg",),
+}
+
 # Names every stage may take from the `dal` package itself (a constant, not the API behind it).
 ROOT_CONSTANTS = frozenset({"__version__"})
 
@@ -74,6 +81,14 @@ def stage_of(module: str) -> str | None:
     if len(parts) == 1 or parts[1] in ("__main__",):
         return "root"
     return parts[1] if parts[1] in STAGES and parts[1] != "root" else None
+
+
+def backend_of(module: str) -> str | None:
+    """The store backend a module belongs to (BACKENDS); None for every other module."""
+    for name, prefixes in BACKENDS.items():
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return name
+    return None
 
 
 def _walk(tree: ast.AST) -> Iterator[tuple[ast.AST, bool]]:
@@ -196,6 +211,11 @@ def check(root: Path, *, module_cycles: list[str] | None = None) -> list[str]:
                             "belong")
         if (imp.source, imp.target) in seen:
             continue  # one line per importing module and target: the first import of it
+        mine, theirs = backend_of(imp.source), backend_of(imp.target)
+        if mine and theirs and mine != theirs:
+            problems.append(f"{_rel(files[imp.source], root)}:{imp.line}: {imp.source} (the {mine} store) imports "
+                            f"{imp.target} (the {theirs} store): a backend imports nothing of another; move what "
+                            "both need out of either (dal/receipts/errors.py, jobstates.py, packing.py)")
         seen.add((imp.source, imp.target))
         src, dst = stage_of(imp.source), stage_of(imp.target)
         if imp.target not in modules and imp.target.partition(".")[0] == "dal":

@@ -66,6 +66,21 @@ def test_private_names_and_strays_are_reported(tmp_path: Path) -> None:
     assert any("dal.stray is in no stage" in p for p in problems), problems
 
 
+def test_a_store_backend_importing_another_backend_is_reported(tmp_path: Path) -> None:
+    pkg = _package(tmp_path, {
+        "receipts/store.py": "class StoreError(Exception):\n    pass\n",
+        "receipts/errors.py": "class LockLost(Exception):\n    pass\n",
+        "receipts/pg/store.py": "from dal.receipts.store import StoreError\nfrom dal.receipts.errors import LockLost\n",
+        "receipts/pg/lock.py": "def f():\n    from dal.receipts.jobs import Fence\n",
+        "receipts/jobs.py": "from dal.receipts.store import StoreError\n",
+    })
+    problems = check(pkg)
+    assert any("dal/receipts/pg/store.py:1: dal.receipts.pg.store (the postgresql store) imports "
+               "dal.receipts.store (the sqlite store)" in p for p in problems), problems
+    assert any("dal.receipts.pg.lock (the postgresql store) imports dal.receipts.jobs" in p for p in problems)
+    assert not any("imports dal.receipts.errors" in p or p.startswith("dal/receipts/jobs.py") for p in problems)
+
+
 def test_a_clean_package_passes(tmp_path: Path) -> None:
     pkg = _package(tmp_path, {
         "core/errors.py": "",

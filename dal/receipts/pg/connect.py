@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from dal.receipts.errors import StoreError
 from dal.receipts.location import redact
-from dal.receipts.store import StoreError
 
 DEFAULTS = {
     "connect_timeout": "10",

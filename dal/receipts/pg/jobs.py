@@ -23,8 +23,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from dal.receipts.jobs import OPEN_STATES, TERMINAL, TRANSITIONS, Fence, IllegalTransition, target
-from dal.receipts.store import StoreError
+from dal.receipts.errors import IllegalTransition, StoreError
+from dal.receipts.jobstates import OPEN_STATES, TERMINAL, TRANSITIONS, Fence, target
 
 if TYPE_CHECKING:
     from dal.receipts.pg.store import PgStore

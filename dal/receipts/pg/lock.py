@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 from dal.core.digest import sha256
 from dal.core.liveness import holder_identity
+from dal.receipts.errors import LockLost
 from dal.receipts.oplock import KeyBusy
 from dal.receipts.pg.connect import connect, describe
-from dal.receipts.store import LockLost
 
 if TYPE_CHECKING:
     from dal.receipts.pg.store import PgStore

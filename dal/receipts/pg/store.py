@@ -27,20 +27,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from dal.core.jsontext import dumps as _dumps
 from dal.core.jsontext import escape_surrogates as _utf8
+from dal.receipts.errors import DecisionTooLate, NoStore, RunContinued, RunNotFound, StoreError, continued_error
 from dal.receipts.ids import RUN_ID_RE, utc_timestamp
 from dal.receipts.location import redact
+from dal.receipts.packing import decider, pack_result, unpack_result
 from dal.receipts.pg import schema
 from dal.receipts.pg.connect import connect, describe, driver
-from dal.receipts.store import (
-    DecisionTooLate,
-    NoStore,
-    RunContinued,
-    RunNotFound,
-    StoreError,
-    _pack_result,
-    _unpack_result,
-    _whoami,
-)
 
 if TYPE_CHECKING:
     from dal.receipts.pg.jobs import PgJobQueue
@@ -255,8 +247,8 @@ class PgStore:
 
             validate = validation_on()
         if validate:
+            from dal.receipts.schema import VALIDATE_SAMPLE
             from dal.receipts.schema import validate as check
-            from dal.receipts.store import VALIDATE_SAMPLE
 
             for receipt in batch:
                 check(receipt, sample=VALIDATE_SAMPLE)
@@ -441,7 +433,7 @@ class PgStore:
         with self._write(f"journaling the result of effect {seq} of {run_id}") as c:
             cur = c.execute("UPDATE effects SET result = %s::jsonb, status = %s, result_at = %s"
                             " WHERE run_id = %s AND seq = %s",
-                            (jsonb(_pack_result(result_json)), status, utc_timestamp(), run_id, seq))
+                            (jsonb(pack_result(result_json)), status, utc_timestamp(), run_id, seq))
             if cur.rowcount == 0:
                 raise StoreError(f"no intent journaled for effect {seq} of run {run_id}; record the intent first.",
                                  self.path)
@@ -453,7 +445,7 @@ class PgStore:
                 " WHERE run_id = %s ORDER BY seq", (run_id,)))
             for row in rows:
                 row["detail"] = unjsonb(row["detail"])
-                row["result"] = None if row["result"] is None else _unpack_result(unjsonb(row["result"]))
+                row["result"] = None if row["result"] is None else unpack_result(unjsonb(row["result"]))
             return rows
 
         return self._read(f"reading the journal of {run_id}", read)
@@ -500,8 +492,6 @@ class PgStore:
         c.execute("SELECT 1 FROM runs WHERE run_id = %s FOR SHARE", (run_id,))
         later = c.execute("SELECT run_id FROM runs WHERE previous_run = %s LIMIT 1", (run_id,)).fetchone()
         if later is not None:
-            from dal.receipts.store import continued_error
-
             raise continued_error(run_id, seq, later[0], self.path)
         values = (run_id, seq, command, effect_class, utc_timestamp(), jsonb(detail))
         upsert = (" ON CONFLICT (run_id, seq) DO UPDATE SET command = excluded.command, class = excluded.class,"
@@ -531,7 +521,7 @@ class PgStore:
     def record_approval(self, run_id: str, seq: int | None, decision: str, *, who: str | None = None,
                         note: str | None = None, command: str | None = None,
                         unless_acted_by: str | None = None) -> dict[str, Any]:
-        row = {"run_id": run_id, "seq": seq, "decision": decision, "who": who or _whoami(), "at": utc_timestamp(),
+        row = {"run_id": run_id, "seq": seq, "decision": decision, "who": who or decider(), "at": utc_timestamp(),
                "note": note}
         with self._write(f"recording a decision for {run_id}") as c:
             _decision_lock(c, [run_id] + ([unless_acted_by] if unless_acted_by else []))
@@ -623,7 +613,7 @@ def _decision_lock(c: Any, runs: list[str]) -> None:
 
 def _fenced(c: Any, fence: Any, where: str) -> None:
     """Raise jobs.Fenced explaining why `fence` no longer holds (read in the caller's transaction)."""
-    from dal.receipts.jobs import Fenced
+    from dal.receipts.errors import Fenced
 
     row = c.execute("SELECT state, lease_epoch, lease_owner, lease_until, extract(epoch FROM clock_timestamp())"
                     " FROM jobs WHERE job_id = %s", (fence.job_id,)).fetchone()
