@@ -13,10 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
 
+from dal.core.readbelow import NotBelow, root_of, stat_below
 from dal.receipts.contract import RunStore
 from dal.receipts.render import describe_decision, duration_text, render
 from dal.runner import journal
@@ -131,25 +133,33 @@ def held_for(store: RunStore, run_id: str, seq: int, kind: str) -> dict[str, Any
 
 def files_state(workspace: Any, paths: list[str]) -> list[dict[str, Any]]:
     """What the file system shows now for the paths an uncertain effect writes: exists or not, size, age.
-    Only paths inside the run's workspace are looked at (lstat: a link is reported, not followed)."""
+    Only paths inside the run's workspace are looked at, by descriptor from the workspace (readbelow): a
+    folder on the way that a script swapped for a symlink out is not followed, and a link is reported, not
+    followed."""
     out: list[dict[str, Any]] = []
     if not isinstance(workspace, str) or not workspace:
         return out
-    root = os.path.realpath(workspace)
     for p in paths[:20]:
         if not isinstance(p, str):
             continue
-        full = os.path.realpath(os.path.join(root, os.path.dirname(p))) + os.sep + os.path.basename(p)
-        if not (full + os.sep).startswith(root + os.sep):
+        below = root_of(p, (workspace,)) if os.path.isabs(p) else (workspace, p)
+        if below is None:
             out.append({"path": p, "state": "outside the workspace: not looked at"})
             continue
         try:
-            st = os.lstat(full)
-        except FileNotFoundError:
+            st = stat_below(*below)
+        except NotBelow as e:
+            out.append({"path": p, "state": "outside the workspace: not looked at" if e.leads_out
+                        else f"cannot be read ({e.strerror})"})
+            continue
+        except (FileNotFoundError, NotADirectoryError):
             out.append({"path": p, "state": "does not exist"})
             continue
         except OSError as e:
             out.append({"path": p, "state": f"cannot be read ({e.strerror})"})
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            out.append({"path": p, "state": "a symlink (not followed)"})
             continue
         age = max(0.0, time.time() - st.st_mtime)
         out.append({"path": p, "state": f"exists, {st.st_size} bytes, modified {_ago(age)}"})

@@ -192,7 +192,14 @@ def _readlink(name: str, dirfd: int, shown: str, cause: OSError) -> str:
     try:
         return os.readlink(name, dir_fd=dirfd)
     except OSError:  # not a symlink (any more)
-        if cause.errno == errno.ELOOP:  # it was one a moment ago: the tree changed meanwhile
+        changed = cause.errno == errno.ELOOP  # it was one a moment ago
+        if not changed:
+            try:  # a folder or a symlink now, where open() met neither: the tree changed meanwhile
+                mode = os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode
+                changed = stat.S_ISDIR(mode) or stat.S_ISLNK(mode)
+            except OSError:
+                changed = True
+        if changed:
             raise NotBelow(shown, "the path changed while it was being opened") from None
         raise cause from None  # a file where a folder was named
 
