@@ -22,6 +22,7 @@ from dal.effects.plan import paths as P
 from dal.effects.plan import trees as t
 from dal.effects.plan.shell import CommandList, Pipeline, Redirect, ShellDenied, SimpleCommand, parse_command
 from dal.effects.policy import GIT_DIR_MARKS, GIT_PROTECTED, TRUSTED_PATH, Policy
+from dal.effects.policy.prefix import DECISIONS, PrefixRule
 
 __all__ = ["Decision", "check_argv", "check_command", "find_program", "check_redirect_target", "recheck"]
 
@@ -688,12 +689,18 @@ def check_redirect_target(raw: str, write: bool, policy: Policy) -> str | None:
         return None
 
 
-def _program(name: str, policy: Policy) -> str:
+def _prefix_rule(argv: tuple[str, ...], policy: Policy) -> PrefixRule | None:
+    """The most severe of the policy's prefix rules that match `argv` (deny, then approve, then allow)."""
+    found = [r for r in policy.prefix_rules if r.matches(argv)]
+    return max(found, key=lambda r: DECISIONS.index(r.decision), default=None)
+
+
+def _program(name: str, policy: Policy, by_rule: bool = False) -> str:
     if "/" in name:
         raise _Denied(f"path-qualified program {name!r}: use a bare name, resolved on {TRUSTED_PATH}")
     if name in policy.denied:
         raise _Denied(f"{name} is denied by {policy.source}")
-    if name not in policy.allowed:
+    if name not in policy.allowed and not by_rule:
         if name in INTERPRETERS:
             raise _Denied(f"{name} runs other programs or code; allow it by name in the policy if you must")
         if name in _BUILTINS:
@@ -844,9 +851,14 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
     stages: dict[int, tuple[bool, bool]] = {}  # id(cmd) -> (changes names, writes through its arguments)
     ran: dict[int, SimpleCommand] = {}  # id(cmd) -> the command the executor runs (its argv rebuilt)
     unmodelled: list[str] = []  # allowed by name, without a model of their arguments
+    ruled: list[str] = []  # the approvals prefix rules ask for, with their justifications
     for cmd in plan.simple_commands():
         name = cmd.argv[0]
-        executables[name] = _program(name, policy)
+        prefix = _prefix_rule(cmd.argv, policy)
+        if prefix is not None and prefix.decision == "deny":
+            raise _Denied(f"{' '.join(cmd.argv[:len(prefix.prefix)])} is denied by the rule `{prefix.shown()}` "
+                          f"({policy.source}): {prefix.justification}")
+        executables[name] = _program(name, policy, by_rule=prefix is not None and prefix.decision == "allow")
         if name not in programs:
             programs.append(name)
         use = analyze_argv(cmd.argv, is_dir, lambda p: os.path.lexists(os.path.join(ws, p)))
@@ -885,7 +897,13 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
         if _SEVERITY[part_class] > _SEVERITY[klass]:
             klass = part_class
         idempotent = idempotent and part_idem
-        if name in policy.approval or (rule is not None and rule.approval):
+        if prefix is not None and prefix.decision == "approve":
+            why = f"`{prefix.shown()}` requires approval ({policy.source}): {prefix.justification}"
+            if why not in ruled:
+                ruled.append(why)
+        elif prefix is not None and prefix.decision == "allow":
+            pass  # the rule's prefix runs without the approval its program needs
+        elif name in policy.approval or (rule is not None and rule.approval):
             if name not in approvals:
                 approvals.append(name)
 
@@ -901,13 +919,9 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
         plan=plan,
         executables=tuple(executables.items()),
     )
-    if approvals:
-        return Decision(
-            True,
-            f"{', '.join(approvals)} requires approval ({policy.source})",
-            approval_required=True,
-            **common,
-        )
+    if approvals or ruled:
+        named = [f"{', '.join(approvals)} requires approval ({policy.source})"] if approvals else []
+        return Decision(True, "; ".join([*named, *ruled]), approval_required=True, **common)
     outside = any(p.startswith("/") and p != P.NULL_DEVICE for p in (*reads, *writes))
     where = "inside the allowed roots" if outside else "inside the workspace"
     what = {"read": "reads only", "local": "changes files", "external": "acts outside the machine"}[klass]

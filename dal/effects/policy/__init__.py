@@ -14,6 +14,7 @@ from typing import Any
 from dal.core.digest import sha256
 from dal.core.records import FrozenRecord
 from dal.core.statedir import state_dirs
+from dal.effects.policy.prefix import PrefixRule, PrefixRuleError, parse_rules
 
 __all__ = [
     "Policy", "PolicyError", "ProgramRule", "EFFECT_CLASSES", "TRUSTED_PATH", "PROTECTED_NAMES", "GIT_PROTECTED",
@@ -134,7 +135,7 @@ class Policy(FrozenRecord):
         "workspace", "allowed", "denied", "approval", "rules", "read_roots", "write_roots", "allow_net", "timeout",
         "max_output", "source", "protected", "env_allow", "file_sha256", "hidden",
         "max_commands", "max_processes", "max_file_size", "max_memory", "tmp_size",  # [limits]; None: default
-        "max_stored_output",
+        "max_stored_output", "prefix_rules",
         "_rule_index",
     )
     _compared = _shown = __slots__[:-1]  # not the index built from `rules`
@@ -162,6 +163,7 @@ class Policy(FrozenRecord):
         max_memory: int | None = None,
         tmp_size: int | None = None,
         max_stored_output: int | None = None,
+        prefix_rules: tuple[PrefixRule, ...] = (),  # [[rules]]: decisions on commands by their first words
     ) -> None:
         init = object.__setattr__
         init(self, "workspace", workspace)
@@ -185,6 +187,7 @@ class Policy(FrozenRecord):
         init(self, "max_memory", max_memory)
         init(self, "tmp_size", tmp_size)
         init(self, "max_stored_output", max_stored_output)
+        init(self, "prefix_rules", prefix_rules)
         init(self, "_rule_index", {r.name: r for r in rules})
 
     def rule(self, name: str) -> ProgramRule | None:
@@ -331,6 +334,7 @@ class Policy(FrozenRecord):
             "protected": list(self.protected),
             "env_allow": sorted(self.env_allow),
             "hidden": list(self.hidden),
+            "prefix_rules": [r.to_json() for r in self.prefix_rules],
         }
         for name in type(self)._compared or ():
             if name not in out:
@@ -368,7 +372,7 @@ class Policy(FrozenRecord):
         _want(isinstance(data.get("allow_net"), bool), where, "allow_net", "expected true or false")
         timeout = opt("timeout", (int, float))
         named = {"workspace", "allowed", "denied", "approval", "rules", "read_roots", "write_roots", "allow_net",
-                 "timeout", "max_output", "source", "protected", "env_allow", "file_sha256", "hidden"}
+                 "timeout", "max_output", "source", "protected", "env_allow", "file_sha256", "hidden", "prefix_rules"}
         scalars = {}  # the fields to_json keeps as they are (a missing one: stored before it existed)
         for name in cls._compared or ():
             if name not in named and data.get(name) is not None:
@@ -390,6 +394,7 @@ class Policy(FrozenRecord):
             env_allow=frozenset(strs("env_allow")),
             file_sha256=opt("file_sha256", (str,)),
             hidden=tuple(_str_list(data.get("hidden") or [], where, "hidden")),  # absent: stored before it existed
+            prefix_rules=_stored_rules(data.get("prefix_rules") or [], where),
             **scalars,
         )
 
@@ -494,7 +499,7 @@ def _env_names(values: Iterable[str] | str, where: str) -> list[str]:
     return names
 
 
-_TOP_KEYS = {"run", "paths", "network", "programs", "limits", "env"}
+_TOP_KEYS = {"run", "paths", "network", "programs", "limits", "env", "rules"}
 _SECTION_KEYS = {
     "run": {"defaults", "allow", "deny", "require_approval"},
     "paths": {"read", "write", "protect"},
@@ -503,6 +508,13 @@ _SECTION_KEYS = {
     "env": {"allow"},
 }
 _PROGRAM_KEYS = {"class", "idempotent", "approval", "allow"}
+
+
+def _stored_rules(raw: Any, where: str) -> tuple[PrefixRule, ...]:
+    try:
+        return parse_rules(raw, where)
+    except PrefixRuleError as e:
+        raise PolicyError(str(e)) from None
 
 
 def _want(cond: bool, source: str, key: str, what: str) -> None:
@@ -606,6 +618,7 @@ def _build(
     if source != "default policy":
         protected.append(source)
     protected_paths = tuple(dict.fromkeys(_roots(ws, protected)))
+    prefix_rules = _stored_rules(data["rules"], source) if "rules" in data else ()
     return Policy(
         workspace=ws,
         allowed=frozenset(allowed | set(flag_run) | set(flag_approval) | approval),
@@ -620,6 +633,7 @@ def _build(
         source=source,
         protected=protected_paths,
         env_allow=frozenset([*env, *flag_env]),
+        prefix_rules=prefix_rules,
         **extra_limits,
     )
 

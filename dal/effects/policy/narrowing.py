@@ -37,6 +37,9 @@ def beyond(policy: Policy, ceiling: Policy) -> list[str]:
         out.append("env() of " + ", ".join(env))
     if policy.allow_net and not ceiling.allow_net:
         out.append("the network")
+    ceiling_prefixes = set(ceiling.prefix_rules)
+    if loose := [r.shown() for r in policy.prefix_rules if r.decision == "allow" and r not in ceiling_prefixes]:
+        out.append("running " + ", ".join(f"`{x}`" for x in loose) + " by prefix rules the ceiling lacks")
     ceiling_rules = {r.name: r for r in ceiling.rules}
     for r in policy.rules:
         c = ceiling_rules.get(r.name)
@@ -68,9 +71,10 @@ def loosened(policy: Policy, ceiling: Policy) -> list[str]:
 
 def capped(policy: Policy, ceiling: Policy) -> Policy:
     """`policy` kept under `ceiling` where beyond() does not compare: everything the ceiling protects or
-    hides stays protected or hidden, and every limit is the smaller of the two (a limit left unset counts
-    as its default), so that a test's own TOML cannot drop the operator's `[paths] protect` or lift a
-    `[limits]` value (docs/testing.md, "The policy ceiling")."""
+    hides stays protected or hidden, the ceiling's deny and approve prefix rules still decide, and every
+    limit is the smaller of the two (a limit left unset counts as its default), so that a test's own TOML
+    cannot drop the operator's `[paths] protect` or lift a `[limits]` value (docs/testing.md, "The policy
+    ceiling")."""
     from dal.core import defaults
     from dal.effects.policy import LIMIT_DEFAULTS
 
@@ -80,7 +84,9 @@ def capped(policy: Policy, ceiling: Policy) -> Policy:
             return None
         return min(default if mine is None else mine, default if theirs is None else theirs)
 
+    held = [r for r in ceiling.prefix_rules if r.decision != "allow"]  # the ceiling's refusals and approvals hold
     return policy.evolve(
+        prefix_rules=tuple(dict.fromkeys([*policy.prefix_rules, *held])),
         protected=tuple(dict.fromkeys([*policy.protected, *ceiling.protected])),
         hidden=tuple(dict.fromkeys([*policy.hidden, *ceiling.hidden])),
         timeout=least("timeout", defaults.EFFECT_TIMEOUT),
