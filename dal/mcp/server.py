@@ -218,14 +218,11 @@ class _Lines:
 
 
 def _text(result: dict[str, Any]) -> str:
-    """The text content of a result: the rendered receipt when there is one, then the JSON."""
+    """The text content of a result: exactly the JSON of its structured content, so that a client that
+    parses the text gets the same object (the receipt as `dal receipt show` prints it is its `rendered`)."""
     from dal.core.jsontext import dumps
 
-    shown = {k: v for k, v in result.items() if k not in ("rendered", "full")}
-    text = dumps(shown, indent=2)
-    if "rendered" in result:
-        text = result["rendered"].rstrip() + "\n\n" + text
-    return text
+    return dumps(result, indent=2)
 
 
 def _encodable(value: Any) -> Any:

@@ -45,3 +45,56 @@ def test_the_documented_snippet_starts_a_server_whose_tools_are_the_documented_o
 
     # the snippet's own argument list (but for the workspace), run by this interpreter's `dal`
     serve(tmp_path, scenario, argv=args)
+
+
+# The fields each tool's result has at its top level, as the doc's table lists them (issue 30).
+FIELDS = {
+    "run": ["run_id", "status", "retry", "key", "blocker", "external_effect", "error", "result", "effects", "output",
+            "receipt", "rendered", "new_run"],
+    "submit": ["submitted", "job", "note"],
+    "check": ["ok", "errors", "warnings", "diagnostics"],
+    "check_command": ["decision", "reason", "class", "reads", "writes"],
+    "show_receipt": ["run_id", "status", "rendered", "full"],
+    "list_waiting": ["waiting"],
+    "resume": ["run_id", "status", "rendered"],
+}
+
+
+def _returns(tool: str) -> str:
+    section = DOC.split("## The tools", 1)[1].split("\n## ", 1)[0]
+    row = re.search(rf"^\| `{tool}` \|.*\| ([^|]*) \|$", section, re.M)
+    assert row, tool
+    return row.group(1)
+
+
+def test_each_results_text_is_its_json_and_holds_the_documented_fields(ws: Path) -> None:
+    from mcp_agent import cli
+
+    async def call(a: Agent, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        res = await a.session.call_tool(tool, args)
+        assert not res.isError and len(res.content) == 1, res.content
+        parsed = json.loads(res.content[0].text)  # the text is the JSON, nothing else
+        assert parsed == res.structuredContent
+        for field in FIELDS[tool]:
+            assert f"`{field}`" in _returns(tool), (tool, field)
+            assert field in parsed, (tool, field, sorted(parsed))
+        return parsed
+
+    async def scenario(a: Agent) -> None:
+        ran = await call(a, "run", {"script": 'print(run("echo hi"))\n', "key": "fields:1"})
+        assert ran["status"] == "completed" and "completed" in ran["rendered"]
+        queued = await call(a, "submit", {"script": 'print("queued")\n', "key": "fields:2"})
+        assert {"job_id", "key", "queue", "state"} <= set(queued["job"])
+        checked = await call(a, "check", {"script": "let x = \n"})
+        assert checked["diagnostics"][0]["line"] == 1 and "^" in checked["diagnostics"][0]["rendered"]
+        await call(a, "check_command", {"command": "echo hi"})
+        await call(a, "show_receipt", {"run": "fields:1"})
+        held = await call(a, "run", {"script": 'run("touch sent.txt")\n', "key": "fields:3"})
+        assert held["status"] == "waiting" and "decide" in held and "`decide`" in _returns("run")
+        waiting = await call(a, "list_waiting", {})
+        assert {"decide", "decision_recorded"} <= set(waiting["waiting"][0])
+        assert cli("approve", held["run_id"], cwd=ws).returncode == 0
+        resumed = await call(a, "resume", {"run": held["run_id"]})
+        assert resumed["status"] == "completed"
+
+    serve(ws, scenario)
