@@ -37,8 +37,8 @@ sys.path.insert(0, str(REPO))
 SPANS = [
     ("dal.worker.jobproc", "JobProcessMain._run"), ("dal.receipts.jobs", "JobQueue.route"),
     ("dal.receipts.jobs", "JobQueue.open"), ("dal.receipts.jobs", "JobQueue.close"),
-    ("dal.runner.runner", "_execute"), ("dal.runner.runner", "_finish"), ("dal.runner.runner", "_RunState.release"),
-    ("dal.runner.runner", "_RunState.enter_key"), ("dal.receipts.store", "Store.__init__"),
+    ("dal.runner.runner", "_execute"), ("dal.runner.finish", "finish"), ("dal.runner.operation", "RunState.release"),
+    ("dal.runner.operation", "RunState.enter_key"), ("dal.receipts.store", "Store.__init__"),
     ("dal.receipts.store", "Store.close"), ("dal.receipts.store", "Store.save_receipt"),
     ("dal.receipts.store", "Store.journal_intent"), ("dal.receipts.store", "Store.journal_result"),
     ("dal.receipts.store", "Store.begin_run"), ("dal.receipts.oplock", "KeyLock.acquire"),

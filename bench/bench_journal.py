@@ -24,7 +24,7 @@ from dal.eval.runtime import Runtime
 from dal.receipts.ids import new_run_id, utc_timestamp
 from dal.receipts.store import Store
 from dal.runner.effects import EffectHandler
-from dal.runner.runner import _BeginFirst
+from dal.runner.journal import RunJournal
 from dal.syntax.ast import Span
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its sibling
@@ -47,7 +47,7 @@ def effect_overhead(ws: Path, command: str, n: int, rounds: int = 9) -> tuple[fl
     store.set_synchronous("NORMAL")
     run_id = new_run_id()
     store.begin_run(run_id, operation="bench")
-    journaled = EffectHandler(Runtime(), ctx, journal=_BeginFirst(store, lambda: None), run_id=run_id)
+    journaled = EffectHandler(Runtime(), ctx, journal=RunJournal(store, lambda: None), run_id=run_id)
 
     def timed(handler: EffectHandler) -> float:
         started = time.perf_counter()

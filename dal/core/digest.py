@@ -14,4 +14,9 @@ except ImportError:
     except ImportError:  # pragma: no cover - not CPython
         from hashlib import sha256
 
-__all__ = ["sha256"]
+__all__ = ["sha256", "text_sha256"]
+
+
+def text_sha256(text: str) -> str:
+    """The hex SHA-256 of `text` as UTF-8 (a script's digest)."""
+    return sha256(text.encode("utf-8")).hexdigest()

@@ -274,8 +274,8 @@ class DalTools:
         gives (status `died`, as `dal receipt show` shows it)."""
         import dal.api as api
         from dal.receipts.store import RunNotFound
+        from dal.runner.deadrun import crashed_receipt
         from dal.runner.liveness import run_alive
-        from dal.runner.runner import crashed_receipt
 
         try:
             return api.receipt(ref, workspace=self.workspace, store=self.store).to_dict()

@@ -1,12 +1,17 @@
 """The one place a run receipt (`dal.receipt/v1`, dal/receipts/schema/receipt-v1.json) and an effect item
-are put together. Finished, rejected, skipped and resumed runs (dal/runner/runner.py), runs rebuilt from
-the journal after their process died (`crashed_receipt`), REPL sessions (dal/repl/wiring.py) and effect
+are put together. Finished, rejected, skipped and resumed runs (dal/runner/finish.py), runs rebuilt from
+the journal after their process died (dal/runner/deadrun.py), REPL sessions (dal/repl/wiring.py) and effect
 handlers (dal/runner/effects.py) all call these two functions, so every receipt has the same keys in the
 same order; what each key holds is decided by the caller."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
+
+from dal.core.digest import sha256
+from dal.core.readbelow import open_below, root_of
 
 SCHEMA = "dal.receipt/v1"
 
@@ -153,3 +158,38 @@ def bounded(value: Any) -> Any:
     if isinstance(value, list):
         return [bounded(v) for v in value]
     return value
+
+
+_SHA_LIMIT = 64 * 1024 * 1024
+
+
+def artifact_of(workspace: Path, rel: str, roots: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What a path the run wrote holds now, for the receipt. The script's programs may have put a symlink
+    out (or a FIFO) in its place, and the receipt reaches the agent: so the file is opened once, by
+    descriptor, below the workspace or the write root it is in (dal/core/readbelow.py), its size and digest
+    taken from that descriptor; a name that leads out, is not a regular file or has other links is reported
+    as existing, with neither. A path below none of them is not opened at all."""
+    p = Path(rel)
+    full = p if p.is_absolute() else workspace / p
+    below = root_of(full, (str(workspace), *roots))
+    if below is None:
+        return {"path": rel, "state": "exists" if os.path.lexists(full) else "missing", "size": None, "sha256": None}
+    try:
+        fd = open_below(*below)
+    except (FileNotFoundError, NotADirectoryError):
+        return {"path": rel, "state": "missing", "size": None, "sha256": None}
+    except OSError:  # a folder, a link out, a FIFO, another hard link, a loop: it exists, and is not read
+        return {"path": rel, "state": "exists", "size": None, "sha256": None}
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        digest = None
+        if size <= _SHA_LIMIT:
+            h = sha256()
+            try:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+                digest = h.hexdigest()
+            except OSError:
+                digest = None
+    return {"path": rel, "state": "exists", "size": size, "sha256": digest}
+

@@ -44,7 +44,7 @@ def run_repl(args: argparse.Namespace) -> int:
     from dal.repl.wiring import SessionWiring
     from dal.runner.build import SpecError, build_spec
     from dal.runner.options import spec_options
-    from dal.runner.runner import effect_context
+    from dal.runner.spec import effect_context
 
     notes: list[str] = []
     try:  # the session is specified as `dal run` specifies a run: the same flags, the same builder

@@ -89,12 +89,11 @@ def save_session_receipt(session: Any, wiring: SessionWiring, spec: Any, status:
     import time
     from pathlib import Path
 
-    from dal.receipts.build import run_receipt
+    from dal.receipts.build import artifact_of, run_receipt
     from dal.receipts.files import write_receipt_files
     from dal.receipts.ids import new_run_id, utc_timestamp
     from dal.receipts.location import open_store
     from dal.receipts.retry import derive_retry
-    from dal.runner.runner import artifact_of
 
     inputs = getattr(session, "_inputs", 0)
     handlers = wiring.effect_handlers

@@ -238,7 +238,7 @@ class EffectHandler:
         # an effect that ran but whose result the store did not take: seq, result, class, idempotent
         self.unjournaled: dict[str, Any] | None = None
         # The run this one continues when it lost its key lock and may still be running (the runner's
-        # _RunState.lost_run): an effect it left without a result may still be under way there.
+        # operation.RunState.lost_run): an effect it left without a result may still be under way there.
         self.lost_run: dict[str, Any] | None = None
         self.max_effects = max_effects
         self.seq = 0

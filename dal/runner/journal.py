@@ -22,10 +22,15 @@ at or below the highest one named for that effect has been used.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from typing import Any
 
 from dal.core.records import ValueRecord
+from dal.effects import Policy
+from dal.effects.policy import LIMIT_DEFAULTS
 from dal.receipts.contract import RunStore
+from dal.receipts.store import StoreError
 from dal.runner.effects import Prior
 
 NEW, RESUME, RETRY = "new", "resume", "retry"
@@ -149,3 +154,90 @@ def newest_of(store: RunStore, row: dict[str, Any]) -> dict[str, Any]:
         seen.add(later["run_id"])
         row = later
     return row
+
+
+# What one run may journal of command output (stdout and stderr of its effects, copies a resume makes of
+# earlier results not counted); past it the next effect does not start and the run stops, resumable.
+# --max-stored-output, else DAL_RUN_STORE_LIMIT (bytes, or 512M, 2G), else the policy's [limits]
+# max_stored_output set it (docs/durability.md, "How much a run stores").
+RUN_STORE_LIMIT = LIMIT_DEFAULTS["max_stored_output"]
+
+
+STORE_LIMIT_ENV = "DAL_RUN_STORE_LIMIT"
+
+
+class RunJournal:
+    """The store as the effect journal, recording the run itself before the first journal entry.
+
+    The runner's connection commits with synchronous=NORMAL (every commit survives kill -9); an intent
+    marked `durable` (an effect that must not run twice: non-idempotent local, external) is committed
+    with synchronous=FULL, so that it is on disk before the effect starts, power loss included."""
+
+    takes_durable = True
+
+    def __init__(self, store: RunStore, begin: Callable[[], None], keyed: Callable[[], bool] = lambda: True,
+                 fence: Any = None, limit: Callable[[], int] | None = None) -> None:
+        self._store = store
+        self._begin = begin
+        self._keyed = keyed
+        self._fence = fence  # a job's lease (dal worker): an intent or hold is written only while it holds
+        self._limit = limit or run_store_limit
+        self.stored = 0  # bytes of command output this run journaled (not counting copies of earlier results)
+        self._copies: set[int] = set()  # effects whose journaled result is a copy a resume makes
+
+    def journal_hold(self, *args: Any, **kw: Any) -> dict[str, Any] | None:
+        # A gate's transaction may journal the intent of the effect a person just approved: fsynced.
+        self._begin()
+        if self._fence is not None:
+            kw["fence"] = self._fence
+        self._store.set_synchronous("FULL")
+        try:
+            return self._store.journal_hold(*args, **kw)
+        finally:
+            self._store.set_synchronous("NORMAL")
+
+    def journal_intent(self, *args: Any, durable: bool = False, **kw: Any) -> None:
+        if self._fence is not None:
+            kw["fence"] = self._fence
+        detail = kw.get("detail") or {}
+        if detail.get("replayed"):
+            self._copies.add(args[1])
+        elif detail.get("kind") != "value" and self.stored > (limit := self._limit()):
+            raise StoreError(
+                f"this run has journaled {self.stored:,} bytes of command output, more than one run may store "
+                f"({limit:,} bytes; --max-stored-output, {STORE_LIMIT_ENV} or [limits] max_stored_output sets it), "
+                f"so effect {args[1]} does not start. "
+                "Resume the run to go on (a resume journals afresh), or raise the limit", None)
+        if self._keyed() or detail.get("kind") != "value":
+            # now()/env() before operation("K") must not record the run without its key: a run with no
+            # key yet is recorded at its first effect (values journaled before wait under its id).
+            self._begin()
+        if not durable:
+            self._store.journal_intent(*args, **kw)
+            return
+        self._store.set_synchronous("FULL")
+        try:
+            self._store.journal_intent(*args, **kw)
+        finally:
+            self._store.set_synchronous("NORMAL")
+
+    def journal_result(self, *args: Any, **kw: Any) -> None:
+        self._store.journal_result(*args, **kw)
+        result = args[2] if len(args) > 2 else kw.get("result_json")
+        if isinstance(result, dict) and args[1] not in self._copies:
+            self.stored += sum(len(result.get(k) or "") for k in ("stdout", "stderr") if isinstance(result.get(k), str))
+
+
+def run_store_limit(value: int | None = None, policy: Policy | None = None) -> int:
+    """The most command output one run journals: `value` (the run's --max-stored-output, stored with it), else
+    $DAL_RUN_STORE_LIMIT (bytes, or with K, M, G; a value DAL cannot read is passed over), else the policy in
+    force's `[limits] max_stored_output`, else RUN_STORE_LIMIT."""
+    if value:
+        return value
+    text = os.environ.get(STORE_LIMIT_ENV, "").strip().upper()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1) if text else 1
+    digits = text[:-1] if scale > 1 else text
+    if digits.isdigit() and int(digits) > 0:
+        return int(digits) * scale
+    return policy.limit("max_stored_output") if policy is not None else RUN_STORE_LIMIT
+

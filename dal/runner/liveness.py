@@ -32,7 +32,7 @@ def run_alive(row: dict[str, Any], store: RunStore | None = None) -> bool:
     still runs or cannot be seen from here."""
     if row_verdict(row) == "alive":
         return True
-    # A run without a key holds `run:<its id>` for its life (_RunState.hold_own_lock); a resume of it holds
+    # A run without a key holds `run:<its id>` for its life (operation.RunState.hold_own_lock); a resume of it holds
     # that lock too, under its own run id, so the holder's run id says which run the lock is held for.
     key = row.get("key") or (f"run:{row['run_id']}" if row.get("run_id") else None)
     if not key or store is None or row.get("status", "running") != "running":

@@ -72,8 +72,8 @@ def unfinished(store: RunStore, ref: str, workspace: Path | None = None) -> dict
     """A run with no receipt yet: a line saying it is still running, or, when its process is gone, the
     receipt its journal gives, with status `died` (the next invocation records it as `interrupted`). None
     when `ref` names no run."""
+    from dal.runner.deadrun import crashed_receipt
     from dal.runner.liveness import run_alive
-    from dal.runner.runner import crashed_receipt
 
     try:
         rows = store.list_runs(limit=1) if ref.strip() == "latest" else [store.find_run(ref)]

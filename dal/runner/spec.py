@@ -22,6 +22,7 @@ from typing import Any
 
 from dal.core import defaults
 from dal.core.records import FrozenRecord
+from dal.effects.context import EffectContext
 from dal.effects.policy import Policy
 from dal.receipts.location import StoreLocation
 
@@ -341,3 +342,16 @@ class RunHooks(FrozenRecord):
         init(self, "store", store)
         init(self, "check", check)
         init(self, "receipt_files", receipt_files)
+
+
+def effect_context(spec: RunSpec, policy: Policy) -> EffectContext:
+    """How effects run under `policy`: a limit the run's options set wins, then the policy's `[limits]`."""
+    return EffectContext(
+        policy=policy,
+        timeout=RunSpec.effective_effect_timeout(spec.effect_timeout, policy),
+        max_output=RunSpec.effective_max_output(spec.max_output, policy),
+        require_sandbox=spec.require_sandbox,
+        use_sandbox=spec.use_sandbox,
+        unsandboxed_as_root=spec.unsandboxed_as_root,
+    )
+

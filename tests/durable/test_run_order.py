@@ -72,7 +72,7 @@ def test_a_run_that_got_the_lock_late_does_not_fork_the_chain(durable) -> None:
 
 
 def test_a_clock_that_stepped_back_does_not_reopen_a_completed_operation(durable, monkeypatch) -> None:
-    import dal.runner.runner as runner_module
+    import dal.runner.operation as runner_module
     from dal.receipts import ids
 
     d = durable

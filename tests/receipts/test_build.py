@@ -36,7 +36,7 @@ def test_finished_crashed_and_repl_receipts_share_one_shape(tmp_path: Path) -> N
     assert finished["status"] == "completed" and len(finished["effects"]["items"]) == 1
 
     # A run whose process died after journaling one effect's intent: its receipt is rebuilt from the journal.
-    from dal.runner.runner import crashed_receipt
+    from dal.runner.deadrun import crashed_receipt
 
     store_path = ws / ".dal" / "dal.db"
     dead = "run_20260902T101500000Z_dead01"
