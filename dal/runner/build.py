@@ -22,6 +22,7 @@ from typing import Any
 
 from dal.core import defaults
 from dal.core.jsontext import surrogate_at
+from dal.core.readbelow import read_text_below
 from dal.effects.policy import Policy, PolicyError
 from dal.receipts.location import StoreLocation, StoreLocationError
 from dal.runner.spec import POLICY_FLAGS, RunSpec, SpecError
@@ -112,10 +113,19 @@ def _inline(source: str, workspace: str, filename: str | None) -> str:
     (`.dal/scripts/`), so that a resume runs exactly this script again."""
     import hashlib
 
+    if filename is not None and (not isinstance(filename, str) or os.path.basename(filename) != filename
+                                 or filename in ("", ".", "..") or "\x00" in filename):
+        raise SpecError(f"filename {filename!r}: give a plain file name, without folders: the text is kept as "
+                        "WORKSPACE/.dal/scripts/FILENAME")
     digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
-    script = Path(workspace, ".dal", "scripts", filename or f"{digest}.dal")
+    name = filename or f"{digest}.dal"
+    script = Path(workspace, ".dal", "scripts", name)
     script.parent.mkdir(parents=True, exist_ok=True)
-    if not script.exists() or script.read_text(encoding="utf-8") != source:
+    try:  # by descriptor below the workspace, as the runner reads it
+        same = read_text_below(workspace, os.path.join(".dal", "scripts", name)) == source
+    except (OSError, UnicodeDecodeError):
+        same = False
+    if not same:
         from dal.core.fsutil import atomic_write_text
 
         atomic_write_text(script, source)

@@ -8,7 +8,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from dal.runner.runner import artifact_of
+from dal.receipts.build import artifact_of
 from tests.swaprace import make_canary, race, swapping
 
 INSIDE = "written by the run\n"
