@@ -13,7 +13,7 @@ import pytest
 from dal.effects.exec.running import wall_in_force
 from dal.effects.wall import seccomp
 
-ALLOW, EPERM, ENOSYS = "allow", "EPERM", "ENOSYS"
+ALLOW, EPERM, ENOSYS, EACCES = "allow", "EPERM", "ENOSYS", "EACCES"
 ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 OTHER_ARCHES = {"x86_64": (0x40000003, 0xC00000B7), "aarch64": (0x40000028, 0xC000003E)}  # i386 / ARM, the other
 
@@ -35,7 +35,7 @@ def run_filter(code: bytes, nr: int, arch: int, args: tuple[int, ...] = ()) -> s
             if k == 0x7FFF0000:
                 return ALLOW
             assert k & 0xFFFF0000 == 0x00050000, hex(k)
-            return {errno.EPERM: EPERM, errno.ENOSYS: ENOSYS}[k & 0xFFFF]
+            return {errno.EPERM: EPERM, errno.ENOSYS: ENOSYS, errno.EACCES: EACCES}[k & 0xFFFF]
         else:
             raise AssertionError(f"unexpected BPF instruction {op:#x}")
     raise AssertionError("the filter ran past its end")
@@ -101,3 +101,16 @@ def test_another_machine_runs_without_the_filter_and_the_receipt_says_so(monkeyp
     assert line is not None and "riscv64" in line
     monkeypatch.setattr(seccomp, "machine", lambda: "x86_64")
     assert seccomp.missing() is None
+
+
+@pytest.mark.parametrize(("machine", "socket_nr", "socketpair_nr"), [("aarch64", 198, 199), ("x86_64", 41, 53)])
+def test_with_the_network_off_no_unix_socket_is_made_but_a_pair(machine: str, socket_nr: int,
+                                                                 socketpair_nr: int) -> None:
+    off, on, arch = seccomp.program(machine, network=False), seccomp.program(machine), ARCH[machine]
+    af_unix, af_inet, af_netlink = 1, 2, 16
+    assert run_filter(off, socket_nr, arch, (af_unix, 1, 0)) == EACCES
+    assert run_filter(off, socket_nr, arch, ((1 << 32) | af_unix, 1, 0)) == EACCES  # the high half is ignored
+    assert run_filter(off, socket_nr, arch, (af_inet, 1, 0)) == run_filter(off, socket_nr, arch, (af_netlink,)) == ALLOW
+    assert run_filter(off, socketpair_nr, arch, (af_unix, 1, 0)) == ALLOW
+    assert run_filter(on, socket_nr, arch, (af_unix, 1, 0)) == ALLOW
+    assert run_filter(off, 90 if machine == "x86_64" else 53, arch, (0, 0o4755, 0o4755)) == EPERM  # still there

@@ -489,7 +489,7 @@ def _preexec(run: _CommandRun) -> Callable[[], None]:
     limits = run.limits.preexec(run.cgroup)
     if not seccomp.available():
         return limits
-    filt = seccomp.install()
+    filt = seccomp.install(run.policy.allow_net)
 
     def setup() -> None:
         limits()
@@ -539,7 +539,7 @@ def _spawn_walled(
     block_r, block_w = os.pipe()
     passwd, group = _identity()
     data = []
-    contents = (passwd, group, seccomp.program()) if seccomp.available() else (passwd, group)
+    contents = (passwd, group, seccomp.program(None, wall.plan.network)) if seccomp.available() else (passwd, group)
     for content in contents:
         r, w = os.pipe()
         os.write(w, content)  # a few hundred bytes: never more than the pipe holds

@@ -64,7 +64,8 @@ class WallPlan:
     hidden: tuple[tuple[str, str], ...]  # (path, "folder" | "file"): covered by an empty read-only folder or
     # /dev/null (the run store, receipts, DAL's own state)
     programs: tuple[str, ...]  # program files outside the system folders, shown read-only at their place
-    seccomp: tuple[str, ...]  # the seccomp filters installed: "setuid" (seccomp.py)
+    seccomp: tuple[str, ...]  # the seccomp filters installed (seccomp.py): "setuid" (no set-user-ID files),
+    # "unix-sockets" (no socket(AF_UNIX) while the network is off)
     env: tuple[tuple[str, str], ...]  # the programs' whole environment
     limits: CommandLimits | None = None  # rlimits and cgroup of the command (limits.py)
 

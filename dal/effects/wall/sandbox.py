@@ -197,6 +197,13 @@ def _open_nofollow(path: str, want_dir: bool = False) -> int:
         raise
 
 
+def _filters(network: bool) -> tuple[str, ...]:
+    """The seccomp filters a program gets (seccomp.py): none on a machine DAL has no table for."""
+    if not seccomp.available():
+        return ()
+    return ("setuid",) if network else ("setuid", "unix-sockets")
+
+
 def _present(path: str) -> bool:
     """Whether `path` is there, walked as the bind will walk it (WallRefused for a symlink on the way)."""
     try:
@@ -364,7 +371,7 @@ class Wall:
             kind="bubblewrap", workspace=ws, network=allow_net, read_all=read_all, system=system, links=links,
             identity=self.own_identity, home=self.home, tmp_size=tmp_size, read=tuple(read), write=tuple(write),
             make=tuple(make), protected=tuple(protected), placeholders=placeholders, hidden=tuple(hidden),
-            programs=tuple(dict.fromkeys(programs)), seccomp=("setuid",) if seccomp.available() else (),
+            programs=tuple(dict.fromkeys(programs)), seccomp=_filters(allow_net),
             env=tuple(scrubbed_env(self.home).items()), limits=limits,
         )
 

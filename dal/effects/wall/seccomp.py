@@ -8,7 +8,13 @@ nosuid mounts hold only inside the wall. So every way to give a file those mode 
 chmod, fchmod, fchmodat, fchmodat2, and open, openat, creat, mknod, mknodat with them in the mode. openat2
 (its mode is behind a pointer the filter cannot read) and io_uring (which opens files without these system
 calls) fail with ENOSYS, so that programs fall back to openat. System calls of another ABI (i386, x32; on
-aarch64, AArch32) fail too. The filter is classic BPF, built here for x86_64 and aarch64; bubblewrap installs
+aarch64, AArch32) fail too.
+
+While the network is off, socket(AF_UNIX, ...) fails with EACCES as well: a read-only bind does not stop
+connect(2) to a socket file in a read root (a daemon's `READROOT/daemon.sock`), and with no socket of that
+family a program cannot connect to any; socketpair(2), which makes a connected pair and nothing else, stays.
+
+The filter is classic BPF, built here for x86_64 and aarch64; bubblewrap installs
 it (`--seccomp FD`), and a program started without the wall installs it between fork and exec.
 """
 
@@ -25,6 +31,7 @@ import attrs
 __all__ = ["available", "program", "install"]
 
 _SUID_SGID = 0o6000
+_AF_UNIX = 1
 
 
 @attrs.frozen
@@ -37,6 +44,7 @@ class _Abi:
     mode_arg: dict[str, tuple[int, int]]
     nosys: dict[str, int]
     seccomp_nr: int
+    socket_nr: int
     x32: bool = False
 
 
@@ -50,6 +58,7 @@ ABIS: dict[str, _Abi] = {
                   "openat": (257, 3), "creat": (85, 1), "mknod": (133, 1), "mknodat": (259, 2)},
         nosys={"openat2": 437, "io_uring_setup": 425},
         seccomp_nr=317,
+        socket_nr=41,
         x32=True,
     ),
     "aarch64": _Abi(
@@ -58,6 +67,7 @@ ABIS: dict[str, _Abi] = {
                   "mknodat": (33, 2)},
         nosys={"openat2": 437, "io_uring_setup": 425},
         seccomp_nr=277,
+        socket_nr=198,
     ),
 }
 _X32_BIT = 0x40000000
@@ -84,8 +94,9 @@ def missing() -> str | None:
             f"{' and '.join(ABIS)} only), so a program may leave a set-user-ID file in a write root")
 
 
-def _assemble(abi: _Abi) -> list[tuple[int, int, int, int]]:
-    """The filter as (code, jt, jf, k) instructions; jumps are relative to the next instruction."""
+def _assemble(abi: _Abi, network: bool = True) -> list[tuple[int, int, int, int]]:
+    """The filter as (code, jt, jf, k) instructions; jumps are relative to the next instruction. Without
+    `network`, socket(AF_UNIX) is refused too."""
     deny = ("ret", _ERRNO | errno.EPERM)
     nosys = ("ret", _ERRNO | errno.ENOSYS)
     allow = ("ret", _ALLOW)
@@ -96,7 +107,12 @@ def _assemble(abi: _Abi) -> list[tuple[int, int, int, int]]:
         body.append(("jeq", nr, "nosys", None))
     for name, (nr, _) in abi.mode_arg.items():
         body.append(("jeq", nr, f"mode:{name}", None))
+    if not network:
+        body.append(("jeq", abi.socket_nr, "socket", None))
     body.append(allow)
+    if not network:  # the domain is the first argument's low 32 bits
+        body += [("label", "socket"), ("ld", 16), ("jeq", _AF_UNIX, "eacces", None), allow,
+                 ("label", "eacces"), ("ret", _ERRNO | errno.EACCES)]
     for name, (_, arg) in abi.mode_arg.items():
         # the low 32 bits of the mode argument (little-endian); BPF jumps only forward, so each block returns
         body += [("label", f"mode:{name}"), ("ld", 16 + 8 * arg), ("jset", _SUID_SGID, "deny", None), allow]
@@ -133,18 +149,19 @@ def _assemble(abi: _Abi) -> list[tuple[int, int, int, int]]:
     return out
 
 
-@functools.lru_cache(maxsize=4)
-def program(for_machine: str | None = None) -> bytes:
+@functools.lru_cache(maxsize=8)
+def program(for_machine: str | None = None, network: bool = True) -> bytes:
     """The compiled filter for `for_machine` (this one by default): struct sock_filter[] as bubblewrap's
-    --seccomp reads it, in this machine's byte order (both ABIs here are little-endian)."""
-    return b"".join(struct.pack("<HBBI", *ins) for ins in _assemble(ABIS[for_machine or machine()]))
+    --seccomp reads it, in this machine's byte order (both ABIs here are little-endian). Without `network`
+    it refuses socket(AF_UNIX) too."""
+    return b"".join(struct.pack("<HBBI", *ins) for ins in _assemble(ABIS[for_machine or machine()], network))
 
 
 _PR_SET_NO_NEW_PRIVS = 38
 _SECCOMP_SET_MODE_FILTER = 1
 
 
-def install() -> Callable[[], None]:
+def install(network: bool = True) -> Callable[[], None]:
     """A function for preexec_fn that installs the filter in the child (no_new_privs first, as the kernel
     requires of an unprivileged process); everything it needs is made here, before the fork."""
     import ctypes  # only for programs started without the wall
@@ -152,7 +169,7 @@ def install() -> Callable[[], None]:
     class _Fprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-    code = program()
+    code = program(None, network)
     buf = ctypes.create_string_buffer(code, len(code))
     prog = _Fprog(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p))
     libc = ctypes.CDLL(None, use_errno=True)
