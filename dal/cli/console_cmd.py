@@ -17,8 +17,9 @@ def register(sub: Any) -> None:
         help="serve the operator console: why each run waits, and decide in a browser",
         description="Serve the operator console on 127.0.0.1: the runs waiting for a person (approve, deny, "
         "say what happened to an uncertain effect), the blocked jobs, the queue and its workers, and every "
-        "run with its receipt, journal and decisions. Prints one login link (it works once, and opens a "
-        "session in that browser). Needs the `console` extra: pip install 'dal-lang[console]'.",
+        "run with its receipt, journal and decisions. Prints a login link (it works once, and opens a "
+        "session in that browser); Enter in its terminal, or SIGUSR1, prints a new one. Needs the `console` "
+        "extra: pip install 'dal-lang[console]'.",
     )
     p.add_argument("--store", default=None, metavar="PATH",
                    help="the run store (default: $DAL_STORE, else WORKSPACE/.dal/dal.db)")

@@ -76,7 +76,9 @@ class Session:
 
 class Sessions:
     """The login token (usable once) and the sessions it opened, kept in the server's memory: a restart
-    of `dal console` closes every session and prints a new token."""
+    of `dal console` closes every session and prints a new token. The operator mints a new token with
+    `mint()` (Enter in the console's terminal, or SIGUSR1): at most one is unused at any time, so minting
+    one spends the one before it."""
 
     def __init__(self, token: str | None = None) -> None:
         self._token: str | None = token or secrets.token_urlsafe(32)
@@ -87,6 +89,12 @@ class Sessions:
     def token(self) -> str | None:
         """The login token, until it is used."""
         return self._token
+
+    def mint(self) -> str:
+        """A new login token, usable once; the unused one before it (if any) no longer works."""
+        with self._lock:
+            self._token = secrets.token_urlsafe(32)
+            return self._token
 
     def login(self, given: str, client: str) -> Session | None:
         """A new session for the one right token, which is then spent; None for any other."""

@@ -4,8 +4,11 @@ serve with uvicorn until Ctrl-C."""
 from __future__ import annotations
 
 import ipaddress
+import os
+import signal
 import socket
 import sys
+import threading
 from typing import TextIO
 
 from dal.console.security import Sessions
@@ -57,10 +60,52 @@ def serve(location: StoreLocation, *, host: str = LOOPBACK, port: int = 0, name:
                   f"{base} and has the login link can approve effects. The link is sent in clear (plain HTTP)\n")
     out.write(f"dal console: store {location.shown}\n")  # a PostgreSQL URL without its password
     out.write(f"dal console: open {base}/login?token={sessions.token}\n")
-    out.write("dal console: the link works once (it opens a session in that browser); Ctrl-C stops the console\n")
+    out.write("dal console: the link works once (it opens a session in that browser); for a new link, press "
+              f"Enter here or run `kill -USR1 {os.getpid()}`; Ctrl-C stops the console\n")
     out.flush()
+    _offer_new_links(sessions, base, out)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False,
                             date_header=False, proxy_headers=False)
     server = uvicorn.Server(config)
     server.run(sockets=[sock])
     return 0
+
+
+def _offer_new_links(sessions: Sessions, base: str, out: TextIO) -> None:
+    """Print a new one-time login link on each line the operator types into the console's terminal (its
+    standard input) and on each SIGUSR1: a second browser, a closed tab or a scripted check needs no
+    restart. Only the operator reaches either (scripts never see the console's input, nor signal it from
+    inside the wall); each new link spends the unused one before it."""
+    printing = threading.RLock()  # a signal may arrive while a line's link is being printed
+
+    def new_link() -> None:
+        with printing:
+            out.write(f"dal console: open {base}/login?token={sessions.mint()}\n")
+            out.write("dal console: (a new link: it works once, and the one printed before it no longer does)\n")
+            out.flush()
+
+    if hasattr(signal, "SIGUSR1"):
+        signal.signal(signal.SIGUSR1, lambda *_: new_link())
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    if os.isatty(fd):
+        # A console started in the background (`dal console &`) must not be stopped for reading its
+        # terminal: it does not read one it does not own, and a read after it is sent there fails instead.
+        if hasattr(signal, "SIGTTIN"):
+            signal.signal(signal.SIGTTIN, signal.SIG_IGN)
+        try:
+            if os.tcgetpgrp(fd) != os.getpgrp():
+                return
+        except OSError:
+            return
+
+    def read() -> None:
+        try:
+            for _line in sys.stdin:
+                new_link()
+        except (OSError, ValueError):
+            pass  # the input is gone: SIGUSR1 still works
+
+    threading.Thread(target=read, name="dal console: new links", daemon=True).start()

@@ -11,6 +11,7 @@ import http.client
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -95,6 +96,25 @@ class Server:
     def conn(self) -> http.client.HTTPConnection:
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
 
+    def new_link(self, how: str = "enter") -> str:
+        """Ask the running console for a new login link, as the operator does (Enter in its terminal, or
+        SIGUSR1), and return the token it prints."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if how == "enter":
+            self.proc.stdin.write("\n")
+            self.proc.stdin.flush()
+        else:
+            self.proc.send_signal(signal.SIGUSR1)
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            line = self.proc.stdout.readline()
+            m = re.search(r"open http://\S+/login\?token=(\S+)", line)
+            if m:
+                return m.group(1)
+            if not line:
+                break
+        raise AssertionError(f"dal console printed no new link:\n{self.stderr()}")
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -109,7 +129,7 @@ def start_console(w: Workspace, *args: str) -> Server:
     err_path = w.ws.parent / f"console-{time.monotonic_ns()}.err"
     err = open(err_path, "w", encoding="utf-8")  # noqa: SIM115
     proc = subprocess.Popen([sys.executable, "-m", "dal", "console", "--as", "ana", *args], cwd=w.ws, env=w.env(),
-                            text=True, stdout=subprocess.PIPE, stderr=err)
+                            text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
     assert proc.stdout is not None
     end = time.monotonic() + 60
     seen = ""

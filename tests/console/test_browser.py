@@ -131,3 +131,23 @@ def test_decide_in_the_browser_and_watch_the_jobs_finish(workspace: Workspace, c
     ops = page.locator("table.runs tbody tr td:nth-child(2)").all_inner_texts()
     assert ops and set(ops) == {"append"}
     assert errors == []
+
+
+def test_a_second_browser_logs_in_with_a_new_link_the_operator_mints(workspace: Workspace, console: Server,
+                                                                     browser) -> None:
+    first = browser.new_context()
+    page = first.new_page()
+    page.goto(console.login_url)
+    assert page.url == f"{console.base}/waiting"
+    # A closed tab, a second browser: the printed link is spent.
+    second = browser.new_context()
+    other = second.new_page()
+    other.goto(console.login_url)
+    assert other.locator("h1").inner_text() == "Log in"
+    assert "press Enter in the terminal where dal console runs" in other.locator("main").inner_text()
+    # The operator presses Enter where the console runs; the new link logs the second browser in.
+    other.goto(f"{console.base}/login?token={console.new_link()}")
+    assert other.url == f"{console.base}/waiting"
+    assert other.locator("h1").inner_text() != "Log in"
+    page.reload()
+    assert page.url == f"{console.base}/waiting" and page.locator("h1").inner_text() != "Log in"  # still in

@@ -159,3 +159,23 @@ def test_no_console_extra_is_a_clear_error_not_a_traceback(workspace: Workspace,
 
     r = workspace.dal("console", PYTHONPATH=f"{blocker}{os.pathsep}{workspace.env()['PYTHONPATH']}", timeout=30)
     assert r.code == 2 and "pip install 'dal-lang[console]'" in r.err and "Traceback" not in r.err, r.err
+
+
+def test_the_operator_mints_a_new_one_time_link_without_a_restart(workspace: Workspace, console: Server) -> None:
+    first = login(console)
+    fresh = console.new_link("enter")  # Enter in the console's terminal
+    assert fresh != console.token
+    r, _ = request(console, "GET", f"/login?token={console.token}", origin=None)
+    assert r.status == 403  # the first link stays spent
+    r, _ = request(console, "GET", f"/login?token={fresh}", origin=None)
+    assert r.status == 303 and r.getheader("Set-Cookie")
+    r, _ = request(console, "GET", f"/login?token={fresh}", origin=None)
+    assert r.status == 403  # and the new one works once too
+    unused = console.new_link("signal")  # kill -USR1 PID, for a console with no terminal
+    newest = console.new_link("signal")
+    r, _ = request(console, "GET", f"/login?token={unused}", origin=None)
+    assert r.status == 403  # a new link spends the unused one before it: one live link at most
+    r, _ = request(console, "GET", f"/login?token={newest}", origin=None)
+    assert r.status == 303
+    r, page = request(console, "GET", "/waiting", cookie=first)
+    assert r.status == 200  # the sessions opened before are untouched
