@@ -613,23 +613,43 @@ class EffectHandler:
             if "result" in said:
                 return said["result"]
             decision = said["decision"]
-        if seq not in self._gated:
-            self._crash_at("before-intent", seq)
-            if self.journal is not None:
-                extra: dict[str, Any] = {}
-                if getattr(self.journal, "takes_durable", False):
-                    # Only an intent whose loss could make the effect run twice must reach the disk before
-                    # the effect starts; every commit survives kill -9 anyway (see docs/durability.md).
-                    extra["durable"] = not rerunnable(decision.effect_class, decision.idempotent)
-                self._write(what, span, seq, self.journal.journal_intent, self.run_id, seq, command,
-                            decision.effect_class, detail=self._intent_detail(seq, decision, span), **extra)
-        self._crash_at("after-intent", seq)
-        self._crash_at("during", seq)
-        result = self.fake(command, decision) if self.fake is not None else None
+        intended: list[bool] = []
+
+        def intent() -> None:
+            # The effect's intent, journaled once, before any of its programs may start: inside bubblewrap at
+            # the wall's release point (every stage's sandbox set up, none started: a kill -9 while the wall
+            # comes up leaves no intent of an effect that never ran), else just before it starts.
+            if intended:
+                return
+            intended.append(True)
+            if seq not in self._gated:
+                self._crash_at("before-intent", seq)
+                if self.journal is not None:
+                    extra: dict[str, Any] = {}
+                    if getattr(self.journal, "takes_durable", False):
+                        # Only an intent whose loss could make the effect run twice must reach the disk before
+                        # the effect starts; every commit survives kill -9 anyway (see docs/durability.md).
+                        extra["durable"] = not rerunnable(decision.effect_class, decision.idempotent)
+                    self._write(what, span, seq, self.journal.journal_intent, self.run_id, seq, command,
+                                decision.effect_class, detail=self._intent_detail(seq, decision, span), **extra)
+            self._crash_at("after-intent", seq)
+            self._crash_at("during", seq)
+
+        result = None
+        if self.fake is not None:
+            intent()
+            result = self.fake(command, decision)
         if result is None:
             try:
-                result = fx.execute_checked(command, decision, self.ctx, _started=started)
+                result = fx.execute_checked(command, decision, self.ctx, _started=started, on_start=intent)
             except fx.EffectCancelled:
+                if not intended:  # stopped before any of its programs started: nothing of it ran
+                    reason = self.rt.interrupt_reason or "SIGINT"
+                    self.rt.interrupt_reason = None
+                    raise Interrupted(
+                        f"interrupted by {reason} before `{command}` started: it did not run",
+                        span, filename=self.rt.filename, source=self.rt.source, signal_name=reason,
+                    ) from None
                 # Ctrl-C or SIGTERM while the command ran: it was stopped part-way, so its outcome is
                 # unknown. The intent stays without a result, exactly as after a crash: a resume re-runs it
                 # only when that is safe, and holds it for a person otherwise.
@@ -645,6 +665,7 @@ class EffectHandler:
                     f"interrupted by {reason} while `{command}` ran: the command was stopped",
                     span, filename=self.rt.filename, source=self.rt.source, signal_name=reason,
                 ) from None
+        intent()  # none of it started (denied at start, its wall did not come up): journaled with its result
         self._crash_at("after-exec", seq)
         if self.journal is not None:
             try:

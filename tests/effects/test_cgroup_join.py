@@ -1,6 +1,7 @@
-"""bubblewrap joins the command's cgroup before its exec through cgroup v1's `tasks` (Cgroup.joiner: the
-writing thread, the whole forked child, moves without waiting for an RCU grace period), executed: the
-program is in the command's cgroups and the command gets the processes it got through cgroup.procs."""
+"""bubblewrap joins the command's cgroup before its exec through cgroup v1's `tasks` (Cgroup.join_files, written
+by the shell that execs it, executor.walled_argv: the writing thread, the whole single-threaded process, moves
+without waiting for an RCU grace period), executed: the program is in the command's cgroups and the command gets
+the processes it got through cgroup.procs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from dal.effects import EffectContext, Policy, run_effect, sandbox_status
-from dal.effects.wall import limits as limits_mod
 from dal.effects.wall.limits import Cgroup, CommandLimits, _own_cgroups
 
 
@@ -32,26 +32,15 @@ def _ctx(ws: Path, limits: str) -> EffectContext:
     return EffectContext(policy=Policy.load(ws), use_sandbox=True)
 
 
-def _through_procs(self: Cgroup):  # the way before: "0" to cgroup.procs, which waits for a grace period
-    procs, die = self.procs_files(), limits_mod.die_with_parent()
-
-    def setup() -> None:
-        die()
-        for path in procs:
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.write(fd, b"0")
-            finally:
-                os.close(fd)
-
-    return setup
+def _through_procs(self: Cgroup) -> tuple[str, ...]:  # the way before: "0" to cgroup.procs, which waits for RCU
+    return self.procs_files()
 
 
 @pytest.mark.parametrize("through", ["tasks", "cgroup.procs"])
 def test_the_process_limit_is_the_same_either_way(tmp_path: Path, through: str,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     if through == "cgroup.procs":
-        monkeypatch.setattr(Cgroup, "joiner", _through_procs)
+        monkeypatch.setattr(Cgroup, "join_files", _through_procs)
     r = run_effect("sh -c 'for i in 1 2 3 4 5 6 7 8; do sleep 1 & echo $i; done; wait'",
                    _ctx(tmp_path, "max_processes = 6"))
     # 6: the wall's two bubblewrap processes, the shell and 3 sleeps; the 4th sleep cannot start.

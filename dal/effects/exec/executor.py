@@ -17,7 +17,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -28,10 +28,12 @@ from dal.effects.guard.held import Held
 from dal.effects.plan.shell import Pipeline, SimpleCommand
 from dal.effects.policy import DEFAULT_TOOLSET_NAMES, Policy
 from dal.effects.wall import reaper, seccomp
-from dal.effects.wall.landlock_wall import LandlockWall
 from dal.effects.wall.limits import Cgroup, CommandLimits, describe_signal_limit, die_with_parent
 from dal.effects.wall.plan import WallPlan, scrubbed_env
 from dal.effects.wall.sandbox import _UNDO_SCAN_LIMIT, Wall, WallRefused, _identity, plan_of
+
+if TYPE_CHECKING:  # imported when the Landlock wall is in force: it brings shutil and tempfile, a run's path does not
+    from dal.effects.wall.landlock_wall import LandlockWall
 
 __all__ = ["ExecOutcome", "execute_plan", "scrubbed_env", "EffectCancelled", "wall_plans"]
 
@@ -102,8 +104,10 @@ class _CommandRun:
     """What one command's pipelines share: limits, cgroup, captures, the deadline, the limits it hit."""
 
     def __init__(self, decision: Decision, policy: Policy, timeout: float, max_output: int, sandbox: bool,
-                 cancel: Callable[[], bool] | None, kind: str = "bubblewrap") -> None:
+                 cancel: Callable[[], bool] | None, kind: str = "bubblewrap",
+                 on_start: Callable[[], None] | None = None) -> None:
         self.decision = decision
+        self.on_start = on_start  # called once, before the command's first program may start (started())
         self.kind = kind  # the wall's kind when `sandbox`: "bubblewrap" or "landlock"
         self.policy = policy
         self.exes = dict(decision.executables)
@@ -142,6 +146,30 @@ class _CommandRun:
             os.close(fd)
             raise
         return fd
+
+    def started(self) -> None:
+        """The command's first program is about to start: the caller's on_start runs, once (the runner
+        journals the effect's intent there). Inside bubblewrap that is the release point (_release): every
+        stage's sandbox is set up and bounded and none has started its program; if on_start raises, the held
+        stages are killed and no program starts."""
+        if self.on_start is not None:
+            hook, self.on_start = self.on_start, None
+            hook()
+
+    def walled_argv(self, argv: list[str]) -> list[str] | None:
+        """A stage's command line that starts bubblewrap inside the command's cgroup(s) from its birth without
+        a preexec_fn: a shell joins them (the "0" Cgroup.joiner writes) and execs bubblewrap. With no
+        preexec_fn, subprocess starts it with vfork: forking the whole DAL process made every page of its heap
+        copy-on-write, a cost to the parent of 5 to 20 ms of CPU per stage in faults (docs/performance.md).
+        DAL's death before bubblewrap arms --die-with-parent leaves its init waiting on the block pipe, never
+        running the program, for the next start's sweep (by the cgroup, or by the owner's tag: reaper.py).
+        None: no shell to do it with (the caller forks with walled_setup, as before)."""
+        if self.cgroup is None:
+            return argv
+        if _SH is None:
+            return None
+        files = self.cgroup.join_files()
+        return [_SH, "-c", _JOIN, "dal-wall", str(len(files)), *files, *argv]
 
     def walled_setup(self) -> Callable[[], None]:
         """preexec_fn of each stage's bubblewrap: it dies with DAL and is in the command's cgroup from before
@@ -184,6 +212,7 @@ def execute_plan(
     sandbox: bool,
     cancel: Callable[[], bool] | None = None,
     kind: str = "bubblewrap",
+    on_start: Callable[[], None] | None = None,
 ) -> ExecOutcome:
     """Run the plan of an allowed `decision`; the caller has already checked it. Raises EffectCancelled
     when `cancel()` turns true while a command runs (its processes are killed first). A pipeline whose
@@ -191,7 +220,9 @@ def execute_plan(
     plan = decision.plan
     if plan is None:
         raise ValueError("decision has no plan to execute")
-    run = _CommandRun(decision, policy, timeout, max_output, sandbox, cancel, kind)
+    run = _CommandRun(decision, policy, timeout, max_output, sandbox, cancel, kind, on_start)
+    if not (sandbox and kind == "bubblewrap"):
+        run.started()  # no release point to wait for: before anything is made or started, as it always was
     run.cgroup = Cgroup.create(run.limits)
     try:
         status = 0
@@ -255,6 +286,8 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
         step = "the wall cannot be set up"
         if run.sandbox and run.kind == "landlock":
             # `.git` read-only as a whole for every program: Landlock cannot carve its config and hooks out
+            from dal.effects.wall.landlock_wall import LandlockWall
+
             wall = LandlockWall(run.policy, run.exes.values(), run.limits.tmp_size, others, True, limits=run.limits)
         elif run.sandbox:
             wall = Wall(run.policy, run.exes.values(), run.limits.tmp_size, others, lock_git, limits=run.limits)
@@ -448,8 +481,8 @@ def _spawn(
             opened.append(fd)
             for k in (1, 2) if r.fd == -1 else (r.fd,):
                 fds[k] = fd
-        if isinstance(wall, LandlockWall):
-            return _spawn_bare(cmd, run, fds, pgid, wall)
+        if wall is not None and run.kind == "landlock":
+            return _spawn_bare(cmd, run, fds, pgid, wall)  # type: ignore[arg-type]  # a LandlockWall
         if wall is not None:
             return _spawn_walled(cmd, run, wall, fds, pgid)
         return _spawn_bare(cmd, run, fds, pgid)
@@ -557,9 +590,10 @@ def _spawn_walled(
         os.write(fds[2], f"dal: {cmd.argv[0]}: denied at start: the wall takes at most {_BWRAP_MAX_ARGS} arguments, "
                          f"and this command with the wall's own needs {len(argv)}\n".encode(*_UTF8))
         return 126
+    started = run.walled_argv(argv)
     try:
         proc = subprocess.Popen(
-            argv,
+            argv if started is None else started,
             stdin=fds[0],
             stdout=fds[1],
             stderr=fds[2],
@@ -568,7 +602,7 @@ def _spawn_walled(
             close_fds=True,
             pass_fds=(*keep, *wall.fds),
             process_group=pgid,
-            preexec_fn=run.walled_setup(),
+            preexec_fn=run.walled_setup() if started is None else None,
         )
     except OSError as e:
         os.close(info_r)
@@ -582,6 +616,10 @@ def _spawn_walled(
     return proc
 
 
+# walled_argv's shell: joins each cgroup file it is given ("0": itself), then execs bubblewrap's command line.
+_JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 >"$1" || exit 126; n=$((n - 1)); shift; done; exec "$@"'
+_SH = next((p for p in ("/bin/sh", "/usr/bin/sh") if os.access(p, os.X_OK)), None)
+
 # bubblewrap refuses a command line of more than 9000 arguments (its own options included) and exits at once.
 _BWRAP_MAX_ARGS = 9000
 
@@ -591,6 +629,7 @@ def _release(run: _CommandRun) -> bool:
     A stage whose bubblewrap exited before starting its program (it says why on the stage's stderr) is
     left to be reaped as a failed stage."""
     cg = run.cgroup
+    ready = []
     for held in run.held:
         pid = _read_child_pid(held.info_r, run.deadline)
         if pid is _LATE:
@@ -599,8 +638,12 @@ def _release(run: _CommandRun) -> bool:
             run.err.add(f"dal: {held.name}: the wall (bubblewrap) exited before the program started\n".encode(*_UTF8))
             continue
         run.limits.apply(pid, with_nproc=cg is None or not cg.bounds_processes)
-        if cg is not None and not cg.holds(pid):  # born there (Cgroup.joiner): moving it again waits for RCU
+        if cg is not None and not cg.holds(pid):  # born there (walled_argv): moving it again waits for RCU
             cg.add(pid)
+        ready.append(held)
+    if ready:
+        run.started()  # the release point: what raises here kills the held stages, none having started
+    for held in ready:
         try:
             os.write(held.block_w, b"\0")  # let the program start
         except OSError:  # bubblewrap died meanwhile (EPIPE): the stage fails, it does not crash DAL

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import attrs
 
@@ -46,11 +47,15 @@ def _wall_in_force(ctx: EffectContext) -> dict[str, str | None]:
 
 
 def execute_checked(
-    command: str, decision: Decision, ctx: EffectContext, *, _started: float | None = None
+    command: str, decision: Decision, ctx: EffectContext, *, _started: float | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> EffectResult:
     """Execute a command whose `decision` allowed it (for example once its approval was granted).
 
     The plan inside `decision` is what runs; `command` is only recorded. A denied decision is not run.
+    `on_start` is called once before any of the command's programs may start: inside bubblewrap at the
+    wall's release point, once every stage's sandbox is set up (executor._release); not at all when none
+    started (denied, refused, or the wall did not come up). What it raises stops the command unstarted.
     """
     started = time.perf_counter() if _started is None else _started
     if not decision.allowed or decision.plan is None:
@@ -63,7 +68,7 @@ def execute_checked(
         return _result(command, "denied", unwalled, started)
     outcome = execute_plan(
         decision, ctx.policy, timeout=ctx.timeout, max_output=ctx.max_output, sandbox=kind.name != "none",
-        cancel=ctx.cancel, kind=kind.name,
+        cancel=ctx.cancel, kind=kind.name, on_start=on_start,
     )
     return EffectResult(
         command=command,

@@ -254,7 +254,7 @@ class Cgroup:
         # process, and takes no RCU grace period; "0" to cgroup.procs (v2 has nothing else) takes the kernel's
         # cgroup_threadgroup_rwsem for writing, which waits for one (5 to 15 ms when no other move on the
         # machine just paid one) before every command (docs/performance.md, "Jobs through the queue").
-        procs = tuple(os.path.join(d, "cgroup.procs" if key == "v2" else "tasks") for key, d in self.dirs.items())
+        procs = self.join_files()
         die = die_with_parent()
 
         def setup() -> None:
@@ -267,6 +267,12 @@ class Cgroup:
                     os.close(fd)
 
         return setup
+
+    def join_files(self) -> tuple[str, ...]:
+        """The files a process joins the command's cgroup(s) through by writing "0" to them itself: v1's `tasks`
+        (the writing thread, all of a single-threaded process, moves without an RCU grace period; see joiner),
+        else v2's cgroup.procs."""
+        return tuple(os.path.join(d, "cgroup.procs" if key == "v2" else "tasks") for key, d in self.dirs.items())
 
     def holds(self, pid: int) -> bool:
         """Whether process `pid` is in every one of the command's cgroups."""
