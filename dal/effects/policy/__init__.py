@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dal.core.digest import sha256
+from dal.core.readbelow import read_below, root_of
 from dal.core.records import FrozenRecord
 from dal.core.statedir import state_dirs
 from dal.effects.policy.prefix import PrefixRule, PrefixRuleError, parse_rules
@@ -433,10 +434,10 @@ class Policy(FrozenRecord):
                 raise PolicyError(f"--policy: {policy_file}: no such file")
             # The source is the file's absolute path: a resume from another folder compares the same file.
             source = os.path.abspath(path)
-            data, digest = _read_toml(Path(source))
+            data, digest = _read_toml(Path(source), ws)
         elif not _skip_file and os.path.isfile(os.path.join(ws, "dal.toml")):
             path = Path(ws, "dal.toml")
-            data, digest = _read_toml(path)
+            data, digest = _read_toml(path, ws)
             source = str(path)
         policy = _build(
             ws,
@@ -452,14 +453,16 @@ class Policy(FrozenRecord):
         return policy if digest is None else policy.evolve(file_sha256=digest)
 
 
-def _read_toml(path: Path) -> tuple[dict, str]:
+def _read_toml(path: Path, workspace: str) -> tuple[dict, str]:
     """The file's table and the SHA-256 of the bytes it was parsed from (read once: what is hashed is
-    what is parsed)."""
+    what is parsed). Below the workspace it is read by descriptor (dal/core/readbelow.py): where the wall
+    cannot keep it read-only, a script's program that swapped it for a symlink out gets no other file taken
+    for the policy."""
     import tomllib  # only when there is a policy file: most runs have none, and it costs ~7 ms to import
 
     try:
-        with path.open("rb") as f:
-            raw = f.read()
+        below = root_of(path, (workspace,))
+        raw = read_below(*below) if below is not None else path.read_bytes()
         return tomllib.loads(raw.decode("utf-8")), sha256(raw).hexdigest()
     except UnicodeDecodeError as e:
         raise PolicyError(f"{path}: not UTF-8 text (invalid byte at offset {e.start})") from e
