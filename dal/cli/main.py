@@ -199,6 +199,9 @@ def _register_check_and_fmt(sub: Any) -> None:
     f.add_argument("scripts", nargs="+", type=Path, metavar="SCRIPT")
     f.add_argument("--write", "-w", action="store_true", help="rewrite the files instead of printing")
     f.add_argument("--check", action="store_true", help="exit 1 if a file is not formatted; change nothing")
+    f.add_argument("--json", action="store_true",
+                   help="print one JSON object: each file, whether it was already canonical, whether it was "
+                   "rewritten, and (without --write or --check) its canonical text")
     f.set_defaults(func=_cmd_fmt)
 
 
@@ -328,13 +331,18 @@ def _cmd_fmt(args: argparse.Namespace) -> int:
     changed = 0
     broken = 0
     _Unreadable.count = 0
-    for path, source in read_scripts(args.scripts):
+    unreadable: list[dict[str, Any]] = []
+    files: list[dict[str, Any]] = []
+    for path, source in read_scripts(args.scripts, unreadable):
         try:
             out = format_source(source, str(path))
         except DalError as e:
             sys.stderr.write(render(e, want_color(sys.stderr)) + "\n")
+            files.append({"path": str(path), "error": {"severity": "error", **e.to_json()}})
             broken += 1  # the others are still formatted
             continue
+        entry: dict[str, Any] = {"path": str(path), "canonical": out == source, "written": False}
+        files.append(entry)
         if args.check:
             if out != source:
                 changed += 1
@@ -344,12 +352,19 @@ def _cmd_fmt(args: argparse.Namespace) -> int:
                 from dal.core.fsutil import atomic_write_text
 
                 atomic_write_text(path, out)
+                entry["written"] = True
                 sys.stderr.write(f"{path}: reformatted\n")
+        elif args.json:
+            entry["text"] = out
         else:
             sys.stdout.write(out)
-    if broken or _Unreadable.count:
-        return EXIT_USAGE
-    return 1 if changed else EXIT_OK
+    files += [{"path": u["file"], "error": u} for u in unreadable]
+    code = EXIT_USAGE if broken or _Unreadable.count else 1 if changed else EXIT_OK
+    if args.json:
+        from dal.cli import hostmode
+
+        hostmode.emit("formatted", {"files": files, "exit_code": code})
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

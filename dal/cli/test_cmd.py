@@ -61,6 +61,9 @@ def register(sub: Any) -> None:
     g.add_argument("--allow-net", action="store_true", help="as dal run --allow-net, for the invoked workflows")
     p.add_argument("--unsandboxed-as-root", action="store_true",
                    help="as root, run the tests' commands even without a working bubblewrap wall")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (kind test_results): each test with passed, seconds, error, "
+                   "message and output, and the counts")
     p.set_defaults(func=run_tests)
 
 
@@ -75,6 +78,7 @@ def _indent(text: str, pad: str = "    ") -> str:
 def run_tests(args: argparse.Namespace) -> int:
     import os
 
+    from dal.cli import hostmode
     from dal.core.diagnostics import render, want_color
     from dal.effects.policy import PolicyError, env_names
     from dal.runner.workspace import find_workspace
@@ -83,14 +87,12 @@ def run_tests(args: argparse.Namespace) -> int:
     try:
         allow_env = env_names(args.allow_env)
     except PolicyError as e:
-        sys.stderr.write(f"dal: error: {e}\n")
-        return 2
+        return hostmode.error(str(e), 2)
     ceiling: dict[str, Any] = {k: [x for v in getattr(args, k) for x in v.split(",") if x]
                                for k in ("allow_run", "allow_read", "allow_write", "require_approval")}
     ceiling["allow_net"] = args.allow_net
     if args.policy is not None and not args.policy.is_file():
-        sys.stderr.write(f"dal: error: --policy: {args.policy}: no such file\n")
-        return 2
+        return hostmode.error(f"--policy: {args.policy}: no such file", 2)
     root = None
     if not args.paths:
         found = find_workspace().path
@@ -98,20 +100,24 @@ def run_tests(args: argparse.Namespace) -> int:
     try:
         tests = discover(list(args.paths), root)
     except NoTests as e:
-        sys.stderr.write(f"dal: error: {e}\n")
-        return 2
+        return hostmode.error(str(e), 2)
     if not tests:
         where = ", ".join(str(p) for p in args.paths) if args.paths else " and ".join(DEFAULT_GLOBS)
-        sys.stderr.write(f"dal: error: no test scripts found ({where}); test scripts are named NAME.test.dal\n")
-        return 2
-    out = sys.stdout
+        return hostmode.error(f"no test scripts found ({where}); test scripts are named NAME.test.dal", 2)
+    # In host mode the one JSON object is stdout's; the report a person reads goes to stderr.
+    out = sys.stderr if args.json else sys.stdout
     color = want_color(out)
     passed = failed = 0
+    report: list[dict[str, Any]] = []
     for path in tests:
         result = run_test_file(path, keep=args.keep, allow_env=allow_env,
                                unsandboxed_as_root=args.unsandboxed_as_root,
                                policy_file=args.policy.resolve() if args.policy is not None else None,
                                policy_flags=ceiling)
+        report.append({"path": str(path), "passed": bool(result.passed), "seconds": round(result.duration, 3),
+                       "error": result.error.to_json() if result.error is not None else None,
+                       "message": result.message or None, "output": result.output or "",
+                       "workspace": str(result.workspace) if result.workspace is not None else None})
         took = f"({result.duration:.2f}s)"
         if result.passed:
             passed += 1
@@ -129,4 +135,6 @@ def run_tests(args: argparse.Namespace) -> int:
             out.write(f"  workspace kept: {result.workspace}\n")
         out.flush()
     out.write(f"\n{passed} passed, {failed} failed\n")
+    if args.json:
+        hostmode.emit("test_results", {"tests": report, "passed": passed, "failed": failed})
     return 1 if failed else 0

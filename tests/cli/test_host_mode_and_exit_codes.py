@@ -163,3 +163,63 @@ def test_check_warns_about_a_declared_but_unused_operation_key(dal: Shell) -> No
     dal("run", "-q", "used.dal")
     again = dal("run", "--json", "used.dal")
     assert json.loads(again.stdout)["status"] == "skipped"
+
+
+def _commands_and_json() -> dict[str, bool]:
+    """Every command and subcommand of the parser, and whether it takes --json."""
+    import argparse
+
+    from dal.cli.main import build_parser
+
+    found: dict[str, bool] = {}
+
+    def walk(parser: argparse.ArgumentParser, prefix: list[str]) -> None:
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sub in a.choices.items():
+                    walk(sub, [*prefix, name])
+                return
+        found[" ".join(prefix)] = any("--json" in a.option_strings for a in parser._actions)
+
+    walk(build_parser(), [])
+    return found
+
+
+def test_the_docs_name_exactly_the_commands_without_json() -> None:
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    intro = (repo / "docs" / "cli.md").read_text().split("## Conventions", 1)[0]
+    said = re.search(r"except these \w+, which print no\s+object: (.*?)\n\n", intro, re.S)
+    assert said, intro
+    documented = set(re.findall(r"`(\w+)` \(", said.group(1)))  # each named as `name` (why)
+    without = {name for name, has in _commands_and_json().items() if not has}
+    assert documented == without
+    readme = (repo / "README.md").read_text()
+    line = readme[readme.index("`--json` makes a command"):][:400]
+    assert all(f"`{name}`" in line for name in without)
+
+
+def test_fmt_and_test_print_one_object(dal: Shell) -> None:
+    dal.write("ugly.dal", "let x = {\"a\":1}\nprint( x )\n")
+    shown = _one_object(dal("fmt", "--json", "ugly.dal").stdout)
+    assert shown["kind"] == "formatted" and shown["exit_code"] == 0
+    assert shown["files"] == [{"path": "ugly.dal", "canonical": False, "written": False,
+                               "text": 'let x = { "a": 1 }\nprint(x)\n'}]
+    checked = dal("fmt", "--json", "--check", "ugly.dal", "missing.dal")
+    body = _one_object(checked.stdout)
+    assert checked.returncode == 2 and body["exit_code"] == 2
+    assert body["files"][0] == {"path": "ugly.dal", "canonical": False, "written": False}
+    assert body["files"][1]["path"] == "missing.dal" and "no such script" in body["files"][1]["error"]["message"]
+    dal.write("t/ok.test.dal", "assert_eq(1 + 1, 2)\n")
+    dal.write("t/bad.test.dal", 'print("why")\nassert_eq(1, 2)\n')
+    tested = dal("test", "--json", "t")
+    results = _one_object(tested.stdout)
+    assert tested.returncode == 1 and results["kind"] == "test_results"
+    assert (results["passed"], results["failed"]) == (1, 1)
+    bad = next(t for t in results["tests"] if t["path"].endswith("bad.test.dal"))
+    assert bad["passed"] is False and bad["output"] == "why\n" and bad["error"]["line"] == 2
+    assert "1 passed, 1 failed" in tested.stderr  # the report a person reads
+    none = dal("test", "--json", "nowhere")
+    assert none.returncode == 2 and _one_object(none.stdout)["kind"] == "error"
