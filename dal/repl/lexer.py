@@ -37,7 +37,7 @@ BUILTIN_NAMES: tuple[str, ...] = (
     "run", "record", "append", "contains", "len", "keys", "values", "str", "int", "float",
     "split", "join", "trim", "replace", "startswith", "endswith", "range", "print", "now",
     "env", "operation", "finish", "fail", "json", "parse_json", "type", "lower", "upper", "lines",
-    "find", "format", "abs", "round", "sum", "min", "max", "sort", "items", "get", "sleep",
+    "find", "format", "abs", "round", "sum", "min", "max", "sort", "items", "get", "sleep", "write_file",
 )  # fmt: skip
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -157,11 +158,14 @@ def test_policy_check_allows_and_explains(tmp_path: Path) -> None:
 @needs_main
 def test_policy_check_denies_with_reason_and_json(tmp_path: Path) -> None:
     r = dal("policy", "check", "cat /etc/passwd", cwd=tmp_path)
-    assert r.returncode == 1 and r.stdout.splitlines() == [
+    lines = r.stdout.splitlines()
+    assert r.returncode == 1 and lines[:3] == [
         "deny: reads outside the allowed roots: /etc/passwd",
         f"  workspace:  {tmp_path.resolve()} (current directory)",
         "  policy:     default policy",
     ]
+    # The wall that would hold it, as this machine has one (bubblewrap, landlock or none, with why).
+    assert len(lines) == 4 and re.match(r"  wall:       (bubblewrap|landlock|none) \(.+\)$", lines[3]), lines
     r = dal("policy", "check", "--json", "--workspace", str(tmp_path), "--allow-run=git,curl", "git log", cwd=tmp_path)
     d = json.loads(r.stdout)
     assert r.returncode == 0 and d["decision"] == "allow" and d["class"] == "local" and d["programs"] == ["git"]
