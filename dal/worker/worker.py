@@ -7,9 +7,11 @@ processes run (a lease it lost: that process is told to stop), fire due schedule
 got a decision, claim jobs up to its concurrency and hand each to an idle job process, forking a new one
 when none is idle. A job process (dal/worker/jobproc.py) runs many jobs, one at a time, keeping its store
 connection and the checked scripts between them, and is replaced when it dies or is recycled
-(dal/worker/pool.py). The parent is one thread, and it closes its store connection before every fork(): a
-SQLite connection (and SQLite's per-file lock bookkeeping) must never cross a fork, and fork() in a process
-with threads is unsafe; so the leases are renewed from the loop, at a third of the lease.
+(dal/worker/pool.py). The parent is one thread, and on SQLite it closes its store connection before every
+fork(): a SQLite connection (and SQLite's per-file lock bookkeeping) must never cross a fork, and fork() in a
+process with threads is unsafe; so the leases are renewed from the loop, at a third of the lease. On
+PostgreSQL the parent keeps one connection for its whole life (opened once, its schema checked once); a job
+process it forks inherits that connection's socket and never uses or closes it.
 
 SIGTERM, SIGINT or SIGHUP (a closed terminal) drains: no new claims, the job processes get SIGTERM (their
 runs stop as interrupted at the next step, and their jobs go back to ready; an idle one ends at once), and
@@ -68,6 +70,7 @@ class Worker:
         self.location = store if isinstance(store, StoreLocation) else StoreLocation("sqlite", os.fspath(store))
         self.store: Any = self.location.file if self.location.is_file else self.location
         self._waker: Any = None  # PostgreSQL: LISTEN for submits, decisions and requeues between polls
+        self._pg: Any = None  # PostgreSQL: the store the loop keeps open (see _queue)
         self.queues = tuple(dict.fromkeys(queues)) or ("default",)
         self.concurrency = max(1, concurrency)
         self.lease = lease
@@ -171,6 +174,9 @@ class Worker:
                     q.worker_beat(self.id, state="stopped", running=0, done=self.done)
             except StoreError as e:
                 self.say(f"could not record that it stopped: {e}")
+            if self._pg is not None:
+                self._pg.close()
+                self._pg = None
             self._end_processes()
             if self.metrics is not None:
                 self.metrics.close()
@@ -272,13 +278,16 @@ class Worker:
             m.answer()  # while the store refuses: with the counts last read
 
     def _queue(self) -> Any:
-        """A queue on a connection of its own, to close before any fork (SQLite: JobQueue.open; PostgreSQL: a
-        store of its own, which the queue closes)."""
+        """A queue on a connection of its own: SQLite's (JobQueue.open) closed at the end of each turn, before
+        any fork; PostgreSQL's kept from turn to turn (the store reconnects when its connection was lost), and
+        closed as the worker stops."""
         if self.location.is_file:
             return JobQueue.open(self.store)
-        from dal.receipts.location import open_store
+        if self._pg is None:
+            from dal.receipts.location import open_store
 
-        return open_store(self.location).jobs(owned=True)
+            self._pg = open_store(self.location)
+        return self._pg.jobs()
 
     def _stale(self, q: JobQueue) -> list[tuple[int, int, float]]:
         """The running jobs of other workers whose lease this worker has seen unchanged (not renewed) for a
@@ -497,7 +506,7 @@ class Worker:
         if self.metrics is not None:  # its sockets are the parent's (this copy closes only its descriptors)
             self.metrics.close()
             self.metrics = None
-        # The keeper's pipes and a PostgreSQL waker's connection stay open here, untouched, and referenced
+        # The keeper's pipes and a PostgreSQL waker's and loop's connections stay open here, untouched, and referenced
         # (by this copy of the worker) for the process's whole life: closing them, or letting their objects
         # be collected, would close what the parent still uses (a connection's goodbye on its socket) or
         # whatever descriptor later reuses their numbers. A job process ends with its worker.

@@ -17,6 +17,11 @@ exclusively once it has the key (`_barrier`), so an intent whose check passed be
 committed before the new holder reads the journal, and every later one fails (LockLost, nothing written).
 The lock's session is also kept from idling out: `idle_session_timeout` and
 `idle_in_transaction_session_timeout` are 0 for it, as for every DAL session (dal/receipts/pg/connect.py).
+
+A lock's connection is kept once it lets go, for the process's next lock (a job process takes one per job):
+a connection is lent to one lock at a time, so two locks still never share a session, and only a connection
+whose unlock the server confirmed goes back. A kept connection found dead (a server restart) is replaced by
+a new one before the lock is tried. Connections a forked child inherits are its parent's: never used there.
 """
 
 from __future__ import annotations
@@ -45,6 +50,31 @@ def fence_id(key: str) -> int:
     """The transaction-level advisory lock that orders a holder's intents before a new holder's reads."""
     return int.from_bytes(sha256(b"dal-key-fence:" + key.encode("utf-8")).digest()[:8], "big", signed=True)
 
+# Idle lock connections of this process, by URL: each (connection, (backend pid, backend start)).
+_IDLE: dict[str, list[tuple[Any, tuple[int, Any]]]] = {}
+_IDLE_PID = os.getpid()
+_IDLE_MAX = 8
+# What a forked child found in its parent's pool: kept referenced and never used, since closing a connection
+# (or letting it be collected) says goodbye on the parent's socket and ends the parent's session.
+_INHERITED: list[Any] = []
+
+
+def _pool(url: str) -> list[tuple[Any, tuple[int, Any]]]:
+    global _IDLE_PID
+    if _IDLE_PID != os.getpid():
+        _INHERITED.extend(_IDLE.values())
+        _IDLE.clear()
+        _IDLE_PID = os.getpid()
+    return _IDLE.setdefault(url, [])
+
+
+def _quietly_close(conn: Any) -> None:
+    try:
+        conn.close()
+    except Exception:  # noqa: BLE001 - a connection that failed is closed on a best-effort basis
+        pass
+
+
 _HELD = ("SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
          " WHERE l.locktype = 'advisory' AND l.granted AND l.pid = %s AND a.backend_start = %s"
          " AND l.classid = ((%s >> 32) & 4294967295)::bigint::oid AND l.objid = (%s & 4294967295)::bigint::oid"
@@ -67,41 +97,86 @@ class PgKeyLock:
 
     def acquire(self, run_id: str, wait: float | None = None) -> None:
         psycopg = self.store._psycopg  # noqa: SLF001 - one driver per store
-        conn = connect(self.store.url, f"locking operation {self.key!r}")
+        doing = f"locking operation {self.key!r}"
+        conn, backend, kept = self._connection(doing)
         deadline = time.monotonic() + (wait or 0.0)
         try:
-            while not conn.execute("SELECT pg_try_advisory_lock(%s)", (self.id,)).fetchone()[0]:
+            try:
+                got = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.id,)).fetchone()[0]
+            except psycopg.OperationalError:
+                if not kept:
+                    raise
+                _quietly_close(conn)  # a kept connection the server ended meanwhile (a restart): a new one
+                conn, backend, kept = self._connection(doing, fresh=True)
+                got = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.id,)).fetchone()[0]
+            while not got:
                 if time.monotonic() >= deadline:
                     holder = self._holder(conn)
                     raise KeyBusy(self.key, holder)
                 time.sleep(0.05)
-            old = conn.execute("SELECT run_id, pid, host, holder FROM key_locks WHERE lock_id = %s",
-                               (self.id,)).fetchone()
+                got = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.id,)).fetchone()[0]
+            # The holder before this one, read and replaced in one statement, after the lock was taken.
+            old = conn.execute(
+                "WITH old AS (SELECT run_id, pid, host, holder FROM key_locks WHERE lock_id = %s),"
+                " put AS (INSERT INTO key_locks (lock_id, key, run_id, pid, host, backend_pid, holder)"
+                " VALUES (%s, %s, %s, %s, %s, pg_backend_pid(), %s) ON CONFLICT (lock_id) DO UPDATE SET"
+                " key = excluded.key, run_id = excluded.run_id, pid = excluded.pid, host = excluded.host,"
+                " backend_pid = excluded.backend_pid, holder = excluded.holder, taken_at = clock_timestamp())"
+                " SELECT run_id, pid, host, holder FROM old",
+                (self.id, self.id, self.key, run_id, os.getpid(), os.uname().nodename,
+                 json.dumps(holder_identity()))).fetchone()
             self.lost_holder = ({"run_id": old[0], "pid": old[1], "host": old[2], "holder": old[3]}
                                 if old and old[0] else None)
-            conn.execute(
-                "INSERT INTO key_locks (lock_id, key, run_id, pid, host, backend_pid, holder) VALUES (%s, %s, %s, %s,"
-                " %s, pg_backend_pid(), %s) ON CONFLICT (lock_id) DO UPDATE SET key = excluded.key,"
-                " run_id = excluded.run_id, pid = excluded.pid, host = excluded.host,"
-                " backend_pid = excluded.backend_pid, holder = excluded.holder, taken_at = clock_timestamp()",
-                (self.id, self.key, run_id, os.getpid(), os.uname().nodename, json.dumps(holder_identity())))
-            self._backend = conn.execute("SELECT pid, backend_start FROM pg_stat_activity"
-                                         " WHERE pid = pg_backend_pid()").fetchone()
+            self._backend = backend
             self._barrier(conn)
         except psycopg.Error as e:
-            conn.close()
-            raise describe(e, self.store.url, f"locking operation {self.key!r}") from None
+            _quietly_close(conn)
+            raise describe(e, self.store.url, doing) from None
         except BaseException:
-            conn.close()
+            self._let_go(conn, backend, held=False)
             raise
         self._conn = conn
         self.store._held_locks.append(self)  # noqa: SLF001 - the store fences its intents with it
 
+    def _connection(self, doing: str, *, fresh: bool = False) -> tuple[Any, tuple[int, Any], bool]:
+        """A connection of this process's own for the lock, its backend's pid and start time, and whether it
+        was kept from an earlier lock (one that looks alive), else new (always, with `fresh`)."""
+        idle = _pool(self.store.url)
+        while idle and not fresh:
+            conn, backend = idle.pop()
+            if not (conn.closed or conn.broken):
+                return conn, backend, True
+            _quietly_close(conn)
+        conn = connect(self.store.url, doing)
+        try:
+            backend = conn.execute("SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+                                   ).fetchone()
+        except self.store._psycopg.Error as e:  # noqa: SLF001
+            _quietly_close(conn)
+            raise describe(e, self.store.url, doing) from None
+        return conn, (backend[0], backend[1]), False
+
+    def _let_go(self, conn: Any, backend: tuple[int, Any] | None, *, held: bool) -> None:
+        """Keep `conn` for the process's next lock once it holds no lock (`held`: it held this one, to be
+        unlocked first); close it when that cannot be made sure of."""
+        try:
+            if held or conn.execute("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'"
+                                    " AND pid = pg_backend_pid())").fetchone()[0]:
+                if not conn.execute("SELECT pg_advisory_unlock(%s)", (self.id,)).fetchone()[0]:
+                    raise RuntimeError("the lock was not this session's")
+        except Exception:  # noqa: BLE001 - closing the session lets go of the lock anyway
+            _quietly_close(conn)
+            return
+        idle = _pool(self.store.url)
+        if backend is None or len(idle) >= _IDLE_MAX or conn.closed or conn.broken:
+            _quietly_close(conn)
+        else:
+            idle.append((conn, backend))
+
     def _barrier(self, conn: Any) -> None:
         """Wait for the intents in flight of the key's previous holder: each holds the fence id shared for its
         transaction. Once this returns, every intent the old holder commits later fails its check."""
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.fence_id,))
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.fence_id,))  # its own transaction: one statement
 
     def check(self, c: Any, run_id: str, seq: int) -> None:
         """Inside the store's write transaction `c` that journals an intent: raise LockLost unless the session
@@ -148,8 +223,7 @@ class PgKeyLock:
                 else:
                     conn.execute("DELETE FROM key_locks WHERE lock_id = %s AND backend_pid = pg_backend_pid()",
                                  (self.id,))
-                conn.execute("SELECT pg_advisory_unlock(%s)", (self.id,))
             except Exception:  # noqa: BLE001 - closing the session lets go of the lock anyway
-                pass
-            finally:
-                conn.close()
+                _quietly_close(conn)
+                return
+            self._let_go(conn, self._backend, held=True)

@@ -82,16 +82,8 @@ class PgStore:
         self._psycopg = driver()
         self._held_locks: list[PgKeyLock] = []  # key locks taken through this store: they fence its intents
         with self._lock:
-            conn = self._connection("opening it")
             try:
-                have = schema.version(conn)
-                if have > schema.SCHEMA_VERSION:
-                    raise StoreError(f"the PostgreSQL store {self.path} has schema version {have}, made by a newer "
-                                     f"DAL (this one knows up to {schema.SCHEMA_VERSION}); upgrade DAL", self.path)
-                if readonly and have == 0:
-                    raise NoStore(f"no runs yet: the database {self.path} has no DAL tables", self.path)
-                if not readonly and have < schema.SCHEMA_VERSION:
-                    schema.migrate(conn)
+                self._connection("opening it")  # checks (and for a writer, migrates) the schema
             except self._psycopg.Error as e:
                 self.close()
                 raise describe(e, url, "opening it") from None
@@ -112,16 +104,35 @@ class PgStore:
             extra = {"connect_timeout": str(max(1, int(self._timeout)))} if self._timeout else {}
             settings = f"-c synchronous_commit={self._sync}" + (" -c default_transaction_read_only=on"
                                                                  if self.readonly else "")
-            self._conn = connect(self.url, doing, settings, **extra)
+            conn = connect(self.url, doing, settings, **extra)
+            try:
+                self._check_schema(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
         return self._conn
+
+    def _check_schema(self, conn: Any) -> None:
+        """Once per connection (the one that opens the store, and each one that replaces a lost one): the
+        database's schema is one this DAL knows, migrated to it for a writer. A database restored meanwhile
+        from an older backup, or upgraded by a newer DAL, is found here, before the connection's first use."""
+        have = schema.version(conn)
+        if have > schema.SCHEMA_VERSION:
+            raise StoreError(f"the PostgreSQL store {self.path} has schema version {have}, made by a newer "
+                             f"DAL (this one knows up to {schema.SCHEMA_VERSION}); upgrade DAL", self.path)
+        if self.readonly and have == 0:
+            raise NoStore(f"no runs yet: the database {self.path} has no DAL tables", self.path)
+        if not self.readonly and have < schema.SCHEMA_VERSION:
+            schema.migrate(conn)
 
     @contextmanager
     def _write(self, doing: str) -> Iterator[Any]:
         if self.readonly:
             raise StoreError(f"the run store {self.path} was opened read-only; cannot write while {doing}.", self.path)
         with self._lock:
-            conn = self._connection(doing)
             try:
+                conn = self._connection(doing)
                 with conn.transaction():
                     yield conn
             except self._psycopg.Error as e:
@@ -129,8 +140,8 @@ class PgStore:
 
     def _read(self, doing: str, fn: Callable[[Any], T]) -> T:
         with self._lock:
-            conn = self._connection(doing)
             try:
+                conn = self._connection(doing)
                 with conn.transaction():
                     return fn(conn)
             except self._psycopg.Error as e:
