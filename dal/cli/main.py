@@ -251,8 +251,16 @@ def read_script(path: Path) -> str:
 
 
 def _read(path: Path) -> str:
+    """A script's text. Below the current folder or its workspace (where a script's programs may have
+    swapped the name for a symlink) it is read by descriptor, never leaving them (dal/core/readbelow.py):
+    `dal check` would print an outside file's lines, `dal fmt --write` copy them into the workspace."""
+    from dal.core.readbelow import NotBelow, read_named
+    from dal.runner.workspace import find_workspace
+
     try:
-        data = path.read_bytes()
+        data = read_named(path, (os.getcwd(), str(find_workspace(None).path)))
+    except NotBelow as e:
+        raise _CannotRead(f"cannot read {path}: {e.strerror}") from None
     except FileNotFoundError:
         raise _CannotRead(f"no such script: {path}") from None
     except IsADirectoryError:

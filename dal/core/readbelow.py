@@ -17,7 +17,7 @@ import stat
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-__all__ = ["NotBelow", "open_below", "read_below", "read_text_below", "root_of", "stat_below"]
+__all__ = ["NotBelow", "open_below", "read_below", "read_named", "read_text_below", "root_of", "stat_below"]
 
 _MAX_SYMLINKS = 40  # as the kernel's own limit
 _DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -65,6 +65,17 @@ def read_below(root: str | os.PathLike[str], name: str | os.PathLike[str], limit
 def read_text_below(root: str | os.PathLike[str], name: str | os.PathLike[str]) -> str:
     """The UTF-8 text of the regular file `name` below `root`; UnicodeDecodeError when it is not UTF-8."""
     return read_below(root, name).decode("utf-8")
+
+
+def read_named(path: str | os.PathLike[str], roots: Iterable[str]) -> bytes:
+    """The bytes of a file the operator named: below the first of `roots` it is in (the places a script may
+    change names) by descriptor, as read_below reads it; below none of them, as named."""
+    full = os.path.abspath(os.fspath(path))
+    below = root_of(full, roots)
+    if below is None:
+        with open(full, "rb") as f:
+            return f.read()
+    return read_below(*below)
 
 
 def stat_below(root: str | os.PathLike[str], name: str | os.PathLike[str]) -> os.stat_result:

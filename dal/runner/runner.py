@@ -20,7 +20,7 @@ from typing import Any
 from dal.core.digest import text_sha256
 from dal.core.errors import DalError, DalRuntimeError, DivergenceError
 from dal.core.jsontext import surrogate_at
-from dal.core.readbelow import NotBelow, read_text_below, root_of
+from dal.core.readbelow import NotBelow, read_named
 from dal.eval.host import PROCEED, OperationVerdict
 from dal.eval.interpreter import Engine, Outcome, check_source
 from dal.eval.runtime import Runtime
@@ -78,10 +78,7 @@ def _script_text(spec: RunSpec) -> str:
     """The script's text. Below the workspace or a write root a script's programs may have swapped its name
     for a symlink (and its text reaches receipts and diagnostics), so it is read there by descriptor, never
     leaving that root; a script the operator named elsewhere is read as named."""
-    below = root_of(spec.script, (spec.workspace, *spec.policy.write_roots))
-    if below is None:
-        return Path(spec.script).read_text(encoding="utf-8")
-    return read_text_below(*below)
+    return read_named(spec.script, (spec.workspace, *spec.policy.write_roots)).decode("utf-8")
 
 
 def _read_source(spec: RunSpec) -> str:

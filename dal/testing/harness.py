@@ -25,7 +25,7 @@ import attrs
 
 from dal.core import defaults
 from dal.core.errors import DalError, DalRuntimeError, DalTypeError
-from dal.core.readbelow import NotBelow, read_text_below, root_of
+from dal.core.readbelow import NotBelow, read_named, read_text_below, root_of
 from dal.effects import EffectContext, EffectResult, Policy
 from dal.effects.policy.narrowing import beyond, capped  # the ceiling of every invoke's policy (dal mcp uses it too)
 from dal.eval.builtins import BUILTINS
@@ -634,10 +634,8 @@ def _read_test(path: Path) -> str:
     descriptor, never leaving that folder; a test the operator named elsewhere is read as named."""
     from dal.runner.workspace import find_workspace
 
-    full = os.path.abspath(path)
-    roots = (os.getcwd(), str(find_workspace(None, start=os.path.dirname(full)).path))
-    below = root_of(full, roots)
-    return read_text_below(*below) if below is not None else path.read_text(encoding="utf-8")
+    start = os.path.dirname(os.path.abspath(path))
+    return read_named(path, (os.getcwd(), str(find_workspace(None, start=start).path))).decode("utf-8")
 
 
 def _project_policy(test: Path) -> Path | None:

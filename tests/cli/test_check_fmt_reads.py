@@ -1,0 +1,55 @@
+"""`dal check` and `dal fmt` read a script below the current folder or its workspace once, by descriptor: a
+name a script's program swapped for a symlink to a file outside never has that file's lines printed (check)
+or copied into the workspace (fmt --write). In process, next to a canary that is itself a valid script."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dal.cli.main import main
+from tests.swaprace import CANARY, race, swapping
+
+SECRET = f"print({CANARY})\n"  # parses, and does not resolve: check quotes it, fmt formats it
+
+
+def _dal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    try:
+        main(list(argv))
+    except SystemExit:
+        pass
+    got = capsys.readouterr()
+    return got.out + got.err
+
+
+@pytest.fixture
+def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    w = tmp_path / "ws"
+    w.mkdir()
+    (w / "dal.toml").write_text("")
+    monkeypatch.chdir(w)
+    monkeypatch.setenv("NO_COLOR", "1")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.dal").write_text(SECRET)
+    return w
+
+
+def test_check_of_a_script_swapped_for_a_symlink_out_never_prints_the_outside_file(
+        ws: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with swapping(ws / "s.dal", "let x = 1\nprint(x)\nprint(y)\n", ws.parent / "outside" / "secret.dal"):
+        outcomes = race(lambda: _dal(capsys, "check", "--json", "s.dal"), 400)
+    assert not [o for o in outcomes if CANARY in str(o)]
+    assert [o for o in outcomes if "print(y)" in str(o)] and [o for o in outcomes if "leads outside" in str(o)]
+
+
+def test_fmt_write_of_a_symlink_out_copies_nothing_into_the_workspace(
+        ws: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (ws / "s.dal").symlink_to(ws.parent / "outside" / "secret.dal")
+    out = _dal(capsys, "fmt", "--write", "s.dal")
+    assert "leads outside" in out and CANARY not in out
+    assert (ws / "s.dal").is_symlink()
+    assert not [p for p in ws.rglob("*") if p.is_file() and not p.is_symlink() and CANARY in p.read_text()]
+    (ws / "sub").mkdir()
+    (ws / "sub" / "link.dal").symlink_to(ws.parent / "outside" / "secret.dal")
+    assert CANARY not in _dal(capsys, "check", "sub")  # a folder's scripts, found by name, read the same way
