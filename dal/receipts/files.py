@@ -30,16 +30,21 @@ def receipts_dir(
 
 
 def probe_receipts_dir(
-    directory: str | os.PathLike[str] | None = None, workspace: str | os.PathLike[str] | None = None
+    directory: str | os.PathLike[str] | None = None, workspace: str | os.PathLike[str] | None = None,
+    *, write: bool = True,
 ) -> str | None:
     """Why receipt files could not be written in their folder, or None when they can: the folder is made
     if missing, then a small probe file is created, written and removed in it. `dal run` asks before
-    anything runs, so that an unwritable folder stops the run while nothing has happened yet."""
+    anything runs, so that an unwritable folder stops the run while nothing has happened yet. `write`
+    false: the folder only, no probe file (a job's run, whose receipt files are written only if the
+    store cannot take the receipt: a file made and removed in every job cost ext4 an inode each time)."""
     folder = receipts_dir(directory, workspace)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         if folder.parent.name == ".dal":
             ignore_folder(folder.parent)  # git never sees the receipts (dal.core.gitignored)
+        if not write:
+            return None
         fd, probe = mkstemp(folder, ".probe.", ".tmp")
         try:
             os.write(fd, b"dal receipts probe\n")

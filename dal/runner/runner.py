@@ -121,7 +121,7 @@ def _execute(run: RunState) -> RunReport:
     _check_pinned(spec, run.sha256)
     from dal.receipts.files import probe_receipts_dir
 
-    problem = probe_receipts_dir(spec.receipts_dir(), run.workspace)
+    problem = probe_receipts_dir(spec.receipts_dir(), run.workspace, write=hooks.receipt_files)
     if problem is not None:
         raise RunnerError(f"cannot write receipt files in {problem}. Nothing ran. Make the folder writable "
                           "or choose another with --receipts DIR.")

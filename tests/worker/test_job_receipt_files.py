@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from worker_queue import Queue
 
+from dal.receipts import files
 from dal.receipts.store import Store, StoreError
 from dal.runner.build import build_spec
 from dal.worker.spec import run_spec
@@ -29,11 +30,16 @@ def job_run(ws: Path, key: str, **spec: object) -> object:
                         lent=store)
 
 
-def test_a_jobs_receipt_is_in_the_store_and_in_files_only_when_asked_for(tmp_path: Path) -> None:
+def test_a_jobs_receipt_is_in_the_store_and_in_files_only_when_asked_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "s.dal").write_text(SCRIPT)
+    made: list[object] = []
+    real_mkstemp = files.mkstemp
+    monkeypatch.setattr(files, "mkstemp", lambda *a, **k: made.append(a) or real_mkstemp(*a, **k))
     report = job_run(tmp_path, "plain")
     assert report.receipt["status"] == "completed" and report.json_path is None
     assert receipt_files(tmp_path / ".dal" / "receipts") == []
+    assert made == [] and (tmp_path / ".dal" / "receipts").is_dir()  # the folder, without a probe file in it
     with Store(tmp_path / ".dal" / "dal.db", readonly=True) as store:
         assert store.get_run(report.receipt["run_id"]) == report.receipt
 
