@@ -162,11 +162,14 @@ def _origins(policy: Policy) -> tuple[Policy, set[str], set[str]]:
 
     if policy.file_sha256 is None:
         return Policy.default(policy.workspace), set(), set()
+    from dal.core.digest import sha256
+    from dal.core.readbelow import read_named
+
     base = Policy.load(policy.workspace, policy.source)
-    try:
-        with open(policy.source, "rb") as f:
-            data = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError):  # read a moment ago: changed meanwhile, it names nothing
+    try:  # by descriptor below the workspace, and only the bytes the policy was built from
+        raw = read_named(policy.source, (policy.workspace,))
+        data = tomllib.loads(raw.decode("utf-8")) if sha256(raw).hexdigest() == policy.file_sha256 else {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):  # changed meanwhile: it names nothing
         return base, set(), set()
     run, programs = data.get("run", {}), data.get("programs", {})
     gated = {*run.get("require_approval", []), *(n for n, t in programs.items() if t.get("approval"))}
