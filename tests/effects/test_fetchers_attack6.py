@@ -1,6 +1,7 @@
-"""attack6 findings 01, 02, 03, 06, 10 and their siblings (dal/effects/classify/fetchers.py): each attack runs through
-run_effect with the real curl or wget, with the wall and without it, next to canaries; each is also run
-once without DAL, so that the test proves the program really does what the model must refuse."""
+"""attack6 findings 01, 02, 03, 06, 10 and their siblings: each attack runs through run_effect with the real
+curl or wget next to canaries, inside the wall (which holds it: curl and wget have no option model, issue 27)
+and where no wall can start (denied: no wall, no program); each is also run once without DAL, so that the
+test proves the program really does what the wall must hold."""
 
 from __future__ import annotations
 
@@ -38,8 +39,13 @@ def ws(tmp_path: Path) -> Path:
     return ws
 
 
-def _ctx(ws: Path, wall: bool) -> EffectContext:
-    return EffectContext(policy=Policy.load(ws, allow_run=["curl", "wget"], allow_net=True), use_sandbox=wall,
+def _ctx(ws: Path, wall: bool, monkeypatch: pytest.MonkeyPatch) -> EffectContext:
+    """Inside the wall, or (wall False) where none can start: DAL_WALL=none, as on a host without one."""
+    if wall:
+        monkeypatch.delenv("DAL_WALL", raising=False)
+    else:
+        monkeypatch.setenv("DAL_WALL", "none")
+    return EffectContext(policy=Policy.load(ws, allow_run=["curl", "wget"], allow_net=True),
                          unsandboxed_as_root=True)
 
 
@@ -49,9 +55,10 @@ def _bare(cmd: str, cwd: Path) -> subprocess.CompletedProcess:
                           env={"PATH": "/usr/bin:/bin", "HOME": str(cwd), "LC_ALL": "C.UTF-8"})
 
 
-def _denied(cmd: str, ctx: EffectContext) -> None:
+def _held(cmd: str, ctx: EffectContext, wall: bool) -> None:
+    """Without a wall the command is denied; inside one it runs, and the test's canaries say what held."""
     r = run_effect(cmd, ctx)
-    assert r.status == "denied", (cmd, r)
+    assert (r.status == "denied") != wall and CANARY not in r.stdout, (cmd, r)
 
 
 @pytest.fixture()
@@ -70,20 +77,20 @@ def server(tmp_path: Path) -> Iterator[str]:
 
 @curl_only
 @pytest.mark.parametrize("wall", WALLS)
-def test_curl_glob_before_the_scheme_cannot_read_or_write_a_file_url(ws: Path, wall: bool) -> None:
+def test_curl_glob_before_the_scheme_cannot_read_or_write_a_file_url(ws: Path, wall: bool,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     canary = ws.parent / "outside" / "canary.txt"
     reads = [f"curl -s '{{file,x}}://{canary}'", f"curl -s '[e-f]ile://{canary}'", f"curl -s '{{file:,x}}/{canary}'",
              f"curl -s 'fi{{le,x}}://{canary}'"]
     assert CANARY.encode() in _bare(reads[0], ws).stdout  # curl does expand the glob into a file: URL
-    ctx = _ctx(ws, wall)
+    ctx = _ctx(ws, wall, monkeypatch)
     for cmd in reads:
-        r = run_effect(cmd, ctx)
-        assert r.status == "denied" and CANARY not in r.stdout, (cmd, r)
-    _denied(f"curl -s -T payload.txt '{{file,x}}://{canary}'", ctx)
+        _held(cmd, ctx, wall)
+    _held(f"curl -s -T payload.txt '{{file,x}}://{canary}'", ctx, wall)
     assert canary.read_text() == CANARY
     r = run_effect(f"curl -s -g 'file://{ws}/payload.txt' -o sub/copy", ctx)  # a plain file: URL still runs
-    assert r.ok, r.stderr
-    assert (ws / "sub" / "copy").read_text() == "payload-from-script\n"
+    assert r.ok == wall, r.stderr
+    assert (ws / "sub" / "copy").exists() == wall
 
 
 # --- 10: curl SOCKS proxies through a unix socket ----------------------------------------------------------
@@ -91,7 +98,8 @@ def test_curl_glob_before_the_scheme_cannot_read_or_write_a_file_url(ws: Path, w
 
 @curl_only
 @pytest.mark.parametrize("wall", WALLS)
-def test_curl_socks_proxy_cannot_reach_a_unix_socket_outside_the_roots(ws: Path, wall: bool) -> None:
+def test_curl_socks_proxy_cannot_reach_a_unix_socket_outside_the_roots(ws: Path, wall: bool,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     sock_path = ws.parent / "outside" / "svc.sock"
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(str(sock_path))
@@ -110,7 +118,7 @@ def test_curl_socks_proxy_cannot_reach_a_unix_socket_outside_the_roots(ws: Path,
     try:
         _bare(f"curl -s -m 2 --socks5 localhost{sock_path} http://x/", ws)
         assert connections() == 1  # curl does take localhost/PATH as a socket
-        ctx = _ctx(ws, wall)
+        ctx = _ctx(ws, wall, monkeypatch)
         for cmd in (f"curl -s -m 2 -x socks5h://localhost:1080{sock_path} http://x/",
                     f"curl -s -m 2 -x SOCKS5H://u:p@LocalHost{sock_path} http://x/",
                     f"curl -s -m 2 -x socks5h://%6cocalhost{sock_path} http://x/",
@@ -118,7 +126,7 @@ def test_curl_socks_proxy_cannot_reach_a_unix_socket_outside_the_roots(ws: Path,
                     f"curl -s -m 2 --socks4a localhost{sock_path} http://x/",
                     f"curl -s -m 2 --proxy1.0 socks5h://localhost{sock_path} http://x/",
                     f"curl -s -m 2 --preproxy socks5://localhost{sock_path} -x http://p:1/ http://x/"):
-            _denied(cmd, ctx)
+            _held(cmd, ctx, wall)
         assert connections() == 0
     finally:
         listener.close()
@@ -129,7 +137,8 @@ def test_curl_socks_proxy_cannot_reach_a_unix_socket_outside_the_roots(ws: Path,
 
 @wget_only
 @pytest.mark.parametrize("wall", WALLS)
-def test_wget_cannot_decode_a_name_into_a_policy_file(ws: Path, server: str, wall: bool) -> None:
+def test_wget_cannot_decode_a_name_into_a_policy_file(ws: Path, server: str, wall: bool,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     url = f"http://127.0.0.1:{server}"
     attacks = [
         f"wget -q -P sub -e remoteencoding=UTF-7 {url}/+AGQ-al.toml",  # UTF-7 +AGQ- is d
@@ -144,18 +153,19 @@ def test_wget_cannot_decode_a_name_into_a_policy_file(ws: Path, server: str, wal
         _bare(cmd.replace("-P sub", "-P scratch"), ws.parent)
         assert (scratch / "dal.toml").exists(), cmd  # wget does save dal.toml
         (scratch / "dal.toml").unlink()
-    ctx = _ctx(ws, wall)
+    ctx = _ctx(ws, wall, monkeypatch)
     for cmd in attacks:
-        _denied(cmd, ctx)
+        _held(cmd, ctx, wall)
     assert sorted(os.listdir(ws / "sub")) == []
     r = run_effect(f"wget -q -P sub -e robots=off -e tries=2 {url}/d/a.txt", ctx)
-    assert r.ok, r.stderr
-    assert (ws / "sub" / "a.txt").read_text() == "served\n"
+    assert r.ok == wall, r.stderr
+    assert (ws / "sub" / "a.txt").exists() == wall
 
 
 @wget_only
 @pytest.mark.parametrize("wall", WALLS)
-def test_wget_names_it_writes_through_a_symlink_are_the_ones_checked(ws: Path, server: str, wall: bool) -> None:
+def test_wget_names_it_writes_through_a_symlink_are_the_ones_checked(ws: Path, server: str, wall: bool,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """03 (-x lowercases the host, drops the user) and siblings: -x after -nd, the empty query kept in the
     name (`a.txt?`; -x makes wget write over an existing name). Each writes through a symlink to the canary
     that the model, before, did not name."""
@@ -173,13 +183,13 @@ def test_wget_names_it_writes_through_a_symlink_are_the_ones_checked(ws: Path, s
         _bare(cmd, bare)
         assert canary.read_text() == "served\n", cmd  # wget does write through the link
         canary.write_text(CANARY)
-    ctx = _ctx(ws, wall)
+    ctx = _ctx(ws, wall, monkeypatch)
     for cmd in attacks:
-        _denied(cmd, ctx)
+        _held(cmd, ctx, wall)
     assert canary.read_text() == CANARY
     r = run_effect(f"wget -q -x -P sub http://LOCALHOST:{server}/d/a.txt", ctx)
-    assert r.ok, r.stderr
-    assert (ws / "sub" / f"localhost:{server}" / "d" / "a.txt").read_text() == "served\n"
+    assert r.ok == wall, r.stderr
+    assert (ws / "sub" / f"localhost:{server}" / "d" / "a.txt").exists() == wall
 
 
 # --- 06: wget's shorthand HOST:PATH is an FTP URL ----------------------------------------------------------
@@ -246,15 +256,18 @@ def ftp21(tmp_path: Path) -> Iterator[None]:
 
 
 @wget_only
-def test_wget_shorthand_host_colon_path_is_an_ftp_glob(ws: Path, ftp21: None) -> None:
-    """One test for both walls (one server on port 21, which two test workers cannot share)."""
+def test_wget_shorthand_host_colon_path_is_an_ftp_glob(ws: Path, ftp21: None,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """One test for both modes (one server on port 21, which two test workers cannot share)."""
     scratch = ws.parent / "scratch"
     scratch.mkdir()
     _bare("wget -q -P scratch 'localhost:x/*'", ws.parent)
     assert (scratch / "dal.toml").read_text() == POLICY_TOML  # wget fetched the listing's dal.toml over FTP
     for wall in (True, False) if HAVE_BWRAP else (False,):
-        ctx = _ctx(ws, wall)
+        ctx = _ctx(ws, wall, monkeypatch)
         for cmd in ("wget -q -P sub 'localhost:x/*'", "wget -q -P sub 'localhost:x/'", "wget -q -P sub localhost:",
                     "wget -q -P sub 'LOCALHOST:x/da?.toml'", "wget -q -O sub/out 'localhost:x/*'"):
-            _denied(cmd, ctx)
-        assert sorted(os.listdir(ws / "sub")) == []
+            _held(cmd, ctx, wall)
+        # The listing and pages may land (the wall's write root); the policy file the server names does not.
+        assert not [p for p in (ws / "sub").rglob("*") if p.name == "dal.toml"]
+        assert not wall or (ws / "sub" / "out").exists()

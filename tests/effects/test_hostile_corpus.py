@@ -519,7 +519,7 @@ CASES = [
     Case("sh-renames-git-folder", ("sh -c 'mv .git .gitx; echo x >> .gitx/config; mv .gitx .git'",), allow=SH,
          needs=frozenset({"wall", "protected_ro"})),  # fmt: skip
     # issue 12, secwall: protected names anywhere in the write roots, `.git` read-only for a program other
-    # than git, and curl's output options (attack4 finding 05)
+    # than git, and curl's output options (attack4 finding 05; curl has no option model: the wall holds them)
     Case("sh-plants-nested-policy", ("sh -c 'printf \"[run]\\nallow = [\\\"sh\\\"]\\n\" > sub/dal.toml'",), allow=SH,
          control=True, needs=NO_WALL, later="sub"),  # fmt: skip
     Case("sh-rewrites-nested-policy", ("sh -c 'printf \"[run]\\nallow = [\\\"sh\\\"]\\n\" > app/dal.toml'",
@@ -544,14 +544,14 @@ CASES = [
          allow=SH, control=True, needs=NO_WALL, keep=(".git/objects", ".git/refs", ".git/HEAD", ".git/index",
                                         ".git/packed-refs")),  # fmt: skip
     Case("curl-writes-git-index", ("printf 'DIRC' > idx.bin", "curl -s file://{WS}/idx.bin -o .git/index"),
-         allow=("curl",), keep=(".git/index", ".git/objects")),  # fmt: skip
+         allow=("curl",), needs=NO_WALL, keep=(".git/index", ".git/objects")),  # fmt: skip
     Case("curl-create-dirs-git-object", ("printf x > obj.bin",
                                          "curl -s --create-dirs file://{WS}/obj.bin -o .git/objects/ab/cdef"),
-         allow=("curl",), keep=(".git/objects",)),  # fmt: skip
+         allow=("curl",), needs=NO_WALL, keep=(".git/objects",)),  # fmt: skip
     Case("curl-plants-nested-policy", (_SH_POLICY, "curl -s file://{WS}/payload.txt -o sub/dal.toml"),
-         allow=("curl",), later="sub", control=True),  # fmt: skip
+         allow=("curl",), needs=NO_WALL, later="sub", control=True),  # fmt: skip
     Case("curl-remote-name-policy", ("curl -s --output-dir sub -O file://{WS}/x/dal.toml",), allow=("curl",),
-         later="sub", setup=_policy_in_a_cloned_folder),  # fmt: skip
+         needs=NO_WALL, later="sub", setup=_policy_in_a_cloned_folder),  # fmt: skip
     Case("sh-nested-userns-remount", ("sh -c 'unshare -Urm sh -c \"mount -o remount,rw / && touch ../pwned\"'",),
          allow=SH, needs=frozenset({"wall", "no_caps"})),  # fmt: skip
 ]

@@ -17,6 +17,7 @@ import attrs
 
 from dal.core import statedir
 from dal.core.shellword import fed_command
+from dal.effects.classify import tables
 from dal.effects.classify.programs import INTERPRETERS, ArgUse, analyze_argv, model_class
 from dal.effects.plan import paths as P
 from dal.effects.plan import trees as t
@@ -369,18 +370,11 @@ def _write_counts(target: str, ws: str) -> bool:
 # another mode, owner or time. Only these may be given /dev/null as an output. `mv x /dev/null`, `cp
 # --remove-destination x /dev/null`, `install`, `touch`, `mkdir` would act on the system's /dev/null itself
 # (without the wall, as root, it is the host's: the property test of tests/effects deleted it once).
-_NULL_OUTPUT_PROGRAMS = {"tee", "sort", "uniq", "curl", "wget"}
+_NULL_OUTPUT_PROGRAMS = {"tee", "sort", "uniq"}
 
 
 def _only_opens_outputs(cmd: SimpleCommand, use: ArgUse, raw: str) -> bool:
-    name = os.path.basename(cmd.argv[0])
-    if name not in _NULL_OUTPUT_PROGRAMS:
-        return False
-    if name == "curl":  # --remove-on-error unlinks the output file when the transfer fails
-        return not any("remove-on-error" in w.lower() for w in cmd.argv[1:])
-    if name == "wget":  # as its model parsed the options (--unlink, abbreviated or not)
-        return raw in use.opened_only
-    return True
+    return os.path.basename(cmd.argv[0]) in _NULL_OUTPUT_PROGRAMS
 
 
 def _leave_out(use: ArgUse | None, policy: Policy) -> tuple[str, ...]:
@@ -424,9 +418,7 @@ def _check_paths(cmd: SimpleCommand, use: ArgUse | None, policy: Policy,
             resolved = _check_path(raw, "write", policy)
             if resolved == P.NULL_DEVICE and not _only_opens_outputs(cmd, use, raw):
                 raise _Denied(f"{raw}: {os.path.basename(cmd.argv[0])} may replace, move or change /dev/null itself "
-                              "(only a redirection, tee, sort -o, uniq, curl -o without --remove-on-error and "
-                              "wget -O, -o or -a with only the options under which wget just opens them -- not "
-                              "--unlink, --backups, -N, --xattr, -k, -c ... -- write into it)")
+                              "(only a redirection, tee, sort -o and uniq write into it)")
             writes.append(resolved)
             if use.writes_into_trees and os.path.isdir(resolved):
                 _check_tree(resolved, policy)
@@ -859,6 +851,8 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
             raise _Denied(f"{' '.join(cmd.argv[:len(prefix.prefix)])} is denied by the rule `{prefix.shown()}` "
                           f"({policy.source}): {prefix.justification}")
         executables[name] = _program(name, policy, by_rule=prefix is not None and prefix.decision == "allow")
+        if (why := tables.denial(cmd.argv, policy.allow_net)) is not None:
+            raise _Denied(why)
         if name not in programs:
             programs.append(name)
         use = analyze_argv(cmd.argv, is_dir, lambda p: os.path.lexists(os.path.join(ws, p)))
@@ -873,8 +867,6 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
             if use.unsafe:
                 raise _Denied(use.unsafe)
             part_class = model_class(name) or "local"
-            if name in ("curl", "wget") and policy.allow_net:  # fetchers.py: modelled, and on the network
-                part_class = "external"
             part_idem = use.idempotent
             if getattr(use.git, "network", False):
                 part_class = "external"

@@ -56,9 +56,6 @@ class ArgUse:
     # Makes symlinks or hard links, or moves names, while it runs (cp -l/-s/-P/-r, mv): another stage of
     # the same pipeline, checked before this one started, could then write through what it made.
     changes_names: bool = False
-    # The written paths (as given) the program only opens for writing, never removes, renames, links or
-    # gives another mode, owner or time: the only way /dev/null may be an output (check.py); for wget.
-    opened_only: tuple[str, ...] = ()
     # The argv the executor runs in place of the script's spelling (rebuild): every option by its full
     # name with its value attached, `--` before the operands, so that the program reads each word the
     # way the check did. None: run as given (no options parsed: echo, test, find's expression).
@@ -1099,10 +1096,8 @@ def analyze_argv(argv: tuple[str, ...], is_dir: Callable[[str], bool],
     """Analyse `argv` with the model of its program; None when DAL has no model for it. `exists`: whether a
     path (relative to the workspace) exists, for wget's numbered copies (when absent: none is assumed)."""
     name = argv[0]
-    if name in ("curl", "wget"):  # only when a policy allows them and a command uses them
-        from dal.effects.classify import fetchers
-
-        return fetchers.analyze_curl(argv) if name == "curl" else fetchers.analyze_wget(argv, exists)
+    if name in ("curl", "wget"):  # no model: they run inside a wall only (tables.py refuses a few options)
+        return None
     if name == "git":
         from dal.effects.classify.gitmodel import analyze_git  # only when a policy allows git and a command uses it
 
