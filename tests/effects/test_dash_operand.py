@@ -69,13 +69,18 @@ def server(tmp_path: Path) -> Iterator[str]:
 
 @pytest.mark.skipif(shutil.which("wget") is None, reason="wget not installed")
 @pytest.mark.parametrize("wall", WALLS)
-def test_wget_cookie_jar_named_dash_is_a_file(ws: Path, server: str, wall: bool) -> None:
-    ctx = _ctx(Policy.load(ws, allow_run=["wget"], allow_net=True), wall)
+def test_wget_cookie_jar_named_dash_is_a_file(ws: Path, server: str, wall: bool,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """wget has no option model (issue 27): inside the wall the symlink `-` leads nowhere it can write, and
+    where no wall can start wget does not run."""
+    if not wall:
+        monkeypatch.setenv("DAL_WALL", "none")
+    ctx = EffectContext(policy=Policy.load(ws, allow_run=["wget"], allow_net=True), unsandboxed_as_root=True)
     for cmd in (f"wget -q --keep-session-cookies --save-cookies - -O /dev/null {server}/a.txt",
                 f"wget -q --rejected-log=- -O /dev/null {server}/a.txt"):
         r = run_effect(cmd, ctx)
-        assert r.status == "denied", (cmd, r)
+        assert (r.status == "denied") != wall, (cmd, r)
     assert (ws.parent / "outside" / "canary.txt").read_text() == CANARY
     # -O - and -o - are standard output.
     r = run_effect(f"wget -q -o - -O - {server}/a.txt", ctx)
-    assert r.ok and r.stdout == "served\n", r
+    assert not wall or (r.ok and r.stdout == "served\n"), r
