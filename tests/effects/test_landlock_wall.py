@@ -218,3 +218,41 @@ def test_a_timeout_leaves_nothing_behind(ws: Path) -> None:
     r = sh(ws, "setsid sleep 32.71 & exec sleep 32.72", timeout=1)
     assert r.status == "timeout"
     assert lingering("32.7") == []
+
+
+@landlocked
+def test_what_the_default_toolset_must_not_write_is_put_back(ws: Path) -> None:
+    from unittest import mock
+
+    from dal.effects import execute_checked
+    from dal.effects.exec import executor
+    from test_hostile_corpus import _bypass
+
+    (ws / "dal.toml").write_text("[run]\ndefaults = true\n")
+    (ws / ".git" / "hooks" / "pre-commit.sample").write_text("#!/bin/sh\n")
+    policy = Policy.load(ws)
+    command = "sort -o dal.toml notes.txt && cp notes.txt .git/hooks/pre-commit && rm .git/hooks/pre-commit.sample"
+    with mock.patch.object(executor, "recheck", lambda c, p: None):  # the check bypassed: the wall alone
+        r = execute_checked(command, _bypass(command, policy), EffectContext(policy=policy))
+    assert r.code == 126 and "undid what a program did to protected names" in r.stderr
+    assert "dal.toml (changed inside the wall; put back as it was)" in r.stderr
+    assert (ws / "dal.toml").read_text() == "[run]\ndefaults = true\n"
+    assert sorted(os.listdir(ws / ".git" / "hooks")) == ["pre-commit.sample"]
+
+
+@landlocked
+def test_a_killed_dal_s_record_puts_back_what_was_kept(ws: Path) -> None:
+    from dal.effects.wall.landlock_wall import LandlockWall
+    from dal.effects.wall.limits import CommandLimits
+
+    (ws / "dal.toml").write_text("# kept\n")
+    policy = Policy.load(ws)
+    wall = LandlockWall(policy, [], 1 << 20, False, True, limits=CommandLimits.of(policy, 10))
+    state = wall.state()
+    assert state is not None and state["kind"] == "landlock" and str(ws / "dal.toml") in state["kept"]
+    (ws / "dal.toml").write_text("# changed\n")
+    wall._kept = {}  # as if DAL were killed here: only the record knows
+    wall.close()
+    again = LandlockWall.from_state(policy, state)
+    again.close()
+    assert (ws / "dal.toml").read_text() == "# kept\n" and "dal.toml" in " ".join(again.undone)

@@ -25,6 +25,7 @@ from dal.core import statedir
 from dal.effects.guard.gitguard import GitGuard
 from dal.effects.policy import Policy
 from dal.effects.wall import owners, reaper
+from dal.effects.wall.landlock_wall import LandlockWall
 from dal.effects.wall.sandbox import GIT_SWEPT, Wall
 
 __all__ = ["Held", "HeldUnreadable", "finish_dead"]
@@ -278,7 +279,7 @@ def _bounded(policy: Policy, record: dict) -> None:
                     raise ValueError(f"the repository swept: {wall['sweep_at'][2]!r} are not the names DAL sweeps")
             if wall["index"] is not None:
                 inside(wall["index"][0], "the index")
-            for key in ("git_marks", "nested", "nested_git", "absent", "gitfiles", "live"):
+            for key in ("git_marks", "nested", "nested_git", "absent", "gitfiles", "live", "kept"):
                 each(wall.get(key) or [], f"the wall's {key.replace('_', ' ')}")
         if guard is not None:
             for key in ("held_paths", "dirs", "before"):
@@ -297,7 +298,8 @@ def _finish(policy: Policy, record: dict) -> list[str]:
     """Close the recorded wall, then finish the recorded guard, as executor._run_pipeline would have."""
     out: list[str] = []
     if record.get("wall") is not None:
-        wall = Wall.from_state(policy, record["wall"])
+        kind = LandlockWall if record["wall"].get("kind") == "landlock" else Wall
+        wall = kind.from_state(policy, record["wall"])
         wall.close()
         if wall.undone:
             out.append("undid what a program did to protected names: " + ", ".join(wall.undone))

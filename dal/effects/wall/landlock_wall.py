@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 import attrs
 
 from dal.effects.policy import Policy
-from dal.effects.wall import landlock, seccomp
+from dal.effects.wall import landlock, landlock_kept, seccomp
 from dal.effects.wall.limits import CommandLimits
 from dal.effects.wall.plan import WallPlan, scrubbed_env
 from dal.effects.wall.sandbox import Wall, WallRefused
@@ -77,6 +77,7 @@ class LandlockWall(Wall):
         self.ruleset: landlock.Ruleset | None = None
         self.tmpdir: str | None = None
         self._fd_of: dict[str, int] = {}
+        self._kept: dict = {}  # protected paths the rules do not hold read-only: their copies (landlock_kept.py)
         super().__init__(policy, executables, tmp_size, placeholders, lock_git, limits=limits)
         try:
             self.ruleset = landlock.Ruleset(network=policy.allow_net)
@@ -90,6 +91,10 @@ class LandlockWall(Wall):
             filters = (*self.plan.seccomp, "ipc-keyrings", *(() if policy.allow_net else ("sockets",)))
             self.plan = attrs.evolve(self.plan, kind="landlock", home=self.home, seccomp=filters,
                                      env=tuple(self.env(scrubbed_env(self.home)).items()))
+            if not placeholders:  # the roots granted whole: what they hold read-only is kept and put back
+                hidden = [h for h, _ in self.plan.hidden]
+                self._kept = landlock_kept.snapshot([
+                    p for p in self.plan.protected if p not in self._nested and not any(_within(p, h) for h in hidden)])
         except landlock.LandlockError as e:
             self.close()
             raise WallRefused(str(e)) from None
@@ -98,6 +103,10 @@ class LandlockWall(Wall):
             raise
 
     def close(self) -> None:
+        if self._kept:
+            ws = self._sweep_ws
+            self.undone += [os.path.relpath(p, ws) if _within(p, ws) else p for p in landlock_kept.restore(self._kept)]
+            self._kept = {}
         if self.ruleset is not None:
             self.ruleset.close()
             self.ruleset = None
@@ -105,6 +114,25 @@ class LandlockWall(Wall):
             shutil.rmtree(self.tmpdir, ignore_errors=True)
             self.tmpdir = None
         super().close()
+
+    def state(self) -> dict | None:
+        """The bubblewrap wall's record (sandbox.Wall.state), with the copies of what is kept to put back."""
+        base = super().state()
+        if not self._kept:
+            return base
+        if base is None:
+            base = {"placeholders": [], "sweep_at": None, "index": None, "git_marks": None,
+                    "write_roots": list(self._write_roots), "ws": self._sweep_ws, "lock_git": self.lock_git,
+                    "nested": {}, "nested_git": [], "absent": [], "gitfiles": {}, "live": {}}
+        return {**base, "kind": "landlock", "kept": self._kept}
+
+    @classmethod
+    def from_state(cls, policy: Policy, state: dict) -> LandlockWall:
+        """The wall a killed DAL set up, from its record, to close() now (held.py)."""
+        wall = Wall.from_state.__func__(cls, policy, state)  # type: ignore[attr-defined]
+        wall.ruleset, wall.tmpdir, wall._fd_of = None, None, {}
+        wall._kept = dict(state.get("kept") or {})
+        return wall
 
     def env(self, base: dict[str, str]) -> dict[str, str]:
         """The program's environment: `base` (executor.scrubbed_env of self.home) with TMPDIR the wall's own."""
