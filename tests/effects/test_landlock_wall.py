@@ -224,9 +224,10 @@ def test_a_timeout_leaves_nothing_behind(ws: Path) -> None:
 def test_what_the_default_toolset_must_not_write_is_put_back(ws: Path) -> None:
     from unittest import mock
 
+    from test_hostile_corpus import _bypass
+
     from dal.effects import execute_checked
     from dal.effects.exec import executor
-    from test_hostile_corpus import _bypass
 
     (ws / "dal.toml").write_text("[run]\ndefaults = true\n")
     (ws / ".git" / "hooks" / "pre-commit.sample").write_text("#!/bin/sh\n")
