@@ -56,3 +56,18 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def read_only_mount(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` (or, when it does not exist, its nearest existing folder) is on a file system mounted
+    read-only, where no chmod makes it writable: a message says so, and suggests another place."""
+    here = Path(path)
+    while True:
+        try:
+            return bool(os.statvfs(here).f_flag & getattr(os, "ST_RDONLY", 1))
+        except FileNotFoundError:
+            if here.parent == here:
+                return False
+            here = here.parent
+        except (OSError, AttributeError):
+            return False

@@ -33,10 +33,10 @@ def probe_receipts_dir(
     directory: str | os.PathLike[str] | None = None, workspace: str | os.PathLike[str] | None = None,
     *, write: bool = True,
 ) -> str | None:
-    """Why receipt files could not be written in their folder, or None when they can: the folder is made
-    if missing, then a small probe file is created, written and removed in it. `dal run` asks before
-    anything runs, so that an unwritable folder stops the run while nothing has happened yet. `write`
-    false: the folder only, no probe file (a job's run, whose receipt files are written only if the
+    """Why receipt files could not be written in their folder and what to do, or None when they can: the
+    folder is made if missing, then a small probe file is created, written and removed in it. `dal run`
+    asks before anything runs, so that an unwritable folder stops the run while nothing has happened yet.
+    `write` false: the folder only, no probe file (a job's run, whose receipt files are written only if the
     store cannot take the receipt: a file made and removed in every job cost ext4 an inode each time)."""
     folder = receipts_dir(directory, workspace)
     try:
@@ -52,9 +52,14 @@ def probe_receipts_dir(
             os.close(fd)
             os.unlink(probe)
     except FileExistsError:
-        return f"{folder} exists and is not a folder"
+        return f"{folder} exists and is not a folder; choose another with --receipts DIR"
     except OSError as e:
-        return f"{folder}: {e.strerror or e}"
+        import errno
+
+        if e.errno == errno.EROFS:
+            return (f"{folder}: it is on a file system mounted read-only, where no chmod helps; choose a folder "
+                    "on a writable disk with --receipts DIR")
+        return f"{folder}: {e.strerror or e}; make the folder writable or choose another with --receipts DIR"
     return None
 
 

@@ -23,6 +23,7 @@ creates the store, its folder or the WAL side files.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -223,6 +224,18 @@ def damaged(path: Path, what: str) -> StoreDamaged:
     return StoreDamaged(f"the run store {p} is damaged: {what}. DAL has not written to it.\n{steps}", p)
 
 
+def writable_fix(path: Path) -> str:
+    """What to do about a store DAL cannot write: chmod where that helps; on a file system mounted
+    read-only, where it cannot, another store (or remounting)."""
+    from dal.core.fsutil import read_only_mount
+
+    if read_only_mount(path):
+        return (f"It is on a file system mounted read-only, where chmod changes nothing: choose a store on a "
+                f"writable disk with --store PATH or {STORE_ENV}=PATH (or remount {path.parent} read-write).")
+    return (f"Make it and its folder writable (chmod u+w {path} {path.parent}), or choose another store with "
+            f"--store PATH or {STORE_ENV}=PATH.")
+
+
 def describe_error(exc: BaseException, path: Path, doing: str) -> StoreError:
     """Turn a SQLite error into a StoreError a user can act on."""
     if isinstance(exc, UnicodeEncodeError):  # a value handed in (a lone surrogate), not the store's text
@@ -240,12 +253,8 @@ def describe_error(exc: BaseException, path: Path, doing: str) -> StoreError:
             path,
         )
     if "readonly" in low or "read-only" in low or "permission" in low:
-        return StoreError(
-            f"{where} is read-only, so DAL cannot record runs while {doing}. Make it and its folder "
-            f"writable (chmod u+w {path} {path.parent}) or choose another store with --store PATH or "
-            f"{STORE_ENV}=PATH.",
-            path,
-        )
+        return StoreError(f"{where} is read-only, so DAL cannot record runs while {doing}. {writable_fix(path)}",
+                          path)
     if "not a database" in low:
         return damaged(path, "it is not an SQLite database (its header is damaged, or it is some other file)")
     if "malformed" in low or "corrupt" in low or "no such" in low or "unsupported file format" in low:
@@ -393,7 +402,9 @@ class Store:
         except OSError as e:
             raise StoreError(
                 f"cannot create the folder {self.path.parent} for the run store {self.path} ({e.strerror}). "
-                f"Make it writable or choose another store with --store PATH or {STORE_ENV}=PATH.",
+                + (f"The file system is mounted read-only, where chmod changes nothing: choose a store on a "
+                   f"writable disk with --store PATH or {STORE_ENV}=PATH." if e.errno == errno.EROFS else
+                   f"Make it writable or choose another store with --store PATH or {STORE_ENV}=PATH."),
                 self.path,
             ) from None
         if self.path.exists():
@@ -529,9 +540,8 @@ class Store:
         if blocked:
             raise StoreError(
                 f"the run store {self.path} is read-only ({' and '.join(str(p) for p in blocked)} cannot be "
-                "written), so DAL cannot record runs in it. Make it and its folder writable (chmod u+w "
-                f"{self.path} {self.path.parent}), or choose another store with --store PATH or {STORE_ENV}=PATH. "
-                "It can still be read (dal receipts).",
+                f"written), so DAL cannot record runs in it. {writable_fix(self.path)} It can still be read "
+                "(dal receipts).",
                 self.path,
             )
 

@@ -123,8 +123,7 @@ def _execute(run: RunState) -> RunReport:
 
     problem = probe_receipts_dir(spec.receipts_dir(), run.workspace, write=hooks.receipt_files)
     if problem is not None:
-        raise RunnerError(f"cannot write receipt files in {problem}. Nothing ran. Make the folder writable "
-                          "or choose another with --receipts DIR.")
+        raise RunnerError(f"cannot write receipt files in {problem}. Nothing ran.")
     filename = spec.filename
     checked, errors = (hooks.check or check_source)(source, filename)
     bound: dict[str, Any] = {}

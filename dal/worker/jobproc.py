@@ -292,8 +292,9 @@ class JobProcessMain:
             to = q.route(fence, route.event, run_at=route.run_at, failures=route.failures, streak=route.streak,
                          run=run, waits_on=route.waits_on, note=route.note)
         except StoreError as e:  # a lock held past the busy timeout, a server gone
-            w.say(f"{label}: {route.note}; but the run store refused to route the job: {str(e).rstrip('.')}; "
-                  "the worker routes it once this process ends (the next run continues from the journal)",
+            w.say(f"{label}: the run store refused to record where the job goes ({str(e).rstrip('.')}); the "
+                  "worker routes it once this process ends (the next run continues from the journal). What was "
+                  f"to be recorded: {route.note}",
                   level="warning", state="running", duration=time.monotonic() - t0, **fields)
             return EXIT_STORE, True
         took = time.monotonic() - t0

@@ -103,6 +103,7 @@ def for_receipt(receipt: dict[str, Any], job: dict[str, Any], now: float, base: 
 def for_runner_error(message: str, exit_code: int, job: dict[str, Any], now: float, base: float, *,
                      store_fault: bool = False) -> Route:
     """The route of a run that did not start (RunnerError); `store_fault`: because the store refused."""
+    message = message.rstrip().rstrip(".")  # a clause of the note: the log line goes on after it
     if exit_code == 3:  # the key is busy: someone else runs the operation right now
         wait = backoff(base, 1)
         return Route("backoff", run_at=now + wait, note=f"{message}; again in {wait:.1f} s")
