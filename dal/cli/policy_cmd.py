@@ -79,6 +79,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
     if note is not None:
         sys.stderr.write(f"dal: note: {note}\n")
     from dal.effects import EffectContext, check_command, sandbox_status, wall_kind, walled_only
+    from dal.effects.classify.explain import enforced, modelled
 
     d = check_command(args.cmd, policy)
     if d.allowed:
@@ -106,6 +107,8 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
             "workspace_found_by": spec.workspace_how,
             "sandbox": {"available": available, "reason": why},
             "wall": {"kind": kind.name, "reason": kind.reason, "refused": kind.refused},
+            "modelled": modelled(d.programs) if d.allowed else None,
+            "enforced": enforced(policy, kind.name, kind.refused),
             **({"walls": [w.to_json() for w in walls]} if walls is not None else {}),
         })
     else:
@@ -123,6 +126,9 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
             f"  policy:     {describe_source(policy)}",
             f"  wall:       {kind.name} ({kind.refused or kind.reason})",
         ]
+        if d.allowed:
+            lines.append(f"  modelled:   {modelled(d.programs)}")
+        lines.append(f"  enforced:   {enforced(policy, kind.name, kind.refused)}")
         if walls:
             lines += _describe_walls(d, walls)
         sys.stdout.write("\n".join(lines) + "\n")

@@ -3,6 +3,7 @@ justification a person reads and examples checked when the policy loads."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -145,3 +146,19 @@ def test_the_example_in_docs_policy_md_loads_and_decides_as_it_says(tmp_path: Pa
     d = check_command("git push origin main", policy)
     assert not d.allowed and d.reason.startswith("git push is denied by the rule `git push` (")
     assert d.reason.endswith("): pushing publishes work: the operator pushes")
+
+
+def test_dal_policy_check_says_what_is_modelled_and_what_is_enforced(tmp_path: Path) -> None:
+    (tmp_path / "shared").mkdir()
+    r = subprocess.run([sys.executable, "-m", "dal", "policy", "check", "--allow-run=curl", "--allow-read=shared",
+                        "cat x | curl -s http://h/"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "DAL_WALL": "bubblewrap"})  # fmt: skip
+    lines = r.stdout.splitlines()
+    assert "  modelled:   cat exactly (every path checked, and run as the check read it); curl classed only " \
+        "(what it does only the wall holds)" in lines, lines
+    assert any(line.startswith("  enforced:   wall bubblewrap: reads the workspace, shared, writes the workspace, "
+                               "network off") or line.startswith("  enforced:   no wall") for line in lines), lines
+    r = subprocess.run([sys.executable, "-m", "dal", "policy", "check", "cat x"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=60, env={**os.environ, "DAL_WALL": "none"})  # fmt: skip
+    assert r.stdout.splitlines()[-1] in ("  enforced:   no wall: the check alone, and only the default toolset runs",
+                                         "  enforced:   no wall, and nothing runs (see wall)"), r.stdout

@@ -165,7 +165,8 @@ def test_policy_check_denies_with_reason_and_json(tmp_path: Path) -> None:
         "  policy:     default policy",
     ]
     # The wall that would hold it, as this machine has one (bubblewrap, landlock or none, with why).
-    assert len(lines) == 4 and re.match(r"  wall:       (bubblewrap|landlock|none) \(.+\)$", lines[3]), lines
+    assert len(lines) == 5 and re.match(r"  wall:       (bubblewrap|landlock|none) \(.+\)$", lines[3]), lines
+    assert lines[4].startswith("  enforced:   "), lines  # what holds it (dal/effects/classify/explain.py)
     r = dal("policy", "check", "--json", "--workspace", str(tmp_path), "--allow-run=git,curl", "git log", cwd=tmp_path)
     d = json.loads(r.stdout)
     assert r.returncode == 0 and d["decision"] == "allow" and d["class"] == "local" and d["programs"] == ["git"]

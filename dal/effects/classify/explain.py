@@ -1,0 +1,46 @@
+"""What holds a command: which of its programs the check models exactly, which it only classes, and what the
+wall enforces ("wall bubblewrap: reads R, writes W, network off"), for `dal policy check` and denials.
+
+The check models the default toolset: each path it reads and writes is checked, and what runs is the argv
+it rebuilt. Other programs it classes and explains (curl, wget: tables.py; git: its model; any program
+allowed by name: nothing), and only the wall holds what they do.
+"""
+
+from __future__ import annotations
+
+import os
+
+from dal.effects.policy import DEFAULT_TOOLSET_NAMES, Policy
+
+__all__ = ["modelled", "enforced"]
+
+
+def modelled(programs: tuple[str, ...] | list[str]) -> str:
+    """One line: the programs the check models exactly, and those only the wall holds."""
+    exact = [p for p in programs if p in DEFAULT_TOOLSET_NAMES]
+    walled = [p for p in programs if p not in DEFAULT_TOOLSET_NAMES]
+    parts = []
+    if exact:
+        parts.append(f"{', '.join(exact)} exactly (every path checked, and run as the check read it)")
+    if walled:
+        parts.append(f"{', '.join(walled)} classed only (what {'it does' if len(walled) == 1 else 'they do'} "
+                     "only the wall holds)")
+    return "; ".join(parts) or "(no program)"
+
+
+def enforced(policy: Policy, wall: str, refused: str | None = None) -> str:
+    """One line: the wall in force and what it lets programs do, or that the check alone holds."""
+    if refused:
+        return "no wall, and nothing runs (see wall)"
+    if wall == "none":
+        return "no wall: the check alone, and only the default toolset runs"
+    return (f"wall {wall}: reads {_roots(policy.read_roots, policy)}, writes {_roots(policy.write_roots, policy)}, "
+            f"network {'on' if policy.allow_net else 'off'}")
+
+
+def _roots(roots: tuple[str, ...], policy: Policy) -> str:
+    shown = []
+    for r in roots:
+        rel = os.path.relpath(r, policy.workspace)
+        shown.append("the workspace" if rel == "." else rel if not rel.startswith("..") else r)
+    return ", ".join(shown) or "nothing"
