@@ -14,11 +14,14 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import TypeVar
 
-__all__ = ["NotBelow", "open_below", "read_below", "read_named", "read_text_below", "root_of", "stat_below"]
+__all__ = ["HIDDEN_STATE", "NotBelow", "open_below", "read_below", "read_named", "read_text_below", "root_of",
+           "stat_below"]
 
+# DAL's own state folder (store, receipts, kept scripts): hidden from scripts, so not read for them either.
+HIDDEN_STATE = frozenset({".dal"})
 _MAX_SYMLINKS = 40  # as the kernel's own limit
 _DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: a FIFO put in the file's place cannot hang DAL in open(); O_NOCTTY: nor become its terminal.
@@ -30,23 +33,26 @@ T = TypeVar("T")
 class NotBelow(OSError):
     """The name leads outside the root, or to something other than a file DAL may read for the agent."""
 
-    def __init__(self, name: str, why: str, leads_out: bool = False) -> None:
+    def __init__(self, name: str, why: str, leads_out: bool = False, hidden: bool = False) -> None:
         super().__init__(errno.EACCES, why, name)
         self.leads_out = leads_out  # through `..` or a symlink (else: not a file to read, or it changed)
+        self.hidden = hidden  # the walk met a name it was told to hide
 
 
-def open_below(root: str | os.PathLike[str], name: str | os.PathLike[str]) -> int:
+def open_below(root: str | os.PathLike[str], name: str | os.PathLike[str], hide: Collection[str] = ()) -> int:
     """A read-only descriptor for the regular file `name` (relative to `root`, or absolute and inside it).
 
     Raises NotBelow when the name leads outside `root` (through `..` or a symlink), is not a regular file,
-    has other hard links (which may be outside), or moved out while it was opened; FileNotFoundError,
+    has other hard links (which may be outside), or moved out while it was opened, or when the walk meets a
+    folder or file named as one of `hide` (physically: a symlink to one is caught too); FileNotFoundError,
     IsADirectoryError and other OSErrors as open() would."""
-    return _resolve(root, name, _open_last)
+    return _resolve(root, name, _open_last, hide)
 
 
-def read_below(root: str | os.PathLike[str], name: str | os.PathLike[str], limit: int | None = None) -> bytes:
+def read_below(root: str | os.PathLike[str], name: str | os.PathLike[str], limit: int | None = None,
+               hide: Collection[str] = ()) -> bytes:
     """The bytes of the regular file `name` below `root` (as open_below opens it); at most `limit` bytes."""
-    fd = open_below(root, name)
+    fd = open_below(root, name, hide)
     try:
         chunks = []
         left = limit
@@ -62,9 +68,9 @@ def read_below(root: str | os.PathLike[str], name: str | os.PathLike[str], limit
         os.close(fd)
 
 
-def read_text_below(root: str | os.PathLike[str], name: str | os.PathLike[str]) -> str:
+def read_text_below(root: str | os.PathLike[str], name: str | os.PathLike[str], hide: Collection[str] = ()) -> str:
     """The UTF-8 text of the regular file `name` below `root`; UnicodeDecodeError when it is not UTF-8."""
-    return read_below(root, name).decode("utf-8")
+    return read_below(root, name, hide=hide).decode("utf-8")
 
 
 def read_named(path: str | os.PathLike[str], roots: Iterable[str]) -> bytes:
@@ -135,7 +141,7 @@ def _check_file(fd: int, shown: str, root_real: str) -> None:
 
 
 def _resolve(root: str | os.PathLike[str], name: str | os.PathLike[str],
-             last: Callable[[int, str, str, str], T | str]) -> T:
+             last: Callable[[int, str, str, str], T | str], hide: Collection[str] = ()) -> T:
     """Walk `name` below `root` and apply `last` to the final component (the folder holding it and its
     name); `last` returns a symlink's target (str) when the component is one, to be followed by hand."""
     shown = os.fspath(name)
@@ -158,6 +164,8 @@ def _resolve(root: str | os.PathLike[str], name: str | os.PathLike[str],
                     os.close(dirfd)
                     dirfd = _reopen(root_fd, here, shown)
                     continue
+                if part in hide:
+                    raise NotBelow(shown, f"{part} is not read here", hidden=True)
                 if todo:  # a folder on the way
                     try:
                         nxt = os.open(part, _DIR_FLAGS, dir_fd=dirfd)

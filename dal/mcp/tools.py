@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from dal.core.readbelow import NotBelow, read_text_below
+from dal.core.readbelow import HIDDEN_STATE, NotBelow, read_text_below
 from dal.mcp.arguments import Arg, BadArguments, check
 from dal.mcp.ceiling import BUDGETS, NARROWING, Ceiling, Widening
 from dal.receipts.oplock import WAIT_HINT
@@ -317,8 +317,11 @@ class DalTools:
         if not rel.endswith(".dal"):
             raise ToolFailure(f"no such script: {rel} (a .dal file inside {self.workspace})")
         try:
-            return path, read_text_below(self.workspace, rel)
+            return path, read_text_below(self.workspace, rel, hide=HIDDEN_STATE)
         except NotBelow as e:
+            if e.hidden:
+                raise ToolFailure(f"path {rel!r} is in DAL's own state ({e.strerror}): not a script of the "
+                                  "workspace") from None
             if e.leads_out:
                 raise ToolFailure(f"path {rel!r} is outside the workspace {self.workspace} ({e.strerror}): dal mcp "
                                   "runs scripts of its workspace only") from None

@@ -25,7 +25,7 @@ import attrs
 
 from dal.core import defaults
 from dal.core.errors import DalError, DalRuntimeError, DalTypeError
-from dal.core.readbelow import NotBelow, read_named, read_text_below, root_of
+from dal.core.readbelow import HIDDEN_STATE, NotBelow, read_named, read_text_below, root_of
 from dal.effects import EffectContext, EffectResult, Policy
 from dal.effects.policy.narrowing import beyond, capped  # the ceiling of every invoke's policy (dal mcp uses it too)
 from dal.eval.builtins import BUILTINS
@@ -197,8 +197,11 @@ class TestSession:
                                   "read roots dal test was given: not read",
                                   help="keep a test's workflows in its project; paths are relative to the test file")
         try:
-            return read_text_below(*below)
+            return read_text_below(*below, hide=HIDDEN_STATE)
         except NotBelow as e:
+            if e.hidden:
+                raise DalRuntimeError(f"the workflow script {path} is in DAL's own state ({e.strerror}): not "
+                                      "read") from None
             if e.leads_out:
                 raise DalRuntimeError(f"the workflow script {path} leads outside {below[0]}: not read") from None
             raise DalRuntimeError(f"cannot read the workflow script {path}: {e.strerror}") from None

@@ -74,3 +74,13 @@ def test_a_test_script_swapped_for_a_symlink_out_never_shows_the_outside_file(pr
     assert all(isinstance(o, TestResult) for o in outcomes), [o for o in outcomes if not isinstance(o, TestResult)][:3]
     results = [o for o in outcomes if isinstance(o, TestResult)]
     assert [r for r in results if r.passed] and [r for r in results if "outside" in (r.message or "")]
+
+
+def test_a_test_cannot_invoke_a_script_in_dals_own_state(project: Path) -> None:
+    kept = project / ".dal" / "scripts"
+    kept.mkdir(parents=True)
+    (kept / "sha256-abc.dal").write_text(f"print({CANARY})\n")
+    test = project / "tests" / "t.test.dal"
+    test.write_text('let r = invoke("../.dal/scripts/sha256-abc.dal")\nprint(r.error)\n')
+    result = run_test_file(test)
+    assert not result.passed and "DAL's own state" in str(result.error) and CANARY not in _shown(result)

@@ -84,3 +84,17 @@ def test_a_path_that_is_a_fifo_or_a_hard_link_out_is_refused_at_once(ws: Path, t
         with pytest.raises(ToolFailure, match="cannot read") as e:
             tools.call("check", {"path": name})
         assert CANARY not in str(e.value)
+
+
+def test_a_path_into_dals_own_state_is_refused_also_through_a_symlink(ws: Path) -> None:
+    kept = ws / ".dal" / "scripts"
+    kept.mkdir(parents=True)
+    (kept / "sha256-abc.dal").write_text(f'print("{CANARY}")\n')  # a script another run kept: not the agent's
+    (ws / "alias.dal").symlink_to(".dal/scripts/sha256-abc.dal")
+    (ws / "state").symlink_to(".dal")
+    tools = _tools(ws)
+    for name in (".dal/scripts/sha256-abc.dal", "alias.dal", "state/scripts/sha256-abc.dal",
+                 "state/../.dal/scripts/sha256-abc.dal"):
+        with pytest.raises(ToolFailure, match="DAL's own state") as e:
+            tools.call("check", {"path": name})
+        assert CANARY not in str(e.value)
