@@ -19,11 +19,13 @@ def _open(url: str) -> Any:
     return open_store(StoreLocation.parse(url, "."))
 
 
-def _sessions(url: str) -> int:
+def _counts(url: str) -> tuple[int, int]:
+    """(sessions opened, transactions committed) in the database so far."""
     name = url.split("?", 1)[0].rsplit("/", 1)[1]
     with psycopg.connect(url, autocommit=True) as c:
         c.execute("SELECT pg_stat_clear_snapshot()")
-        return int(c.execute("SELECT sessions FROM pg_stat_database WHERE datname = %s", (name,)).fetchone()[0])
+        row = c.execute("SELECT sessions, xact_commit FROM pg_stat_database WHERE datname = %s", (name,)).fetchone()
+    return int(row[0]), int(row[1])
 
 
 def _lock_backend(url: str, key: str) -> int | None:
@@ -45,15 +47,18 @@ def test_a_worker_running_many_jobs_opens_no_connection_per_job(world: World) ->
     world.write("job.dal", 'run("echo ran >> out.txt")\n')
     keys = [f"k{i}" for i in range(12)]
     world.submit_many("job.dal", keys, lambda _key: {})
-    before = _sessions(world.url)
+    before = _counts(world.url)
     w = world.worker("--concurrency", "1", "--until-idle")
     assert w.wait(120) == 0, world.logs()
     assert world.lines("out.txt") == ["ran"] * len(keys)
+    after = _counts(world.url)
     # The worker's check at its start, its loop's store and its waker, the job process's store and its key
     # lock (and this test's own look): a few, whatever the count of jobs. Each job opened two of its own
     # before (the loop's turn and the key lock): 24 and more here.
-    opened = _sessions(world.url) - before
+    opened = after[0] - before[0]
     assert opened <= 8, opened
+    # docs/scale.md, "What a job commits": about 15 a job (30 before), start-up included.
+    assert (after[1] - before[1]) / len(keys) <= 20, after[1] - before[1]
 
 
 def test_a_process_keeps_its_key_lock_connection_and_replaces_one_the_server_ended(pg_url: str) -> None:
@@ -110,3 +115,31 @@ def test_the_key_lock_row_names_the_holder_after_a_kept_connection_took_the_lock
             assert row[0] == f"run_20261201T10000{n}000Z_aaaaaa"
             assert isinstance(row[1], dict) and row[1]  # where it runs: what the runner weighs if it is lost
             lock.release()
+
+
+def test_normal_durability_is_the_sessions_once_and_full_each_commits_while_asked_for(pg_url: str) -> None:
+    with _open(pg_url) as store:
+        def commits_with() -> str:
+            with store._write("looking") as c:  # noqa: SLF001 - the setting a commit of the store's has
+                return str(c.execute("SHOW synchronous_commit").fetchone()[0])
+
+        assert commits_with() == "on"  # FULL until the runner says otherwise
+        store.set_synchronous("NORMAL")
+        assert commits_with() == "off"
+        store.set_synchronous("FULL")
+        assert commits_with() == "on" and commits_with() == "on"
+        store.set_synchronous("NORMAL")
+        assert commits_with() == "off"
+
+
+def test_the_queue_clock_is_the_databases_whatever_this_process_clock_says(pg_url: str,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    with _open(pg_url) as store, psycopg.connect(pg_url, autocommit=True) as c:
+        q = store.jobs()
+        first = q.clock()
+        monkeypatch.setattr(time, "time", lambda: 4_000_000_000.0)  # this process's wall clock stepped
+        later = q.clock()
+        db = float(c.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()[0])
+        assert first <= later and abs(later - db) < 1.0

@@ -1,10 +1,11 @@
 """The PostgreSQL run store: the store contract (dal/receipts/contract.py, RunStore) over one connection.
 
 Durability: every write is one transaction, committed before it returns. `set_synchronous("NORMAL")` is
-`synchronous_commit = off` for this session (a commit survives kill -9 of DAL, as it is in the server's
-memory, but a crash of the server may lose the last ones), `FULL` is `on` (the commit is in the server's
-write-ahead log on disk, and on a synchronous standby where the server has one). The runner asks for FULL
-for the journal entries whose loss could run an effect twice, as with SQLite (docs/durability.md).
+`synchronous_commit = off` for this session (set once: asking again costs nothing) (a commit survives kill -9 of
+DAL, as it is in the server's memory, but a crash of the server may lose the last ones), `FULL` is `on` (the
+commit is in the server's write-ahead log on disk, and on a synchronous standby where the server has one). The
+runner asks for FULL for the journal entries whose loss could run an effect twice, as with SQLite
+(docs/durability.md).
 
 JSON goes in as JSONB. Two things JSONB cannot hold and a DAL value can (a NUL character, a lone surrogate)
 are kept by storing that one value as its JSON text inside a wrapper (`{"dal:json": "..."}`), read back
@@ -78,7 +79,9 @@ class PgStore:
         self._timeout = timeout
         self._lock = threading.RLock()
         self._conn: Any = None
-        self._sync = "on"
+        self._sync = "on"  # what the next writes want
+        self._session_sync = "on"  # what the connection's session has; FULL over an `off` session is SET LOCAL
+        self._clock_at: tuple[float, float] | None = None  # the database's clock read: (its time, monotonic)
         self._psycopg = driver()
         self._held_locks: list[PgKeyLock] = []  # key locks taken through this store: they fence its intents
         with self._lock:
@@ -105,6 +108,7 @@ class PgStore:
             settings = f"-c synchronous_commit={self._sync}" + (" -c default_transaction_read_only=on"
                                                                  if self.readonly else "")
             conn = connect(self.url, doing, settings, **extra)
+            self._session_sync = self._sync
             try:
                 self._check_schema(conn)
             except BaseException:
@@ -134,16 +138,19 @@ class PgStore:
             try:
                 conn = self._connection(doing)
                 with conn.transaction():
+                    if self._sync != self._session_sync:  # FULL asked for over a NORMAL session: this commit
+                        conn.execute(f"SET LOCAL synchronous_commit = {self._sync}")
                     yield conn
             except self._psycopg.Error as e:
                 raise describe(e, self.url, doing) from None
 
     def _read(self, doing: str, fn: Callable[[Any], T]) -> T:
+        """`fn`'s statements, each on its own (autocommit): at READ COMMITTED, which DAL's statements are written
+        for, each statement of a transaction takes a snapshot of its own anyway, so a transaction around reads
+        would add only its BEGIN and COMMIT, two round trips."""
         with self._lock:
             try:
-                conn = self._connection(doing)
-                with conn.transaction():
-                    return fn(conn)
+                return fn(self._connection(doing))
             except self._psycopg.Error as e:
                 raise describe(e, self.url, doing) from None
 
@@ -192,12 +199,13 @@ class PgStore:
         if level not in ("FULL", "NORMAL"):
             raise ValueError(f"synchronous must be FULL or NORMAL, not {level!r}")
         self._sync = "on" if level == "FULL" else "off"
-        with self._lock:
-            if self._conn is not None and not self._conn.broken:
+        with self._lock:  # NORMAL is the session's (once); FULL, the commits' while it is asked for (_write)
+            if self._sync == "off" and self._session_sync != "off" and self._conn is not None and not self._conn.broken:
                 try:
-                    self._conn.execute(f"SET synchronous_commit = {self._sync}")
+                    self._conn.execute("SET synchronous_commit = off")
                 except self._psycopg.Error as e:
                     raise describe(e, self.url, "setting its durability") from None
+                self._session_sync = "off"
 
     def free_reserve(self) -> bool:
         """A database server keeps no reserve file beside DAL (its disk is its administrator's)."""
