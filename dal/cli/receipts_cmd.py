@@ -268,7 +268,8 @@ def cmd_receipt_show(args: argparse.Namespace, out: TextIO | None = None, err: T
     elif args.md:
         out.write(render_markdown(receipt, decisions))
     else:
-        out.write(render(receipt, colour=use_colour(out), decisions=decisions, continued_by=continued_by))
+        out.write(render(receipt, colour=use_colour(out), decisions=decisions, continued_by=continued_by,
+                         job=view.job))
     return 0
 
 

@@ -278,9 +278,9 @@ def summary_line(receipt: dict[str, Any], report: Any, denied: int = 0, spec: An
     if getattr(report, "next_step", None):
         line += f" (not recorded in the run store)\ndal: next: {visible(report.next_step, lines=True)}"
     elif status in ("waiting", "failed", "exhausted", "interrupted"):
-        from dal.receipts.render import next_action
+        from dal.receipts.nextstep import run_next
 
-        line += f"\ndal: next: {next_action(receipt)}"
+        line += f"\ndal: next: {run_next(receipt)}"
     withheld = (receipt.get("policy") or {}).get("env_withheld") or []
     if withheld:
         names = ", ".join(withheld)

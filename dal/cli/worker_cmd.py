@@ -497,26 +497,6 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _next_step(job: dict[str, Any], receipt: dict[str, Any] | None) -> str:
-    state, jid = job["state"], job["job_id"]
-    run = job["last_run_id"]
-    if state == "ready":
-        return "waits for a worker (`dal worker`)"
-    if state == "running":
-        return f"run by worker {job['lease_owner']}, lease until {_when(job['lease_until'])}"
-    if state == "scheduled":
-        return f"runs at {_when(job['run_at'])} (attempt {job['failures'] + 1} of {job['max_attempts']})"
-    if state == "waiting":
-        from dal.receipts.render import next_action
-
-        what = next_action(receipt) if receipt else f"a person decides (dal receipt show {run})"
-        return f"{what}; the job is ready again as soon as the decision is recorded (or `dal job retry {jid}`)"
-    if state in ("parked", "dead"):
-        return (f"inspect `dal receipt show {run}`" if run else "read the note above") + \
-            f", fix what it names, then `dal job retry {jid}`"
-    return "nothing to do"
-
-
 def cmd_job_show(args: argparse.Namespace) -> int:
     from dal.receipts.store import StoreError
 
@@ -532,7 +512,9 @@ def cmd_job_show(args: argparse.Namespace) -> int:
         return _die(str(e))
     if job is None:
         return _die(f"no job {args.job_id} (list jobs with `dal jobs`)", EXIT_NOT_FOUND)
-    nxt = _next_step(job, receipt)
+    from dal.receipts.nextstep import job_next
+
+    nxt = job_next(job, receipt, when=_when)
     if args.json:
         _emit("job", {"job": _public(job), "next": nxt})
         return 0

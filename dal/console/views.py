@@ -294,7 +294,7 @@ def run_page(store: RunStore, ref: str) -> dict[str, Any]:
     receipt_ws = Path(spec.workspace) if spec is not None and spec.workspace else None
     view = shown(store, rid, receipt_ws)  # type: ignore[arg-type]
     text = view.running if view.receipt is None else render(view.receipt, colour=False, decisions=view.decisions,
-                                                           continued_by=view.continued_by)
+                                                           continued_by=view.continued_by, job=view.job)
     # The operation's journal at this run: its own entries and those of the attempts it continues (a
     # resume replays those rather than running them again), oldest attempt first.
     entries = []

@@ -182,9 +182,11 @@ class DalTools:
     def summary(self, receipt: dict[str, Any], output: str | None = None) -> dict[str, Any]:
         """What an agent needs of a receipt: the outcome, the effects, the next move; the full receipt is the
         resource `dal://runs/<id>`."""
+        from dal.receipts.nextstep import Continuer, run_next
         from dal.receipts.render import render
 
         rid = receipt["run_id"]
+        agent = Continuer(front="mcp")  # the agent resumes with its tool; a person decides what waits
         err = receipt.get("error")
         out: dict[str, Any] = {
             "run_id": rid,
@@ -198,7 +200,8 @@ class DalTools:
             "result": receipt.get("result"),
             "effects": _effect_items(receipt),
             "receipt": f"dal://runs/{rid}",
-            "rendered": render(receipt),
+            "next": run_next(receipt, by=agent),
+            "rendered": render(receipt, by=agent),
         }
         if output is not None:
             out["output"] = output[-TEXT_TAIL:]

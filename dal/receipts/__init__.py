@@ -12,7 +12,8 @@ from __future__ import annotations
 
 _WHERE = {
     "atomic_write": "files", "write_receipt_files": "files", "new_run_id": "ids", "utc_timestamp": "ids",
-    "render_markdown": "markdown", "next_action": "render", "derive_retry": "retry", "derive_retry_for": "retry",
+    "render_markdown": "markdown", "run_next": "nextstep", "job_next": "nextstep", "derive_retry": "retry",
+    "derive_retry_for": "retry",
     "ReceiptSchemaError": "schema", "validate": "schema", "NoStore": "store", "RunNotFound": "store",
     "Store": "store", "StoreError": "store", "store_path": "store", "Persisted": "saving", "persist": "saving",
 }

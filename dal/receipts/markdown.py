@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dal.core.jsontext import escape_surrogates
+from dal.receipts.nextstep import run_next
 from dal.receipts.render import (
     MAX_ARTIFACT_LINES,
     args_text,
@@ -29,7 +30,6 @@ from dal.receipts.render import (
     describe_loop,
     duration_text,
     evidence_lines,
-    next_action,
     one_line,
     paths_of,
     policy_text,
@@ -102,7 +102,7 @@ def render_markdown(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str,
     for loop in (receipt.get("loops") or [])[:10]:
         lines.append(f"- loop: {describe_loop(loop)}")
     lines += [f"- decision: {describe_decision(d)}" for d in decisions]
-    lines.append(f"- next: {next_action(receipt, decisions)}")
+    lines.append(f"- next: {run_next(receipt, decisions)}")
     return escape_surrogates(_inert("\n".join(lines) + "\n"))  # UTF-8 text: a lone surrogate shown escaped
 
 

@@ -224,24 +224,7 @@ def describe_loop(loop: Mapping[str, Any]) -> str:
     return f"{where} ended: {why} after {n:,} iteration{'' if n == 1 else 's'}"
 
 
-def _q(text: str) -> str:
-    from dal.core.shellword import sh_quote  # the one quoting of suggested commands
-
-    return sh_quote(text)
-
-
-def _rerun(receipt: Mapping[str, Any]) -> str:
-    """The command that runs the script again: the run's own command line (`rerun`, from its spec: every
-    flag it was started with), else one built from the script and key."""
-    argv = receipt.get("rerun")
-    if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
-        return " ".join(_q(a) for a in argv)
-    script = _q((receipt.get("script") or {}).get("path", "SCRIPT"))
-    key = receipt.get("key")
-    return f"dal run --key {_q(key)} {script}" if key else f"dal run {script}"
-
-
-def _where(error: Mapping[str, Any]) -> str:
+def error_place(error: Mapping[str, Any]) -> str:
     """FILE:LINE:COL, or just FILE for an error of the whole script (line 0: e.g. it ended early)."""
     if not error.get("line"):
         return str(error.get("file"))
@@ -305,124 +288,6 @@ def boundary_text(receipt: Mapping[str, Any]) -> str | None:
     if denied:
         parts.append(f"{denied} command{'' if denied == 1 else 's'} denied")
     return " · ".join(parts)
-
-
-# The reason of an effect held because the run that was executing it lost its key lock (dal/runner/effects.py).
-LOST_LOCK = "which lost its key lock while executing it"
-
-
-def next_action(
-    receipt: Mapping[str, Any], decisions: Sequence[Mapping[str, Any]] = (), continued_by: str | None = None
-) -> str:
-    """The suggested next move as a concrete command or check (the `next:` line).
-
-    `decisions` are the rows Store.approvals() holds for the run: once a person has decided about the
-    effect a waiting run stopped at, the next move is to resume it.
-    """
-    rid = receipt["run_id"]
-    status = receipt["status"]
-    retry = receipt.get("retry")
-    blocker = receipt.get("blocker")
-    error = receipt.get("error") if isinstance(receipt.get("error"), Mapping) else None
-    items = (receipt.get("effects") or {}).get("items") or []
-    pending = [e for e in items if e.get("status") == "pending_approval"]
-    # A read whose outcome is unknown is simply run again on resume: only other effects need a person.
-    uncertain = [e for e in items if e.get("status") == "uncertain" and e.get("class") != "read"]
-
-    continued_by = continued_by or receipt.get("continued_by")  # the store's link, or the receipt's own
-    if continued_by:
-        return f"nothing here: run {continued_by} continued this one (`dal receipt show {continued_by}`)"
-    if status == "skipped":
-        done = receipt.get("skipped_of")
-        return f"nothing to do: the operation already completed in {done} (`dal receipt show {done}`)"
-    held = (pending or uncertain)[-1:] if status == "waiting" else []
-    decided = [d for d in decisions if held and d.get("seq") == held[0]["seq"]]
-    if decided:
-        d = decided[-1]
-        return f"`dal resume {rid}` (effect {d['seq']} was {d.get('decision')} by {d.get('who')})"
-    if pending and status in ("completed", "rejected"):
-        # A completed run takes no decision and no resume (a REPL session that ended with an effect
-        # held): naming `dal approve` here would send a person to a command that refuses.
-        e = pending[-1]
-        return (f"nothing to resume: `{e['command']}` was held for approval when the run ended ({status}) and "
-                "never ran; run it again (a new run or session) to ask for approval again")
-    if pending:
-        e = pending[-1]
-        return (
-            f"review `{e['command']}`, then `dal approve {rid} --effect {e['seq']}` "
-            f"(or `dal deny {rid} --effect {e['seq']}`) and `dal resume {rid}`"
-        )
-    if uncertain and LOST_LOCK in str(uncertain[-1].get("reason") or ""):
-        e = uncertain[-1]  # a run that lost its key lock may still be executing it (attack10 02)
-        return (
-            f"make sure the run named in the blocker no longer executes `{e['command']}` (its host down or "
-            f"restarted, its process ended); then, if it took effect, `dal resolve {rid} --effect {e['seq']} "
-            f"--as done`, else `--as failed|retry --old-run-gone`, and `dal resume {rid}`. Once that run records "
-            f"its result, `dal resume {rid}` takes it"
-        )
-    if uncertain:
-        e = uncertain[-1]
-        return (
-            f"check whether `{e['command']}` took effect, then "
-            f"`dal resolve {rid} --effect {e['seq']} --as done|failed|retry` and `dal resume {rid}`"
-        )
-    if retry == "none" or (retry is None and status == "completed"):
-        return "nothing to do"
-    # A failed or timed-out effect the journal replays (one that must not run twice, or a read that came
-    # before one) fails the next attempt the same way: a person says to run it again.
-    again = [e for e in items if e.get("replayed") and e.get("status") in ("failed", "timeout")]
-    if status == "failed" and again and not (error is not None and error.get("kind") == "divergence"):
-        e = again[-1]
-        return (
-            f"effect {e['seq']} (`{e['command']}`) {e['status'] if e['status'] == 'failed' else 'timed out'} in an "
-            f"earlier attempt, and the journal replays that result: once its cause is fixed, "
-            f"`dal resolve {rid} --effect {e['seq']} --as retry` runs it again on `dal resume {rid}`"
-        )
-    if retry == "resume":
-        return f"`dal resume {rid}`"
-    if retry == "replay":
-        return f"`{_rerun(receipt)}` (same operation, same key)"
-    if retry == "escalate":
-        why = blocker or "the outcome of an external effect is uncertain"
-        return f"a person must decide: {why}"
-    if retry == "repair":
-        if error is not None:
-            ran = "nothing ran; " if status == "rejected" else ""
-            return (
-                f"{ran}fix the script at {_where(error)} "
-                f"({error.get('kind')}: {one_line(error.get('message'))}),"
-                f" then `{_rerun(receipt)}`"
-            )
-        target = ", ".join(paths_of(receipt)[:3]) or "the script"
-        return f"repair {target}" + (f" ({blocker})" if blocker else "") + f", then `{_rerun(receipt)}`"
-    # inspect, and anything unknown: look before acting.
-    if error is not None and "diverg" in str(error.get("kind", "")).lower():
-        return (
-            f"inspect: the script no longer matches the journal at {_where(error)} "
-            f"({one_line(error.get('message'))}); see `dal receipt show {rid} --json`"
-        )
-    if error is not None and error.get("kind") == "internal":
-        return (
-            f"DAL itself failed ({one_line(error.get('message'))}); inspect the evidence and report the bug "
-            f"with `dal receipt show {rid} --json`"
-        )
-    artifacts = receipt.get("artifacts") or []
-    if status == "exhausted":
-        why = f"{one_line(error.get('message'))} at {_where(error)}" if error else "a budget ran out"
-        import re
-
-        named = re.search(r"\((--[a-z-]+)[ )]", (error or {}).get("message") or "")
-        flag = named.group(1) if named else "--max-steps"
-        look = ", ".join(_q(a["path"]) for a in artifacts[:3])
-        return (
-            f"inspect {look + ' and ' if look else ''}the evidence ({why}); if the work is legitimate, "
-            f"`dal resume {rid} {flag} N` continues it from its journal with a bigger budget; else fix the loop, "
-            f"then `{_rerun(receipt)}`"
-        )
-    if artifacts:
-        shown = ", ".join(f"inspect {_q(a['path'])} ({a['state']})" for a in artifacts[:3])
-        return shown + (f": {blocker}" if blocker else "")
-    return "inspect the evidence above" + (f": {blocker}" if blocker else "") + f" (`dal receipt show {rid} --json`)"
 
 
 # -- the terminal rendering --------------------------------------------------------------------------
@@ -491,9 +356,12 @@ def render(
     colour: bool = False,
     decisions: Sequence[Mapping[str, Any]] = (),
     continued_by: str | None = None,
+    job: Mapping[str, Any] | None = None,
+    by: Any = None,
 ) -> str:
     """`dal receipt show`: status line, facts, numbered evidence, artifacts, external effect, error,
-    loops, the decisions people recorded (Store.approvals()), and `next:`."""
+    loops, the decisions people recorded (Store.approvals()), and `next:` (`job`: the queue's job the run
+    belongs to, whose worker continues it; `by`: who continues it, dal.receipts.nextstep.Continuer)."""
     from dal.core.visible import visible_data
 
     # What the script and its programs wrote, shown, never played by the terminal (dal/core/visible.py).
@@ -580,7 +448,7 @@ def render(
             out.append(f"  … {len(artifacts) - MAX_ARTIFACT_LINES} more (see --json)")
 
     if isinstance(error, Mapping):
-        out += ["", f"error  {_where(error)}  {error.get('kind')}: {error.get('message')}"]
+        out += ["", f"error  {error_place(error)}  {error.get('kind')}: {error.get('message')}"]
         if error.get("source_line"):
             src = str(error["source_line"]).rstrip("\n")
             col = max(1, int(error.get("column") or 1))
@@ -604,5 +472,7 @@ def render(
         out += ["", "decisions"]
         out += [f"  {describe_decision(d)}" for d in decisions]
 
-    out += ["", f"{paint('1', 'next:')} {next_action(receipt, decisions, continued_by)}"]
+    from dal.receipts.nextstep import run_next
+
+    out += ["", f"{paint('1', 'next:')} {run_next(receipt, decisions, continued_by, job=job, by=by)}"]
     return escape_surrogates("\n".join(out) + "\n")  # text for people: a lone surrogate shown escaped

@@ -168,10 +168,34 @@ def decide(
             f"too late: {e}, so this decision about effect {seq} (`{item.command}`) was not recorded; "
             f"see `dal receipt show {nid}` once it ends") from None
     _wake_job(store, newest)
+    return Decided(row, item.command, earlier[-1] if earlier else None, _applies(store, newest, seq),
+                   _script_as_given(store.run_row(nid) or newest))
+
+
+def _script_as_given(row: dict[str, Any]) -> str | None:
+    """The script of the run in `row` as the operator named it (absolute): a job's or a schedule's run runs
+    a kept copy of the text it was submitted with (.dal/scripts/sha256-....dal), never the name to show."""
+    import os
+
     from dal.receipts.queries import script_of
 
-    return Decided(row, item.command, earlier[-1] if earlier else None, _applies(store, newest, seq),
-                   script_of(store.run_row(nid) or newest))
+    spec = (row.get("policy") or {}).get("spec")
+    named, cwd = (spec.get("filename"), spec.get("cwd")) if isinstance(spec, dict) else (None, None)
+    if isinstance(named, str) and named:
+        return os.path.join(cwd, named) if isinstance(cwd, str) and cwd and not os.path.isabs(named) else named
+    return script_of(row)
+
+
+def open_job(store: RunStore, key: str | None) -> dict[str, Any] | None:
+    """The queue's open job of operation `key` (a worker continues its runs), or None."""
+    from dal.receipts.store import StoreError
+
+    if not key:
+        return None
+    try:
+        return store.jobs().open_job(key)
+    except StoreError:
+        return None
 
 
 def _lost_refusal(item: Prior, lost: dict[str, Any], ref: str, decision: str) -> str:
@@ -249,6 +273,7 @@ def _applies(store: RunStore, decided_on: dict[str, Any], seq: int) -> str:
     """Which run a decision just recorded about effect `seq` applies to. Read after the decision was
     committed: a run that looks for a decision at the effect and journals its hold in one transaction
     (Store.journal_hold) either saw this decision, or shows its hold here."""
+    from dal.receipts.nextstep import decided_job
     from dal.runner.liveness import run_alive
 
     newest = journal.newest_of(store, store.run_row(decided_on["run_id"]) or decided_on)
@@ -265,6 +290,9 @@ def _applies(store: RunStore, decided_on: dict[str, Any], seq: int) -> str:
             return (f"applies when you resume: run {nid}, resuming now, passed effect {seq} before this "
                     f"decision (it replayed the earlier result); once it ends, `dal resume {nid}`")
         return f"applies to run {nid}, which is resuming now"
+    job = open_job(store, newest.get("key"))
+    if job is not None:
+        return decided_job(job, seq)
     who = _starting(store, newest.get("key"))
     if who is not None:
         # An invocation of the key holds its lock but has not recorded its run yet: it reads decisions when

@@ -32,7 +32,7 @@ from dal.core.records import ValueRecord
 from dal.core.shellword import sh_quote
 from dal.eval.runtime import Runtime, WaitSignal
 from dal.receipts.build import effect_item
-from dal.receipts.render import LOST_LOCK
+from dal.receipts.nextstep import LOST_LOCK
 from dal.receipts.store import Continued, LockLost, StoreError, StoreGone
 from dal.syntax.ast import Span
 

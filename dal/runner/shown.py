@@ -15,17 +15,19 @@ from dal.receipts.store import RunNotFound
 
 class Shown(FrozenRecord):
     """A receipt to render (None while the run is still running: `running` says so instead), its
-    decisions and the run that continued it."""
+    decisions, the run that continued it, and the queue's open job of its operation (whose worker
+    continues it), if any."""
 
-    __slots__ = ("receipt", "decisions", "continued_by", "running")
+    __slots__ = ("receipt", "decisions", "continued_by", "running", "job")
 
     def __init__(self, receipt: dict[str, Any] | None, decisions: list[dict[str, Any]], continued_by: str | None,
-                 running: str | None = None) -> None:
+                 running: str | None = None, job: dict[str, Any] | None = None) -> None:
         init = object.__setattr__
         init(self, "receipt", receipt)
         init(self, "decisions", decisions)
         init(self, "continued_by", continued_by)
         init(self, "running", running)
+        init(self, "job", job)
 
 
 def shown(store: RunStore, ref: str, workspace: Path | None = None) -> Shown:
@@ -47,7 +49,12 @@ def shown(store: RunStore, ref: str, workspace: Path | None = None) -> Shown:
         earlier = [d for d in store.approvals(receipt["previous_run"]) if d.get("id") not in seen]
         decisions = earlier + decisions
     row = store.run_row(receipt["run_id"]) or {}
-    return Shown(receipt, decisions, row.get("resumed_by"))
+    job = None
+    if receipt.get("key") and receipt.get("status") not in ("completed", "skipped"):
+        from dal.runner.decisions import open_job
+
+        job = open_job(store, receipt["key"])
+    return Shown(receipt, decisions, row.get("resumed_by"), job=job)
 
 
 def running_on(store: RunStore, run: dict[str, Any]) -> str | None:

@@ -286,7 +286,9 @@ class RunSpec(FrozenRecord):
             argv += ["--receipts", self._here(self.receipts)]
         if self.wait is not None and not self.extensions.get("host_wait"):  # a worker's own wait: not a flag
             argv += ["--wait", f"{self.wait:g}"]
-        script = self.filename if not os.path.isabs(self.filename) else self._here(self.script)
+        # The script as the operator named it: a job's run reads a kept copy of its text (.dal/scripts/), which
+        # is not what to run again.
+        script = self.filename if not os.path.isabs(self.filename) else self._here(self.filename)
         argv.append(script if not script.startswith("-") else "./" + script)
         argv += [f"{name}={arg_text(value)}" for name, value in self.args.items()]
         return argv

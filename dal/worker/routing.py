@@ -91,13 +91,13 @@ def for_receipt(receipt: dict[str, Any], job: dict[str, Any], now: float, base: 
         wait = backoff(base, failures)
         return Route("backoff", run_at=now + wait, failures=failures, streak=0,
                      note=f"{what}, retry {retry}: attempt {failures + 1} of {job.get('max_attempts')} in {wait:.1f} s")
-    from dal.receipts.render import next_action  # what a person reads in `dal jobs`
+    from dal.receipts.nextstep import run_next  # what a person reads in `dal jobs`
 
     if retry == "escalate":
         held = tuple(int(i["seq"]) for i in (receipt.get("effects") or {}).get("items") or []
                      if i.get("status") in ("pending_approval", "uncertain"))
-        return Route("wait", streak=0, waits_on=held, note=f"{what}: {next_action(receipt)}")
-    return Route("park", streak=0, note=f"{what}, retry {retry}: {next_action(receipt)}")
+        return Route("wait", streak=0, waits_on=held, note=f"{what}: {run_next(receipt, job=job)}")
+    return Route("park", streak=0, note=f"{what}, retry {retry}: {run_next(receipt, job=job)}")
 
 
 def for_runner_error(message: str, exit_code: int, job: dict[str, Any], now: float, base: float, *,

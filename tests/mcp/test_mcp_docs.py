@@ -50,7 +50,7 @@ def test_the_documented_snippet_starts_a_server_whose_tools_are_the_documented_o
 # The fields each tool's result has at its top level, as the doc's table lists them (issue 30).
 FIELDS = {
     "run": ["run_id", "status", "retry", "key", "blocker", "external_effect", "error", "result", "effects", "output",
-            "receipt", "rendered", "new_run"],
+            "receipt", "next", "rendered", "new_run"],
     "submit": ["submitted", "job", "note"],
     "check": ["ok", "errors", "warnings", "diagnostics"],
     "check_command": ["decision", "reason", "class", "reads", "writes"],

@@ -6,7 +6,8 @@ import io
 
 import pytest
 
-from dal.receipts.render import next_action, render, use_colour
+from dal.receipts.nextstep import run_next as next_action
+from dal.receipts.render import render, use_colour
 
 RID = "run_20260902T101500000Z_4f9a2c"
 
