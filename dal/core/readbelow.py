@@ -23,7 +23,8 @@ __all__ = ["HIDDEN_STATE", "NotBelow", "open_below", "read_below", "read_named",
 # DAL's own state folder (store, receipts, kept scripts): hidden from scripts, so not read for them either.
 HIDDEN_STATE = frozenset({".dal"})
 _MAX_SYMLINKS = 40  # as the kernel's own limit
-_DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_PATH (Linux) opens a folder without reading it; elsewhere a plain read-only open of it does as well.
+_DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: a FIFO put in the file's place cannot hang DAL in open(); O_NOCTTY: nor become its terminal.
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 
@@ -145,7 +146,7 @@ def _resolve(root: str | os.PathLike[str], name: str | os.PathLike[str],
     """Walk `name` below `root` and apply `last` to the final component (the folder holding it and its
     name); `last` returns a symlink's target (str) when the component is one, to be followed by hand."""
     shown = os.fspath(name)
-    root_fd = os.open(os.fspath(root), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)  # the operator's own path
+    root_fd = os.open(os.fspath(root), _DIR_FLAGS & ~os.O_NOFOLLOW)  # the operator's own path: followed
     try:
         root_real = os.path.realpath(f"/proc/self/fd/{root_fd}") if os.path.isdir("/proc/self/fd") \
             else os.path.realpath(os.fspath(root))
