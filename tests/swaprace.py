@@ -63,16 +63,27 @@ def swapping(path: Path, content: str | None, canary: Path) -> Iterator[None]:
             os.unlink(other)
 
 
-def race(read: Callable[[], object], times: int, pause: float = 0.0) -> list[object]:
+def race(read: Callable[[], object], times: int, pause: float = 0.0,
+         until: Callable[[list[object]], bool] | None = None, within: float = 20.0) -> list[object]:
     """`read()` called `times` times; each outcome (its value, or the exception it raised) in a list.
     `pause`: seconds to sleep between calls, so that the swapper gets the CPU on a busy machine even when
-    a call is quick (a refusal takes microseconds)."""
+    a call is quick (a refusal takes microseconds). `until`: after those calls, go on calling (pausing a
+    millisecond between calls) until it says the outcomes are enough — both states of the name met —, for
+    at most `within` seconds: a machine too busy to run the swapper meanwhile does not fail the test."""
     out: list[object] = []
-    for _ in range(times):
-        if pause:
-            time.sleep(pause)
+
+    def once() -> None:
         try:
             out.append(read())
         except Exception as e:  # every outcome is inspected by the test
             out.append(e)
+
+    for _ in range(times):
+        if pause:
+            time.sleep(pause)
+        once()
+    deadline = time.monotonic() + within
+    while until is not None and not until(out) and time.monotonic() < deadline:
+        time.sleep(0.001)
+        once()
     return out

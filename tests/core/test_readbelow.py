@@ -12,6 +12,10 @@ from dal.core.readbelow import NotBelow, read_below, read_text_below, stat_below
 from tests.swaprace import CANARY, make_canary, race, swapping
 
 
+def _both(out: list[object]) -> bool:
+    return any(isinstance(o, str) for o in out) and any(isinstance(o, NotBelow) for o in out)
+
+
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
     w = tmp_path / "ws"
@@ -88,7 +92,7 @@ def test_stat_below_reports_a_symlink_and_refuses_a_folder_that_leads_out(ws: Pa
 def test_a_name_swapped_for_a_symlink_out_never_yields_the_canary(ws: Path, canary: Path) -> None:
     name = ws / "s.dal"
     with swapping(name, "print(2)\n", canary):
-        outcomes = race(lambda: read_text_below(ws, "s.dal"), 3000)
+        outcomes = race(lambda: read_text_below(ws, "s.dal"), 3000, until=_both)
     texts = [o for o in outcomes if isinstance(o, str)]
     refused = [o for o in outcomes if isinstance(o, NotBelow)]
     assert texts and refused, "the race did not run: both states must have been met"
@@ -100,7 +104,7 @@ def test_a_folder_swapped_for_a_symlink_out_never_yields_the_canary(ws: Path, ca
     (ws / "d").mkdir()
     (ws / "d" / "secret.txt").write_text("inside\n")
     with swapping(ws / "d", None, canary.parent):
-        outcomes = race(lambda: read_text_below(ws, "d/secret.txt"), 3000)
+        outcomes = race(lambda: read_text_below(ws, "d/secret.txt"), 3000, until=_both)
     assert [o for o in outcomes if isinstance(o, str)] and [o for o in outcomes if isinstance(o, NotBelow)]
     assert CANARY not in repr(outcomes)
 

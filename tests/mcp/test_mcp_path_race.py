@@ -29,6 +29,10 @@ def _tools(ws: Path) -> DalTools:
     return DalTools(ws, Ceiling(Policy.load(ws)))
 
 
+def _both(out: list[object]) -> bool:
+    return any(isinstance(o, dict) for o in out) and any(isinstance(o, ToolFailure) for o in out)
+
+
 def _outcomes_show_no_canary(outcomes: list[object]) -> None:
     texts = [json.dumps(o, default=str) if isinstance(o, dict) else str(o) for o in outcomes]
     assert not [t for t in texts if CANARY in t]
@@ -41,7 +45,7 @@ def test_check_with_a_path_swapped_for_a_symlink_out_never_shows_the_outside_fil
     canary = make_canary(tmp_path / "outside")
     tools = _tools(ws)
     with swapping(ws / "s.dal", SCRIPT, canary):
-        outcomes = race(lambda: tools.call("check", {"path": "s.dal"}), 1500)
+        outcomes = race(lambda: tools.call("check", {"path": "s.dal"}), 1500, until=_both)
     _outcomes_show_no_canary(outcomes)
     assert all(o["ok"] for o in outcomes if isinstance(o, dict))
 
@@ -53,7 +57,8 @@ def test_run_with_a_path_swapped_for_a_symlink_out_never_runs_or_shows_the_outsi
     tools = _tools(ws)
     n = iter(range(10**6))
     with swapping(ws / "s.dal", SCRIPT, canary):
-        outcomes = race(lambda: tools.call("run", {"path": "s.dal", "key": f"k{next(n)}"}), 40, pause=0.002)
+        outcomes = race(lambda: tools.call("run", {"path": "s.dal", "key": f"k{next(n)}"}), 40, pause=0.002,
+                        until=_both)
     _outcomes_show_no_canary(outcomes)
     ran = [o for o in outcomes if isinstance(o, dict)]
     assert all(o["status"] == "completed" and o["output"] == "inside\n" for o in ran), ran[:3]
@@ -67,7 +72,8 @@ def test_submit_with_a_path_swapped_for_a_symlink_out_never_queues_the_outside_f
     tools = _tools(ws)
     n = iter(range(10**6))
     with swapping(ws / "s.dal", SCRIPT, canary):
-        outcomes = race(lambda: tools.call("submit", {"path": "s.dal", "key": f"k{next(n)}"}), 200, pause=0.002)
+        outcomes = race(lambda: tools.call("submit", {"path": "s.dal", "key": f"k{next(n)}"}), 200, pause=0.002,
+                        until=_both)
     _outcomes_show_no_canary(outcomes)
     kept = list((ws / ".dal" / "scripts").iterdir())
     assert kept and all(p.read_text() == SCRIPT for p in kept)
