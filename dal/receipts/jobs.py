@@ -31,7 +31,15 @@ from typing import Any, TypeVar
 
 from dal.receipts import storefile
 from dal.receipts.errors import Fenced, IllegalTransition, StoreError  # noqa: F401 - names in use
-from dal.receipts.jobstates import OPEN_STATES, STATES, TERMINAL, TRANSITIONS, Fence, target  # noqa: F401 - names in use
+from dal.receipts.jobstates import (  # noqa: F401 - names in use
+    OPEN_STATES,
+    STATES,
+    TERMINAL,
+    TRANSITIONS,
+    Fence,
+    operator_target,
+    target,
+)
 from dal.receipts.store import Store, busy_timeout, describe_error
 
 T = TypeVar("T")
@@ -443,19 +451,9 @@ class JobQueue:
         now = time.time() if now is None else now
         with self._tx(f"{event} of job {job_id}") as c:
             got = _dicts(c.execute("SELECT * FROM jobs WHERE job_id = ?", (job_id,)))
-            if not got:
-                raise StoreError(f"no job {job_id} in {self.path} (list jobs with `dal jobs`)", self.path)
-            job = got[0]
-            try:
-                to = target(event, job["state"])
-            except IllegalTransition as e:
-                raise IllegalTransition(f"job {job_id}: {e}", self.path) from None
-            if to in OPEN_STATES and job["state"] in TERMINAL:
-                other = _dicts(c.execute(
-                    f"SELECT job_id, state FROM jobs WHERE key = ? AND state IN {_in(OPEN_STATES)}", (job["key"],)))
-                if other:
-                    raise StoreError(f"job {job_id}: its key {job['key']!r} has an open job already (job "
-                                     f"{other[0]['job_id']}, {other[0]['state']})", self.path)
+            to = operator_target(got[0] if got else None, job_id, event, self.path, lambda key: next(iter(_dicts(
+                c.execute(f"SELECT job_id, state FROM jobs WHERE key = ? AND state IN {_in(OPEN_STATES)}", (key,)))),
+                None))
             c.execute(f"UPDATE jobs SET state = :to, {sets} updated_at = :now, note = :note WHERE job_id = :id",
                       {"to": to, "now": now, "note": note, "id": job_id})
             return _dicts(c.execute("SELECT * FROM jobs WHERE job_id = ?", (job_id,)))[0]

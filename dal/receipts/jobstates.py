@@ -4,9 +4,10 @@ carries down to the journal."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-from dal.receipts.errors import IllegalTransition
+from dal.receipts.errors import IllegalTransition, StoreError
 
 # Job states that no longer hold their key: a new job of the key may be submitted (the partial unique index
 # jobs_open_key of either store's schema leaves them out).
@@ -48,4 +49,24 @@ def target(event: str, state: str) -> str:
     sources, to = TRANSITIONS[event]
     if state not in sources:
         raise IllegalTransition(f"a {state} job cannot {event.replace('_', ' ')} (from: {', '.join(sorted(sources))})")
+    return to
+
+
+def operator_target(job: dict[str, Any] | None, job_id: int, event: str, path: Any,
+                    open_job_of: Callable[[str], dict[str, Any] | None]) -> str:
+    """The state an operator's `event` (`dal job retry`, `dal job cancel`) moves `job` (its row, read for
+    update; None when there is none) to: StoreError when there is no such job, IllegalTransition when its state
+    may not leave by `event`, and StoreError when it would reopen a key that has an open job already
+    (`open_job_of(key)`: that job's job_id and state)."""
+    if job is None:
+        raise StoreError(f"no job {job_id} in {path} (list jobs with `dal jobs`)", path)
+    try:
+        to = target(event, job["state"])
+    except IllegalTransition as e:
+        raise IllegalTransition(f"job {job_id}: {e}", path) from None
+    if to in OPEN_STATES and job["state"] in TERMINAL:
+        other = open_job_of(job["key"])
+        if other:
+            raise StoreError(f"job {job_id}: its key {job['key']!r} has an open job already (job "
+                             f"{other['job_id']}, {other['state']})", path)
     return to

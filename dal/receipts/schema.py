@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,18 @@ def validation_on() -> bool:
     DAL_VALIDATE_RECEIPTS=1), on request elsewhere. Receipts are built by DAL itself, so a production run
     does not pay the check on every start."""
     return os.environ.get(VALIDATE_ENV, "") not in ("", "0")
+
+def checked(receipts: Iterable[dict[str, Any]], on: bool | None = None) -> list[dict[str, Any]]:
+    """The receipts a store is about to save, as a list, each checked against the schema first when `on` says
+    so (a store's `validate`; default: validation_on()): every field, and the first few and the last entry of
+    each long list (VALIDATE_SAMPLE), so that the check stays in milliseconds for thousands of evidence
+    entries."""
+    batch = list(receipts)
+    if batch and (validation_on() if on is None else on):
+        for receipt in batch:
+            validate(receipt, sample=VALIDATE_SAMPLE)
+    return batch
+
 
 SCHEMA_ID = "dal.receipt/v1"
 _MAX_REPORTED = 5

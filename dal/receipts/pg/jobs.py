@@ -23,8 +23,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from dal.receipts.errors import IllegalTransition, StoreError
-from dal.receipts.jobstates import OPEN_STATES, TERMINAL, TRANSITIONS, Fence, target
+from dal.receipts.errors import StoreError
+from dal.receipts.jobstates import OPEN_STATES, TERMINAL, TRANSITIONS, Fence, operator_target
 
 if TYPE_CHECKING:
     from dal.receipts.pg.store import PgStore
@@ -303,19 +303,9 @@ class PgJobQueue:
         with self._tx(f"{event} of job {job_id}") as c:
             t = self._now(c, now)
             got = dicts(c.execute("SELECT * FROM jobs WHERE job_id = %s FOR UPDATE", (job_id,)))
-            if not got:
-                raise StoreError(f"no job {job_id} in {self.path} (list jobs with `dal jobs`)", self.path)
-            job = got[0]
-            try:
-                to = target(event, job["state"])
-            except IllegalTransition as e:
-                raise IllegalTransition(f"job {job_id}: {e}", self.path) from None
-            if to in OPEN_STATES and job["state"] in TERMINAL:
-                other = dicts(c.execute(
-                    f"SELECT job_id, state FROM jobs WHERE key = %s AND state IN {_in(OPEN_STATES)}", (job["key"],)))
-                if other:
-                    raise StoreError(f"job {job_id}: its key {job['key']!r} has an open job already (job "
-                                     f"{other[0]['job_id']}, {other[0]['state']})", self.path)
+            to = operator_target(got[0] if got else None, job_id, event, self.path, lambda key: next(iter(dicts(
+                c.execute(f"SELECT job_id, state FROM jobs WHERE key = %s AND state IN {_in(OPEN_STATES)}",
+                          (key,)))), None))
             row = dicts(c.execute(f"UPDATE jobs SET state = %(to)s, {sets} updated_at = %(now)s, note = %(note)s"
                                   " WHERE job_id = %(id)s RETURNING *",
                                   {"to": to, "now": t, "note": note, "id": job_id}))

@@ -258,19 +258,11 @@ class PgStore:
         self.save_receipts([receipt], validate=validate)
 
     def save_receipts(self, receipts: Iterable[dict[str, Any]], *, validate: bool | None = None) -> int:
-        batch = list(receipts)
+        from dal.receipts.schema import checked
+
+        batch = checked(receipts, validate)
         if not batch:
             return 0
-        if validate is None:
-            from dal.receipts.schema import validation_on
-
-            validate = validation_on()
-        if validate:
-            from dal.receipts.schema import VALIDATE_SAMPLE
-            from dal.receipts.schema import validate as check
-
-            for receipt in batch:
-                check(receipt, sample=VALIDATE_SAMPLE)
         what = f"saving the receipt of {batch[0]['run_id']}" if len(batch) == 1 else f"saving {len(batch)} receipts"
         with self._write(what) as c:
             for receipt in batch:
