@@ -49,3 +49,20 @@ def test_a_policy_file_that_leads_out_or_is_a_fifo_is_an_error(tmp_path: Path) -
         Policy.load(ws, ws / "p.toml")
     # a file the operator names outside the workspace is read as named
     assert "canaryprog" in Policy.load(ws, tmp_path / "outside.toml").allowed
+
+
+def test_the_policy_files_state_is_read_without_waiting_on_a_fifo_or_following_a_link_out(tmp_path: Path) -> None:
+    import os
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "dal.toml").write_text(MINE)
+    policy = Policy.load(ws)
+    assert policy.file_state()[1] == policy.file_sha256
+    (ws / "dal.toml").unlink()
+    os.mkfifo(ws / "dal.toml")  # no writer: a blocking open would wait forever
+    assert policy.file_state() == (str(ws / "dal.toml"), None)
+    (ws / "dal.toml").unlink()
+    (tmp_path / "copy.toml").write_text(MINE)  # the same bytes, outside
+    (ws / "dal.toml").symlink_to(tmp_path / "copy.toml")
+    assert policy.file_state() == (str(ws / "dal.toml"), None)

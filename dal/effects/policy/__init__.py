@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dal.core.digest import sha256
-from dal.core.readbelow import read_below, root_of
+from dal.core.readbelow import read_below, read_named, root_of
 from dal.core.records import FrozenRecord
 from dal.core.statedir import state_dirs
 from dal.effects.policy.prefix import PrefixRule, PrefixRuleError, parse_rules
@@ -307,9 +307,8 @@ class Policy(FrozenRecord):
         path = self.source if self.file_sha256 is not None else os.path.join(self.workspace, "dal.toml")
         if self.file_sha256 is None and not os.path.isfile(path):
             return None, None
-        try:
-            with open(path, "rb") as f:
-                return path, sha256(f.read()).hexdigest()
+        try:  # by descriptor below the workspace: a FIFO or a symlink out in its place is not read
+            return path, sha256(read_named(path, (self.workspace,))).hexdigest()
         except OSError:
             return path, None
 
