@@ -391,6 +391,11 @@ def render(
     own = script_status(receipt)
     if own and own != status:
         facts.append(("result", own))
+    elif own is None and receipt.get("result") is not None:
+        # finish(value) with no `status` word: the value itself, in one line, is what the script said.
+        from dal.core.jsontext import dumps
+
+        facts.append(("result", one_line(dumps(receipt["result"]), 100)))
     script = receipt.get("script") or {}
     if script:
         facts.append(("script", f"{script.get('path')}  (sha256 {str(script.get('sha256', ''))[:12]})"))

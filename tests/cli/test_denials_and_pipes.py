@@ -99,3 +99,12 @@ def test_the_write_hint_of_a_narrowed_run_names_its_roots(dal: Shell, tmp_path_f
     again = dal("run", _followed(line, str(outside)), "w.dal")
     assert "denied" not in again.stderr, again.stderr
     assert (outside / "far.txt").exists() and (dal.cwd / "out" / "o.txt").exists()
+
+
+def test_a_script_running_dal_is_told_why_not_and_never_to_allow_it(dal: Shell) -> None:
+    dal.write("inner.dal", 'print("inner")\n')
+    dal.write("outer.dal", 'print(run("dal run inner.dal").status)\n')
+    p = dal("run", "outer.dal")
+    assert p.stdout == "denied\n"
+    assert "a script does not run dal itself (it could decide its own approvals)" in p.stderr
+    assert "--allow-run=dal" not in p.stderr

@@ -68,3 +68,12 @@ def test_a_killed_runs_boundary_names_every_program_too(dal: Shell) -> None:
     killed = dal("run", "k.dal", env={"DAL_TEST_CRASH_AT": "after-result:2"})
     assert killed.returncode < 0 or killed.returncode == 137, killed
     assert "programs echo, tee, true" in dal("receipt", "show", "latest").stdout
+
+
+def test_a_result_without_a_status_word_is_shown_as_it_is(dal: Shell) -> None:
+    dal.write("f.dal", 'finish({"count": 3, "names": ["a", "b"]})\n')
+    assert dal("run", "f.dal").returncode == 0
+    assert _facts(dal("receipt", "show", "latest").stdout)["result"] == '{"count": 3, "names": ["a", "b"]}'
+    dal.write("g.dal", 'finish({"status": "verified"})\n')
+    dal("run", "g.dal")
+    assert _facts(dal("receipt", "show", "latest").stdout)["result"] == "verified"

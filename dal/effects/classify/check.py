@@ -697,6 +697,10 @@ def _program(name: str, policy: Policy, by_rule: bool = False) -> str:
             raise _Denied(f"{name} runs other programs or code; allow it by name in the policy if you must")
         if name in _BUILTINS:
             raise _Denied(f"{name} is a shell builtin; DAL runs no shell")
+        if name == "dal":
+            # Not something to allow: a script running dal could approve, deny or resolve its own effects.
+            raise _Denied("a script does not run dal itself (it could decide its own approvals): run the other "
+                          "script as its own job (`dal submit`) or its own `dal run`, from outside")
         raise _Denied(f"{name} is not an allowed program (add it with --allow-run={name} or [run] allow)")
     exe = find_program(name)
     if exe is None:
