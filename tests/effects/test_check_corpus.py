@@ -163,6 +163,15 @@ PROBES = [
     Probe("date -s 2020-01-01", False, "sets the clock"),
     Probe("find . -delete", False, "deletes files"),
     Probe("find . -newerat ../outside/secret.txt", False, "unknown or unsupported primary"),
+    # git reads `--no-X` after `--X` (and the reverse) as the last one given (issue 27).
+    Probe("git apply --stat --no-stat p.patch", False, "protected", allow=("git",)),
+    Probe("git apply --no-stat --stat p.patch", True, allow=("git",)),
+    Probe("git rm --cached --no-cached dal.toml", False, "protected", allow=("git",)),
+    Probe("git rm --no-cached --cached dal.toml", True, allow=("git",)),
+    # curl and wget have no option model: the wall holds them, and the check says so (issue 27's shifts).
+    Probe("curl --keepalive --stderr ../x http://example.com/", True, "only the wall keeps it", allow=("curl",)),
+    Probe("wget --hsts -O ../x http://example.com/", True, "only the wall keeps it", allow=("wget",)),
+    Probe("curl --unix-socket sub/daemon.sock http://example.com/", False, "connects to a socket", allow=("curl",)),
     # git, curl and wget: runs only inside a wall; what the check itself refuses early.
     Probe("curl -K ../outside/secret.txt http://example.com/", False, "-K", allow=("curl",)),
     Probe("git -c core.pager=sh log", False, "git -c", allow=("git",)),
@@ -181,6 +190,7 @@ def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (w / "hard").mkdir()
     os.link(root / "outside" / "secret.txt", w / "hard" / "secret.txt")
     (w / "out").mkdir()
+    (w / "p.patch").write_text("--- a/dal.toml\n+++ b/dal.toml\n@@ -1 +1 @@\n-[run]\n+[run] # changed\n")
     return w
 
 

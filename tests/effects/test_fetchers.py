@@ -60,11 +60,16 @@ REFUSED = [
     ("wget -qeuse-askpass=sh http://x/", "runs a program"),
     ("wget --exec=useaskpass=sh http://x/", "runs a program"),
     ("curl --unix-socket /run/docker.sock http://x/", "connects to a socket"),
+    ("curl --keepalive --stderr ../e -K ../outside/canary.txt http://x/", "-K (--config)"),  # issue 27's shift
     ("curl --abstract-unix-socket x http://x/", "connects to a socket"),
 ]
 
 # Every attack on the old option models: the wall holds each (executed below), and none runs without one.
 HELD = [
+    # issue 27: a hidden boolean the model took for an option with a value shifted every later word
+    "curl --keepalive --stderr ../outside/canary.txt http://x/",
+    "wget --hsts -O ../outside/canary.txt http://x/",
+    "wget --hsts -O ../o http://x/",
     'curl -o .git/index file://{WS}/x',
     "curl -s 'f{i,o}le:///etc/passwd'",
     "curl -s '{http://x,file:///etc/passwd}'",

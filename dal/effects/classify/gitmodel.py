@@ -701,7 +701,7 @@ def _parse(sub_name: str, sub: Sub, args: list[str]) -> Parsed:
         a = args[i]
         i += 1
         if a == "--":
-            return Parsed(sub_name, tuple(options), (*operands, *args[i:]), len(operands))
+            return Parsed(sub_name, _last_wins(options), (*operands, *args[i:]), len(operands))
         if a.startswith("--") and len(a) > 2:
             raw, eq, value = a.partition("=")
             name = _match(sub_name, sub, raw, bool(eq))
@@ -734,7 +734,19 @@ def _parse(sub_name: str, sub: Sub, args: list[str]) -> Parsed:
                 break
             continue
         operands.append(a)
-    return Parsed(sub_name, tuple(options), tuple(operands), len(operands))
+    return Parsed(sub_name, _last_wins(options), tuple(operands), len(operands))
+
+
+def _last_wins(options: list[tuple[str, str | None]]) -> tuple[tuple[str, str | None], ...]:
+    """git's parse-options makes `--no-X` of every boolean `--X` (and `--X` of a `--no-X`), and the last one
+    given wins: `git apply --stat --no-stat` applies, `git rm --cached --no-cached` removes the file. Of each
+    such pair only the last stays, so that a decision reads what git will do."""
+    def base(name: str) -> str:
+        return "--" + name[5:] if name.startswith("--no-") else name
+
+    last = {base(n): i for i, (n, v) in enumerate(options) if v is None and n.startswith("--")}
+    return tuple(o for i, o in enumerate(options)
+                 if not (o[1] is None and o[0].startswith("--") and last[base(o[0])] != i))  # fmt: skip
 
 
 def _also_an_option(sub: Sub, sub_name: str, value: str) -> None:
