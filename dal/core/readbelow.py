@@ -150,7 +150,8 @@ def _resolve(root: str | os.PathLike[str], name: str | os.PathLike[str],
     try:
         root_real = os.path.realpath(f"/proc/self/fd/{root_fd}") if os.path.isdir("/proc/self/fd") \
             else os.path.realpath(os.fspath(root))
-        todo = _components(shown, root_real, shown)
+        names = tuple(dict.fromkeys((root_real, os.path.normpath(os.path.abspath(os.fspath(root))))))
+        todo = _components(shown, names, shown)
         todo.reverse()  # a stack: the next component last
         here: list[str] = []  # the components of `dirfd` below the root
         dirfd = os.dup(root_fd)
@@ -190,7 +191,7 @@ def _resolve(root: str | os.PathLike[str], name: str | os.PathLike[str],
                     here.clear()
                     os.close(dirfd)
                     dirfd = os.dup(root_fd)
-                todo.extend(reversed(_components(got, root_real, shown)))
+                todo.extend(reversed(_components(got, names, shown)))
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), shown)
         finally:
             os.close(dirfd)
@@ -198,13 +199,17 @@ def _resolve(root: str | os.PathLike[str], name: str | os.PathLike[str],
         os.close(root_fd)
 
 
-def _components(path: str, root_real: str, shown: str) -> list[str]:
-    """The components of `path` below the root: an absolute path must name a place inside the root."""
+def _components(path: str, roots: tuple[str, ...], shown: str) -> list[str]:
+    """The components of `path` below the root: an absolute path must name a place inside the root (by its
+    real path, or by the name it was given)."""
     if path.startswith("/"):
-        rel = os.path.relpath(os.path.normpath(path), root_real)
-        if rel == ".." or rel.startswith("../"):
-            raise NotBelow(shown, f"the path leads outside {root_real} (to {path})", True)
-        path = rel
+        for root in roots:
+            rel = os.path.relpath(os.path.normpath(path), root)
+            if rel != ".." and not rel.startswith("../"):
+                path = rel
+                break
+        else:
+            raise NotBelow(shown, f"the path leads outside {roots[0]} (to {path})", True)
     return [c for c in path.split("/") if c not in ("", ".")]
 
 

@@ -130,3 +130,16 @@ def test_a_file_moved_out_while_it_is_opened_is_refused(ws: Path, tmp_path: Path
         stop.set()
         t.join()
     assert all(o == "print(1)\n" or isinstance(o, FileNotFoundError | NotBelow) for o in outcomes)
+
+
+def test_an_absolute_name_through_the_roots_symlinked_prefix_is_below_it(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    (real / "ws").mkdir(parents=True)
+    (real / "ws" / "a.dal").write_text("x\n")
+    (tmp_path / "alias").symlink_to(real)
+    ws = tmp_path / "alias" / "ws"  # the root as the operator names it, through a symlink
+    (real / "ws" / "abs.dal").symlink_to(ws / "a.dal")
+    assert read_text_below(ws, ws / "a.dal") == "x\n"
+    assert read_text_below(ws, "abs.dal") == "x\n"
+    with pytest.raises(NotBelow):  # named through a prefix the root was not given by: not resolved by name
+        read_text_below(real / "ws", "abs.dal")
