@@ -257,3 +257,45 @@ def test_a_killed_dal_s_record_puts_back_what_was_kept(ws: Path) -> None:
     again = LandlockWall.from_state(policy, state)
     again.close()
     assert (ws / "dal.toml").read_text() == "# kept\n" and "dal.toml" in " ".join(again.undone)
+
+
+@pytest.fixture()
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    from dal.receipts.store import Store
+
+    monkeypatch.setenv("DAL_WALL", "landlock")
+    ws = tmp_path / "repo"
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    (ws / "notes.txt").write_text("hi\n")
+    Store(ws / ".dal" / "dal.db").close()
+    return ws
+
+
+@landlocked
+def test_git_writes_its_repository_under_landlock(repo: Path) -> None:
+    policy = Policy.load(repo, allow_run=["git"])
+    for command in ("git add -A", "git checkout -q -b feature", "git status --short --branch"):
+        r = run_effect(command, EffectContext(policy=policy))
+        assert r.ok, (command, r.stderr)
+    assert r.stdout == "## No commits yet on feature\nA  notes.txt\n"  # the store's .gitignore is read
+
+
+@landlocked
+def test_what_git_must_not_change_in_its_repository_is_put_back(repo: Path) -> None:
+    from unittest import mock
+
+    from test_hostile_corpus import _bypass
+
+    from dal.effects import execute_checked
+    from dal.effects.exec import executor
+
+    config = (repo / ".git" / "config").read_text()
+    hooks = sorted(os.listdir(repo / ".git" / "hooks"))
+    policy = Policy.load(repo, allow_run=["git"])
+    command = "git config core.fsmonitor 'touch pwned'"
+    with mock.patch.object(executor, "recheck", lambda c, p: None):  # the check bypassed: the wall alone
+        r = execute_checked(command, _bypass(command, policy), EffectContext(policy=policy))
+    assert r.code == 126 and ".git/config (changed inside the wall; put back as it was)" in r.stderr
+    assert (repo / ".git" / "config").read_text() == config
+    assert sorted(os.listdir(repo / ".git" / "hooks")) == hooks

@@ -285,10 +285,9 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
             guard = GitGuard.start(run.policy, walled=run.sandbox)
         step = "the wall cannot be set up"
         if run.sandbox and run.kind == "landlock":
-            # `.git` read-only as a whole for every program: Landlock cannot carve its config and hooks out
             from dal.effects.wall.landlock_wall import LandlockWall
 
-            wall = LandlockWall(run.policy, run.exes.values(), run.limits.tmp_size, others, True, limits=run.limits)
+            wall = LandlockWall(run.policy, run.exes.values(), run.limits.tmp_size, others, lock_git, limits=run.limits)
         elif run.sandbox:
             wall = Wall(run.policy, run.exes.values(), run.limits.tmp_size, others, lock_git, limits=run.limits)
         # Durably, before any stage starts: what the guard and the wall hold, for the next start to check

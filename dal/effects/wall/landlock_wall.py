@@ -68,18 +68,48 @@ def missing() -> str | None:
     return None
 
 
+class _TooMuchToKeep(Exception):
+    pass
+
+
+def _in_git(path: str) -> bool:
+    """Whether `path` is inside a folder named `.git` (not that folder itself)."""
+    return ".git" in path.split("/")[:-1]
+
+
 class LandlockWall(Wall):
     """sandbox.Wall rendered to a Landlock ruleset: its undo (close()), record (state()) and placeholders are
     the bubblewrap wall's; preexec() restricts the child instead of bubblewrap's argv."""
 
     def __init__(self, policy: Policy, executables: Iterable[str], tmp_size: int, placeholders: bool = True,
                  lock_git: bool = False, *, limits: CommandLimits | None = None) -> None:
+        try:
+            self._make(policy, executables, tmp_size, placeholders, lock_git, limits)
+        except _TooMuchToKeep:
+            # `.git`'s held entries (submodules' repositories in .git/modules) are too large to copy: the
+            # whole `.git` read-only instead, as for a program other than git
+            self._make(policy, executables, tmp_size, placeholders, True, limits)
+
+    def _make(self, policy: Policy, executables: Iterable[str], tmp_size: int, placeholders: bool, lock_git: bool,
+              limits: CommandLimits | None) -> None:
         self.ruleset: landlock.Ruleset | None = None
         self.tmpdir: str | None = None
         self._fd_of: dict[str, int] = {}
         self._kept: dict = {}  # protected paths the rules do not hold read-only: their copies (landlock_kept.py)
         super().__init__(policy, executables, tmp_size, placeholders, lock_git, limits=limits)
         try:
+            # What the rules cannot hold read-only is kept and put back: with the roots granted whole, every
+            # protected path; else the entries of a `.git` git writes in (its folder must take new files).
+            hidden = [h for h, _ in self.plan.hidden]
+            kept = [p for p in self.plan.protected if p not in self._nested and not any(_within(p, h) for h in hidden)
+                    and (not placeholders or _in_git(p))]
+            try:
+                self._kept = landlock_kept.snapshot(kept)
+            except WallRefused:
+                if not lock_git and placeholders:
+                    self.close()
+                    raise _TooMuchToKeep from None
+                raise
             self.ruleset = landlock.Ruleset(network=policy.allow_net)
             self.rules = render(mounts_of(self.plan, self._fd_of), Rules(self.ruleset), descend=placeholders)
             self.tmpdir = tempfile.mkdtemp(prefix="dal-wall-")
@@ -91,10 +121,8 @@ class LandlockWall(Wall):
             filters = (*self.plan.seccomp, "ipc-keyrings", *(() if policy.allow_net else ("sockets",)))
             self.plan = attrs.evolve(self.plan, kind="landlock", home=self.home, seccomp=filters,
                                      env=tuple(self.env(scrubbed_env(self.home)).items()))
-            if not placeholders:  # the roots granted whole: what they hold read-only is kept and put back
-                hidden = [h for h, _ in self.plan.hidden]
-                self._kept = landlock_kept.snapshot([
-                    p for p in self.plan.protected if p not in self._nested and not any(_within(p, h) for h in hidden)])
+        except _TooMuchToKeep:
+            raise
         except landlock.LandlockError as e:
             self.close()
             raise WallRefused(str(e)) from None
@@ -232,7 +260,8 @@ def render(mounts: list[Mount], rules: Rules, descend: bool = True) -> Rules:
     for never in _NEVER:
         if any(_within(never, p) for p in view):
             view[never] = Mount(never, None)
-    strict = {p for p in view if descend or p in _NEVER}
+    # inside `.git` git must make files: what it must not change there is kept and put back (LandlockWall)
+    strict = {p for p in view if (descend and not _in_git(p)) or p in _NEVER}
     tops = [p for p in view if not any(_within(p, q) and p != q for q in view)]
     for top in sorted(tops):
         fd, own = _open_mount(view[top])
@@ -251,11 +280,28 @@ def _open_mount(m: Mount) -> tuple[int | None, bool]:
         return None, False
 
 
+def _gitignore(path: str, fd: int, rules: Rules) -> None:
+    """A hidden store's `.gitignore` (DAL's `*`, dal.core.gitignored) stays readable, so that git, which can list
+    the hidden folder's names, ignores them (`git add -A` would fail on a file it cannot read)."""
+    try:
+        sub = os.open(".gitignore", os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+    except OSError:
+        return
+    try:
+        st = os.fstat(sub)
+        if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+            rules.grant(path + "/.gitignore", sub, landlock.READ_FILE)
+    finally:
+        os.close(sub)
+
+
 def _place(path: str, want: int, above: int, fd: int, own: bool, view: dict[str, Mount], strict: set[str],
            rules: Rules) -> None:
     """Grant `want` beneath `path` (open at `fd`; closed here when `own`), given the rights `above` already
     granted to the folders around it; the mount points below it get theirs."""
     try:
+        if path in view and view[path].rights is None and path in strict:
+            _gitignore(path, fd, rules)
         below = [p for p in view if p != path and _within(p, path)]
         floor = want
         for p in below:
