@@ -32,6 +32,7 @@ from dal.runner.spec import RunHooks, RunSpec, SpecError, effect_context
 from dal.runner.stored import StoredRun, run_record
 
 if TYPE_CHECKING:
+    from dal.eval.runtime import Runtime
     from dal.receipts.contract import OperationLock, RunStore
 
 
@@ -67,6 +68,9 @@ class RunState:
         self.policy: Policy = spec.policy
         self.adopted: Adopted | None = None
         self.handler: EffectHandler | None = None
+        self.runtime: Runtime | None = None  # the script's runtime, once built (a closed output interrupts it)
+        # The operation the run belongs to: its key, or `script:NAME` until operation("K") or a resume says.
+        self.operation = spec.key or ""
         self.env_read: dict[str, bool] = {}  # env() names asked for -> whether the policy let the script see it
         self.leaked_env: list[str] = []  # see adopt_policy
         self._policy_files: list[str] | None = None  # see recorded_policy_files
@@ -74,6 +78,11 @@ class RunState:
         # The run this one continues when it lost its key lock rather than let go and may still be running
         # (another host): run_id, host, pid and the effect it was executing (effect, command); see _refuse_live.
         self.lost_run: dict[str, Any] | None = None
+
+    def interrupt(self, why: str) -> None:
+        """Stop the script at its next step (a signal, a closed output); nothing to stop before it runs."""
+        if self.runtime is not None:
+            self.runtime.interrupt(why)
 
     # --- the policy in force -------------------------------------------------------------------
 

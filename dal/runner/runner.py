@@ -135,7 +135,7 @@ def _execute(run: RunState) -> RunReport:
         bound, errors = bind(checked.program, spec.args, filename=filename, source=source)
         if not errors and (bound or spec.args):
             run.spec = spec = spec.evolve(extensions={**spec.extensions, "args": bound})
-    operation = spec.key or f"script:{Path(filename).stem}"
+    operation = run.operation = spec.key or f"script:{Path(filename).stem}"
     run.policy = run.protect(spec.policy)
 
     if errors:
@@ -171,7 +171,7 @@ def _execute(run: RunState) -> RunReport:
         if (problem := script_key_problem(key)) is not None:
             raise DalRuntimeError(problem)
         try:
-            run.enter_key(key, handler, by_script=True)
+            run.enter_key(key, run.handler, by_script=True)
         except RunnerError as e:
             e.where = DalRuntimeError(str(e), span, filename=spec.filename, source=source)
             stopped.append(e)  # not the script's failure: the runner reports it as the run's end
@@ -184,7 +184,7 @@ def _execute(run: RunState) -> RunReport:
                 f"{'it' if len(run.leaked_env) == 1 else 'them'}: call operation() before env(), or add "
                 f"--allow-env={','.join(run.leaked_env)}"
             )
-        state["operation"] = key
+        run.operation = key
         if run.kind == "duplicate":
             return OperationVerdict(skip_of=run.skipped_of or "")
         return PROCEED
@@ -197,19 +197,18 @@ def _execute(run: RunState) -> RunReport:
                                          source=source, policy=policy))
 
     # The writer is the host's before the runtime exists; a closed pipe interrupts the runtime built next.
-    write = _stop_on_closed_pipe(hooks.write or sys.stdout.write, got, lambda why: rt.interrupt(why))
+    write = _stop_on_closed_pipe(hooks.write or sys.stdout.write, got, run.interrupt)
     host = RunHost(write=write, recorder=recorder, getenv=run.getenv, on_operation=on_operation,
                    on_denied=on_denied)
-    rt = Runtime(max_steps=spec.max_steps, timeout=spec.timeout, host=host, max_memory=spec.max_memory,
-                 args=bound)
+    rt = run.runtime = Runtime(max_steps=spec.max_steps, timeout=spec.timeout, host=host,
+                               max_memory=spec.max_memory, args=bound)
     store = run.open_store()
     if (problem := unguarded_policy_file(spec.policy, run.recorded_policy_files())) is not None:
         raise RunnerError(problem)
     ctx = effect_context(spec, run.guarded(run.policy))
-    state = {"operation": operation}
     # The run is recorded in the store just before its first journal write (or at its end), so that an
     # operation key set by operation("K") at the top of the script is part of the run's record.
-    journal = RunJournal(store, lambda: run.begin_or_fail(state["operation"]), keyed=lambda: run.key is not None,
+    journal = RunJournal(store, lambda: run.begin_or_fail(run.operation), keyed=lambda: run.key is not None,
                           fence=hooks.fence,
                           # asked at each effect: the policy in force is the operation's once its key is entered
                           limit=lambda: run_store_limit(spec.max_stored_output, run.policy))
@@ -221,7 +220,7 @@ def _execute(run: RunState) -> RunReport:
     if spec.resume:
         prev = resumable(run, store, spec.resume)
         if prev.get("key"):
-            operation = state["operation"] = prev["key"]
+            operation = run.operation = prev["key"]
             run.previous_by_script = StoredRun.key_by_script(prev)
             run.enter_key(prev["key"], handler, resuming=prev["run_id"])
         else:
@@ -232,8 +231,7 @@ def _execute(run: RunState) -> RunReport:
             run.kind = run.continues_as(prev, prev["status"])
             if prev["status"] == "running":
                 run._bury(prev)
-            operation = prev["operation"]
-            state["operation"] = operation
+            operation = run.operation = prev["operation"]
             # Recorded before its journal is read: a run judged dead that still runs (no key lock fences it)
             # journals no intent once this one is recorded (Store: Continued), so the journal read next is whole.
             run.begin(operation)
@@ -268,7 +266,7 @@ def _execute(run: RunState) -> RunReport:
             signal.signal(s, h)
     if outcome.ended_by == "stop" and stopped:
         raise stopped[0]
-    operation = state["operation"]
+    operation = run.operation
     if outcome.status == "completed" and run.kind in ("resume", "retry"):
         outcome = _unreached(handler, outcome, checked)
     report = finish(run, source, operation, outcome, rt, handler, recorder)
