@@ -237,8 +237,8 @@ class PgJobQueue:
 
         to = TRANSITIONS[event][1]
         run = run or {}
+        t = self.clock() if now is None else now  # what the job's row says of when: not a lease
         with self._tx(f"routing job {fence.job_id}") as c:
-            t = self._now(c, now)
             mark = None
             if event == "wait":
                 if run.get("run_id"):

@@ -231,9 +231,9 @@ class PgStore:
         pid = os.getpid() if pid is None else pid
         pid_start, boot = identity(pid)
         with self._write(f"starting run {run_id}") as c:
-            if c.execute("SELECT 1 FROM runs WHERE run_id = %s", (run_id,)).fetchone():
-                raise StoreError(f"run {run_id} is recorded already in {self.path}", self.path)
             if previous_run is not None:
+                if c.execute("SELECT 1 FROM runs WHERE run_id = %s", (run_id,)).fetchone():
+                    raise StoreError(f"run {run_id} is recorded already in {self.path}", self.path)
                 # The run it continues is locked for this transaction: two runs continuing it are serialized,
                 # and the second sees the first (a run has at most one successor).
                 c.execute("SELECT 1 FROM runs WHERE run_id = %s FOR UPDATE", (previous_run,))
@@ -242,17 +242,24 @@ class PgStore:
                     raise RunContinued(
                         f"run {previous_run} was already continued by run {later[0]}, recorded while this one "
                         f"was starting: another invocation of the operation runs it. Nothing ran.", self.path, later[0])
-            c.execute(
-                "INSERT INTO runs (run_id, operation, key, status, script_path, started_at, previous_run,"
-                " pid, pid_start, boot_id, host, policy)"
-                " VALUES (%s, %s, %s, 'running', %s, %s, %s, %s, %s, %s, %s, %s::jsonb)",
-                (run_id, _utf8(operation), _opt(key), _opt(script_path), started_at or utc_timestamp(),
-                 previous_run, pid, pid_start, boot, os.uname().nodename, jsonb(policy)),
-            )
+            values = (run_id, _utf8(operation), _opt(key), _opt(script_path), started_at or utc_timestamp(),
+                      previous_run, pid, pid_start, boot, os.uname().nodename, jsonb(policy))
+            # One statement: the run, and with a fence the job's holder (a data-modifying WITH always runs); a
+            # run id recorded already inserts nothing, and the transaction, holder included, is rolled back.
+            holder = ""
             if fence is not None:
-                holder = {"pid": pid, "start": pid_start, "boot": boot, "worker": fence.owner}
-                c.execute("UPDATE jobs SET holder = %s WHERE job_id = %s AND lease_epoch = %s AND lease_owner = %s"
-                          " AND state = 'running'", (json.dumps(holder), fence.job_id, fence.epoch, fence.owner))
+                holder = ("WITH holder AS (UPDATE jobs SET holder = %s WHERE job_id = %s AND lease_epoch = %s"
+                          " AND lease_owner = %s AND state = 'running') ")
+                ident = {"pid": pid, "start": pid_start, "boot": boot, "worker": fence.owner}
+                values = (json.dumps(ident), fence.job_id, fence.epoch, fence.owner, *values)
+            cur = c.execute(
+                holder + "INSERT INTO runs (run_id, operation, key, status, script_path, started_at, previous_run,"
+                " pid, pid_start, boot_id, host, policy)"
+                " VALUES (%s, %s, %s, 'running', %s, %s, %s, %s, %s, %s, %s, %s::jsonb)"
+                " ON CONFLICT (run_id) DO NOTHING",
+                values)
+            if cur.rowcount == 0:
+                raise StoreError(f"run {run_id} is recorded already in {self.path}", self.path)
 
     def save_receipt(self, receipt: dict[str, Any], *, validate: bool | None = None) -> None:
         self.save_receipts([receipt], validate=validate)
@@ -273,8 +280,9 @@ class PgStore:
         loops = receipt.get("loops") or []
         run_id = receipt["run_id"]
         script = receipt.get("script") or {}
-        c.execute(
-            "INSERT INTO runs (run_id, operation, key, status, retry, external_effect, blocker, script_path,"
+        c.execute(  # the run's loops from an earlier save go in the same statement (a data-modifying WITH)
+            "WITH gone AS (DELETE FROM loops WHERE run_id = %s)"
+            " INSERT INTO runs (run_id, operation, key, status, retry, external_effect, blocker, script_path,"
             " started_at, finished_at, duration_ms, previous_run, skipped_of, pid, receipt)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb)"
             " ON CONFLICT (run_id) DO UPDATE SET operation = excluded.operation, key = excluded.key,"
@@ -282,13 +290,13 @@ class PgStore:
             " blocker = excluded.blocker, script_path = excluded.script_path, started_at = excluded.started_at,"
             " finished_at = excluded.finished_at, duration_ms = excluded.duration_ms,"
             " previous_run = excluded.previous_run, skipped_of = excluded.skipped_of, receipt = excluded.receipt",
-            (run_id, _utf8(receipt["operation"]), _opt(receipt.get("key")), receipt["status"], receipt.get("retry"),
+            (run_id, run_id, _utf8(receipt["operation"]), _opt(receipt.get("key")), receipt["status"],
+             receipt.get("retry"),
              receipt.get("external_effect"), _opt(receipt.get("blocker")), _opt(script.get("path")),
              receipt["attempted_at"], receipt.get("finished_at"), receipt.get("duration_ms"),
              receipt.get("previous_run"), receipt.get("skipped_of"), os.getpid(),
              jsonb({**receipt, "loops": []})),
         )
-        c.execute("DELETE FROM loops WHERE run_id = %s", (run_id,))
         if loops:
             with c.cursor() as cur:
                 cur.executemany(
