@@ -162,3 +162,11 @@ def test_dal_policy_check_says_what_is_modelled_and_what_is_enforced(tmp_path: P
                        text=True, timeout=60, env={**os.environ, "DAL_WALL": "none"})  # fmt: skip
     assert r.stdout.splitlines()[-1] in ("  enforced:   no wall: the check alone, and only the default toolset runs",
                                          "  enforced:   no wall, and nothing runs (see wall)"), r.stdout
+
+
+def test_the_explanation_tells_the_three_kinds_of_program_apart() -> None:
+    from dal.effects.classify.explain import modelled
+
+    assert modelled(["cat", "git", "curl"]) == (
+        "cat exactly (every path checked, and run as the check read it); git by its model (the paths it names "
+        "checked; the wall holds the rest); curl classed only (what it does only the wall holds)")

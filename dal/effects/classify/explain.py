@@ -2,8 +2,8 @@
 wall enforces ("wall bubblewrap: reads R, writes W, network off"), for `dal policy check` and denials.
 
 The check models the default toolset: each path it reads and writes is checked, and what runs is the argv
-it rebuilt. Other programs it classes and explains (curl, wget: tables.py; git: its model; any program
-allowed by name: nothing), and only the wall holds what they do.
+it rebuilt. git's model checks the paths it names; other programs it classes and explains (curl, wget: tables.py;
+any program allowed by name: nothing). Beyond the default toolset only the wall holds what they do.
 """
 
 from __future__ import annotations
@@ -14,14 +14,21 @@ from dal.effects.policy import DEFAULT_TOOLSET_NAMES, Policy
 
 __all__ = ["modelled", "enforced"]
 
+# Beyond the default toolset, programs whose model the check still reads (git: gitmodel.py); they run only
+# inside a wall all the same.
+_MODELLED_WALLED = frozenset({"git"})
+
 
 def modelled(programs: tuple[str, ...] | list[str]) -> str:
     """One line: the programs the check models exactly, and those only the wall holds."""
     exact = [p for p in programs if p in DEFAULT_TOOLSET_NAMES]
-    walled = [p for p in programs if p not in DEFAULT_TOOLSET_NAMES]
+    checked = [p for p in programs if p in _MODELLED_WALLED]
+    walled = [p for p in programs if p not in DEFAULT_TOOLSET_NAMES and p not in _MODELLED_WALLED]
     parts = []
     if exact:
         parts.append(f"{', '.join(exact)} exactly (every path checked, and run as the check read it)")
+    if checked:
+        parts.append(f"{', '.join(checked)} by its model (the paths it names checked; the wall holds the rest)")
     if walled:
         parts.append(f"{', '.join(walled)} classed only (what {'it does' if len(walled) == 1 else 'they do'} "
                      "only the wall holds)")
