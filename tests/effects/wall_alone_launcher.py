@@ -1,8 +1,9 @@
-"""Run a hostile case's commands through DAL's executor with the check bypassed, in a fresh process, for
+"""Run hostile cases' commands through DAL's executor with the check bypassed, all in one fresh process, for
 test_wall_alone.py: what the wall alone does with each (the DAL process's secret in its environment from the
 start, as for hostile_launcher.py, whose {DALPID}, {WS} and trap_proc conventions it shares).
 
-    python wall_alone_launcher.py JOB.json    # writes {"outputs": [[status, stdout+stderr], ...]} to JOB["out"]
+    python wall_alone_launcher.py JOBS.json    # JOBS: [{"workspace", "commands", "allow", "out"}, ...]
+                                              # each job writes {"outputs": [[status, output], ...]} to its "out"
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from dal.runner.build import build_spec
 from dal.runner.inforce import checked_policy
 
 
-def main(job_path: str) -> None:
-    job = json.loads(Path(job_path).read_text())
+def run_job(job: dict) -> None:
     ws = Path(job["workspace"])
     pid = str(os.getpid())
     trap = ws / "trap_proc"
@@ -46,10 +46,15 @@ def main(job_path: str) -> None:
         names = {c.argv[0] for c in plan.simple_commands()}
         decision = Decision(True, "bypassed in a test", "local", plan=plan,
                             executables=tuple((n, find_program(n) or n) for n in names))
-        with mock.patch.object(executor, "recheck", lambda c, p: None):
-            r = execute_checked(command, decision, ctx)
+        r = execute_checked(command, decision, ctx)
         outputs.append([r.status, r.stdout + r.stderr])
     Path(job["out"]).write_text(json.dumps({"outputs": outputs}))
+
+
+def main(jobs_path: str) -> None:
+    with mock.patch.object(executor, "recheck", lambda c, p: None):
+        for job in json.loads(Path(jobs_path).read_text()):
+            run_job(job)
 
 
 if __name__ == "__main__":
