@@ -401,14 +401,19 @@ def render(
         facts.append(("script", f"{script.get('path')}  (sha256 {str(script.get('sha256', ''))[:12]})"))
     steps = receipt.get("steps") or {}
     effects = receipt.get("effects") or {}
-    facts.append(
-        (
-            "ran",
-            f"{receipt.get('attempted_at')}, {duration_text(receipt.get('duration_ms'))}{slept_text(receipt)}, "
-            f"{steps.get('used', 0):,} of {steps.get('budget', 0):,} steps, {effects.get('count', 0)} effect"
-            f"{'' if effects.get('count', 0) == 1 else 's'}",
-        )
-    )
+    count = effects.get("count", 0)
+    if not steps.get("used") and count:
+        # A run() costs steps: no steps with effects is a receipt rebuilt from the journal of a run whose
+        # process died, which took its time and step count with it (dal/runner/deadrun.py).
+        took = (f"at least {duration_text(receipt.get('duration_ms'))} (to its last journaled effect)"
+                if receipt.get("duration_ms") else "time not recorded")
+        used = f"steps not recorded (its process died), budget {steps.get('budget', 0):,}"
+    else:
+        took = f"{duration_text(receipt.get('duration_ms'))}{slept_text(receipt)}"
+        used = f"{steps.get('used', 0):,} of {steps.get('budget', 0):,} steps"
+        if (receipt.get("script") or {}).get("path") == "<repl>":  # the budget is each input's (docs/repl.md)
+            used = f"{steps.get('used', 0):,} steps in the session ({steps.get('budget', 0):,} per input)"
+    facts.append(("ran", f"{receipt.get('attempted_at')}, {took}, {used}, {count} effect{'' if count == 1 else 's'}"))
     attempts = attempts_of(receipt)
     if attempts is not None:
         facts.append(("attempts", str(attempts)))

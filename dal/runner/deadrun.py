@@ -30,7 +30,8 @@ def crashed_receipt(
     except (PolicyError, SpecError):
         started = None
     items = []
-    for row in _reached(store, prev["run_id"]):
+    reached = _reached(store, prev["run_id"])
+    for row in reached:
         if row["seq"] <= 0 or (row.get("detail") or {}).get("forgotten") and not row.get("result"):
             continue
         res = row.get("result") or {}
@@ -71,8 +72,8 @@ def crashed_receipt(
         status="interrupted",
         attempted_at=prev["started_at"],
         finished_at=utc_timestamp(),
-        duration_ms=0.0,
-        steps_used=0,
+        duration_ms=_journaled_for(prev["started_at"], reached),
+        steps_used=0,  # not recorded: the process died with its count (the receipt says so, render.py)
         steps_budget=int((started.budget("max_steps") if started else None) or 0),
         effects_count=len(items),
         effects_budget=started.budget("max_effects") if started else None,
@@ -118,3 +119,22 @@ def _reached(store: RunStore, run_id: str) -> list[dict[str, Any]]:
     ]
     return sorted(own + earlier, key=lambda r: r["seq"])
 
+
+
+def _journaled_for(started_at: str, rows: list[dict[str, Any]]) -> float:
+    """How long the dead run went on at least: from its start to the last entry its journal holds (0 when
+    it holds none, or the times cannot be read)."""
+    from datetime import datetime
+
+    def at(text: Any) -> datetime | None:
+        try:
+            return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+        except ValueError:
+            return None
+
+    start = at(started_at)
+    ends = [t for r in rows if not (r.get("detail") or {}).get("replayed")
+            for t in (at(r.get("result_at")), at(r.get("intent_at"))) if t is not None]
+    if start is None or not ends:
+        return 0.0
+    return max(0.0, round((max(ends) - start).total_seconds() * 1000, 3))

@@ -67,7 +67,12 @@ def test_a_killed_runs_boundary_names_every_program_too(dal: Shell) -> None:
     dal.write("k.dal", 'run("echo one | tee -a log.txt")\nrun("true")\n')
     killed = dal("run", "k.dal", env={"DAL_TEST_CRASH_AT": "after-result:2"})
     assert killed.returncode < 0 or killed.returncode == 137, killed
-    assert "programs echo, tee, true" in dal("receipt", "show", "latest").stdout
+    shown = dal("receipt", "show", "latest").stdout
+    assert "programs echo, tee, true" in shown
+    # Its time and steps died with it: the receipt says so, not "0 ms, 0 of 1,000,000 steps".
+    ran = _facts(shown)["ran"]
+    assert "at least " in ran and "(to its last journaled effect)" in ran, ran
+    assert "steps not recorded (its process died), budget 1,000,000, 2 effects" in ran, ran
 
 
 def test_a_result_without_a_status_word_is_shown_as_it_is(dal: Shell) -> None:

@@ -55,3 +55,17 @@ def test_a_session_that_runs_a_command_still_leaves_its_receipt(tmp_path: Path) 
                        timeout=60)
     assert p.returncode == 0 and "session receipt" in p.stderr
     assert len(list((tmp_path / ".dal" / "receipts").glob("*.json"))) == 1
+
+
+def test_the_session_receipt_says_its_steps_are_the_sessions_and_the_budget_each_inputs(tmp_path: Path) -> None:
+    # Each input has the whole budget: a session may use more steps in all than one budget holds.
+    script = 'run("true")\n' + "".join(f"let {v} = 0\nwhile {v} < 8 {{ {v} = {v} + 1 }}\n" for v in "ijk")
+    p = subprocess.run([DAL, "repl", "--max-steps", "100"], input=script, cwd=tmp_path, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    shown = subprocess.run([DAL, "receipt", "show", "latest"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=60).stdout
+    ran = next(line for line in shown.splitlines() if line.strip().startswith("ran "))
+    assert " steps in the session (100 per input), 1 effect" in ran, ran
+    used = int(ran.split(" steps in the session")[0].rsplit(", ", 1)[1].replace(",", ""))
+    assert used > 100 and " of 100 steps" not in ran
