@@ -251,14 +251,14 @@ def read_script(path: Path) -> str:
 
 
 def _read(path: Path) -> str:
-    """A script's text. Below the current folder or its workspace (where a script's programs may have
-    swapped the name for a symlink) it is read by descriptor, never leaving them (dal/core/readbelow.py):
-    `dal check` would print an outside file's lines, `dal fmt --write` copy them into the workspace."""
+    """A script's text. Below the current folder (where a script's programs may have swapped the name for a
+    symlink) it is read by descriptor, never leaving it (dal/core/readbelow.py): `dal check` would print an
+    outside file's lines, `dal fmt --write` copy them into the workspace. (Not the workspace found from
+    there: `dal check` loads nothing of the runner.)"""
     from dal.core.readbelow import NotBelow, read_named
-    from dal.runner.workspace import find_workspace
 
     try:
-        data = read_named(path, (os.getcwd(), str(find_workspace(None).path)))
+        data = read_named(path, (os.getcwd(),))
     except NotBelow as e:
         raise _CannotRead(f"cannot read {path}: {e.strerror}") from None
     except FileNotFoundError:
