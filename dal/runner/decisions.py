@@ -13,7 +13,7 @@ import attrs
 
 from dal.receipts.contract import RunStore
 from dal.runner import journal
-from dal.runner.effects import Prior, rerunnable
+from dal.runner.journal import Prior, rerunnable
 
 DECISIONS = ("approved", "denied", "resolved:done", "resolved:failed", "resolved:retry")
 

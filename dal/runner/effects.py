@@ -28,12 +28,12 @@ if TYPE_CHECKING:
 
 from dal import effects as fx  # names resolved on first use: no shell parser until the first run()
 from dal.core.errors import BudgetExhausted, DivergenceError, Interrupted
-from dal.core.records import ValueRecord
 from dal.core.shellword import sh_quote
 from dal.eval.runtime import Runtime, WaitSignal
 from dal.receipts.build import effect_item
 from dal.receipts.nextstep import LOST_LOCK
 from dal.receipts.store import Continued, LockLost, StoreError, StoreGone
+from dal.runner.journal import Prior, rerunnable
 from dal.syntax.ast import Span
 
 EFFECT_ITEMS_CAP = 200
@@ -49,37 +49,6 @@ def stop_grace() -> float:
         return DEFAULT_STOP_GRACE
 CRASH_ENV = "DAL_TEST_CRASH_AT"
 CRASH_BOUNDARIES = ("before-intent", "after-intent", "during", "after-exec", "after-result")
-
-
-class Prior(ValueRecord):
-    """One journaled effect of an earlier attempt of the same operation."""
-
-    __slots__ = ("seq", "command", "effect_class", "idempotent", "result", "kind", "detail", "origin")
-
-    def __init__(
-        self,
-        seq: int,
-        command: str,
-        effect_class: str | None,
-        idempotent: bool,
-        result: dict[str, Any] | None,  # None: intent without result
-        kind: str = "effect",  # effect | value (now(), env())
-        detail: dict[str, Any] | None = None,
-        origin: str = "",  # the run whose journal holds this entry
-    ) -> None:
-        self.seq = seq
-        self.command = command
-        self.effect_class = effect_class
-        self.idempotent = idempotent
-        self.result = result
-        self.kind = kind
-        self.detail = {} if detail is None else detail
-        self.origin = origin
-
-    @property
-    def pending(self) -> bool:
-        """Journaled as proposed (waiting for approval): it never started."""
-        return self.result is None and self.detail.get("pending") == "approval"
 
 
 def result_from_json(command: str, data: dict[str, Any], decision: Decision) -> EffectResult:
@@ -102,11 +71,6 @@ def result_to_json(r: EffectResult) -> dict[str, Any]:
     d = r.to_json()
     d.update(stdout=r.stdout, stderr=r.stderr, timeout_s=r.timeout_s)
     return d
-
-
-def rerunnable(effect_class: str | None, idempotent: bool) -> bool:
-    """May an effect whose outcome is unknown simply run again? Reads and idempotent local effects."""
-    return effect_class == "read" or (effect_class == "local" and idempotent)
 
 
 def pins_a_retry(p: Prior) -> bool:

@@ -21,7 +21,8 @@ from dal.receipts.ids import utc_timestamp
 from dal.receipts.retry import derive_retry
 from dal.receipts.schema import ReceiptSchemaError
 from dal.receipts.store import StoreError, StoreGone
-from dal.runner.effects import EffectHandler, rerunnable
+from dal.runner.effects import EffectHandler
+from dal.runner.journal import rerunnable
 from dal.runner.operation import RunState
 from dal.runner.recorder import LoopRecorder
 from dal.runner.report import EXIT_BY_STATUS, RunnerError, RunReport

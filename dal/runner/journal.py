@@ -31,12 +31,47 @@ from dal.effects import Policy
 from dal.effects.policy import LIMIT_DEFAULTS
 from dal.receipts.contract import RunStore
 from dal.receipts.store import StoreError
-from dal.runner.effects import Prior
 
 NEW, RESUME, RETRY = "new", "resume", "retry"
 # The chain is read from the store this many runs at a time; it has no length limit: a journal never
 # drops a run, however many attempts ended before their first effect.
 CHAIN_PAGE = 1_000
+
+
+class Prior(ValueRecord):
+    """One journaled effect of an earlier attempt of the same operation."""
+
+    __slots__ = ("seq", "command", "effect_class", "idempotent", "result", "kind", "detail", "origin")
+
+    def __init__(
+        self,
+        seq: int,
+        command: str,
+        effect_class: str | None,
+        idempotent: bool,
+        result: dict[str, Any] | None,  # None: intent without result
+        kind: str = "effect",  # effect | value (now(), env())
+        detail: dict[str, Any] | None = None,
+        origin: str = "",  # the run whose journal holds this entry
+    ) -> None:
+        self.seq = seq
+        self.command = command
+        self.effect_class = effect_class
+        self.idempotent = idempotent
+        self.result = result
+        self.kind = kind
+        self.detail = {} if detail is None else detail
+        self.origin = origin
+
+    @property
+    def pending(self) -> bool:
+        """Journaled as proposed (waiting for approval): it never started."""
+        return self.result is None and self.detail.get("pending") == "approval"
+
+
+def rerunnable(effect_class: str | None, idempotent: bool) -> bool:
+    """May an effect whose outcome is unknown simply run again? Reads and idempotent local effects."""
+    return effect_class == "read" or (effect_class == "local" and idempotent)
 
 
 class OperationJournal(ValueRecord):

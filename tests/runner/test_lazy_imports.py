@@ -91,3 +91,20 @@ EFFECT_NEVER = ("shutil", "bz2", "lzma", "tempfile", "random", "importlib.resour
 def test_a_one_effect_run_loads_no_archive_or_resource_modules(tmp_path: Path) -> None:
     (tmp_path / "e.dal").write_text('print(run("true"))\n')
     assert loaded_of(tmp_path, EFFECT_NEVER, "run", "e.dal", "-q") == set()
+
+
+SHOWS = """
+import sys
+import dal.cli.durable_cmd, dal.cli.receipts_cmd, dal.cli.worker_cmd, dal.console.views, dal.mcp.tools
+import dal.runner.decisions, dal.runner.shown
+print("LOADED:" + ",".join(m for m in ("dal.runner.effects", "dal.runner.runner", "dal.effects.exec.executor")
+                           if m in sys.modules))
+"""
+
+
+def test_what_shows_and_decides_about_runs_loads_no_executor() -> None:
+    """The console, MCP, the CLI's receipts, decisions and jobs, and the decisions module itself read and
+    show runs: none of them imports the code that executes one (the runner, the effect handler)."""
+    p = subprocess.run([sys.executable, "-c", SHOWS], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "LOADED:"
