@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import subprocess
 from pathlib import Path
 
 import attrs
@@ -215,3 +216,27 @@ def test_what_runs_reads_as_the_check_read_it(ws: Path) -> None:
         assert again.allowed and again.reads == first.reads and again.writes == first.writes, probe.command
         assert again.plan.simple_commands()[0].argv[: len(first.plan.simple_commands()[0].argv)] == \
             first.plan.simple_commands()[0].argv or "--exclude-dir=.dal" in again.plan.simple_commands()[0].argv
+
+
+@pytest.mark.skipif(find_program("git") is None, reason="git not installed")
+def test_a_read_root_is_for_reading_git_neither_pushes_nor_hard_links_there(tmp_path: Path) -> None:
+    """Issue 27: `git push ../shared/up.git` wrote and deleted refs in a read root, and `git clone` from one
+    hard-linked its objects into the workspace."""
+    ws, shared = tmp_path / "ws", tmp_path / "shared"
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q", "--bare", str(shared / "up.git")], check=True, capture_output=True)
+    subprocess.run(["git", "init", "-q", str(ws)], check=True, capture_output=True)
+    reading = Policy.load(ws, allow_run=["git"], allow_read=[str(shared)])
+    for command, why in (("git push ../shared/up.git HEAD", "writes and deletes refs"),
+                         ("git clone ../shared/up.git c", "hard-links its objects"),
+                         ("git clone --no-hardlinks --hardlinks ../shared/up.git c", "")):  # the last one wins
+        d = check_command(command, reading)
+        assert not d.allowed and why in d.reason, (command, d.reason)
+    for command in ("git clone --no-hardlinks ../shared/up.git c", f"git clone file://{shared}/up.git c",
+                    "git fetch ../shared/up.git"):
+        assert check_command(command, reading).allowed, command
+    # In a write root neither rule applies (a repository whose hooks a script may write is refused anyway).
+    writing = Policy.load(ws, allow_run=["git"], allow_write=[str(ws), str(shared)])
+    for command in ("git push ../shared/up.git HEAD", "git clone ../shared/up.git c"):
+        reason = check_command(command, writing).reason
+        assert "writes and deletes refs" not in reason and "hard-links" not in reason, reason

@@ -496,6 +496,7 @@ def _check_git(g: object, policy: Policy) -> None:
                                   "does not allow (add it with --allow-run=ssh)") from None
             elif kind == "local":
                 where = _check_path(detail, "read", policy)
+                _check_local_remote(g, url, where, policy)
                 repo = gitrepo.repository_at(where) if os.path.isdir(where) else None
                 if repo is not None:
                     _check_repository(repo, policy, "run the hooks of")
@@ -528,6 +529,23 @@ def _check_git(g: object, policy: Policy) -> None:
                 else:
                     _check_protection(P.resolve_path(target, ws, follow_final=False), policy)
     _check_git_dirs(patched, policy)  # a patch adding x/HEAD, x/objects/..., x/refs/... makes x a lookalike
+
+
+def _check_local_remote(g: object, url: str, where: str, policy: Policy) -> None:
+    """A read root is for reading: `git push` into a repository there writes and deletes its refs, and `git
+    clone` from a path there hard-links its objects into the workspace, where a write through a link
+    changes the original. Both need the repository in a write root (or, for clone, --no-hardlinks or a
+    file:// URL, which copy)."""
+    if P.within(where, policy.write_roots):
+        return
+    shown = P.display(where, policy.workspace)
+    sub = getattr(g, "subcommand", "")
+    if sub == "push":
+        raise _Denied(f"git push writes and deletes refs in the repository at {shown}, which is not in a write root "
+                      "(a read root is for reading: add it with --allow-write to push there)")
+    if sub == "clone" and getattr(g, "hardlinks", False) and not url.lower().startswith("file://"):
+        raise _Denied(f"git clone from {shown} hard-links its objects into the workspace, where a write through a "
+                      "link would change them there: clone with --no-hardlinks or from a file:// URL")
 
 
 def _deny_init_in_git_dir(target: str, policy: Policy) -> None:

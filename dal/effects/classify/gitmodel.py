@@ -36,6 +36,7 @@ class GitUse:
     patches: tuple[tuple[str, str, int], ...] = ()  # (patch file, --directory prefix, -p strip) applied
     rejects: bool = False  # --reject: a hunk that does not apply goes to PATH.rej (an existing one is replaced)
     network: bool = False
+    hardlinks: bool = False  # git clone from a local path: its objects hard-linked, unless --no-hardlinks
     writes_repo: bool = False  # changes the repository (its index, objects, refs)
     writes_worktree: bool = False  # rewrites files of its work tree
     staged: tuple[str, ...] = ()  # paths `git add` / `git commit PATHS` records in the index (and a commit)
@@ -288,7 +289,8 @@ def _clone(p: Parsed) -> tuple[ArgUse, GitUse]:
     url = ops[0]
     dest = ops[1] if len(ops) > 1 else _humanish(url)
     reads = tuple(p.values("--reference", "--reference-if-able"))
-    return ArgUse(reads=reads, writes=(dest,)), GitUse(p.sub, remotes=(url,), network=True)
+    return ArgUse(reads=reads, writes=(dest,)), GitUse(p.sub, remotes=(url,), network=True,
+                                                      hardlinks=not p.has("--no-hardlinks"))
 
 
 def _init(p: Parsed) -> tuple[ArgUse, GitUse]:
