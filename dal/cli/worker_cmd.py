@@ -489,11 +489,19 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         when = _ago(r["run_at"], now) if r["state"] == "scheduled" else _ago(r["updated_at"], now)
         last = f"{r['last_status'] or '-'}/{r['last_retry'] or '-'}" if r["last_run_id"] else "-"
         note = (r["note"] or "").replace("\n", " ")
-        table.append((str(r["job_id"]), r["state"], r["queue"], r["key"], str(r["attempts"]), when, last,
-                      note[:60] + ("…" if len(note) > 60 else "")))
+        lead = f"run {r['last_run_id']} "
+        if r["last_run_id"] and note.startswith(lead):
+            note = note[len(lead):]  # the run is `dal job show ID`'s; the room goes to what comes next
+        table.append((str(r["job_id"]), r["state"], r["queue"], r["key"], str(r["attempts"]), when, last, note))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
+    room = None
+    if sys.stdout.isatty():  # on a terminal each row fits its width; piped, a note is whole (a `next:` in it)
+        import shutil
+
+        room = max(40, shutil.get_terminal_size().columns - sum(w + 2 for w in widths))
     for row in table:
-        sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1] + "\n")
+        note = row[-1] if room is None or len(row[-1]) <= room else row[-1][: room - 1] + "…"
+        sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + note + "\n")
     return 0
 
 

@@ -86,7 +86,8 @@ class Worker:
         self.metrics_at = (metrics_host, metrics_port) if metrics_port is not None else None
         self.metrics: Any = None  # dal/worker/metrics.py, from run() on when --metrics-port is given
         self.claimed = 0
-        self.done = 0
+        self.done = 0  # runs ended here (a job that waited and was resumed ran twice)
+        self.jobs: set[int] = set()  # the jobs they were runs of
         self.draining = False
         self.log = WorkerLog(self.id, format=log_format, say=say)
         self._pipe: tuple[int, int] | None = None
@@ -183,7 +184,8 @@ class Worker:
                 self.metrics = None
             if self._keeper is not None:
                 self._keeper.stop()
-        self.say(f"stopped: {self.done} job{'s' if self.done != 1 else ''} run")
+        runs, jobs = self.done, len(self.jobs)
+        self.say(f"stopped: {runs} run{'s' if runs != 1 else ''} of {jobs} job{'s' if jobs != 1 else ''}")
         return 0
 
     def _on_stop(self, signum: int, frame: Any) -> None:
@@ -366,6 +368,7 @@ class Worker:
                                 duration=report.get("duration"), effects=report.get("effects"))
             if report.get("state") is None and report.get("event") and not proc.lost:
                 self.metrics.lease_losses.inc()  # its run was fenced before this loop saw the lease go
+        self.jobs.add(proc.job["job_id"])
         proc.job = proc.fence = None
         self.done += 1
         if report.get("ending"):
@@ -400,6 +403,7 @@ class Worker:
                 how = f"exited with status {os.WEXITSTATUS(status)}"
             if proc.job is not None:
                 self.done += 1
+                self.jobs.add(proc.job["job_id"])
                 out.append((proc, how))
             elif not (proc.stopped or proc.retiring or self.draining) or (
                     os.WIFSIGNALED(status) and os.WTERMSIG(status) != signal.SIGTERM):

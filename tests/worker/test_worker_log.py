@@ -53,6 +53,8 @@ def test_json_lines_all_parse_through_a_killed_job_process_and_output_stays_esca
     (done,) = [o for o in lines if o["state"] == "done"]
     assert done["run"].startswith("run_") and done["retry"] == "none" and done["duration"] > 0
     assert q.lines("out.txt") == ["a", "b"]  # the append before the kill was not made again
+    # The killed run and the one that finished the job: two runs, of one job (it said "2 jobs run").
+    assert [o["message"] for o in lines if o["message"].startswith("stopped: ")] == ["stopped: 2 runs of 1 job"]
 
 
 def test_text_lines_escape_a_scripts_terminal_controls(queue: Queue) -> None:
