@@ -1,10 +1,15 @@
 """The executed hostile corpus (test_hostile_corpus.py) under the Landlock wall (DAL_WALL=landlock), next to
-the same canaries, through the real runner; the everyday commands still run there. (The wall alone, with the
-check bypassed, is test_wall_alone.py's, for every wall kind.)"""
+the same canaries, through the real runner; the everyday commands still run there. And the wall alone: every case's
+commands with the check bypassed, as test_wall_alone.py runs them behind bubblewrap."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +19,7 @@ from test_hostile_corpus import (
     AGENT,
     CASES,
     GIT,
+    SECRET_VAR,
     Case,
     _broken,
     _build,
@@ -24,9 +30,11 @@ from test_hostile_corpus import (
     root,  # noqa: F401  # fixtures
     secret,  # noqa: F401
 )
+from test_wall_alone import ALL, HALVES, LAUNCHER, _problems
 
 from dal.effects.classify.check import find_program
 from dal.effects.wall import landlock_wall
+from dal.receipts.store import Store
 
 pytestmark = pytest.mark.skipif(landlock_wall.missing() is not None, reason=f"{landlock_wall.missing()}")
 
@@ -68,3 +76,35 @@ def test_legitimate_commands_still_run_under_landlock(root: Path) -> None:  # no
     results = corpus + agent
     denied = [(c, s) for c, s in results if s == "denied"]
     assert len(denied) <= 0.05 * len(results), denied
+
+
+@pytest.mark.parametrize("half", range(HALVES))
+def test_the_landlock_wall_alone_holds_every_case(half: int) -> None:
+    """test_wall_alone.py's test, under the Landlock wall: every case's commands with the check bypassed, each
+    in a tree of its own with its canaries, all run by one DAL process per half."""
+    cases = [c for c in ALL[half::HALVES] if all(find_program(name) is not None for name in c.allow)]
+    token = "s3cr3t-" + os.urandom(8).hex()
+    base = Path(tempfile.mkdtemp(prefix="dal-landlock-alone-", dir="/var/tmp"))
+    try:
+        jobs, trees = [], []
+        for i, case in enumerate(cases):
+            root = base / str(i)
+            root.mkdir()
+            ws = _build(root, case)
+            Store(ws / ".dal" / "dal.db").close()  # the store a run would have made
+            trees.append((root, ws, (_files(root, skip=ws), _protected(ws, case.keep))))
+            jobs.append({"workspace": str(ws), "commands": list(case.commands), "allow": list(case.allow),
+                         "out": str(base / f"{i}.json")})
+        (base / "jobs.json").write_text(json.dumps(jobs))
+        r = subprocess.run([sys.executable, str(LAUNCHER), str(base / "jobs.json")], capture_output=True, text=True,
+                           env={**os.environ, SECRET_VAR: token, "DAL_WALL": "landlock"}, timeout=600)
+        assert r.returncode == 0, r.stderr
+        failed = []
+        for case, (root, ws, before), job in zip(cases, trees, jobs, strict=True):
+            outputs = json.loads(Path(job["out"]).read_text())["outputs"]
+            problems = _problems(root, ws, case, before, outputs, token)
+            if problems:
+                failed.append(f"{case.id}: {problems}\n" + "\n".join(f"  {s}: {o}" for s, o in outputs))
+        assert not failed, "\n".join(failed)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
