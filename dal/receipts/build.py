@@ -1,8 +1,8 @@
 """The one place a run receipt (`dal.receipt/v1`, dal/receipts/schema/receipt-v1.json) and an effect item
 are put together. Finished, rejected, skipped and resumed runs (dal/runner/finish.py), runs rebuilt from
-the journal after their process died (dal/runner/deadrun.py), REPL sessions (dal/repl/wiring.py) and effect
-handlers (dal/runner/effects.py) all call these two functions, so every receipt has the same keys in the
-same order; what each key holds is decided by the caller."""
+the journal after their process died (`dead_run_receipt`, from dal/runner/deadrun.py), REPL sessions
+(dal/repl/wiring.py) and effect handlers (dal/runner/effects.py) all call these functions, so every receipt
+has the same keys in the same order; what each key holds is decided by the caller."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from typing import Any
 
 from dal.core.digest import sha256
 from dal.core.readbelow import open_below, root_of
+from dal.receipts.ids import utc_timestamp
+from dal.receipts.retry import derive_retry
 
 SCHEMA = "dal.receipt/v1"
 
@@ -193,3 +195,91 @@ def artifact_of(workspace: Path, rel: str, roots: tuple[str, ...] = ()) -> dict[
                 digest = None
     return {"path": rel, "state": "exists", "size": size, "sha256": digest}
 
+
+def dead_run_receipt(
+    prev: dict[str, Any], reached: list[dict[str, Any]], *, workspace: Path, write_roots: tuple[str, ...],
+    script_sha256: str | None, steps_budget: int, effects_budget: int | None, policy: dict[str, Any] | None,
+    args: dict[str, Any] | None, blocker: str, attempts: dict[str, int] | None,
+) -> dict[str, Any]:
+    """The receipt of the run `prev` (its row) whose process died before writing one, from the journal
+    entries it reached (`reached`, in order, replayed ones marked) and what was stored when it began: each
+    effect with its recorded result, or `uncertain` when it started and never reported back. Its status
+    is `interrupted`; its step count is not known (the process died with it)."""
+    items = []
+    for row in reached:
+        if row["seq"] <= 0 or (row.get("detail") or {}).get("forgotten") and not row.get("result"):
+            continue
+        res = row.get("result") or {}
+        detail = row.get("detail") or {}
+        if res:
+            status = res.get("status", "completed")
+        elif detail.get("pending") == "approval":
+            status = "pending_approval"
+        else:
+            status = "uncertain"
+        items.append(effect_item(
+            seq=row["seq"], command=row["command"], status=status,
+            effect_class=row.get("class"), code=res.get("code"),
+            summary=res.get("summary") or ("outcome unknown" if status == "uncertain" else "not started"),
+            reason=res.get("reason") or detail.get("policy"), reads=res.get("reads", []),
+            writes=res.get("writes") or detail.get("writes") or [],
+            programs=res.get("programs") or detail.get("programs") or [],
+            duration_ms=res.get("duration_ms", 0.0), line=detail.get("line", 0),
+            column=0, loop_iteration=None, replayed=bool(detail.get("replayed")),
+        ))
+    done = ("completed", "failed", "timeout", "uncertain")
+    external = ("uncertain" if any(i["status"] == "uncertain" and i["class"] == "external" for i in items) else
+                "performed" if any(i["status"] in ("completed", "failed", "timeout") and i["class"] == "external"
+                                   for i in items) else "none")
+    return run_receipt(
+        run_id=prev["run_id"],
+        operation=prev["operation"],
+        key=prev.get("key"),
+        script_path=prev.get("script_path") or "",
+        script_sha256=script_sha256 if isinstance(script_sha256, str) and len(script_sha256) == 64 else "0" * 64,
+        workspace=str(workspace),
+        status="interrupted",
+        attempted_at=prev["started_at"],
+        finished_at=utc_timestamp(),
+        duration_ms=_journaled_for(prev["started_at"], reached),
+        steps_used=0,  # not recorded: the process died with its count (the receipt says so, render.py)
+        steps_budget=steps_budget,
+        effects_count=len(items),
+        effects_budget=effects_budget,
+        items=items,
+        omitted=0,
+        artifacts=[
+            artifact_of(workspace, w, write_roots)
+            for w in dict.fromkeys(w for i in items if i["status"] in done for w in i["writes"])
+        ],
+        external_effect=external,
+        retry=derive_retry("interrupted", external_effect=external),
+        blocker=blocker,
+        error=None,
+        result=None,
+        loops=[],
+        attempts=attempts,
+        previous_run=prev.get("previous_run"),
+        skipped_of=None,
+        **({"policy": policy} if policy is not None else {}),
+        **({"args": args} if args else {}),
+    )
+
+
+def _journaled_for(started_at: str, rows: list[dict[str, Any]]) -> float:
+    """How long the dead run went on at least: from its start to the last entry its journal holds (0 when
+    it holds none, or the times cannot be read)."""
+    from datetime import datetime
+
+    def at(text: Any) -> datetime | None:
+        try:
+            return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+        except ValueError:
+            return None
+
+    start = at(started_at)
+    ends = [t for r in rows if not (r.get("detail") or {}).get("replayed")
+            for t in (at(r.get("result_at")), at(r.get("intent_at"))) if t is not None]
+    if start is None or not ends:
+        return 0.0
+    return max(0.0, round((max(ends) - start).total_seconds() * 1000, 3))
