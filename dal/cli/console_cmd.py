@@ -59,8 +59,9 @@ def cmd_console(args: argparse.Namespace) -> int:
 
         from dal.console.serve import serve
     except ImportError as e:
-        return _die(f"dal console needs the console extra ({e.name} is not installed): "
-                    "pip install 'dal-lang[console]'")
+        from dal.core.extras import install_hint
+
+        return _die(f"dal console needs the console extra ({e.name} is not installed): {install_hint('console')}")
     name = args.name
     if not name:
         import getpass

@@ -53,7 +53,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     try:
         import mcp  # noqa: F401
     except ImportError:
-        return _fail("the MCP SDK is not installed: pip install 'dal-lang[mcp]'")
+        from dal.core.extras import install_hint
+
+        return _fail(f"the MCP SDK is not installed: {install_hint('mcp')}")
     from dal.effects.policy import Policy, PolicyError
     from dal.mcp.ceiling import Ceiling
     from dal.mcp.server import serve

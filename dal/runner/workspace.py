@@ -51,7 +51,9 @@ class Found(FrozenRecord):
         if self.passed_over is not None:
             notes.append(f"{self.passed_over} is not used: its folder is writable by every user, so anyone could "
                          f"have put it there (--workspace {sh_quote(self.passed_over.parent)} to use it)")
-        if self.outer is not None:
+        if self.outer is not None and not (self.path / ".dal").is_dir():
+            # Once per workspace, not on every command: until its first run makes its own .dal/ (a monorepo
+            # with a dal.toml per project is normal; the closing line and the receipt name the workspace).
             notes.append(f"workspace {self.path} ({self.how}) is inside workspace {self.outer}: the nearest one "
                          f"is used (--workspace {sh_quote(self.outer)} for the outer one)")
         return "; ".join(notes) or None

@@ -54,7 +54,9 @@ class Metrics:
         try:
             import prometheus_client as pc
         except ImportError:
-            raise MetricsUnavailable("--metrics-port needs prometheus-client: pip install 'dal-lang[metrics]' "
+            from dal.core.extras import install_hint
+
+            raise MetricsUnavailable(f"--metrics-port needs prometheus-client: {install_hint('metrics')} "
                                      "(or `pip install prometheus-client` in DAL's environment)") from None
         self._pc = pc
         self.clock = clock

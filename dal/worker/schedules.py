@@ -18,7 +18,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
-INSTALL = "pip install 'dal-lang[schedule]'"
 CATCH_UP_COUNT_LIMIT = 1000  # missed slots counted one by one up to this many
 
 
@@ -30,7 +29,10 @@ def _cronsim() -> Any:
     try:
         import cronsim
     except ImportError:
-        raise ScheduleError(f"schedules read cron expressions with cronsim, which is not installed: {INSTALL}") \
+        from dal.core.extras import install_hint
+
+        raise ScheduleError("schedules read cron expressions with cronsim, which is not installed: "
+                            f"{install_hint('schedule')}") \
             from None
     return cronsim
 

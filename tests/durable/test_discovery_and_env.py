@@ -69,6 +69,10 @@ def test_a_nested_workspace_is_used_and_said(ws: Path) -> None:
     r = dal("run", "send.dal", cwd=inner)
     assert r.returncode == 0, r.stderr
     assert f"dal: note: workspace {inner} (dal.toml) is inside workspace {ws}: the nearest one is used" in r.stderr
+    # Said once per workspace: once its first run made its .dal/, no command says it again.
+    again = dal("run", "send.dal", cwd=inner)
+    assert again.returncode == 0 and "is inside workspace" not in again.stderr, again.stderr
+    assert "is inside workspace" not in dal("policy", "check", "true", cwd=inner).stderr
 
 
 def secret_anywhere(root: Path) -> list[str]:

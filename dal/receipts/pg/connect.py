@@ -35,7 +35,9 @@ def driver() -> Any:
     try:
         import psycopg
     except ImportError:
-        raise StoreError("a postgresql:// store needs the PostgreSQL driver: pip install 'dal-lang[postgres]' "
+        from dal.core.extras import install_hint
+
+        raise StoreError(f"a postgresql:// store needs the PostgreSQL driver: {install_hint('postgres')} "
                          "(psycopg 3)") from None
     return psycopg
 
