@@ -178,14 +178,20 @@ def test_the_default_toolset_alone_keeps_the_workspace_top(ws: Path) -> None:
 
 @landlocked
 def test_a_command_denied_for_lack_of_a_wall_runs_under_landlock(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    policy = Policy.load(ws, allow_run=["sh"])
-    monkeypatch.setattr(landlock_wall, "missing", lambda: "no Landlock here (test)")
-    r = sh(ws, "echo ran", require_sandbox=True)
-    assert r.status == "denied" and "no Landlock here (test)" in r.decision.reason
-    monkeypatch.undo()
-    monkeypatch.setenv("DAL_WALL", "landlock")
-    r = run_effect("sh -c 'echo ran'", EffectContext(policy=policy, require_sandbox=True))
-    assert r.ok and r.stdout == "ran\n", r.stderr
+    from dal.effects.wall import kind
+
+    monkeypatch.delenv("DAL_WALL")  # the kind in force is chosen, not named
+    monkeypatch.setitem(kind.PROBES, "bubblewrap", lambda: (False, "bubblewrap cannot make a user namespace (test)"))
+    monkeypatch.setitem(kind.PROBES, "landlock", lambda: (False, "no Landlock (test)"))
+    ctx = EffectContext(policy=Policy.load(ws, allow_run=["git"]), unsandboxed_as_root=True, timeout=20)
+    denied = run_effect("git init -q sub/repo", ctx)
+    assert denied.status == "denied" and "git runs only inside a wall" in denied.decision.reason
+    assert not (ws / "sub" / "repo").exists()
+    monkeypatch.setitem(kind.PROBES, "landlock", kind.landlock_status)  # the kernel's Landlock, as it is
+    assert wall_in_force(ctx)["wall"] == "landlock"
+    ran = run_effect("git init -q sub/repo", ctx)
+    assert ran.ok, ran.stderr
+    assert (ws / "sub" / "repo" / ".git" / "HEAD").is_file()
 
 
 def lingering(marker: str) -> list[str]:
