@@ -7,9 +7,10 @@ processes run (a lease it lost: that process is told to stop), fire due schedule
 got a decision, claim jobs up to its concurrency and hand each to an idle job process, forking a new one
 when none is idle. A job process (dal/worker/jobproc.py) runs many jobs, one at a time, keeping its store
 connection and the checked scripts between them, and is replaced when it dies or is recycled
-(dal/worker/pool.py). The parent is one thread, and on SQLite it closes its store connection before every
-fork(): a SQLite connection (and SQLite's per-file lock bookkeeping) must never cross a fork, and fork() in a
-process with threads is unsafe; so the leases are renewed from the loop, at a third of the lease. On
+(dal/worker/pool.py). The parent is one thread, and on SQLite it keeps its store connection from turn to
+turn but closes it before every fork() of a job process: a SQLite connection (and SQLite's per-file lock
+bookkeeping) must never cross a fork, and fork() in a process with threads is unsafe; so the leases are
+renewed from the loop, at a third of the lease. On
 PostgreSQL the parent keeps one connection for its whole life (opened once, its schema checked once); a job
 process it forks inherits that connection's socket and never uses or closes it.
 
@@ -71,6 +72,8 @@ class Worker:
         self.store: Any = self.location.file if self.location.is_file else self.location
         self._waker: Any = None  # PostgreSQL: LISTEN for submits, decisions and requeues between polls
         self._pg: Any = None  # PostgreSQL: the store the loop keeps open (see _queue)
+        self._sqlite: JobQueue | None = None  # SQLite: the loop's queue, kept between forks (see _queue)
+        self._sqlite_file: tuple[int, int] | None = None  # the store file it was opened on (device, inode)
         self.queues = tuple(dict.fromkeys(queues)) or ("default",)
         self.concurrency = max(1, concurrency)
         self.lease = lease
@@ -175,6 +178,7 @@ class Worker:
                     q.worker_beat(self.id, state="stopped", running=0, done=self.done)
             except StoreError as e:
                 self.say(f"could not record that it stopped: {e}")
+            self._drop_queue()
             if self._pg is not None:
                 self._pg.close()
                 self._pg = None
@@ -241,6 +245,7 @@ class Worker:
             except StoreError as e:
                 # Waited out below, however soon the next beat falls due: a store that refuses at once (a
                 # server that is down, a damaged file) must not be asked again at once (attack7 03).
+                self._drop_queue()  # asked again on a fresh connection
                 refused = True
                 self._unrouted = exited  # routed once the store answers again
                 wait = self._trouble.failed(e)
@@ -280,16 +285,35 @@ class Worker:
             m.answer()  # while the store refuses: with the counts last read
 
     def _queue(self) -> Any:
-        """A queue on a connection of its own: SQLite's (JobQueue.open) closed at the end of each turn, before
-        any fork; PostgreSQL's kept from turn to turn (the store reconnects when its connection was lost), and
-        closed as the worker stops."""
+        """A queue on a connection of its own, kept from turn to turn and closed as the worker stops. SQLite's
+        (JobQueue.open) is also closed before every fork (_drop_queue: a forked child must not hold a copy of
+        a connection) and after the store refused something, and opened again when the store's path names
+        another file than the one it was opened on (a restore from a backup): opening and closing it at every
+        turn cost the loop a connection, two PRAGMAs and the -shm lock's registration per job. PostgreSQL's
+        store reconnects when its connection was lost."""
         if self.location.is_file:
-            return JobQueue.open(self.store)
+            try:
+                st = os.stat(self.store)
+                now: tuple[int, int] | None = (st.st_dev, st.st_ino)
+            except OSError:
+                now = None
+            if self._sqlite is not None and (now is None or now != self._sqlite_file):
+                self._drop_queue()
+            if self._sqlite is None:
+                self._sqlite = JobQueue.open(self.store)
+                self._sqlite_file = now
+            return _Kept(self._sqlite)
         if self._pg is None:
             from dal.receipts.location import open_store
 
             self._pg = open_store(self.location)
         return self._pg.jobs()
+
+    def _drop_queue(self) -> None:
+        """Close the loop's SQLite queue (before a fork, after a refusal, as the worker stops)."""
+        q, self._sqlite, self._sqlite_file = self._sqlite, None, None
+        if q is not None:
+            q.close()
 
     def _stale(self, q: JobQueue) -> list[tuple[int, int, float]]:
         """The running jobs of other workers whose lease this worker has seen unchanged (not renewed) for a
@@ -477,6 +501,7 @@ class Worker:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         sys.stdout.flush()
         sys.stderr.flush()
+        self._drop_queue()  # no copy of the loop's SQLite connection in the child
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the job process: never returns
@@ -687,3 +712,18 @@ def _prctl() -> Callable[..., int] | None:
         return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
+
+
+class _Kept:
+    """`with` over a kept queue: the block uses it, and its end leaves it open (Worker._queue)."""
+
+    __slots__ = ("q",)
+
+    def __init__(self, q: JobQueue) -> None:
+        self.q = q
+
+    def __enter__(self) -> JobQueue:
+        return self.q
+
+    def __exit__(self, *exc: object) -> None:
+        pass

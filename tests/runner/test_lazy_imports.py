@@ -83,9 +83,11 @@ def test_the_policy_file_brings_its_toml_parser(tmp_path: Path) -> None:
 
 
 # What a one-effect `dal run` still has no use for: shutil (and its bz2, lzma), which finding a program once
-# brought, and what tree-sitter-bash's own __init__ imports for highlight queries (importlib.resources, and
-# through it tempfile and random).
-EFFECT_NEVER = ("shutil", "bz2", "lzma", "tempfile", "random", "importlib.resources", "tree_sitter_bash")
+# brought, what tree-sitter-bash's own __init__ imports for highlight queries (importlib.resources, and
+# through it tempfile and random), the Landlock wall (bubblewrap is in force), and hashlib with OpenSSL
+# (hmac: only a pipeline that writes a held record signs it).
+EFFECT_NEVER = ("shutil", "bz2", "lzma", "tempfile", "random", "importlib.resources", "tree_sitter_bash",
+                "dal.effects.wall.landlock_wall", "hashlib", "hmac")
 
 
 def test_a_one_effect_run_loads_no_archive_or_resource_modules(tmp_path: Path) -> None:

@@ -26,6 +26,16 @@ def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             for family in prometheus.text_string_to_metric_families(text) for s in family.samples}
 
 
+def _journaled(q: Queue, command: str) -> bool:
+    """Whether the store holds the result of an effect `command`."""
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(q.db, timeout=5)) as c:
+        return c.execute("SELECT 1 FROM effects WHERE command = ? AND result IS NOT NULL", (command,)).fetchone() \
+            is not None
+
+
 def url_of(log: str) -> str:
     return re.search(r"metrics on (http://127\.0\.0\.1:\d+/metrics)", log).group(1)
 
@@ -41,7 +51,10 @@ def test_a_real_workers_metrics_count_what_it_did(queue: Queue) -> None:
     # metrics takes the job over once its lease ran out.
     assert q.cli("submit", "taken.dal").code == 0
     gone = q.worker("--lease", "1")
-    q.wait_for(lambda: q.lines("taken.txt") == ["a"], 30, "the first worker to start its job")
+    # Killed once effect 1's result is journaled (not merely once its append shows: in between, a kill leaves an
+    # effect whose outcome is unknown, which rightly waits for a person).
+    q.wait_for(lambda: q.lines("taken.txt") == ["a"] and _journaled(q, "echo a >> taken.txt"), 30,
+               "the first worker to journal its job's first effect")
     os.killpg(gone.pid, signal.SIGKILL)
     gone.wait(10)
     for name in ("ok", "bad"):

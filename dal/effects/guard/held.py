@@ -14,8 +14,6 @@ read stops that run (fail closed).
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 import stat
@@ -25,7 +23,6 @@ from dal.core import statedir
 from dal.effects.guard.gitguard import GitGuard
 from dal.effects.policy import Policy
 from dal.effects.wall import owners, reaper
-from dal.effects.wall.landlock_wall import LandlockWall
 from dal.effects.wall.sandbox import GIT_SWEPT, Wall
 
 __all__ = ["Held", "HeldUnreadable", "finish_dead"]
@@ -91,7 +88,16 @@ def _key_in(folder: str, own_folder: bool) -> bytes | None:
 
 
 def _mac(key: bytes, body: bytes) -> str:
+    import hashlib  # here: OpenSSL loads with it (2 ms), and most commands write no record
+    import hmac
+
     return hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def _same(a: str, b: str) -> bool:
+    import hmac
+
+    return hmac.compare_digest(a, b)
 
 
 def _folder(policy: Policy) -> str:
@@ -213,7 +219,7 @@ def finish_dead(policy: Policy) -> list[str]:
             raise HeldUnreadable(f"{path}: {e}") from None
         key = _key()
         if not (isinstance(body, str) and isinstance(mac, str) and key is not None
-                and hmac.compare_digest(mac, _mac(key, body.encode()))):
+                and _same(mac, _mac(key, body.encode()))):
             continue  # not written by this operator's DAL (or by one without a key): not acted on, left in place
         try:
             record = json.loads(body)
@@ -298,7 +304,12 @@ def _finish(policy: Policy, record: dict) -> list[str]:
     """Close the recorded wall, then finish the recorded guard, as executor._run_pipeline would have."""
     out: list[str] = []
     if record.get("wall") is not None:
-        kind = LandlockWall if record["wall"].get("kind") == "landlock" else Wall
+        if record["wall"].get("kind") == "landlock":  # imported only then: it brings shutil and tempfile
+            from dal.effects.wall.landlock_wall import LandlockWall
+
+            kind: type = LandlockWall
+        else:
+            kind = Wall
         wall = kind.from_state(policy, record["wall"])
         wall.close()
         if wall.undone:
