@@ -31,6 +31,7 @@ class EffectResult:
     stderr_truncated: bool = False
     timeout_s: float | None = None
     limit: str | None = None  # the resource limit the command ran into (docs/policy.md, "Limits")
+    wall: str | None = None  # the wall that held its programs: "bubblewrap" | "landlock" | "none"; None: not run
 
     @property
     def ok(self) -> bool:
@@ -98,4 +99,5 @@ class EffectResult:
             "stdout_truncated": self.stdout_truncated,
             "stderr_truncated": self.stderr_truncated,
             "limit": self.limit,
+            "wall": self.wall,
         }

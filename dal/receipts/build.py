@@ -40,9 +40,11 @@ def effect_item(
     column: int,
     loop_iteration: int | None,
     replayed: bool,
+    wall: str | None = None,
 ) -> dict[str, Any]:
-    """One entry of `effects.items`: a run() call, how it was decided and how it ended."""
-    return {
+    """One entry of `effects.items`: a run() call, how it was decided and how it ended; `wall`, the wall kind
+    that held its programs (None for a command that did not run)."""
+    item: dict[str, Any] = {
         "seq": seq,
         "command": command,
         "status": status,
@@ -53,12 +55,14 @@ def effect_item(
         "reads": reads,
         "writes": writes,
         "programs": programs,
+        "wall": wall,
         "duration_ms": duration_ms,
         "line": line,
         "column": column,
         "loop_iteration": loop_iteration,
         "replayed": replayed,
     }
+    return item
 
 
 def unjournaled_item(item: dict[str, Any]) -> dict[str, Any]:
@@ -223,7 +227,7 @@ def dead_run_receipt(
             summary=res.get("summary") or ("outcome unknown" if status == "uncertain" else "not started"),
             reason=res.get("reason") or detail.get("policy"), reads=res.get("reads", []),
             writes=res.get("writes") or detail.get("writes") or [],
-            programs=res.get("programs") or detail.get("programs") or [],
+            programs=res.get("programs") or detail.get("programs") or [], wall=res.get("wall"),
             duration_ms=res.get("duration_ms", 0.0), line=detail.get("line", 0),
             column=0, loop_iteration=None, replayed=bool(detail.get("replayed")),
         ))

@@ -64,6 +64,7 @@ def result_from_json(command: str, data: dict[str, Any], decision: Decision) -> 
         stderr_truncated=bool(data.get("stderr_truncated", False)),
         timeout_s=data.get("timeout_s"),
         limit=data.get("limit"),
+        wall=data.get("wall"),
     )
 
 
@@ -696,6 +697,7 @@ class EffectHandler:
                 reads=list(d.reads),
                 writes=list(d.writes),
                 programs=list(d.programs),
+                wall=result.wall,
                 duration_ms=round(result.duration_ms, 3),
                 line=span.line,
                 column=span.column,

@@ -77,3 +77,18 @@ def test_policy_check_names_the_wall_and_denies_as_the_run_would(ws: Path, no_wa
     assert main(["policy", "check", "--unsandboxed-as-root", "--json", "cat notes.txt"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["decision"] == "allow" and got["wall"]["kind"] == "none" and got["wall"]["refused"] is None
+
+
+def test_each_effect_of_the_receipt_names_the_wall_that_held_it(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import dal
+
+    script = 'run("echo hi")\nrun("cat ../elsewhere.txt")\n'
+    walled = dal.run(script, workspace=tmp_path).to_dict()["effects"]["items"]
+    have = "bubblewrap" if sandbox_status()[0] else "landlock" if kind.landlock_status()[0] else "none"
+    assert walled[0]["status"] == "completed" and walled[0]["wall"] == have
+    assert walled[1]["status"] == "denied" and walled[1]["wall"] is None  # it never ran: no wall held it
+    monkeypatch.setitem(kind.PROBES, "bubblewrap", lambda: (False, MISSING))
+    monkeypatch.setitem(kind.PROBES, "landlock", lambda: (False, ""))
+    bare = dal.run(script, workspace=tmp_path, unsandboxed_as_root=True).to_dict()["effects"]["items"]
+    assert bare[0]["status"] == "completed" and bare[0]["wall"] == "none"

@@ -82,6 +82,7 @@ def execute_checked(
         stderr_truncated=outcome.stderr_truncated,
         timeout_s=ctx.timeout,
         limit=outcome.limit,
+        wall=kind.name,
     )
 
 
