@@ -305,3 +305,21 @@ def test_what_git_must_not_change_in_its_repository_is_put_back(repo: Path) -> N
     assert r.code == 126 and ".git/config (changed inside the wall; put back as it was)" in r.stderr
     assert (repo / ".git" / "config").read_text() == config
     assert sorted(os.listdir(repo / ".git" / "hooks")) == hooks
+
+
+def test_the_plan_printed_for_landlock_says_how_landlock_holds_it(ws: Path) -> None:
+    import attrs
+
+    from dal.effects.wall.limits import CommandLimits
+    from dal.effects.wall.sandbox import plan_of
+
+    policy = Policy.load(ws, allow_run=["sh"])
+    plan = attrs.evolve(plan_of(policy, ["/bin/sh"], CommandLimits.of(policy, 10), True, False), kind="landlock")
+    lines = plan.describe()
+    assert lines[0] == "wall:         landlock"
+    assert "network:      off (no socket(2); TCP bind and connect refused)" in lines
+    assert "identity:     /etc/passwd and /etc/group refused" in lines
+    put_back = next(line for line in lines if line.startswith("put back:"))
+    assert str(ws / ".git" / "config") in put_back  # git writes beside it: copied and put back
+    read_only = next(line for line in lines if line.startswith("read-only:"))
+    assert str(ws / "dal.toml") in read_only and ".git/" not in read_only

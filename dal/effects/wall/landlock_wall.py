@@ -34,7 +34,7 @@ import attrs
 
 from dal.effects.policy import Policy
 from dal.effects.wall import landlock, landlock_kept, seccomp
-from dal.effects.wall.limits import CommandLimits
+from dal.effects.wall.limits import CommandLimits, format_bytes
 from dal.effects.wall.plan import WallPlan, scrubbed_env
 from dal.effects.wall.sandbox import Wall, WallRefused
 
@@ -206,6 +206,42 @@ class Mount:
 
     def __repr__(self) -> str:
         return f"Mount({self.path!r}, {self.rights!r})"
+
+
+def describe(plan: WallPlan) -> list[str]:
+    """The plan as the Landlock wall holds it (WallPlan.describe for kind "landlock"), one line a fact."""
+    def paths(items: Iterable[str]) -> str:
+        return ", ".join(items) or "(none)"
+
+    held = [p for p in plan.protected if not _in_git(p)]
+    kept = [p for p in plan.protected if _in_git(p)]
+    filters = dict.fromkeys((*plan.seccomp, "ipc-keyrings", *(() if plan.network else ("sockets",))))
+    shown = "everything, read-only (but /proc, /sys, /dev)" if plan.read_all else \
+        ", ".join(source for _, source in plan.system)
+    lines = [
+        "wall:         landlock",
+        f"network:      {'allowed' if plan.network else 'off (no socket(2); TCP bind and connect refused)'}",
+        f"reads:        {paths(plan.read)}",
+        f"writes:       {paths(plan.write)}",
+        f"read-only:    {paths(held)} (the folders on the way list only and take no new entries; for the "
+        "default toolset alone the roots are whole and these are copied and put back)",
+        f"put back:     {paths(kept)} (copied before, put back after: git writes in their folder)",
+        f"placeholders: {paths(p for p, _ in plan.placeholders)}",
+        f"hidden:       {paths(p for p, _ in plan.hidden)} (no file read; names listable)",
+        f"system:       {shown}; /dev: {', '.join(DEVICES)}",
+        f"programs:     {paths(plan.programs) if plan.programs else '(all in the system folders)'}",
+        "identity:     /etc/passwd and /etc/group refused",
+        "/tmp:         refused; TMPDIR and HOME in a folder of the pipeline's own, removed after it",
+        f"seccomp:      {', '.join(filters)}",
+        "processes:    no capability; signals and abstract unix sockets stay inside the stage; its init kills "
+        "what it leaves",
+        f"working dir:  {plan.workspace}",
+    ]
+    if plan.limits is not None:
+        lim = plan.limits
+        lines.append(f"limits:       {lim.processes} processes, files up to {format_bytes(lim.file_size)}, "
+                     f"memory {format_bytes(lim.memory)}, {lim.cpu_seconds} CPU seconds a process")
+    return lines
 
 
 def mounts_of(plan: WallPlan, fds: dict[str, int] | None = None) -> list[Mount]:

@@ -84,6 +84,10 @@ class WallPlan:
 
     def describe(self) -> list[str]:
         """The plan as a person reads it, one line a fact, most important first."""
+        if self.kind == "landlock":  # the same plan, held by other means (landlock_wall.py)
+            from dal.effects.wall.landlock_wall import describe
+
+            return describe(self)
         def paths(items: tuple[str, ...]) -> str:
             return ", ".join(items) or "(none)"
 
