@@ -148,7 +148,10 @@ def _walls(d: Any, policy: Policy, spec: Any, kind: str) -> list[Any]:
     except (WallRefused, OSError) as e:
         sys.stderr.write(f"dal: the wall cannot be set up: {e}\n")
         return []
-    return [attrs.evolve(p, kind=kind) for p in plans]
+    if kind == "landlock":  # the same view, as rules; its filters add these (landlock_wall.LandlockWall)
+        return [attrs.evolve(p, kind=kind, seccomp=(*p.seccomp, "ipc-keyrings", *(() if p.network else ("sockets",))))
+                for p in plans]
+    return plans
 
 
 def _describe_walls(d: Any, walls: list[Any]) -> list[str]:

@@ -140,3 +140,17 @@ def test_wall_plans_follows_the_executor_per_pipeline(ws: Path) -> None:
     assert first.placeholders == () and (str(ws / "dal.toml"), "folder") in second.placeholders
     assert str(ws / ".git") in second.protected  # a program other than git: `.git` read-only as a whole
     assert str(ws / ".git") not in first.protected
+
+
+def test_policy_check_shows_the_plan_of_the_kind_in_force(ws: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from dal.effects.wall import landlock_wall
+
+    if landlock_wall.missing() is not None:
+        pytest.skip(str(landlock_wall.missing()))
+    monkeypatch.chdir(ws)
+    monkeypatch.setenv("DAL_WALL", "landlock")
+    assert main(["policy", "check", "--wall", "--json", "--allow-run=sh", "sh -c true"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["wall"]["kind"] == "landlock" and got["walls"][0]["kind"] == "landlock"
+    assert {"setuid", "ipc-keyrings", "sockets"} <= set(got["walls"][0]["seccomp"])
