@@ -79,7 +79,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
     if note is not None:
         sys.stderr.write(f"dal: note: {note}\n")
     from dal.effects import EffectContext, check_command, sandbox_status, wall_kind, walled_only
-    from dal.effects.classify.explain import enforced, modelled
+    from dal.effects.classify.explain import enforced, modelled, runs
 
     d = check_command(args.cmd, policy)
     if d.allowed:
@@ -107,6 +107,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
             "workspace_found_by": spec.workspace_how,
             "sandbox": {"available": available, "reason": why},
             "wall": {"kind": kind.name, "reason": kind.reason, "refused": kind.refused},
+            "runs": runs(d.plan) if d.allowed and d.plan is not None else None,
             "modelled": modelled(d.programs) if d.allowed else None,
             "enforced": enforced(policy, kind.name, kind.refused),
             **({"walls": [w.to_json() for w in walls]} if walls is not None else {}),
@@ -127,6 +128,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
             f"  wall:       {kind.name} ({kind.refused or kind.reason})",
         ]
         if d.allowed:
+            lines.append(f"  runs:       {runs(d.plan)}")
             lines.append(f"  modelled:   {modelled(d.programs)}")
         lines.append(f"  enforced:   {enforced(policy, kind.name, kind.refused)}")
         if walls:

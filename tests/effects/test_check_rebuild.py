@@ -204,3 +204,19 @@ def test_links_inside_and_commands_that_do_not_follow_them_stay_allowed(ws: Path
     (ws / "sub" / "out").symlink_to(ws.parent / "outside" / "canary.txt")
     if "xtype" not in command and "-lF" not in command:
         assert check_command(command, Policy.default(ws)).allowed, command
+
+
+def test_dal_policy_check_shows_what_runs(ws: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    cmd = "grep -rn TODO . > out.txt 2>&1 && sort --o=x -r notes.md | tee -a log; cat <notes.md"
+    r = subprocess.run([sys.executable, "-m", "dal", "policy", "check", cmd], cwd=ws, capture_output=True, text=True,
+                       timeout=60)  # fmt: skip
+    shown = ("grep -r -n --exclude-dir=.dal -- TODO . >out.txt 2>&1 && sort --output=x -r -- notes.md "
+             "| tee -a -- log; cat -- <notes.md")
+    assert f"  runs:       {shown}" in r.stdout.splitlines(), r.stdout
+    r = subprocess.run([sys.executable, "-m", "dal", "policy", "check", "--json", cmd], cwd=ws, capture_output=True,
+                       text=True, timeout=60)  # fmt: skip
+    assert json.loads(r.stdout)["runs"] == shown

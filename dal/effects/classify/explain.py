@@ -9,10 +9,12 @@ any program allowed by name: nothing). Beyond the default toolset only the wall 
 from __future__ import annotations
 
 import os
+import shlex
 
+from dal.effects.plan.shell import CommandList, Redirect
 from dal.effects.policy import DEFAULT_TOOLSET_NAMES, Policy
 
-__all__ = ["modelled", "enforced"]
+__all__ = ["modelled", "enforced", "runs"]
 
 # Beyond the default toolset, programs whose model the check still reads (git: gitmodel.py); they run only
 # inside a wall all the same.
@@ -51,3 +53,22 @@ def _roots(roots: tuple[str, ...], policy: Policy) -> str:
         rel = os.path.relpath(r, policy.workspace)
         shown.append("the workspace" if rel == "." else rel if not rel.startswith("..") else r)
     return ", ".join(shown) or "nothing"
+
+
+def runs(plan: CommandList) -> str:
+    """The command as the executor runs it: each program's argv as the check rebuilt it (`grep -rn TODO .`
+    runs `grep -r -n --exclude-dir=.dal -- TODO .`), with its redirections, in the script's order."""
+    items = [" | ".join(" ".join([shlex.join(c.argv), *map(_redirect, c.redirects)]) for c in p.commands)
+             for p in plan.items]
+    out = items[0] if items else ""
+    for op, item in zip(plan.ops, items[1:], strict=False):
+        out += f" {op} " if op != ";" else "; "
+        out += item
+    return out
+
+
+def _redirect(r: Redirect) -> str:
+    if r.op == ">&":
+        return f"{r.fd}>&{r.dup_fd}"
+    fd = "&" if r.fd == -1 else "" if r.fd == (0 if r.op == "<" else 1) else str(r.fd)
+    return f"{fd}{r.op}{shlex.quote(r.target or '')}"
