@@ -54,6 +54,8 @@ class Console:
                                trim_blocks=True, lstrip_blocks=True, finalize=_shown_text)
         self.env.globals["run_path"] = run_path
         self.env.filters["oneline"] = visible  # a command: newlines shown as \n too
+        self.env.filters["said"] = views.said
+        self.env.globals["said_parts"] = lambda d: views.SAID.get(d, (d, ""))
         self.css = (HERE / "static" / "console.css").read_bytes()
 
     @contextmanager

@@ -30,6 +30,19 @@ CHOICES = {
     "uncertain": (("resolved:done", "It happened"), ("resolved:failed", "It did not"),
                   ("resolved:retry", "Run it again")),
 }
+# A decision in words, as `dal resolve` says it ("resolved effect 2 of run R as done"), never the stored label.
+SAID = {"approved": ("approved", ""), "denied": ("denied", ""),
+        "resolved:done": ("resolved", " as done (it happened)"),
+        "resolved:failed": ("resolved", " as failed (it did not happen)"),
+        "resolved:retry": ("resolved", " as retry (run it again)")}
+
+
+def said(decision: str) -> str:
+    """`resolved as failed (it did not happen)` for `resolved:failed`; the label itself for one unknown."""
+    verb, how = SAID.get(decision, (decision, ""))
+    return f"{verb}{how}"
+
+
 KIND_OF = {"approved": "approval", "denied": "approval", "resolved:done": "uncertain",
            "resolved:failed": "uncertain", "resolved:retry": "uncertain"}
 _WANT = {"approval": "pending_approval", "uncertain": "uncertain"}
@@ -82,6 +95,25 @@ def _held_of(store: RunStore, row: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _started(store: RunStore, rid: str, seq: int) -> dict[str, Any] | None:
+    """The journal entry of the attempt that started effect `seq` (with the run it is in, `by`): a resume
+    that holds the effect journals a hold of its own, timed by the resume, not by the killed attempt that
+    began the effect; so the runs before `rid` are looked at too, back to the one that journaled the intent."""
+    found: dict[str, Any] | None = None
+    seen: set[str] = set()
+    cur: str | None = rid
+    while cur and cur not in seen and len(seen) < 1000:
+        seen.add(cur)
+        for e in store.journal(cur):
+            if e.get("seq") == seq:
+                if found is None or not (e.get("detail") or {}).get("uncertain"):
+                    found = {**e, "by": cur}
+        if found is not None and not (found.get("detail") or {}).get("uncertain"):
+            break  # the attempt that began it
+        cur = (store.run_row(cur) or {}).get("previous_run")
+    return found
+
+
 def effect_view(store: RunStore, row: dict[str, Any], seq: int, kind: str, command: str,
                 effect_class: str | None) -> dict[str, Any]:
     """A held effect with what a person needs to decide it, and the hash its form carries."""
@@ -92,7 +124,7 @@ def effect_view(store: RunStore, row: dict[str, Any], seq: int, kind: str, comma
     items = (receipt.get("effects") or {}).get("items") or []
     mine = next((i for i in items if i.get("seq") == seq), {})
     before = [i for i in items if isinstance(i.get("seq"), int) and i["seq"] < seq]
-    entry = [e for e in store.journal(rid) if e.get("seq") == seq]
+    entry = _started(store, rid, seq)
     return {
         "run_id": rid,
         "seq": seq,
@@ -103,7 +135,7 @@ def effect_view(store: RunStore, row: dict[str, Any], seq: int, kind: str, comma
         "line": mine.get("line"),
         "before": before,
         "decisions": [describe_decision(d) for d in group],
-        "journal": entry[-1] if entry else None,
+        "journal": entry,
         "files": files_state(receipt.get("workspace"), mine.get("writes") or []) if kind == "uncertain" else [],
         "choices": CHOICES[kind],
         "hash": shown_hash(rid, seq, command, kind, [int(d["id"]) for d in group if "id" in d]),

@@ -76,7 +76,9 @@ def test_decide_in_the_browser_and_watch_the_jobs_finish(workspace: Workspace, c
     append = page.locator(f"#held-{append_run}-1")
     append.locator("input[name=note]").fill("app.txt has the line")
     append.locator("button[value='resolved:done']").click()
-    assert f"resolved:done effect 1 of run {append_run}" in page.locator("main").inner_text()
+    said = page.locator("main").inner_text()
+    assert f"resolved effect 1 of run {append_run} as done (it happened): echo once >> app.txt" in said, said
+    assert "resolved:" not in said  # the stored label is DAL's, not a person's words
 
     # Blocked: the parked job with its blocker.
     page.goto(f"{console.base}/blocked")

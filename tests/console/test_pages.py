@@ -86,3 +86,29 @@ def test_a_workspace_with_no_store_yet_says_so_and_creates_nothing(workspace: Wo
     r, page = request(console, "POST", "/decide", cookie=cookie, body=body)
     assert r.status == 200 and "No runs yet" in page
     assert not (workspace.ws / ".dal").exists()
+
+
+def test_an_uncertain_effect_is_timed_by_the_attempt_that_began_it(workspace: Workspace, console: Server) -> None:
+    # The resume that holds the effect journals a hold of its own: the card named its time, as if the
+    # effect had begun then, not when the killed attempt began it.
+    w = workspace
+    w.write("append.dal", 'run("echo once >> app.txt")\n')
+    assert w.dal("run", "--key", "append", "append.dal", DAL_TEST_CRASH_AT="after-exec:1").code < 0
+    killed = w.dal("receipts", "--json")
+    import json
+
+    first = json.loads(killed.out)["runs"][0]["run_id"]
+    time.sleep(1.1)  # the hold a resume journals is a second or more later
+    assert w.dal("run", "--key", "append", "append.dal").code == 3
+    held = w.waiting_run("append")
+    assert held != first
+    cookie = login(console)
+    r, page = request(console, "GET", "/waiting", cookie=cookie)
+    assert r.status == 200
+    card = page[page.index(f'id="held-{held}-1"'):]
+    began = re.search(r"intent recorded (\S+) by run <a href=\"[^\"]+\">(run_\w+)</a>", card)
+    assert began and began.group(2) == first, card[:2000]
+    from dal.receipts.store import Store
+
+    with Store(w.db, readonly=True) as s:
+        assert began.group(1) == s.journal(first)[0]["intent_at"]
