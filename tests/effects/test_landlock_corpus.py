@@ -32,7 +32,9 @@ from test_hostile_corpus import (
 )
 from test_wall_alone import ALL, HALVES, LAUNCHER, _problems
 
+from dal.effects import EffectContext, run_effect
 from dal.effects.classify.check import find_program
+from dal.effects.exec.running import wall_in_force
 from dal.effects.wall import landlock_wall
 from dal.receipts.store import Store
 
@@ -108,3 +110,22 @@ def test_the_landlock_wall_alone_holds_every_case(half: int) -> None:
         assert not failed, "\n".join(failed)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.skipif(not (shutil.which("curl") and shutil.which("wget")), reason="curl and wget needed")
+def test_the_fetchers_attacks_are_held_under_landlock(tmp_path: Path) -> None:
+    """test_fetchers.py's attacks that the old option models denied (issue 27's shifted arguments among
+    them), run under the Landlock wall next to the same canaries."""
+    from test_fetchers import HELD, _policy, _state
+    from test_fetchers import ws as make_ws
+
+    ws = make_ws.__wrapped__(tmp_path)  # type: ignore[attr-defined]
+    ctx = EffectContext(policy=_policy(ws), require_sandbox=True)
+    assert wall_in_force(ctx)["wall"] == "landlock"
+    before = _state(ws)
+    for command in HELD:
+        r = run_effect(command.replace("{WS}", str(ws)), ctx)
+        assert r.status != "denied" or "no wall" not in r.summary, (command, r.summary)
+        assert "CANARY" not in r.stdout + r.stderr and "STORE-SECRET" not in r.stdout + r.stderr, (command, r)
+        assert "root:x:0:0:root:/root" not in r.stdout, command
+        assert _state(ws) == before, command
