@@ -216,11 +216,11 @@ class PgJobQueue:
         return sorted(jobs, key=lambda j: (-j["priority"], j["run_at"], j["job_id"]))
 
     def heartbeat(self, fence: Fence, lease: float, now: float | None = None) -> bool:
-        with self._tx(f"renewing the lease of job {fence.job_id}") as c:
-            t = self._now(c, None)  # the database's clock, as the claim's (`now` is not used for a lease)
-            return c.execute("UPDATE jobs SET lease_until = %s WHERE job_id = %s AND lease_epoch = %s"
-                             " AND lease_owner = %s AND state = 'running'",
-                             (t + lease, fence.job_id, fence.epoch, fence.owner)).rowcount == 1
+        # The database's clock, as the claim's (`now` is not used for a lease); one statement.
+        with self.store._write(f"renewing the lease of job {fence.job_id}", single=True) as c:  # noqa: SLF001
+            return c.execute(f"UPDATE jobs SET lease_until = ({_DB_NOW[7:]}) + %s WHERE job_id = %s"
+                             " AND lease_epoch = %s AND lease_owner = %s AND state = 'running'",
+                             (lease, fence.job_id, fence.epoch, fence.owner)).rowcount == 1
 
     def set_holder(self, fence: Fence, holder: dict[str, Any]) -> bool:
         with self._tx(f"recording who runs job {fence.job_id}") as c:
@@ -238,7 +238,8 @@ class PgJobQueue:
         to = TRANSITIONS[event][1]
         run = run or {}
         t = self.clock() if now is None else now  # what the job's row says of when: not a lease
-        with self._tx(f"routing job {fence.job_id}") as c:
+        # One statement (an UPDATE, fenced by the lease epoch) but for `wait`, which reads decisions first.
+        with self.store._write(f"routing job {fence.job_id}", single=event != "wait") as c:  # noqa: SLF001
             mark = None
             if event == "wait":
                 if run.get("run_id"):
@@ -262,7 +263,7 @@ class PgJobQueue:
                  run.get("status"), run.get("retry"), json.dumps(list(waits_on)) if waits_on else None, mark, note,
                  t, to, t, fence.job_id, fence.epoch, fence.owner))
             if cur.rowcount == 1 and to in ("ready", "scheduled"):
-                self._wake(c, f"requeue:{fence.job_id}")
+                self._wake(c, f"requeue:{fence.job_id}")  # a wake-up only: after the move, or with it (`wait`)
             return to if cur.rowcount == 1 else None
 
     # -- an operator's and a person's moves ----------------------------------------------------------

@@ -131,12 +131,17 @@ class PgStore:
             schema.migrate(conn)
 
     @contextmanager
-    def _write(self, doing: str) -> Iterator[Any]:
+    def _write(self, doing: str, *, single: bool = False) -> Iterator[Any]:
+        """A write transaction. `single`: the caller runs one statement, which commits on its own (autocommit:
+        no BEGIN and COMMIT round trips), unless this commit must say its durability (FULL over NORMAL)."""
         if self.readonly:
             raise StoreError(f"the run store {self.path} was opened read-only; cannot write while {doing}.", self.path)
         with self._lock:
             try:
                 conn = self._connection(doing)
+                if single and self._sync == self._session_sync:
+                    yield conn
+                    return
                 with conn.transaction():
                     if self._sync != self._session_sync:  # FULL asked for over a NORMAL session: this commit
                         conn.execute(f"SET LOCAL synchronous_commit = {self._sync}")
@@ -230,7 +235,7 @@ class PgStore:
 
         pid = os.getpid() if pid is None else pid
         pid_start, boot = identity(pid)
-        with self._write(f"starting run {run_id}") as c:
+        with self._write(f"starting run {run_id}", single=previous_run is None) as c:
             if previous_run is not None:
                 if c.execute("SELECT 1 FROM runs WHERE run_id = %s", (run_id,)).fetchone():
                     raise StoreError(f"run {run_id} is recorded already in {self.path}", self.path)
@@ -244,21 +249,20 @@ class PgStore:
                         f"was starting: another invocation of the operation runs it. Nothing ran.", self.path, later[0])
             values = (run_id, _utf8(operation), _opt(key), _opt(script_path), started_at or utc_timestamp(),
                       previous_run, pid, pid_start, boot, os.uname().nodename, jsonb(policy))
-            # One statement: the run, and with a fence the job's holder (a data-modifying WITH always runs); a
-            # run id recorded already inserts nothing, and the transaction, holder included, is rolled back.
-            holder = ""
-            if fence is not None:
-                holder = ("WITH holder AS (UPDATE jobs SET holder = %s WHERE job_id = %s AND lease_epoch = %s"
-                          " AND lease_owner = %s AND state = 'running') ")
+            insert = ("INSERT INTO runs (run_id, operation, key, status, script_path, started_at, previous_run,"
+                      " pid, pid_start, boot_id, host, policy)"
+                      " VALUES (%s, %s, %s, 'running', %s, %s, %s, %s, %s, %s, %s, %s::jsonb)"
+                      " ON CONFLICT (run_id) DO NOTHING")
+            if fence is None:
+                added = c.execute(insert, values).rowcount
+            else:  # one statement: the run, then the job's holder only where the run was added
                 ident = {"pid": pid, "start": pid_start, "boot": boot, "worker": fence.owner}
-                values = (json.dumps(ident), fence.job_id, fence.epoch, fence.owner, *values)
-            cur = c.execute(
-                holder + "INSERT INTO runs (run_id, operation, key, status, script_path, started_at, previous_run,"
-                " pid, pid_start, boot_id, host, policy)"
-                " VALUES (%s, %s, %s, 'running', %s, %s, %s, %s, %s, %s, %s, %s::jsonb)"
-                " ON CONFLICT (run_id) DO NOTHING",
-                values)
-            if cur.rowcount == 0:
+                added = c.execute(
+                    f"WITH ins AS ({insert} RETURNING 1), holder AS (UPDATE jobs SET holder = %s WHERE job_id = %s"
+                    " AND lease_epoch = %s AND lease_owner = %s AND state = 'running' AND EXISTS (SELECT 1 FROM ins))"
+                    " SELECT count(*) FROM ins",
+                    (*values, json.dumps(ident), fence.job_id, fence.epoch, fence.owner)).fetchone()[0]
+            if not added:  # a run id recorded already: nothing was written
                 raise StoreError(f"run {run_id} is recorded already in {self.path}", self.path)
 
     def save_receipt(self, receipt: dict[str, Any], *, validate: bool | None = None) -> None:
@@ -449,7 +453,7 @@ class PgStore:
         if status is None:
             status = result_json.get("status") if isinstance(result_json, dict) else None
             status = status if isinstance(status, str) else "done"
-        with self._write(f"journaling the result of effect {seq} of {run_id}") as c:
+        with self._write(f"journaling the result of effect {seq} of {run_id}", single=True) as c:
             cur = c.execute("UPDATE effects SET result = %s::jsonb, status = %s, result_at = %s"
                             " WHERE run_id = %s AND seq = %s",
                             (jsonb(pack_result(result_json)), status, utc_timestamp(), run_id, seq))
