@@ -10,6 +10,7 @@ it survives a power loss itself) they are copies for people and are not (docs/du
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +85,11 @@ def write_receipt_files(
     *,
     workspace: str | os.PathLike[str] | None = None,
     durable: bool = True,
+    job: Mapping[str, Any] | None = None,
 ) -> tuple[Path, Path]:
     """Write `<run_id>.json` and `<run_id>.md` atomically and return their paths (json, md). `durable`
-    false: without fsyncs, for a receipt the store already holds durably.
+    false: without fsyncs, for a receipt the store already holds durably. `job`: the queue's job the run
+    belongs to (its `next:` says a worker continues it).
 
     The folder is `directory` when given (`--receipts DIR`), else `<workspace>/.dal/receipts`.
     """
@@ -95,6 +98,6 @@ def write_receipt_files(
     folder = receipts_dir(directory, workspace)
     run_id = receipt["run_id"]
     json_path = atomic_write(folder / f"{run_id}.json", receipt_json(receipt), durable=durable)
-    md_path = atomic_write(folder / f"{run_id}.md", render_markdown(receipt), durable=durable)
+    md_path = atomic_write(folder / f"{run_id}.md", render_markdown(receipt, job=job), durable=durable)
     return json_path, md_path
 

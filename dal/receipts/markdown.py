@@ -39,7 +39,8 @@ from dal.receipts.render import (
 )
 
 
-def render_markdown(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str, Any]] = ()) -> str:
+def render_markdown(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str, Any]] = (), *,
+                    job: Mapping[str, Any] | None = None) -> str:
     """The markdown receipt of a run, ending with a newline. `decisions` (Store.approvals() rows) are
     listed when given: the file written at the end of a run has none yet."""
     from dal.core.visible import visible_data
@@ -102,7 +103,7 @@ def render_markdown(receipt: Mapping[str, Any], decisions: Sequence[Mapping[str,
     for loop in (receipt.get("loops") or [])[:10]:
         lines.append(f"- loop: {describe_loop(loop)}")
     lines += [f"- decision: {describe_decision(d)}" for d in decisions]
-    lines.append(f"- next: {run_next(receipt, decisions)}")
+    lines.append(f"- next: {run_next(receipt, decisions, job=job)}")
     return escape_surrogates(_inert("\n".join(lines) + "\n"))  # UTF-8 text: a lone surrogate shown escaped
 
 

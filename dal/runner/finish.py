@@ -189,16 +189,18 @@ def finish(
     # A receipt the store holds (fsynced) is copied to files unless the host asked for none (a job's run
     # without a receipts folder of its own, docs/workers.md); one the store could not take always is.
     want_files = not stored or run.hooks.receipt_files
+    fence = run.hooks.fence  # a worker's run of a job: its next step is the worker's, not `dal resume`
+    job = {"job_id": fence.job_id} if fence is not None else None
     try:
         try:
             if want_files:
                 json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace,
-                                                         durable=not stored)
+                                                         durable=not stored, job=job)
         except OSError as e:
             if not (e.errno == errno.ENOSPC and _free_reserve(run)):
                 raise
             json_path, md_path = write_receipt_files(receipt, spec.receipts_dir(), workspace=run.workspace,
-                                                     durable=not stored)
+                                                     durable=not stored, job=job)
     except OSError as e:
         files_problem = e
         if store_problem is None:

@@ -10,13 +10,15 @@ from worker_queue import Queue
 def test_a_waiting_jobs_next_step_is_the_decision_and_a_worker_continues_it(queue: Queue) -> None:
     q = queue
     q.write("send.dal", 'run("echo draft >> log.txt")\nrun("echo sent | tee -a outbox.txt")\n')
-    assert q.cli("submit", "--key", "send", "--require-approval=tee", str(q.ws / "send.dal")).code == 0
+    assert q.cli("submit", "--key", "send", "--require-approval=tee", "--receipts", "out",
+                 str(q.ws / "send.dal")).code == 0
     assert q.run("worker", "--until-idle", "--poll", "0.05").code == 0
     (job,) = q.jobs().values()
     rid, jid = job["last_run_id"], job["job_id"]
     assert job["state"] == "waiting"
     told = {"note": job["note"], "job show": q.cli("job", "show", str(jid)).out,
-            "receipt show": q.cli("receipt", "show", rid).out}
+            "receipt show": q.cli("receipt", "show", rid).out,
+            "receipt file": (q.ws / "out" / f"{rid}.md").read_text(encoding="utf-8")}
     for where, text in told.items():
         assert f"dal approve {rid} --effect 2" in text, (where, text)
         assert "dal resume" not in text and f"job {jid} ready again" in text, (where, text)
