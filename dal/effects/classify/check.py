@@ -373,10 +373,6 @@ def _write_counts(target: str, ws: str) -> bool:
 _NULL_OUTPUT_PROGRAMS = {"tee", "sort", "uniq"}
 
 
-def _only_opens_outputs(cmd: SimpleCommand, use: ArgUse, raw: str) -> bool:
-    return os.path.basename(cmd.argv[0]) in _NULL_OUTPUT_PROGRAMS
-
-
 def _leave_out(use: ArgUse | None, policy: Policy) -> tuple[str, ...]:
     """The folder names DAL has the program leave out of its walks: a run store's `.dal`, and the
     folders that record runs elsewhere below the walked trees."""
@@ -416,7 +412,7 @@ def _check_paths(cmd: SimpleCommand, use: ArgUse | None, policy: Policy,
             _check_entries(raw, policy)
         for raw in use.writes:
             resolved = _check_path(raw, "write", policy)
-            if resolved == P.NULL_DEVICE and not _only_opens_outputs(cmd, use, raw):
+            if resolved == P.NULL_DEVICE and os.path.basename(cmd.argv[0]) not in _NULL_OUTPUT_PROGRAMS:
                 raise _Denied(f"{raw}: {os.path.basename(cmd.argv[0])} may replace, move or change /dev/null itself "
                               "(only a redirection, tee, sort -o and uniq write into it)")
             writes.append(resolved)
