@@ -105,6 +105,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         with open_store(location, readonly=True) as s:
             report = _report(s, location)
     except NoStore as e:
+        if location.kind == "postgresql":  # an empty database: the one command that makes the tables
+            from dal.core.shellword import sh_quote
+
+            return _die(f"{e}: `dal store migrate --store {sh_quote(location.shown)}` makes them (so does the "
+                        "first `dal run` or `dal worker` on it)", args)
         return _die(str(e), args)
     except StoreError as e:
         return _die(str(e), args)

@@ -318,9 +318,11 @@ def _prepare(args: argparse.Namespace, *, schedule: bool = False) -> tuple[dict[
             sys.stderr.write(render(e, want_color(sys.stderr)) + "\n")
         nothing = "nothing scheduled" if schedule else "nothing submitted"
         raise SystemExit(_die(f"{args.script} does not parse or resolve: {nothing}"))
+    from dal.core.shellword import sh_quote
     from dal.eval.args import bind
 
-    bound, errors = bind(checked.program, run.args, filename=str(args.script), source=source)
+    given_to = f"dal schedule add {sh_quote(args.name)} --cron {sh_quote(args.cron)}" if schedule else "dal submit"
+    bound, errors = bind(checked.program, run.args, filename=str(args.script), source=source, command=given_to)
     if errors:  # the job would be rejected: say so now, as `dal run` would
         for e in errors:
             sys.stderr.write(render(e, want_color(sys.stderr)) + "\n")

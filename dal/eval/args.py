@@ -95,10 +95,11 @@ def _typed(kind: str, value: Any) -> Any:
 
 
 def bind(program: ast.Program, given: Mapping[str, Any] | None, *, filename: str,
-         source: str) -> tuple[dict[str, Any], list[DalError]]:
+         source: str, command: str = "dal run") -> tuple[dict[str, Any], list[DalError]]:
     """Every declared argument's value (given, else its default), in declaration order, and the errors:
     a name the script does not declare, a value that is not of its type, an argument with no default that
-    was not given."""
+    was not given. `command`: the command the person gave the arguments to (`dal submit`), which the help
+    of a missing one repeats; "" for a host that gives them as a map (the API, an MCP tool's `args`)."""
     params = declared(program)
     given = dict(given or {})
     errors: list[DalError] = []
@@ -132,13 +133,14 @@ def bind(program: ast.Program, given: Mapping[str, Any] | None, *, filename: str
         elif p.has_default:
             values[p.name] = p.default
         else:
-            errors.append(missing(p, filename, source))
+            errors.append(missing(p, filename, source, command))
     return values, errors
 
 
-def missing(p: ast.Param, filename: str, source: str) -> DalError:
+def missing(p: ast.Param, filename: str, source: str, command: str = "dal run") -> DalError:
     """The error of an argument with no default that the run was not given."""
+    give = (f"`{command} {sh_quote(filename)} {p.name}=VALUE` (or args={{\"{p.name}\": ...}} in the API)" if command
+            else f"args: {{\"{p.name}\": ...}}")
     return DalNameError(
         f"argument `{p.name}` was not given, and it has no default", p.span, filename=filename, source=source,
-        help=f"give it: `dal run {sh_quote(filename)} {p.name}=VALUE` (or args={{\"{p.name}\": ...}} in the API), "
-        f"or declare a default: `param {p.name}: {p.type} = ...`")
+        help=f"give it: {give}, or declare a default: `param {p.name}: {p.type} = ...`")

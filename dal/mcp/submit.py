@@ -34,7 +34,7 @@ def submit(script: str | Path, text: str, *, key: str, policy: Any, workspace: P
                           workspace=workspace, store=store, policy=policy, args=args, **budgets)
     except SpecError as e:
         raise ValueError(str(e)) from None
-    bound, errors = bind(checked.program, spec.args, filename=name, source=text)
+    bound, errors = bind(checked.program, spec.args, filename=name, source=text, command="")
     if errors:
         return {"submitted": False, "reason": "bad script arguments: nothing submitted",
                 "diagnostics": [str(e) for e in errors]}

@@ -223,3 +223,12 @@ def test_fmt_and_test_print_one_object(dal: Shell) -> None:
     assert "1 passed, 1 failed" in tested.stderr  # the report a person reads
     none = dal("test", "--json", "nowhere")
     assert none.returncode == 2 and _one_object(none.stdout)["kind"] == "error"
+
+
+def test_a_missing_argument_is_asked_for_with_the_command_it_was_missing_from(dal: Shell) -> None:
+    dal.write("p.dal", "param to: str\nprint(to)\n")
+    submitted = dal("submit", "p.dal")
+    assert submitted.returncode == 2 and "give it: `dal submit p.dal to=VALUE`" in submitted.stderr
+    assert "dal run" not in submitted.stderr
+    ran = dal("run", "p.dal")
+    assert "give it: `dal run p.dal to=VALUE`" in ran.stderr

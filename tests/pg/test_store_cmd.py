@@ -63,7 +63,9 @@ def test_an_empty_database_has_no_runs_yet(pg_server: PgServer, tmp_path: Path) 
     url = pg_server.new_database()
     r = dal(tmp_path, "receipts", "--store", url)
     assert r.returncode == 0 and "no runs yet" in r.stdout + r.stderr
-    assert dal(tmp_path, "store", "check", "--store", url).returncode == 2
+    check = dal(tmp_path, "store", "check", "--store", url)
+    assert check.returncode == 2 and "has no DAL tables" in check.stderr
+    assert "`dal store migrate --store " in check.stderr and "` makes them" in check.stderr
 
 
 @pytest.mark.parametrize("kind", ["sqlite"])
