@@ -57,6 +57,7 @@ from dal.receipts.ids import RUN_ID_RE, utc_timestamp
 from dal.receipts.jobs_schema import MIGRATION as _JOBS_MIGRATION
 from dal.receipts.location import DEFAULT_STORE, STORE_ENV, StoreLocation  # noqa: F401 - names in use
 from dal.receipts.packing import decider, pack_result, unpack_result
+from dal.receipts.storefile import MIN_FREE_BYTES, RESERVE_BYTES, damaged, writable_fix  # noqa: F401 - names in use
 
 if TYPE_CHECKING:
     from dal.receipts.jobs import JobQueue
@@ -71,13 +72,6 @@ TIMEOUT_ENV = "DAL_STORE_TIMEOUT"
 # A store up to this size gets PRAGMA integrity_check on every open (0.5 to 1 ms per MiB from the page
 # cache); a larger one only when something looks off (see the module doc).
 FULL_CHECK_ALWAYS = 2 << 20
-# Opening for write refuses to start with less free space than this beside the store: a run journals
-# before it acts, and a journal entry that cannot be written stops the run.
-MIN_FREE_BYTES = 1 << 20
-# Room kept for recording how a run ends: a file of this size beside the store (`<store>-reserve`), made
-# when the store is opened for writing and freed by the runner when the disk fills, so that the run's
-# receipt is still stored (docs/durability.md, "A full disk").
-RESERVE_BYTES = 4 << 20
 
 T = TypeVar("T")
 
@@ -202,38 +196,6 @@ def busy_timeout() -> float:
             return value
         raise StoreError(f"{TIMEOUT_ENV}={text!r} is not a number of seconds (0 to 86400)")
     return BUSY_TIMEOUT
-
-
-def damaged(path: Path, what: str) -> StoreDamaged:
-    """The error for a damaged store: what is wrong, that DAL did not write it, and how to recover it."""
-    from shlex import quote as q  # only a damaged store pays for the import
-
-    p = Path(path)
-    keep = p.parent / f"damaged-{p.name}"
-    copy = keep / p.name
-    sql = f"{p}.sql"
-    steps = (
-        f"  To recover it: keep a copy (with its -wal file, if any), let SQLite salvage what it can from the\n"
-        f"  copy (.recover, else .dump), build a new store from that, and put it in place:\n"
-        f"    mkdir -p {q(str(keep))} && cp -p {q(str(p))}* {q(str(keep))}/\n"
-        f"    sqlite3 {q(str(copy))} .recover > {q(sql)} || sqlite3 {q(str(copy))} .dump > {q(sql)}\n"
-        f"    sqlite3 {q(str(p))}.recovered < {q(sql)}\n"
-        f"    rm -f {q(str(p))} {q(str(p))}-wal {q(str(p))}-shm && mv {q(str(p))}.recovered {q(str(p))}\n"
-        f"  or record new runs elsewhere with --store PATH (or {STORE_ENV}=PATH)."
-    )
-    return StoreDamaged(f"the run store {p} is damaged: {what}. DAL has not written to it.\n{steps}", p)
-
-
-def writable_fix(path: Path) -> str:
-    """What to do about a store DAL cannot write: chmod where that helps; on a file system mounted
-    read-only, where it cannot, another store (or remounting)."""
-    from dal.core.fsutil import read_only_mount
-
-    if read_only_mount(path):
-        return (f"It is on a file system mounted read-only, where chmod changes nothing: choose a store on a "
-                f"writable disk with --store PATH or {STORE_ENV}=PATH (or remount {path.parent} read-write).")
-    return (f"Make it and its folder writable (chmod u+w {path} {path.parent}), or choose another store with "
-            f"--store PATH or {STORE_ENV}=PATH.")
 
 
 def describe_error(exc: BaseException, path: Path, doing: str) -> StoreError:
@@ -409,11 +371,11 @@ class Store:
             ) from None
         if self.path.exists():
             leftover = self._vet_file()  # a damaged store is reported as such first, whatever else is wrong
-            self._refuse_read_only()
-            self._refuse_full_disk()
+            storefile.refuse_read_only(self.path)
+            storefile.refuse_full_disk(self.path)
         else:
-            self._refuse_read_only()
-            self._refuse_full_disk()
+            storefile.refuse_read_only(self.path)
+            storefile.refuse_full_disk(self.path)
             self._create()
             leftover = self._vet_file()
         # Vet through a read-only connection: a read-write one would create -wal and -shm files, and
@@ -444,41 +406,16 @@ class Store:
             self._migrate(version)
         self._schema = SCHEMA_VERSION
         self._seal_on_close = True
-        self._keep_reserve()
-
-    # -- the reserve: room to record a run's end on a full disk ----------------------------------------
+        storefile.keep_reserve(self.path)
 
     @property
     def reserve_path(self) -> Path:
-        return Path(str(self.path) + "-reserve")
-
-    def _keep_reserve(self) -> None:
-        """Make the reserve file when it is missing (best effort: a disk without the room has none)."""
-        path = self.reserve_path
-        if path.exists():
-            return
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            try:
-                os.posix_fallocate(fd, 0, RESERVE_BYTES)  # real blocks, not a sparse file
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-        except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        return storefile.reserve_path(self.path)
 
     def free_reserve(self) -> bool:
         """Give the reserve's room back to the filesystem (the disk is full and a run's end must be
         recorded); True when there was one. The next open for writing makes it again."""
-        try:
-            os.unlink(self.reserve_path)
-            return True
-        except OSError:
-            return False
+        return storefile.free_reserve(self.path)
 
     def _create(self) -> None:
         """Make a new, migrated store at self.path without ever leaving a half-made one there: it is built
@@ -518,32 +455,6 @@ class Store:
                     os.unlink(str(tmp) + side)
                 except OSError:
                     pass
-
-    def _refuse_full_disk(self) -> None:
-        free = storefile.free_bytes(self.path.parent)
-        if free is not None and free < MIN_FREE_BYTES:
-            raise StoreError(
-                f"the disk holding the run store {self.path} is full ({free:,} bytes free): DAL journals every "
-                "effect before it runs it, so it starts nothing without room to do so. Free some space (or "
-                f"use another store with --store PATH); DAL wrote nothing.",
-                self.path,
-            )
-
-    def _refuse_read_only(self) -> None:
-        """A store DAL cannot write (the file, or the folder its -wal and -shm files go in) is refused as
-        read-only before SQLite tries, and fails, to create those files."""
-        wal = storefile.wal_path(self.path)
-        here = (self.path, self.path.parent) if self.path.exists() else (self.path.parent,)
-        blocked = [p for p in here if not os.access(p, os.W_OK)]
-        if self.path.parent in blocked and wal.exists() and storefile.shm_path(self.path).exists():
-            blocked.remove(self.path.parent)  # the side files exist already: writing them is enough
-        if blocked:
-            raise StoreError(
-                f"the run store {self.path} is read-only ({' and '.join(str(p) for p in blocked)} cannot be "
-                f"written), so DAL cannot record runs in it. {writable_fix(self.path)} It can still be read "
-                "(dal receipts).",
-                self.path,
-            )
 
     def _open_readonly(self) -> None:
         if not self.path.exists():

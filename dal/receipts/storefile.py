@@ -1,5 +1,7 @@
-"""What the run store's files say before SQLite opens them: a damaged write-ahead log, who holds a lock,
-whether anyone has the store open, free space, and the seal DAL leaves on a store it closed.
+"""The custody of the run store's files (the SQLite store's data is dal/receipts/store.py's): what they say
+before SQLite opens them (a damaged write-ahead log, who holds a lock, whether anyone has the store open, the
+seal DAL leaves on a store it closed), whether they can be written (read-only, a full disk), the reserve that
+keeps room to record a run's end, and what a damaged store's message says to do.
 
 Nothing here opens the database file itself. A process that closes any descriptor of a file loses every
 POSIX lock it holds on that file, so opening and closing `dal.db` next to a live SQLite connection in the
@@ -15,6 +17,17 @@ import struct
 import sys
 from array import array
 from pathlib import Path
+
+from dal.receipts.errors import StoreDamaged, StoreError
+from dal.receipts.location import STORE_ENV
+
+# Opening for write refuses to start with less free space than this beside the store: a run journals
+# before it acts, and a journal entry that cannot be written stops the run.
+MIN_FREE_BYTES = 1 << 20
+# Room kept for recording how a run ends: a file of this size beside the store (`<store>-reserve`), made
+# when the store is opened for writing and freed by the runner when the disk fills, so that the run's
+# receipt is still stored (docs/durability.md, "A full disk").
+RESERVE_BYTES = 4 << 20
 
 # SQLite's unix VFS (os_unix.c): locks on the -shm file. Every connection holds a read lock on the DMS
 # byte while it is open; a writer holds WAL_WRITE_LOCK.
@@ -342,3 +355,103 @@ def seal(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+# -- the reserve: room to record a run's end on a full disk ------------------------------------------------
+
+
+def reserve_path(path: Path) -> Path:
+    return Path(str(path) + "-reserve")
+
+
+def keep_reserve(store: Path) -> None:
+    """Make the reserve file when it is missing (best effort: a disk without the room has none)."""
+    path = reserve_path(store)
+    if path.exists():
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)  # real blocks, not a sparse file
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def free_reserve(store: Path) -> bool:
+    """Give the reserve's room back to the filesystem; True when there was one."""
+    try:
+        os.unlink(reserve_path(store))
+        return True
+    except OSError:
+        return False
+
+
+# -- files DAL cannot write --------------------------------------------------------------------------------
+
+
+def refuse_full_disk(path: Path) -> None:
+    """StoreError when the disk holding the store has less than MIN_FREE_BYTES free."""
+    free = free_bytes(path.parent)
+    if free is not None and free < MIN_FREE_BYTES:
+        raise StoreError(
+            f"the disk holding the run store {path} is full ({free:,} bytes free): DAL journals every "
+            "effect before it runs it, so it starts nothing without room to do so. Free some space (or "
+            f"use another store with --store PATH); DAL wrote nothing.",
+            path,
+        )
+
+
+def refuse_read_only(path: Path) -> None:
+    """A store DAL cannot write (the file, or the folder its -wal and -shm files go in) is refused as
+    read-only before SQLite tries, and fails, to create those files."""
+    wal = wal_path(path)
+    here = (path, path.parent) if path.exists() else (path.parent,)
+    blocked = [p for p in here if not os.access(p, os.W_OK)]
+    if path.parent in blocked and wal.exists() and shm_path(path).exists():
+        blocked.remove(path.parent)  # the side files exist already: writing them is enough
+    if blocked:
+        raise StoreError(
+            f"the run store {path} is read-only ({' and '.join(str(p) for p in blocked)} cannot be "
+            f"written), so DAL cannot record runs in it. {writable_fix(path)} It can still be read "
+            "(dal receipts).",
+            path,
+        )
+
+
+def damaged(path: Path, what: str) -> StoreDamaged:
+    """The error for a damaged store: what is wrong, that DAL did not write it, and how to recover it."""
+    from shlex import quote as q  # only a damaged store pays for the import
+
+    p = Path(path)
+    keep = p.parent / f"damaged-{p.name}"
+    copy = keep / p.name
+    sql = f"{p}.sql"
+    steps = (
+        f"  To recover it: keep a copy (with its -wal file, if any), let SQLite salvage what it can from the\n"
+        f"  copy (.recover, else .dump), build a new store from that, and put it in place:\n"
+        f"    mkdir -p {q(str(keep))} && cp -p {q(str(p))}* {q(str(keep))}/\n"
+        f"    sqlite3 {q(str(copy))} .recover > {q(sql)} || sqlite3 {q(str(copy))} .dump > {q(sql)}\n"
+        f"    sqlite3 {q(str(p))}.recovered < {q(sql)}\n"
+        f"    rm -f {q(str(p))} {q(str(p))}-wal {q(str(p))}-shm && mv {q(str(p))}.recovered {q(str(p))}\n"
+        f"  or record new runs elsewhere with --store PATH (or {STORE_ENV}=PATH)."
+    )
+    return StoreDamaged(f"the run store {p} is damaged: {what}. DAL has not written to it.\n{steps}", p)
+
+
+def writable_fix(path: Path) -> str:
+    """What to do about a store DAL cannot write: chmod where that helps; on a file system mounted
+    read-only, where it cannot, another store (or remounting)."""
+    from dal.core.fsutil import read_only_mount
+
+    if read_only_mount(path):
+        return (f"It is on a file system mounted read-only, where chmod changes nothing: choose a store on a "
+                f"writable disk with --store PATH or {STORE_ENV}=PATH (or remount {path.parent} read-write).")
+    return (f"Make it and its folder writable (chmod u+w {path} {path.parent}), or choose another store with "
+            f"--store PATH or {STORE_ENV}=PATH.")
