@@ -239,8 +239,16 @@ def test_what_the_default_toolset_must_not_write_is_put_back(ws: Path) -> None:
     (ws / ".git" / "hooks" / "pre-commit.sample").write_text("#!/bin/sh\n")
     policy = Policy.load(ws)
     command = "sort -o dal.toml notes.txt && cp notes.txt .git/hooks/pre-commit && rm .git/hooks/pre-commit.sample"
-    with mock.patch.object(executor, "recheck", lambda c, p: None):  # the check bypassed: the wall alone
-        r = execute_checked(command, _bypass(command, policy), EffectContext(policy=policy))
+    import attrs
+
+    # the check bypassed: the wall alone. A command whose writes land at the workspace's top gets the roots
+    # whole, so its protected paths are put back; one whose declared writes do not is carved as for sh.
+    decision = attrs.evolve(_bypass(command, policy), writes=("dal.toml", ".git/hooks/pre-commit"))
+    with mock.patch.object(executor, "recheck", lambda c, p: None):
+        carved = execute_checked(command, _bypass(command, policy), EffectContext(policy=policy))
+        assert carved.code != 0 and "Permission denied" in carved.stderr
+        assert (ws / "dal.toml").read_text() == "[run]\ndefaults = true\n"
+        r = execute_checked(command, decision, EffectContext(policy=policy))
     assert r.code == 126 and "undid what a program did to protected names" in r.stderr
     assert "dal.toml (changed inside the wall; put back as it was)" in r.stderr
     assert (ws / "dal.toml").read_text() == "[run]\ndefaults = true\n"
@@ -323,3 +331,20 @@ def test_the_plan_printed_for_landlock_says_how_landlock_holds_it(ws: Path) -> N
     assert str(ws / ".git" / "config") in put_back  # git writes beside it: copied and put back
     read_only = next(line for line in lines if line.startswith("read-only:"))
     assert str(ws / "dal.toml") in read_only and ".git/" not in read_only
+
+
+@landlocked
+def test_the_default_toolset_reading_is_carved_as_other_programs_are(ws: Path) -> None:
+    from unittest import mock
+
+    from test_hostile_corpus import _bypass
+
+    from dal.effects import execute_checked
+    from dal.effects.exec import executor
+
+    policy = Policy.load(ws)
+    with mock.patch.object(executor, "recheck", lambda c, p: None):  # the check bypassed: the wall alone
+        for command in ("cat .dal/dal.db", "head -c 16 .dal/dal.db", "cat notes.txt ../outside/secret.txt"):
+            r = execute_checked(command, _bypass(command, policy), EffectContext(policy=policy))
+            assert "SQLite" not in r.stdout and "secret" not in r.stdout and "Permission denied" in r.stderr
+    assert run_effect("cat notes.txt", EffectContext(policy=policy)).stdout.startswith("beta\n")

@@ -287,7 +287,8 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
         if run.sandbox and run.kind == "landlock":
             from dal.effects.wall.landlock_wall import LandlockWall
 
-            wall = LandlockWall(run.policy, run.exes.values(), run.limits.tmp_size, others, lock_git, limits=run.limits)
+            wall = LandlockWall(run.policy, run.exes.values(), run.limits.tmp_size, others, lock_git, limits=run.limits,
+                                writes=run.decision.writes)
         elif run.sandbox:
             wall = Wall(run.policy, run.exes.values(), run.limits.tmp_size, others, lock_git, limits=run.limits)
         # Durably, before any stage starts: what the guard and the wall hold, for the next start to check

@@ -72,6 +72,21 @@ class _TooMuchToKeep(Exception):
     pass
 
 
+def _writes_on_the_way(plan: WallPlan, writes: list[str]) -> bool:
+    """Whether a write lands directly in a folder on the way to a hidden or protected path (one that takes no
+    new entries when the wall is carved), or is such a folder."""
+    way: set[str] = set()
+    for path in [*plan.protected, *(h for h, _ in plan.hidden)]:
+        root = next((r for r in plan.write if _within(path, r)), None)
+        parent = os.path.dirname(path)
+        while root is not None and _within(parent, root):
+            way.add(parent)
+            if parent == root:
+                break
+            parent = os.path.dirname(parent)
+    return any(w in way or os.path.dirname(w) in way for w in writes)
+
+
 def _in_git(path: str) -> bool:
     """Whether `path` is inside a folder named `.git` (not that folder itself)."""
     return ".git" in path.split("/")[:-1]
@@ -82,27 +97,34 @@ class LandlockWall(Wall):
     the bubblewrap wall's; preexec() restricts the child instead of bubblewrap's argv."""
 
     def __init__(self, policy: Policy, executables: Iterable[str], tmp_size: int, placeholders: bool = True,
-                 lock_git: bool = False, *, limits: CommandLimits | None = None) -> None:
+                 lock_git: bool = False, *, limits: CommandLimits | None = None,
+                 writes: Iterable[str] | None = None) -> None:
+        """`writes`: what the check says the command writes (Decision.writes), for a pipeline of the default
+        toolset alone (`placeholders` False): none directly in a folder on the way to a hidden or protected
+        path, and its wall is carved as for other programs; else the roots are granted whole."""
+        writes = None if writes is None else tuple(writes)
         try:
-            self._make(policy, executables, tmp_size, placeholders, lock_git, limits)
+            self._make(policy, executables, tmp_size, placeholders, lock_git, limits, writes)
         except _TooMuchToKeep:
             # `.git`'s held entries (submodules' repositories in .git/modules) are too large to copy: the
             # whole `.git` read-only instead, as for a program other than git
-            self._make(policy, executables, tmp_size, placeholders, True, limits)
+            self._make(policy, executables, tmp_size, placeholders, True, limits, writes)
 
     def _make(self, policy: Policy, executables: Iterable[str], tmp_size: int, placeholders: bool, lock_git: bool,
-              limits: CommandLimits | None) -> None:
+              limits: CommandLimits | None, writes: tuple[str, ...] | None) -> None:
         self.ruleset: landlock.Ruleset | None = None
         self.tmpdir: str | None = None
         self._fd_of: dict[str, int] = {}
         self._kept: dict = {}  # protected paths the rules do not hold read-only: their copies (landlock_kept.py)
         super().__init__(policy, executables, tmp_size, placeholders, lock_git, limits=limits)
         try:
+            hidden = [h for h, _ in self.plan.hidden]
+            self.descend = placeholders or (writes is not None and not _writes_on_the_way(
+                self.plan, [os.path.normpath(os.path.join(policy.workspace, w)) for w in writes]))
             # What the rules cannot hold read-only is kept and put back: with the roots granted whole, every
             # protected path; else the entries of a `.git` git writes in (its folder must take new files).
-            hidden = [h for h, _ in self.plan.hidden]
             kept = [p for p in self.plan.protected if p not in self._nested and not any(_within(p, h) for h in hidden)
-                    and (not placeholders or _in_git(p))]
+                    and (not self.descend or _in_git(p))]
             try:
                 self._kept = landlock_kept.snapshot(kept)
             except WallRefused:
@@ -111,7 +133,7 @@ class LandlockWall(Wall):
                     raise _TooMuchToKeep from None
                 raise
             self.ruleset = landlock.Ruleset(network=policy.allow_net)
-            self.rules = render(mounts_of(self.plan, self._fd_of), Rules(self.ruleset), descend=placeholders)
+            self.rules = render(mounts_of(self.plan, self._fd_of), Rules(self.ruleset), descend=self.descend)
             self.tmpdir = tempfile.mkdtemp(prefix="dal-wall-")
             self.home = os.path.join(self.tmpdir, "home")
             os.mkdir(self.home, 0o700)
