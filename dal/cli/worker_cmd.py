@@ -144,7 +144,8 @@ def register(sub: Any) -> None:
     w.add_argument("--backoff", type=seconds, default=5.0, metavar="SECONDS",
                    help="the first wait before a replay is tried again; doubled each time (default 5)")
     w.add_argument("--until-idle", action="store_true",
-                   help="exit once no job of its queues is ready, scheduled or running")
+                   help="exit once no job of its queues is ready, scheduled or running (a schedule's next "
+                   "slot is not waited for: it is named if due within a minute)")
     w.add_argument("--max-jobs", type=positive_int, default=None, metavar="N", help="claim at most N jobs, then exit")
     w.add_argument("--recycle-after", type=positive_int, default=defaults.WORKER_RECYCLE_AFTER, metavar="N",
                    help=f"a job process is replaced after N jobs (default {defaults.WORKER_RECYCLE_AFTER})")

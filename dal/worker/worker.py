@@ -44,6 +44,9 @@ from dal.worker.keeper import Keeper
 from dal.worker.log import WorkerLog
 from dal.worker.pool import JobProcess
 
+# As `dal worker --until-idle` stops, it names a schedule of its queues due within this many seconds.
+SCHEDULE_SOON = 60.0
+
 __all__ = ["EXIT_STORE", "STOP_SIGNALS", "StoreTrouble", "Worker", "warm"]
 
 
@@ -240,6 +243,8 @@ class Worker:
                                                    lease=self.lease, limit=room, now=due, stale=self._stale(q))
                             self.claimed += len(claimed)
                         idle = not claimed and not self._busy() and self._idle(q, due)
+                        if idle and self.until_idle:
+                            self._say_next_schedule(q, due)  # it stops now
                     if self.metrics is not None and self.metrics.waiting:  # a scrape: the counts as of now
                         self.metrics.set_counts(q.counts_by_queue())
             except StoreError as e:
@@ -347,6 +352,19 @@ class Worker:
                 " AND (movable = 1 OR host = ?) LIMIT 1", (*self.queues, self.host)).fetchone(),
             None,
         )
+
+    def _say_next_schedule(self, q: JobQueue, now: float) -> None:
+        """As --until-idle stops: the next slot of a schedule of its queues, when one is due within
+        SCHEDULE_SOON seconds. A schedule is not a job until its slot comes, so it does not keep an idle
+        worker running (one every minute would keep it for ever); a person who expected its job to run
+        learns why it did not, and what serves it."""
+        soon = [r for r in q.schedules(due=now + SCHEDULE_SOON)
+                if r.get("queue") in self.queues and (r.get("movable") or r.get("host") == self.host)]
+        if soon:
+            first = min(soon, key=lambda r: float(r["next_at"]))
+            self.say(f"idle: schedule {first['name']} is due in {max(0.0, float(first['next_at']) - now):.0f} s, "
+                     "but --until-idle does not wait for a schedule's next slot (a worker without it serves "
+                     "schedules)")
 
     def _wait(self, timeout: float) -> None:
         assert self._pipe is not None

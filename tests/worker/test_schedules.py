@@ -89,3 +89,17 @@ def test_schedule_commands(queue: Queue) -> None:
     assert q.cli("schedule", "remove", "nightly").code == 0
     assert q.cli("schedule", "remove", "nightly").code == 2  # unknown: a usage error (docs/cli.md)
     assert q.cli("schedule", "list").out == "no schedules yet\n"
+
+
+def test_until_idle_says_which_schedule_it_leaves_for_another_worker(queue: Queue) -> None:
+    # It stopped while a schedule was due in seconds, without a word; a schedule is not a job until its
+    # slot comes (one every minute would keep an idle worker for ever), so it says so as it stops.
+    q = queue
+    q.write("tick.dal", 'run("echo tick >> ticks.txt")\n')
+    assert q.cli("schedule", "add", "minutely", "--cron", "* * * * *", "tick.dal").code == 0
+    assert q.cli("schedule", "add", "yearly", "--cron", "0 0 1 1 *", "tick.dal").code == 0
+    w = q.worker("--until-idle")
+    assert w.wait(90) == 0
+    log = q.logs()
+    assert "idle: schedule minutely is due in " in log and "--until-idle does not wait for a schedule" in log, log
+    assert "yearly" not in log
