@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from dal.core.jsontext import escape_surrogates
+
+if TYPE_CHECKING:
+    from dal.receipts.nextstep import Continuer
 
 MAX_EVIDENCE_LINES = 50
 MAX_ARTIFACT_LINES = 20
@@ -357,7 +360,7 @@ def render(
     decisions: Sequence[Mapping[str, Any]] = (),
     continued_by: str | None = None,
     job: Mapping[str, Any] | None = None,
-    by: Any = None,
+    by: Continuer | None = None,
 ) -> str:
     """`dal receipt show`: status line, facts, numbered evidence, artifacts, external effect, error,
     loops, the decisions people recorded (Store.approvals()), and `next:` (`job`: the queue's job the run

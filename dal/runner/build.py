@@ -23,6 +23,7 @@ from typing import Any
 from dal.core import defaults
 from dal.core.jsontext import surrogate_at
 from dal.core.readbelow import read_text_below
+from dal.core.sizes import parse_size
 from dal.effects.policy import Policy, PolicyError
 from dal.receipts.location import StoreLocation, StoreLocationError
 from dal.runner.spec import POLICY_FLAGS, RunSpec, SpecError
@@ -33,26 +34,15 @@ __all__ = ["SpecError", "build_spec", "parse_memory", "resume_spec"]
 
 SESSION = "<repl>"  # the script of an interactive session: there is no file
 MIN_MEMORY = 16 << 20
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
 def parse_memory(text: str, minimum: int = MIN_MEMORY) -> int:
-    """A memory size: bytes, or with a unit K, M, G or T (powers of 1024; `KB`, `KiB`, `MB`... too), at
-    least `minimum` (16M). Raises ValueError saying what was expected."""
-    t = text.strip().lower().replace("_", "")
-    for suffix in ("ib", "b"):
-        if t.endswith(suffix) and len(t) > len(suffix) and t[-len(suffix) - 1] in "kmgt":
-            t = t[: -len(suffix)]
-            break
-    unit = t[-1:] if t[-1:] in _UNITS and not t[-1:].isdigit() else ""
-    number = t[: len(t) - len(unit)]
+    """A memory size (dal/core/sizes.py), at least `minimum` (16M). Raises ValueError saying what was
+    expected."""
     try:
-        value = int(float(number) * _UNITS[unit])
-    except (ValueError, OverflowError):
-        raise ValueError(f"expected a size such as 512M or 2G, got {text!r}") from None
-    if value < minimum:
-        raise ValueError(f"must be at least {'16M' if minimum == MIN_MEMORY else minimum}, got {text}")
-    return value
+        return parse_size(text, minimum)
+    except ValueError as e:
+        if minimum == MIN_MEMORY and "at least" in str(e):
+            raise ValueError(f"must be at least 16M, got {text}") from None
+        raise
 
 
 def _count(name: str, value: Any, default: int | None) -> int | None:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dal.core.records import ValueRecord
+from dal.core.sizes import parse_size
 from dal.effects import Policy
 from dal.effects.policy import LIMIT_DEFAULTS
 from dal.receipts.contract import RunStore
@@ -265,14 +266,15 @@ class RunJournal:
 
 def run_store_limit(value: int | None = None, policy: Policy | None = None) -> int:
     """The most command output one run journals: `value` (the run's --max-stored-output, stored with it), else
-    $DAL_RUN_STORE_LIMIT (bytes, or with K, M, G; a value DAL cannot read is passed over), else the policy in
-    force's `[limits] max_stored_output`, else RUN_STORE_LIMIT."""
+    $DAL_RUN_STORE_LIMIT (a size, dal/core/sizes.py: ValueError naming the variable for one DAL cannot read),
+    else the policy in force's `[limits] max_stored_output`, else RUN_STORE_LIMIT."""
     if value:
         return value
-    text = os.environ.get(STORE_LIMIT_ENV, "").strip().upper()
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1) if text else 1
-    digits = text[:-1] if scale > 1 else text
-    if digits.isdigit() and int(digits) > 0:
-        return int(digits) * scale
+    text = os.environ.get(STORE_LIMIT_ENV, "").strip()
+    if text:
+        try:
+            return parse_size(text)
+        except ValueError as e:
+            raise ValueError(f"{STORE_LIMIT_ENV}={text}: {e}") from None
     return policy.limit("max_stored_output") if policy is not None else RUN_STORE_LIMIT
 

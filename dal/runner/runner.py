@@ -119,6 +119,10 @@ def _execute(run: RunState) -> RunReport:
     source = _read_source(spec)
     run.sha256 = text_sha256(source)
     _check_pinned(spec, run.sha256)
+    try:  # read once before anything runs: an unreadable $DAL_RUN_STORE_LIMIT is not the default
+        run_store_limit(spec.max_stored_output)
+    except ValueError as e:
+        raise RunnerError(f"{e}; nothing ran") from None
     from dal.receipts.files import probe_receipts_dir
 
     problem = probe_receipts_dir(spec.receipts_dir(), run.workspace, write=hooks.receipt_files)

@@ -49,3 +49,30 @@ def test_a_bad_limit_in_the_policy_is_refused_naming_the_key_and_nothing_runs(du
     got = d.cli("run", "s.dal")
     assert got.code == 2 and "limits.max_stored_output" in got.err, got.err
     assert d.lines("done.txt") == []
+
+
+@pytest.mark.parametrize(("value", "allowed"), [("1T", 1 << 40), ("512MB", 512 << 20), ("1.5G", 3 << 29),
+                                                ("200KiB", 200 << 10), ("4096", 4096)])
+def test_every_size_reads_the_same_wherever_it_is_given(monkeypatch: pytest.MonkeyPatch, tmp_path, value: str,
+                                                        allowed: int) -> None:
+    """One grammar (dal/core/sizes.py) for the variable, the flag and the policy: `1T`, `512MB` and `1.5G`
+    used to make $DAL_RUN_STORE_LIMIT the default 256 MiB without a word."""
+    from dal.effects.policy import Policy
+    from dal.runner.build import parse_memory
+    from dal.runner.journal import run_store_limit
+
+    monkeypatch.setenv("DAL_RUN_STORE_LIMIT", value)
+    assert run_store_limit() == allowed
+    assert parse_memory(value, minimum=1) == allowed
+    (tmp_path / "dal.toml").write_text(f'[limits]\nmax_stored_output = "{value}"\n')
+    assert Policy.load(tmp_path).limit("max_stored_output") == allowed
+
+
+def test_an_unreadable_environment_limit_is_refused_and_nothing_runs(durable, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = durable
+    d.write("s.dal", SCRIPT)
+    monkeypatch.setenv("DAL_RUN_STORE_LIMIT", "lots")
+    got = d.cli("run", "s.dal")
+    assert got.code == 2 and "DAL_RUN_STORE_LIMIT=lots: expected a size such as 512M" in got.err, got.err
+    assert "nothing ran" in got.err and d.lines("done.txt") == []
+    assert d.cli("run", "--max-stored-output", "10M", "s.dal").code == 0  # the flag wins: the variable is unused

@@ -95,7 +95,6 @@ LIMIT_DEFAULTS: dict[str, int] = {
     "max_stored_output": 256 << 20,
 }
 _SIZE_KEYS = frozenset({"max_file_size", "max_memory", "tmp_size", "max_stored_output"})
-_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 class PolicyError(Exception):
@@ -647,10 +646,12 @@ def _limit(limits: dict, key: str, source: str) -> int | None:
         return None
     if key in _SIZE_KEYS:
         if isinstance(value, str):
-            text = value.strip().upper().removesuffix("B").removesuffix("I")
-            unit = text[-1:] if text[-1:] in _SIZE_UNITS else ""
-            digits = text[: len(text) - len(unit)].strip()
-            value = int(digits) * _SIZE_UNITS[unit] if digits.isdigit() else None
+            from dal.core.sizes import parse_size  # the one reading of a size (--max-memory's too)
+
+            try:
+                value = parse_size(value)
+            except ValueError:
+                value = None
         what = 'a positive number of bytes (an integer, or a string such as "512M" or "2G")'
     else:
         what = "a positive integer"
