@@ -53,7 +53,7 @@ def test_an_invoked_workflow_swapped_for_a_symlink_out_never_shows_the_outside_f
     test = project / "tests" / "t.test.dal"
     test.write_text(INVOKE.replace("wf.dal", "../wf.dal"))
     with swapping(project / "wf.dal", WORKFLOW, canary):
-        outcomes = race(lambda: run_test_file(test), 60, pause=0.002,
+        outcomes = race(lambda: run_test_file(test), 30, pause=0.002,
                         until=lambda out: _met(out, "error", "leads outside"))
     assert not [o for o in outcomes if CANARY in _shown(o)]
     passed = [o for o in outcomes if getattr(o, "passed", False)]
@@ -66,7 +66,7 @@ def test_read_workflow_under_a_fast_swap_never_returns_the_outside_file(project:
     canary = make_canary(tmp_path / "outside")
     session = TestSession(project / "tests" / "t.test.dal", tmp_path / "tws")
     with swapping(project / "wf.dal", WORKFLOW, canary):
-        outcomes = race(lambda: session.read_workflow(project / "tests" / ".." / "wf.dal"), 3000,
+        outcomes = race(lambda: session.read_workflow(project / "tests" / ".." / "wf.dal"), 1000,
                         until=lambda out: any(isinstance(o, str) for o in out))
     assert {o for o in outcomes if isinstance(o, str)} == {WORKFLOW}
     assert CANARY not in repr(outcomes)

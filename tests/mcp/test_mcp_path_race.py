@@ -72,7 +72,7 @@ def test_submit_with_a_path_swapped_for_a_symlink_out_never_queues_the_outside_f
     tools = _tools(ws)
     n = iter(range(10**6))
     with swapping(ws / "s.dal", SCRIPT, canary):
-        outcomes = race(lambda: tools.call("submit", {"path": "s.dal", "key": f"k{next(n)}"}), 200, pause=0.002,
+        outcomes = race(lambda: tools.call("submit", {"path": "s.dal", "key": f"k{next(n)}"}), 100, pause=0.002,
                         until=_both)
     _outcomes_show_no_canary(outcomes)
     kept = list((ws / ".dal" / "scripts").iterdir())
