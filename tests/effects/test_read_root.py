@@ -51,7 +51,7 @@ def root() -> Iterator[Path]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def walled(root: Path, command: str, network: bool = False) -> EffectResult:
+def walled(root: Path, command: str, network: bool = False, as_root_unwalled: bool = False) -> EffectResult:
     """`command` in the workspace with `shared/` a read root, through the wall alone (both checks bypassed)."""
     policy = Policy.load(root / "ws", allow_read=[str(root / "shared")], allow_run=["sh", "python3", "git"],
                          allow_net=network, _skip_file=True)
@@ -60,7 +60,8 @@ def walled(root: Path, command: str, network: bool = False) -> EffectResult:
     decision = Decision(True, "bypassed in a test", "local", plan=plan,
                         executables=tuple((n, find_program(n) or n) for n in names))
     with mock.patch.object(executor, "recheck", lambda c, p: None):
-        return execute_checked(command, decision, EffectContext(policy=policy, timeout=20))
+        return execute_checked(command, decision, EffectContext(policy=policy, timeout=20,
+                                                                unsandboxed_as_root=as_root_unwalled))
 
 
 def canary(root: Path) -> None:
@@ -165,3 +166,23 @@ def test_no_write_reaches_a_read_root_through_dev_fd_or_proc_self(root: Path, ki
         r = walled(root, "sh -c " + shlex.quote(how))
         assert r.status == "failed", f"{how}: {r.stdout}{r.stderr}"
         canary(root)
+
+
+@pytest.mark.parametrize("root_user", [False, True], ids=["user", "root"])
+def test_without_a_wall_none_of_these_programs_runs(root: Path, root_user: bool,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from dal.effects.wall import kind
+
+    monkeypatch.setitem(kind.PROBES, "bubblewrap", lambda: (False, "bubblewrap (bwrap) is not installed"))
+    monkeypatch.setitem(kind.PROBES, "landlock", lambda: (False, ""))
+    monkeypatch.setattr(kind.os, "geteuid", lambda: 0 if root_user else 1000)
+    daemon = Daemon(root / "shared" / "daemon.sock")
+    try:
+        for command in (CONNECT + str(root / "shared" / "daemon.sock"), f"git push {root}/shared/up.git main:x",
+                        f"sh -c 'exec 3<{root}/shared/secret.txt; echo pwned >/dev/fd/3'"):
+            r = walled(root, command, as_root_unwalled=root_user)  # as root, even with --unsandboxed-as-root
+            assert r.status == "denied" and "runs only inside a wall" in r.decision.reason, (command, r.stderr)
+        assert daemon.heard == b""
+    finally:
+        daemon.close()
+    canary(root)
