@@ -402,7 +402,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
         return _said(args, job, f"key {job['key']!r} already has job {job['job_id']} ({job['state']}): "
                      "nothing submitted")
     when = "ready" if job["state"] == "ready" else f"scheduled for {_when(job['run_at'])}"
-    return _said(args, job, f"submitted job {job['job_id']} (key {job['key']}, queue {job['queue']}, {when})")
+    line = f"submitted job {job['job_id']} (key {job['key']}, queue {job['queue']}, {when})"
+    if key is None:
+        # No key anywhere: the job's own id is its key, so submitting the same script again is new work.
+        line += ("; without --key (or an operation(\"...\") in the script) each submit is a job of its own, "
+                 "and the same script submitted again runs again: give it --key KEY to make a second submit "
+                 "find this job instead")
+    return _said(args, job, line)
 
 
 def _job_args(job: dict[str, Any]) -> dict[str, Any] | None:

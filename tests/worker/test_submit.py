@@ -100,3 +100,15 @@ def test_jobs_job_show_retry_cancel_and_workers(queue: Queue) -> None:
     assert len(workers) == 1 and workers[0]["state"] == "stopped" and workers[0]["done"] == 2
     assert "stopped" in q.cli("workers").out
     assert q.cli("job", "show", "2").out.rstrip().endswith("next: nothing to do")
+
+
+def test_a_keyless_submit_says_a_second_one_is_a_second_job(queue: Queue) -> None:
+    q = queue
+    q.write("s.dal", 'run("cat input.txt")\n')
+    first, second = q.cli("submit", "s.dal"), q.cli("submit", "s.dal")
+    assert "submitted job 1 (key job:1" in first.out and "submitted job 2 (key job:2" in second.out
+    assert "without --key" in first.out and "the same script submitted again runs again" in first.out
+    keyed = q.cli("submit", "s.dal", "--key", "k")
+    assert keyed.code == 0 and "without --key" not in keyed.out
+    q.write("own.dal", 'operation("own")\nrun("cat input.txt")\n')
+    assert "without --key" not in q.cli("submit", "own.dal").out  # the script names its key
