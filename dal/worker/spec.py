@@ -14,15 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dal.runner.spec import RunHooks, RunSpec
-from dal.runner.spec import SpecError as RunSpecError
+from dal.runner.spec import RunHooks, RunSpec, SpecError
 
 # A takeover has waited for the key already (dal/worker/takeover.py); this covers a hand-over.
 KEY_WAIT = 5.0
-
-
-class SpecError(Exception):
-    """A stored job specification DAL cannot run (damaged, or from another version)."""
 
 
 def make_spec(run: RunSpec, *, new_attempt_of: str | None = None) -> dict[str, Any]:
@@ -33,12 +28,13 @@ def make_spec(run: RunSpec, *, new_attempt_of: str | None = None) -> dict[str, A
 
 
 def check_spec(data: Any) -> RunSpec:
-    """`data` as a job's specification; SpecError naming what is wrong."""
+    """`data` as a job's specification (a RunSpec's JSON); SpecError (the runner's: one kind of error for a
+    specification DAL cannot run, damaged or from another version) naming what is wrong."""
     from dal.effects import PolicyError
 
     try:
         return RunSpec.from_json(data)
-    except (RunSpecError, PolicyError) as e:
+    except (SpecError, PolicyError) as e:
         raise SpecError(f"the job's run specification: {e}") from None
 
 

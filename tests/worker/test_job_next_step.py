@@ -31,3 +31,27 @@ def test_a_waiting_jobs_next_step_is_the_decision_and_a_worker_continues_it(queu
     assert '"send.dal"' in shown and "sha256-" not in shown.split('"rerun"', 1)[1].split("]", 1)[0], shown
     assert q.run("worker", "--until-idle", "--poll", "0.05").code == 0
     assert q.lines("outbox.txt") == ["sent"] and q.jobs()[jid]["state"] == "done"
+
+
+def test_a_damaged_job_specification_parks_the_job_saying_what_is_wrong(queue: Queue) -> None:
+    """One SpecError for a specification DAL cannot run, the runner's (the worker had a second one)."""
+    import sqlite3
+
+    from dal.runner.spec import SpecError
+    from dal.worker.spec import check_spec
+
+    q = queue
+    q.write("s.dal", 'run("echo hi >> log.txt")\n')
+    assert q.cli("submit", "--key", "s", "s.dal").code == 0
+    with sqlite3.connect(q.db) as c:
+        c.execute("UPDATE jobs SET spec = ?", ('{"script": 7}',))
+    assert q.run("worker", "--until-idle", "--poll", "0.05").code == 0
+    (job,) = q.jobs().values()
+    assert job["state"] == "parked" and "the job's run specification" in job["note"], job["note"]
+    assert not (q.ws / "log.txt").exists()
+    try:
+        check_spec({"script": 7})
+    except SpecError as e:
+        assert str(e).startswith("the job's run specification: ")
+    else:
+        raise AssertionError("a damaged specification was taken")
