@@ -53,7 +53,14 @@ class RunHost(NullHost):
             return super().run_effect(command, span, argv)
         result = self.effects(command, span, argv, stdin=stdin, write_to=write_to, append=append)
         if self._on_denied is not None and result.status == "denied":
-            self._on_denied(result, span)
+            if write_to is not None or stdin is not None:  # named as the script called it, not its shell text
+                import json
+
+                said = (f"write_file({json.dumps(write_to, ensure_ascii=False)}, ...)" if write_to is not None
+                        else f"run({json.dumps(list(argv or ()), ensure_ascii=False)}, {{\"input\": ...}})")
+                self._on_denied(result, span, said)
+            else:
+                self._on_denied(result, span)
         return result
 
     def observe(self, what: str, produce: Callable[[], Any]) -> Any:

@@ -195,10 +195,10 @@ def _execute(run: RunState) -> RunReport:
 
     on_denied = None
     if hooks.on_denied is not None:
-        def on_denied(result: Any, span: Any) -> None:
+        def on_denied(result: Any, span: Any, call: str | None = None) -> None:
             policy = run.handler.ctx.policy if run.handler is not None else None  # the one in force now
             hooks.on_denied(EffectDenied(result.command, result.decision.reason, span, filename=filename,
-                                         source=source, policy=policy))
+                                         source=source, policy=policy, call=call))
 
     # The writer is the host's before the runtime exists; a closed pipe interrupts the runtime built next.
     write = _stop_on_closed_pipe(hooks.write or sys.stdout.write, got, run.interrupt)
@@ -315,9 +315,10 @@ class EffectDenied(DalError):
     kind = "denied"
 
     def __init__(self, command: str, reason: str, span: Any, *, filename: str, source: str,
-                 policy: Any = None) -> None:
-        super().__init__(f"run({json.dumps(command, ensure_ascii=False)}) was denied: {reason}", span,
-                         filename=filename, source=source)
+                 policy: Any = None, call: str | None = None) -> None:
+        # `call`: how the script asked for it when that was not run("...") (write_file, run([...], {input}))
+        said = call or f"run({json.dumps(command, ensure_ascii=False)})"
+        super().__init__(f"{said} was denied: {reason}", span, filename=filename, source=source)
         self.command = command
         self.reason = reason
         self.policy = policy  # the dal.effects.Policy that denied it, for a hint that names its roots

@@ -114,3 +114,11 @@ def test_the_approval_covers_the_text_fed(durable) -> None:
     assert durable.cli("approve", "latest").code == 0
     assert durable.cli("resume", "latest").code == 0
     assert durable.lines("outbox.txt") == ["report: it's done"]
+
+
+def test_a_denied_fed_effect_is_named_as_the_script_called_it(durable) -> None:
+    durable.write("d.dal", 'write_file("../out.txt", "x")\nrun(["tee", "../t.txt"], {"input": "y"})\n')
+    got = durable.run("run", "d.dal")
+    assert 'warning[denied]: write_file("../out.txt", ...) was denied: writes outside the allowed roots' in got.err
+    assert 'warning[denied]: run(["tee", "../t.txt"], {"input": ...}) was denied' in got.err
+    assert "printf" not in got.err.split("help:")[0]  # not the shell text the script never wrote
