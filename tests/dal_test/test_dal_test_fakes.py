@@ -101,3 +101,16 @@ fake("echo *", {"stdout": "faked\\n"})
 assert_eq(run("echo real").stdout, "real\\n")
 """
     _ok(dal_test({"t.test.dal": test}, "t.test.dal"))
+
+
+def test_a_write_file_is_faked_by_its_command_as_the_receipt_shows_it(dal_test) -> None:
+    # docs/testing.md: the input is spelled out in front of the command a fake matches.
+    test = """\
+fake("printf %s * | cat > report.md", {"code": 1, "stderr": "disk full"})
+let r = invoke("w.dal")
+assert_eq(r.effects.items[0].status, "failed")
+assert_eq(r.effects.items[0].summary, "command failed (exit 1): disk full")
+assert_eq(r.effects.items[1].status, "completed")
+"""
+    workflow = 'write_file("report.md", "hello\\n")\nwrite_file("other.md", "x")\n'
+    _ok(dal_test({"w.dal": workflow, "t.test.dal": test}, "t.test.dal"))
