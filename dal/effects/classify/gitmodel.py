@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 import attrs
 
-from dal.effects.classify import gitoptions
 from dal.effects.classify.programs import ArgUse, Unsafe
 
 __all__ = ["GitUse", "analyze_git", "git_is_network", "SUBCOMMANDS"]
@@ -653,17 +652,35 @@ _DENIED_SUBCOMMANDS = {
 }
 
 
+# The flags a rule of this model reads that make git do more (read untracked or ignored files, apply, reach
+# more remotes): an abbreviation of one counts as it, as git would take it (`git add --forc`, `git stash
+# --al`, `git grep --untr`). Flags that make git do less (`--cached`, `--stat`, `--no-hardlinks`) count only
+# spelled out: a misread one then errs to doing more.
+_RULE_FLAGS = {
+    "add": ("--force", "--all", "--update", "--ignore-removal", "--renormalize"),
+    "commit": ("--all",),
+    "grep": ("--untracked", "--no-index"),
+    "stash": ("--include-untracked", "--all", "--only-untracked"),
+    "apply": ("--apply", "--reject"),
+    "fetch": ("--multiple", "--all"),
+    "pull": ("--all",),
+    "push": ("--all",),
+}
+
+
 def _match(sub_name: str, sub: Sub, name: str, attached: bool = False) -> str:
-    """The option `name` (with its dashes) stands for, in full: the option git reads it as (gitoptions.py:
-    an unambiguous prefix, a `--no-` form; an ambiguous one is denied), else itself or the denied / path /
-    value option of the model it abbreviates (options git parses in tables the measurement does not see).
-    An abbreviation of a denied option is denied, whatever else it might abbreviate."""
+    """The option `name` (with its dashes) stands for, in full: itself, or the denied / path / value option
+    of the model it abbreviates (git takes any unambiguous prefix), or the flag of _RULE_FLAGS it
+    abbreviates. An abbreviation of a denied option is denied, whatever else it might abbreviate. Without
+    git's own option tables the check may misread another abbreviation; git runs only inside a wall, which
+    holds what such a misreading would miss (the store hidden, the policy read-only), and the check's word
+    on it is an explanation (issue 27)."""
     known = (sub.deny, sub.paths, sub.values, sub.flags or ())
     if any(name in k for k in known) or not name.startswith("--") or len(name) < 3:
         return name
-    full = gitoptions.long_option(sub_name, name, attached)
-    if full is not None:
-        return full
+    for flag in _RULE_FLAGS.get(sub_name, ()):
+        if flag.startswith(name):
+            return flag
     for table in (sub.deny, sub.paths, sub.values):
         hits = [k for k in table if k.startswith(name)]
         if hits:
