@@ -32,7 +32,8 @@ class Continuer:
     """Who continues a run once what it waits for is settled: `job` (the id of the queue's job the run
     belongs to: a worker) and `front` ("cli": a person at the command line; "mcp": an agent's tools)."""
 
-    job: int | None = None
+    # An int, never text: it is put into suggested commands unquoted.
+    job: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.instance_of(int)))
     front: str = "cli"
 
     @classmethod
@@ -141,7 +142,8 @@ def run_next(
     again = [e for e in items if e.get("replayed") and e.get("status") in ("failed", "timeout")]
     if status == "failed" and again and not (error is not None and error.get("kind") == "divergence"):
         e = again[-1]
-        then = f"; then `dal job retry {by.job}`" if by.job is not None else f" on {by.resume(rid)}"
+        jid = by.job  # an int (Continuer checks it)
+        then = f"; then `dal job retry {jid}`" if jid is not None else f" on {by.resume(rid)}"
         return (
             f"effect {e['seq']} (`{e['command']}`) {e['status'] if e['status'] == 'failed' else 'timed out'} in an "
             f"earlier attempt, and the journal replays that result: once its cause is fixed, "
