@@ -348,3 +348,15 @@ def test_the_default_toolset_reading_is_carved_as_other_programs_are(ws: Path) -
             r = execute_checked(command, _bypass(command, policy), EffectContext(policy=policy))
             assert "SQLite" not in r.stdout and "secret" not in r.stdout and "Permission denied" in r.stderr
     assert run_effect("cat notes.txt", EffectContext(policy=policy)).stdout.startswith("beta\n")
+
+
+@landlocked
+def test_the_main_example_runs_under_landlock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dal
+
+    monkeypatch.setenv("DAL_WALL", "landlock")
+    source = (Path(__file__).parents[2] / "examples" / "article_loop.dal").read_text()
+    r = dal.run(source, workspace=tmp_path)  # its mkdir -p makes a folder at the workspace's top
+    assert "verified after 2 attempts" in r.output, r.output
+    assert r.to_dict()["sandbox"]["wall"] == "landlock"
+    assert (tmp_path / "COO-FILESYSTEM" / "articles" / "drafts" / "example.md").is_file()

@@ -84,7 +84,13 @@ def _writes_on_the_way(plan: WallPlan, writes: list[str]) -> bool:
             if parent == root:
                 break
             parent = os.path.dirname(parent)
-    return any(w in way or os.path.dirname(w) in way for w in writes)
+    def lands_in(path: str) -> str:  # the folder the write makes an entry in: the nearest that exists (mkdir -p)
+        parent = os.path.dirname(path)
+        while parent != "/" and not os.path.lexists(parent):
+            parent = os.path.dirname(parent)
+        return parent
+
+    return any(w in way or lands_in(w) in way for w in writes)
 
 
 def _in_git(path: str) -> bool:
