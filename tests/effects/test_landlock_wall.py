@@ -360,3 +360,12 @@ def test_the_main_example_runs_under_landlock(tmp_path: Path, monkeypatch: pytes
     assert "verified after 2 attempts" in r.output, r.output
     assert r.to_dict()["sandbox"]["wall"] == "landlock"
     assert (tmp_path / "COO-FILESYSTEM" / "articles" / "drafts" / "example.md").is_file()
+
+
+@landlocked
+@pytest.mark.skipif(os.geteuid() != 0, reason="root only")
+def test_programs_keep_no_capability_even_as_root(ws: Path) -> None:
+    r = sh(ws, "chown 65534 notes.txt || echo no-chown; mount -t tmpfs none sub 2>/dev/null || echo no-mount; "
+               "cat /etc/shadow 2>/dev/null || echo no-shadow", unsandboxed_as_root=False)
+    assert r.stdout == "no-chown\nno-mount\nno-shadow\n", r.stderr
+    assert (ws / "notes.txt").stat().st_uid == 0 and not os.path.ismount(ws / "sub")
