@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -369,3 +370,30 @@ def test_programs_keep_no_capability_even_as_root(ws: Path) -> None:
                "cat /etc/shadow 2>/dev/null || echo no-shadow", unsandboxed_as_root=False)
     assert r.stdout == "no-chown\nno-mount\nno-shadow\n", r.stderr
     assert (ws / "notes.txt").stat().st_uid == 0 and not os.path.ismount(ws / "sub")
+
+
+@landlocked
+def test_a_killed_dal_s_temporary_folders_go_at_the_next_wall(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    from dal.core import liveness
+    from dal.effects.wall.landlock_wall import LandlockWall, _tmp_prefix
+    from dal.effects.wall.limits import CommandLimits
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    top = Path(tempfile.gettempdir())
+    left = top / f"{_tmp_prefix()}{gone.pid}-1-abc"  # a DAL process that is no more
+    live = top / f"{_tmp_prefix()}{os.getpid()}-{liveness.start_time(os.getpid())}-abc"  # this one's
+    for folder in (left, live):
+        (folder / "home").mkdir(parents=True)
+    try:
+        monkeypatch.setattr(landlock_wall, "_swept", False)
+        policy = Policy.load(ws)
+        with LandlockWall(policy, [], 1 << 20, False, True, limits=CommandLimits.of(policy, 10)) as wall:
+            made = wall.tmpdir
+            assert made is not None and os.path.basename(made).startswith(_tmp_prefix())
+        assert not left.exists() and live.is_dir() and not os.path.exists(made)
+    finally:
+        for folder in (left, live):
+            shutil.rmtree(folder, ignore_errors=True)

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
+from dal.core import liveness
 from dal.effects.policy import Policy
 from dal.effects.wall import landlock, landlock_kept, seccomp
 from dal.effects.wall.limits import CommandLimits, format_bytes
@@ -66,6 +67,37 @@ def missing() -> str | None:
     if not seccomp.available():
         return seccomp.missing()
     return None
+
+
+def _tmp_prefix() -> str:
+    """The wall's temporary folders are named for this boot, PID namespace and DAL process, so that the next
+    start can tell the ones a killed DAL left (_sweep_leftovers)."""
+    return f"dal-wall-{(liveness.boot_id() or 'x')[:8]}-{liveness.pid_namespace() or 0}-"
+
+
+_swept = False
+
+
+def _sweep_leftovers() -> None:
+    """Once per process: remove the temporary folders (TMPDIR, HOME) of walls whose DAL process is gone, of
+    this user, this boot and this PID namespace (another's are left: this process cannot tell)."""
+    global _swept
+    if _swept:
+        return
+    _swept = True
+    top, prefix = tempfile.gettempdir(), _tmp_prefix()
+    try:
+        names = [n for n in os.listdir(top) if n.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        try:
+            pid, start = (int(x) for x in name[len(prefix):].split("-")[:2])
+            st = os.lstat(os.path.join(top, name))
+        except (ValueError, OSError):
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and liveness.verdict(pid, start, None) == "gone":
+            shutil.rmtree(os.path.join(top, name), ignore_errors=True)
 
 
 class _TooMuchToKeep(Exception):
@@ -140,7 +172,8 @@ class LandlockWall(Wall):
                 raise
             self.ruleset = landlock.Ruleset(network=policy.allow_net)
             self.rules = render(mounts_of(self.plan, self._fd_of), Rules(self.ruleset), descend=self.descend)
-            self.tmpdir = tempfile.mkdtemp(prefix="dal-wall-")
+            _sweep_leftovers()
+            self.tmpdir = tempfile.mkdtemp(prefix=f"{_tmp_prefix()}{os.getpid()}-{liveness.start_time(os.getpid())}-")
             self.home = os.path.join(self.tmpdir, "home")
             os.mkdir(self.home, 0o700)
             for dev, rights in DEVICES.items():
