@@ -122,3 +122,14 @@ def test_a_denied_fed_effect_is_named_as_the_script_called_it(durable) -> None:
     assert 'warning[denied]: write_file("../out.txt", ...) was denied: writes outside the allowed roots' in got.err
     assert 'warning[denied]: run(["tee", "../t.txt"], {"input": ...}) was denied' in got.err
     assert "printf" not in got.err.split("help:")[0]  # not the shell text the script never wrote
+
+
+def test_input_is_bounded_as_a_command_is_and_appending_in_parts_works(durable) -> None:
+    # docs/language.md: the input and the command together are at most 256 KiB, the limit of one run().
+    durable.write("big.dal", 'let part = "0123456789"\nfor i in range(13) { part = part + part }\n'
+                  'print(write_file("big.txt", part + part + part + part).status)\nwrite_file("big.txt", part)\n'
+                  'for i in range(3) { write_file("big.txt", part, {"append": true}) }\n'
+                  'print(len(run(["cat", "big.txt"]).stdout))\n')
+    got = durable.cli("run", "big.dal")
+    assert got.out.splitlines() == ["denied", str(4 * 81920)], (got.out, got.err)
+    assert "one run() takes at most 262144" in got.err
