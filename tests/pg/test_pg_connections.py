@@ -4,6 +4,7 @@ replaced, with the behaviour the store contract states (the schema checked again
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import psycopg
@@ -134,8 +135,6 @@ def test_normal_durability_is_the_sessions_once_and_full_each_commits_while_aske
 
 def test_the_queue_clock_is_the_databases_whatever_this_process_clock_says(pg_url: str,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    import time
-
     with _open(pg_url) as store, psycopg.connect(pg_url, autocommit=True) as c:
         q = store.jobs()
         first = q.clock()
@@ -143,3 +142,22 @@ def test_the_queue_clock_is_the_databases_whatever_this_process_clock_says(pg_ur
         later = q.clock()
         db = float(c.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()[0])
         assert first <= later and abs(later - db) < 1.0
+
+
+def test_closing_the_store_closes_the_lock_connections_its_process_kept(pg_url: str) -> None:
+    def dal_sessions() -> int:
+        with psycopg.connect(pg_url, autocommit=True) as c:
+            return int(c.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                                 " AND application_name = 'dal'").fetchone()[0])
+
+    store = _open(pg_url)
+    for key in ("a", "b"):
+        lock = store.operation_lock(key)
+        lock.acquire("run_20261201T100000000Z_aaaaaa", 0)
+        lock.release()
+    assert dal_sessions() == 2  # the store's, and the one lock connection kept for the next lock
+    store.close()
+    deadline = time.monotonic() + 5  # a closed session's backend leaves pg_stat_activity as it exits
+    while dal_sessions() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert dal_sessions() == 0

@@ -134,6 +134,10 @@ def test_a_database_restart_mid_run_loses_no_job_and_repeats_no_effect(tmp_path:
             w.write(f"job{k}.dal", job_script(k))
             assert w.dal("submit", f"job{k}.dal").returncode == 0
         workers = [w.worker("--concurrency", "2", "--lease", "2") for _ in range(2)]
+        # Both workers started (a worker that cannot open the store as it starts exits, as it should): the
+        # restart is to fall on workers that run.
+        w.wait_for(lambda: all("started:" in Path(p.log).read_text(encoding="utf-8") for p in workers), 60,  # type: ignore[attr-defined]
+                   "both workers to start")
         w.wait_for(lambda: "→" in w.logs() or "running" in w.states().values(), 60, "the first runs to start")
         time.sleep(0.3)
         server.stop("immediate")  # as a crash of the server would: no checkpoint, connections cut

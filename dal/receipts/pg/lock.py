@@ -68,6 +68,14 @@ def _pool(url: str) -> list[tuple[Any, tuple[int, Any]]]:
     return _IDLE.setdefault(url, [])
 
 
+def close_idle(url: str) -> None:
+    """Close this process's idle lock connections to `url` (its store is closed: a command that ends, a test;
+    a job process keeps its store, and so its lock connection, for its whole life)."""
+    for conn, _backend in _pool(url):
+        _quietly_close(conn)
+    _IDLE.pop(url, None)
+
+
 def _quietly_close(conn: Any) -> None:
     try:
         conn.close()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -45,6 +46,9 @@ _RUN_COLUMNS = (
     "run_id, operation, key, status, retry, external_effect, blocker, script_path, started_at, "
     "finished_at, duration_ms, previous_run, skipped_of"
 )
+# How many PgStores of each database this process has open (close() of the last closes the kept lock
+# connections).
+_OPEN: dict[str, int] = {}
 _WRAP = "dal:json"
 _UNSAFE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 
@@ -84,6 +88,8 @@ class PgStore:
         self._clock_at: tuple[float, float] | None = None  # the database's clock read: (its time, monotonic)
         self._psycopg = driver()
         self._held_locks: list[PgKeyLock] = []  # key locks taken through this store: they fence its intents
+        _OPEN[url] = _OPEN.get(url, 0) + 1
+        self._counted = True
         with self._lock:
             try:
                 self._connection("opening it")  # checks (and for a writer, migrates) the schema
@@ -165,12 +171,21 @@ class PgStore:
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
     def close(self) -> None:
+        """Close the connection; the last open store of a database closes the idle key lock connections this
+        process kept for it too."""
         with self._lock:
             if self._conn is not None:
                 try:
                     self._conn.close()
                 finally:
                     self._conn = None
+            if self._counted:
+                self._counted = False
+                _OPEN[self.url] -= 1
+                if not _OPEN[self.url] and "dal.receipts.pg.lock" in sys.modules:
+                    from dal.receipts.pg.lock import close_idle
+
+                    close_idle(self.url)  # the last store of this database this process had open
 
     def __enter__(self) -> PgStore:
         return self
