@@ -91,6 +91,10 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
                         unsandboxed_as_root=spec.unsandboxed_as_root)
     d = walled_only(d, ctx)
     kind = wall_kind(ctx)
+    if d.allowed and kind.refused:  # root without a wall, a required wall missing: the run refuses every command
+        import attrs
+
+        d = attrs.evolve(d, allowed=False, reason=kind.refused)
     verdict = "deny" if not d.allowed else "approval required" if d.approval_required else "allow"
     walls = _walls(d, policy, spec, kind.name) if args.wall and kind.name != "none" else [] if args.wall else None
     if args.json:

@@ -77,6 +77,11 @@ def test_policy_check_names_the_wall_and_denies_as_the_run_would(ws: Path, no_wa
     assert main(["policy", "check", "--unsandboxed-as-root", "--json", "cat notes.txt"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["decision"] == "allow" and got["wall"]["kind"] == "none" and got["wall"]["refused"] is None
+    monkeypatch.setattr(kind.os, "geteuid", lambda: 0)  # root, without the flag: the run refuses everything
+    assert main(["policy", "check", "cat notes.txt"]) == 1
+    assert capsys.readouterr().out.startswith("deny: running as root without a working sandbox")
+    assert main(["policy", "check", "--require-sandbox", "cat notes.txt"]) == 1
+    assert capsys.readouterr().out.startswith("deny: sandbox required but unavailable")
 
 
 def test_each_effect_of_the_receipt_names_the_wall_that_held_it(tmp_path: Path,
