@@ -35,12 +35,12 @@ def system_ops(system: tuple[tuple[str, str], ...], links: tuple[tuple[str, str]
     for etc in (False, True):
         if etc:
             argv += ["--perms", "0755", "--dir", "/etc"]
-        for path, target in links:
-            if path.startswith("/etc/") == etc:
-                argv += ["--symlink", target, path]
         for path, source in system:
             if path.startswith("/etc/") == etc:
                 argv += ["--ro-bind", source, path]
+        for path, target in links:
+            if path.startswith("/etc/") == etc:
+                argv += ["--symlink", target, path]
     return argv
 
 
