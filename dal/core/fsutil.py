@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -71,3 +72,16 @@ def read_only_mount(path: str | os.PathLike[str]) -> bool:
             here = here.parent
         except (OSError, AttributeError):
             return False
+
+
+def realpath(path: str | os.PathLike[str]) -> str:
+    """os.path.realpath, taken again when a name changed under it: Python 3.11 raises EINVAL when a name it
+    found to be a symlink is no longer one as it reads it, which a script's program swapping a name makes
+    happen (and which must not become an internal error of DAL)."""
+    for _ in range(50):
+        try:
+            return os.path.realpath(path)
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                raise
+    return os.path.realpath(path)

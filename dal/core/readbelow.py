@@ -17,6 +17,8 @@ import stat
 from collections.abc import Callable, Collection, Iterable
 from typing import TypeVar
 
+from dal.core.fsutil import realpath
+
 __all__ = ["HIDDEN_STATE", "NotBelow", "open_below", "read_below", "read_named", "read_text_below", "root_of",
            "stat_below"]
 
@@ -96,9 +98,9 @@ def root_of(path: str | os.PathLike[str], roots: Iterable[str]) -> tuple[str, st
     or by its folder's real path, and the name below it; None when it is below none (a file the operator
     named outside every place a script may change)."""
     p = os.path.normpath(os.fspath(path))
-    names = (p, os.path.join(os.path.realpath(os.path.dirname(p)), os.path.basename(p)))
+    names = (p, os.path.join(realpath(os.path.dirname(p)), os.path.basename(p)))
     for root in roots:
-        for r in dict.fromkeys((os.path.normpath(root), os.path.realpath(root))):
+        for r in dict.fromkeys((os.path.normpath(root), realpath(root))):
             for n in names:
                 if n.startswith(r.rstrip("/") + "/"):
                     return r, n[len(r.rstrip("/")) + 1:]

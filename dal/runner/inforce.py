@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from dal.core.fsutil import realpath
 from dal.core.records import ValueRecord
 from dal.effects.policy import Policy, PolicyError
 from dal.runner.spec import RunSpec, SpecError
@@ -96,8 +97,8 @@ def unguarded_policy_file(policy: Policy, recorded: list[str]) -> str | None:
 
     if policy.file_sha256 is None:
         return None
-    path = os.path.realpath(policy.source)
-    if PROTECTED_NAMES.intersection(path.split("/")) or path in {os.path.realpath(r) for r in recorded}:
+    path = realpath(policy.source)
+    if PROTECTED_NAMES.intersection(path.split("/")) or path in {realpath(r) for r in recorded}:
         return None
     inside = [r for r in dict.fromkeys([policy.workspace, *policy.write_roots])
               if path == r or path.startswith(r.rstrip("/") + "/")]

@@ -24,8 +24,9 @@ from typing import Any
 import attrs
 
 from dal.core import defaults
+from dal.core.digest import sha256
 from dal.core.errors import DalError, DalRuntimeError, DalTypeError
-from dal.core.readbelow import HIDDEN_STATE, NotBelow, read_named, read_text_below, root_of
+from dal.core.readbelow import HIDDEN_STATE, NotBelow, read_below, read_named, read_text_below, root_of
 from dal.effects import EffectContext, EffectResult, Policy
 from dal.effects.policy.narrowing import beyond, capped  # the ceiling of every invoke's policy (dal mcp uses it too)
 from dal.eval.builtins import BUILTINS
@@ -57,10 +58,6 @@ class Fake:
         r = self.results[min(self.used, len(self.results) - 1)]
         self.used += 1
         return r
-
-
-def _within(path: str, roots: Iterable[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
 class TestSession:
@@ -150,8 +147,7 @@ class TestSession:
 
         options = self.policy_options(policy)
         file = options.get("policy_file")
-        if file is not None:
-            self.check_policy_file(file)
+        digest = self.check_policy_file(file) if file is not None else None
         try:
             spec = build_spec(script, workspace=self.workspace, store=self.store, key=key, max_steps=max_steps,
                               max_effects=max_effects, unsandboxed_as_root=self.unsandboxed_as_root,
@@ -164,6 +160,8 @@ class TestSession:
                 raise DalRuntimeError(f"the policy file {file} this invoke names is not a valid policy",
                                       help=f"see why with `dal policy check --policy {sh_quote(file)}`") from None
             raise DalRuntimeError(str(e)) from None
+        if digest is not None and spec.policy.file_sha256 != digest:  # built from other bytes than checked
+            raise DalRuntimeError(f"the policy file {file} this invoke names changed while it was read: not used")
         if self.ceiling is not None and (wider := beyond(spec.policy, self.ceiling)):
             what = "; ".join(wider) if file is None else f"more ({len(wider)} difference(s); the file is not quoted)"
             raise DalRuntimeError(
@@ -212,16 +210,27 @@ class TestSession:
         except OSError as e:
             raise DalRuntimeError(f"cannot read the workflow script {path}: {e.strerror}") from None
 
-    def check_policy_file(self, file: Path) -> None:
+    def check_policy_file(self, file: Path) -> str | None:
         """A policy file an invoke names must lie in the test's project (the workspace of its folder, or the
         folder `dal test` runs in) or a read root of the ceiling: refused before it is read, so that a test
-        cannot probe files elsewhere (docs/testing.md, "The policy ceiling")."""
+        cannot probe files elsewhere (docs/testing.md, "The policy ceiling"). Read here once, by descriptor
+        below that folder: the sha256 of its bytes, which the policy built from it must have (None: it
+        cannot be read, which building the spec then reports)."""
         roots = self.project_roots()
-        path = os.path.realpath(file)
-        if not _within(path, roots):
-            raise DalRuntimeError(f"the policy file {file} this invoke names is outside the test's project "
+        outside = DalRuntimeError(f"the policy file {file} this invoke names is outside the test's project "
                                   f"({roots[1]}) and the read roots dal test was given: not read",
                                   help="keep a test's policy files in its project")
+        below = root_of(file, roots)
+        if below is None:
+            raise outside
+        try:
+            return sha256(read_below(*below, hide=HIDDEN_STATE)).hexdigest()
+        except NotBelow as e:
+            if e.leads_out or e.hidden:
+                raise outside from None
+            raise DalRuntimeError(f"cannot read the policy file {file} this invoke names: {e.strerror}") from None
+        except OSError:
+            return None
 
     def resume(self, run_id: str, *, max_steps: int | None, crash: tuple[str, int] | None) -> dict[str, Any]:
         """Continue a run as `dal resume RUN` would: its stored spec, with this test's overrides."""

@@ -92,3 +92,26 @@ def test_a_test_cannot_invoke_a_script_in_dals_own_state(project: Path) -> None:
     test.write_text('let r = invoke("../.dal/scripts/sha256-abc.dal")\nprint(r.error)\n')
     result = run_test_file(test)
     assert not result.passed and "DAL's own state" in str(result.error) and CANARY not in _shown(result)
+
+
+def test_an_invoked_policy_file_swapped_for_a_symlink_out_is_never_the_policy_a_workflow_runs_under(
+        project: Path, tmp_path: Path) -> None:
+    # The file outside is narrower than the ceiling (it gates echo behind approval), so only where it was
+    # read from tells: a workflow that ran under it would wait for a person.
+    (tmp_path / "outside").mkdir()
+    canary = tmp_path / "outside" / "p.toml"
+    canary.write_text('[run]\nrequire_approval = ["echo"]\n')
+    (project / "wf.dal").write_text('print(run("echo hi"))\n')
+    test = project / "tests" / "t.test.dal"
+    test.write_text('let r = invoke("../wf.dal", {"policy": "p.toml"})\nassert_eq(r.status, "completed")\n')
+    with swapping(project / "tests" / "p.toml", "[run]\n", canary):
+        outcomes = race(lambda: run_test_file(test), 30, pause=0.002,
+                        until=lambda out: _met(out, "error", "not read") or _met(out, "error", "changed while"))
+    results = [o for o in outcomes if isinstance(o, TestResult)]
+    assert len(results) == len(outcomes)
+    assert not [r for r in results if "waiting" in _shown(r) or "approval" in _shown(r)], [
+        _shown(r) for r in results if "waiting" in _shown(r) or "approval" in _shown(r)][:2]
+    assert [r for r in results if r.passed]
+    odd = [f"{r.error!s} / {r.message}" for r in results
+           if not r.passed and "not read" not in str(r.error) and "changed while" not in str(r.error)]
+    assert not odd, odd[:3]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dal.core.digest import sha256
+from dal.core.fsutil import realpath
 from dal.core.readbelow import read_below, read_named, root_of
 from dal.core.records import FrozenRecord
 from dal.core.statedir import state_dirs
@@ -669,7 +670,7 @@ def _roots(ws: str, entries: list[str], where: str | None = None) -> list[str]:
     out = []
     for e in entries:
         joined = os.path.join(ws, os.path.expanduser(e))
-        resolved = os.path.realpath(joined)
+        resolved = realpath(joined)
         named = os.path.normpath(joined)
         if where is not None and _inside(named, ws) and resolved != named:
             link = _first_link(ws, named)
