@@ -118,10 +118,10 @@ def test_the_servers_idle_session_timeout_does_not_end_a_runs_key_lock(world: Wo
     assert world.lines("out.txt") == ["sent"]
 
 
-def _run_losing_its_lock(world: World, *, taker_env: dict[str, str]) -> tuple[Any, Any]:
+def _run_losing_its_lock(world: World, *, taker_env: dict[str, str], sleep: int = 2) -> tuple[Any, Any]:
     """Run A of key k (`sleep`, then an append); while A sleeps its lock's session is ended; run B of the key
     starts (with `taker_env`). Returns (A's process, B's completed process)."""
-    world.write("s.dal", 'run("sleep 2")\nrun("echo sent >> out.txt")\n')
+    world.write("s.dal", f'run("sleep {sleep}")\nrun("echo sent >> out.txt")\n')
     a = world.spawn("run", "--key", "k", "s.dal")
     world.wait_for(lambda: _lock_backends(world.url, "k"), 30, "run A to take its key lock")
     time.sleep(0.5)
@@ -132,7 +132,8 @@ def _run_losing_its_lock(world: World, *, taker_env: dict[str, str]) -> tuple[An
 
 
 def test_a_run_that_lost_its_lock_stops_before_its_next_effect_and_the_taker_here_waits(world: World) -> None:
-    a, b = _run_losing_its_lock(world, taker_env={})
+    # A sleeps long enough that B (a new process, slow to start on a loaded machine) finds it still running.
+    a, b = _run_losing_its_lock(world, taker_env={}, sleep=6)
     # B, on A's machine, sees A alive: it does not bury it, runs nothing, exit 3.
     assert b.returncode == 3 and "lost its key lock" in b.stderr and "nothing ran" in b.stderr, b.stderr
     # A stops at its next intent: the append does not start.
