@@ -19,8 +19,9 @@ from collections.abc import Mapping
 from typing import Any
 
 # C0 and C1 controls and DEL; the bidi embedding, override and isolate controls and marks; line and
-# paragraph separators; zero-width space, non-joiner and the byte order mark (invisible, used to disguise).
-_OTHERS = "\x7f-\x9f\u061c\u200b\u200c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff"
+# paragraph separators; zero-width space, non-joiner and the byte order mark (invisible, used to disguise);
+# lone surrogates (no UTF-8 stream can carry them: writing one would fail, not show it).
+_OTHERS = "\x7f-\x9f\u061c\u200b\u200c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff"
 _ALL = re.compile(f"[\x00-\x1f{_OTHERS}]")
 _KEEP_LINES = re.compile(f"[\x00-\x08\x0b-\x1f{_OTHERS}]")  # all but tab and newline
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -39,6 +40,12 @@ def visible(text: str, *, lines: bool = False) -> str:
     are (output shown as lines); otherwise they are escaped too (a value on one line of a receipt)."""
     pattern = _KEEP_LINES if lines else _ALL
     return pattern.sub(_show, text) if pattern.search(text) else text
+
+
+def visible_json(text: str) -> str:
+    """JSON text with every character `visible` escapes written as `\\uXXXX` (inside strings, the only
+    place JSON lets one be, that is the same JSON): a log line a terminal may show."""
+    return _ALL.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _ALL.search(text) else text
 
 
 def visible_data(value: Any) -> Any:

@@ -12,56 +12,40 @@ line with the same keys on every line (null where a key does not apply):
 `state` is where the event left the job, `retry` the run's retry class, `duration` the seconds the job's
 attempt took. An output line is `"level": "output"` with the line as its message, on stdout.
 
-Nothing a script chose can reach the terminal raw, in either format: control characters (C0, DEL, C1),
-the bidirectional-text controls that reorder what a reader sees, the line and paragraph separators and
-lone surrogates are written as escapes (`\\x1b`, `\\u202e`), so a script can neither forge a line of the
-log nor move the cursor, ring the bell or reverse the text that follows.
+Nothing a script chose can reach the terminal raw, in either format: what `dal.core.visible` escapes for
+every other line DAL shows (control characters, the bidirectional-text controls that reorder what a reader
+sees, zero-width characters, the line and paragraph separators, lone surrogates) is written as escapes
+(`\\x1b`, `\\u202e`, `\\u200b`), so a script can neither forge a line of the log nor move the cursor, ring
+the bell, hide text or reverse the text that follows.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from dal.core.visible import visible, visible_json
+
 FORMATS = ("text", "json")
 LEVELS = ("info", "warning", "error")
 FIELDS = ("job", "key", "run", "state", "retry", "duration")
 
-# What must not reach a terminal raw: C0 controls, DEL and C1 controls, the bidirectional controls (ALM,
-# LRM, RLM, the embeddings and overrides, the isolates), the line and paragraph separators, and lone
-# surrogates (which no UTF-8 stream can carry either).
-_OTHER_UNSAFE = "\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff"
-_UNSAFE_RE = re.compile(f"[\x00-\x1f{_OTHER_UNSAFE}]")
-_UNSAFE_BUT_TAB = re.compile(f"[\x00-\x08\x0a-\x1f{_OTHER_UNSAFE}]")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(m: re.Match[str]) -> str:
-    c = m.group()
-    return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
-
-
-def visible(text: str) -> str:
-    """`text` on one line, safe for a terminal: newlines, other control characters, bidirectional controls
-    and lone surrogates as escapes (`\\n`, `\\x1b`, `\\u202e`)."""
-    return _UNSAFE_RE.sub(_escape, text)
+__all__ = ["FIELDS", "FORMATS", "LEVELS", "WorkerLog", "json_line", "visible", "visible_output"]
 
 
 def visible_output(line: str) -> str:
     """A line of a script's output, safe for a terminal: as `visible`, but a tab stays a tab."""
-    return _UNSAFE_BUT_TAB.sub(_escape, line)
+    return visible(line, lines=True).replace("\n", "\\n")
 
 
 def json_line(obj: dict[str, Any]) -> str:
     """`obj` as one line of JSON in which nothing unsafe for a terminal is raw: JSON escapes the C0
     controls; the rest of what `visible` escapes is written as `\\uXXXX` too (inside strings, the only
     place it can be, that is the same JSON)."""
-    text = json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
-    return _UNSAFE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return visible_json(json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")))
 
 
 def _now_text(t: float) -> str:

@@ -13,10 +13,11 @@ from worker_queue import Queue
 
 from dal.worker.log import WorkerLog, json_line, visible
 
-# ESC (a colour, a cursor move), BEL, a right-to-left override and an isolate, a C1 control, and a line that
-# reads like the worker's own.
-NASTY = "\\u001b[31mred\\u0007 \\u202eevil\\u2066 \\u0085 \\u001b[2J\\ndal worker w_x: job 9 (k): forged → done"
-RAW = ("\x1b", "\x07", "\u202e", "\u2066", "\x85")
+# ESC (a colour, a cursor move), BEL, a right-to-left override and an isolate, a C1 control, a zero-width
+# space, and a line that reads like the worker's own.
+NASTY = ("\\u001b[31mred\\u0007 \\u202eevil\\u2066 \\u0085 \\u001b[2J\\u200b"
+         "\\ndal worker w_x: job 9 (k): forged → done")
+RAW = ("\x1b", "\x07", "\u202e", "\u2066", "\x85", "\u200b")
 
 SCRIPT = f"""operation("loud")
 print("{NASTY}")
@@ -46,7 +47,7 @@ def test_json_lines_all_parse_through_a_killed_job_process_and_output_stays_esca
     assert all(set(o) == KEYS for o in lines), lines
     assert all(o["level"] in ("info", "warning", "error", "output") for o in lines)
     out = [o for o in lines if o["level"] == "output"]
-    assert out[0]["message"] == "\x1b[31mred\x07 \u202eevil\u2066 \x85 \x1b[2J" and out[0]["job"] == 1
+    assert out[0]["message"] == "\x1b[31mred\x07 \u202eevil\u2066 \x85 \x1b[2J\u200b" and out[0]["job"] == 1
     assert out[1]["message"] == "dal worker w_x: job 9 (k): forged → done"  # its own object, not a log line
     (crash,) = [o for o in lines if "killed by SIGKILL" in o["message"]]
     assert (crash["job"], crash["key"], crash["state"], crash["level"]) == (1, "loud", "ready", "warning")
@@ -66,14 +67,15 @@ def test_text_lines_escape_a_scripts_terminal_controls(queue: Queue) -> None:
     raw = q.logs()
     assert not [c for c in RAW if c in raw], "a terminal control reached the log raw"
     lines = raw.splitlines()
-    assert r"[job 1] \x1b[31mred\x07 \u202eevil\u2066 \x85 \x1b[2J" in lines
+    assert r"[job 1] \x1b[31mred\x07 \u202eevil\u2066 \x85 \x1b[2J\u200b" in lines
     assert "[job 1] dal worker w_x: job 9 (k): forged → done" in lines
     assert not [line for line in lines if line.startswith("dal worker w_x")]
 
 
 def test_every_unsafe_character_is_escaped_and_the_json_reads_back_the_same() -> None:
-    text = "".join(map(chr, [*range(0x20), 0x7F, *range(0x80, 0xA0), 0x61C, 0x200E, 0x200F, *range(0x202A, 0x202F),
-                             *range(0x2066, 0x206A), 0x2028, 0x2029, 0xD800, 0x78, 0xDFFF])) + "é ok"
+    text = "".join(map(chr, [*range(0x20), 0x7F, *range(0x80, 0xA0), 0x61C, 0x200B, 0x200C, 0x200E, 0x200F,
+                             *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029, 0xFEFF,
+                             0xD800, 0x78, 0xDFFF])) + "é ok"
     shown = visible(text)
     assert shown.isprintable() and shown.endswith("é ok") and "\\x1b" in shown and "\\u202e" in shown
     line = json_line({"message": text})
@@ -83,6 +85,17 @@ def test_every_unsafe_character_is_escaped_and_the_json_reads_back_the_same() ->
     WorkerLog("w_1", format="json", say=said.append).line("hi\x1b", job=3, duration=0.12345)
     (one,) = said
     assert json.loads(one)["job"] == 3 and json.loads(one)["duration"] == 0.123 and "\x1b" not in one
+
+
+def test_a_jobs_output_shows_every_control_the_operators_other_lines_escape() -> None:
+    line = "a\x1b]52;c;cGF5\x07b\u202ec\u200bd\u200ce\ufefff\tg"
+    log = WorkerLog("w_1")
+    assert log.output_lines(4, "k", [line]) == "[job 4] a\\x1b]52;c;cGF5\\x07b\\u202ec\\u200bd\\u200ce\\ufefff\tg\n"
+    (obj,) = [json.loads(x) for x in WorkerLog("w_1", format="json").output_lines(4, "k", [line]).splitlines()]
+    assert obj["message"] == line
+    said: list[str] = []
+    WorkerLog("w_1", say=said.append).line("job 4 (k\u200b\u202e): done")
+    assert said == ["dal worker w_1: job 4 (k\\u200b\\u202e): done"]
 
 
 def test_the_json_lines_docs_workers_md_shows_have_every_key() -> None:
