@@ -48,8 +48,9 @@ def test_a_kill_while_the_wall_comes_up_leaves_no_intent_and_the_effect_runs_onc
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL, (out, err)
     command = "outbox.txt" if seq == 1 else "append.txt"  # in the command line of its stage's bubblewrap
-    # Killed at the release point: the wall was up, holding its program.
-    assert _waiting_walls(command), "no bubblewrap was waiting to start the program"
+    # Killed at the release point, with the wall up and holding its program (that the wall is up there is
+    # pinned in-process by tests/effects/test_wall_spawn.py: a held sandbox left here may be gone already,
+    # swept by any other DAL that started meanwhile).
     with sqlite3.connect(d.db) as c:
         journaled = [r[0] for r in c.execute("SELECT seq FROM effects ORDER BY seq")]
     assert journaled == list(range(1, seq)), journaled  # no intent of the effect that never ran

@@ -56,3 +56,51 @@ def test_without_a_shell_the_stage_is_forked_with_its_preexec_step_as_before(
     if cgroup is not None:  # with a cgroup to join, only a forked child can do it without the shell
         cgroup.close()
         assert seen[0]["preexec_fn"] is not None
+
+
+def _walls_of(ws: Path) -> list[int]:
+    """Live bubblewrap processes (and their sandboxes' inits) whose command line names `ws` (its --chdir)."""
+    import os
+
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if cmd[0] == BWRAP.encode() and str(ws).encode() in cmd and state not in (b"Z", b"X"):
+            found.append(int(pid))
+    return found
+
+
+def test_on_start_comes_with_every_stage_up_and_held_and_what_it_raises_starts_no_program(tmp_path: Path) -> None:
+    from dal.effects import check_command, execute_checked
+
+    policy = Policy.load(tmp_path)
+    command = "touch a.txt | touch b.txt"
+    seen: dict[str, Any] = {}
+
+    def on_start() -> None:  # where the runner journals the effect's intent
+        seen["walls"] = len(_walls_of(tmp_path))
+        seen["files"] = sorted(p.name for p in tmp_path.iterdir())
+        raise RuntimeError("the journal refused the intent")
+
+    with pytest.raises(RuntimeError, match="refused the intent"):
+        execute_checked(command, check_command(command, policy), EffectContext(policy=policy), on_start=on_start)
+    # Both stages' sandboxes were set up (bubblewrap and its sandbox's init each), neither program had run ...
+    assert seen["walls"] >= 4 and "a.txt" not in seen["files"] and "b.txt" not in seen["files"], seen
+    # ... and none ever does: the held stages were killed.
+    import time
+
+    deadline = time.monotonic() + 5
+    while _walls_of(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _walls_of(tmp_path) == [] and not (tmp_path / "a.txt").exists() and not (tmp_path / "b.txt").exists()
+
+    ran: list[bool] = []
+    r = execute_checked(command, check_command(command, policy), EffectContext(policy=policy),
+                        on_start=lambda: ran.append(True))
+    assert r.ok and ran == [True] and (tmp_path / "a.txt").exists()  # called once, before the programs ran
