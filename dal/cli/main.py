@@ -14,6 +14,8 @@ from typing import Any
 
 from dal import __version__
 from dal.cli import entry
+from dal.core.readbelow import UnreadableScript
+from dal.core.readbelow import read_script as _read_script
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_EXHAUSTED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 EXIT_PIPE = 141  # 128 + SIGPIPE: stdout's reader went away
@@ -225,7 +227,7 @@ def read_scripts(paths: list[Path], report: list[dict[str, Any]] | None = None) 
     for path in expand_scripts(paths):
         try:
             yield path, _read(path)
-        except _CannotRead as e:
+        except UnreadableScript as e:
             _Unreadable.count += 1
             sys.stderr.write(f"dal: error: {e}\n")
             if report is not None:
@@ -237,15 +239,11 @@ class _Unreadable:
     count = 0
 
 
-class _CannotRead(Exception):
-    pass
-
-
 def read_script(path: Path) -> str:
     """Read a script or exit 2 with a message naming the file."""
     try:
         return _read(path)
-    except _CannotRead as e:
+    except UnreadableScript as e:
         _die(str(e))
     raise AssertionError  # pragma: no cover
 
@@ -255,22 +253,7 @@ def _read(path: Path) -> str:
     symlink) it is read by descriptor, never leaving it (dal/core/readbelow.py): `dal check` would print an
     outside file's lines, `dal fmt --write` copy them into the workspace. (Not the workspace found from
     there: `dal check` loads nothing of the runner.)"""
-    from dal.core.readbelow import NotBelow, read_named
-
-    try:
-        data = read_named(path, (os.getcwd(),))
-    except NotBelow as e:
-        raise _CannotRead(f"cannot read {path}: {e.strerror}") from None
-    except FileNotFoundError:
-        raise _CannotRead(f"no such script: {path}") from None
-    except IsADirectoryError:
-        raise _CannotRead(f"{path} is a directory, not a script") from None
-    except OSError as e:
-        raise _CannotRead(f"cannot read {path}: {e.strerror}") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise _CannotRead(f"{path} is not UTF-8 text (invalid byte at offset {e.start})") from None
+    return _read_script(path, (os.getcwd(),))
 
 
 def _die(message: str, code: int = EXIT_USAGE) -> Any:

@@ -19,8 +19,8 @@ from typing import TypeVar
 
 from dal.core.fsutil import realpath
 
-__all__ = ["HIDDEN_STATE", "NotBelow", "open_below", "read_below", "read_named", "read_text_below", "root_of",
-           "stat_below"]
+__all__ = ["HIDDEN_STATE", "NotBelow", "UnreadableScript", "open_below", "read_below", "read_named", "read_script",
+           "read_text_below", "root_of", "stat_below"]
 
 # DAL's own state folder (store, receipts, kept scripts): hidden from scripts, so not read for them either.
 HIDDEN_STATE = frozenset({".dal"})
@@ -85,6 +85,30 @@ def read_named(path: str | os.PathLike[str], roots: Iterable[str]) -> bytes:
         with open(full, "rb") as f:
             return f.read()
     return read_below(*below)
+
+
+class UnreadableScript(Exception):
+    """A script that cannot be read as text; the message names it and says why, for the operator."""
+
+
+def read_script(path: str | os.PathLike[str], roots: Iterable[str], name: str | None = None) -> str:
+    """The UTF-8 text of the script the operator named at `path`, read as read_named reads it (below
+    `roots` by descriptor). `name`: how messages call it (default: `path`). Raises UnreadableScript."""
+    name = os.fspath(path) if name is None else name
+    try:
+        data = read_named(path, roots)
+    except NotBelow as e:
+        raise UnreadableScript(f"cannot read {name}: {e.strerror}") from None
+    except FileNotFoundError:
+        raise UnreadableScript(f"no such script: {name}") from None
+    except IsADirectoryError:
+        raise UnreadableScript(f"{name} is a directory, not a script") from None
+    except OSError as e:
+        raise UnreadableScript(f"cannot read {name}: {e.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UnreadableScript(f"{name} is not UTF-8 text (invalid byte at offset {e.start})") from None
 
 
 def stat_below(root: str | os.PathLike[str], name: str | os.PathLike[str]) -> os.stat_result:

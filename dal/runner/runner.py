@@ -20,7 +20,7 @@ from typing import Any
 from dal.core.digest import text_sha256
 from dal.core.errors import DalError, DalRuntimeError, DivergenceError
 from dal.core.jsontext import surrogate_at
-from dal.core.readbelow import NotBelow, read_named
+from dal.core.readbelow import UnreadableScript, read_script
 from dal.eval.host import PROCEED, OperationVerdict
 from dal.eval.interpreter import Engine, Outcome, check_source
 from dal.eval.runtime import Runtime
@@ -74,27 +74,14 @@ def execute(spec: RunSpec, hooks: RunHooks | None = None) -> RunReport:
         run.release()
 
 
-def _script_text(spec: RunSpec) -> str:
+def _read_source(spec: RunSpec) -> str:
     """The script's text. Below the workspace or a write root a script's programs may have swapped its name
     for a symlink (and its text reaches receipts and diagnostics), so it is read there by descriptor, never
     leaving that root; a script the operator named elsewhere is read as named."""
-    return read_named(spec.script, (spec.workspace, *spec.policy.write_roots)).decode("utf-8")
-
-
-def _read_source(spec: RunSpec) -> str:
-    name = spec.filename
     try:
-        return _script_text(spec)
-    except NotBelow as e:
-        raise RunnerError(f"cannot read {name}: {e.strerror}") from None
-    except FileNotFoundError:
-        raise RunnerError(f"no such script: {name}") from None
-    except IsADirectoryError:
-        raise RunnerError(f"{name} is a directory, not a script") from None
-    except UnicodeDecodeError as e:
-        raise RunnerError(f"{name} is not UTF-8 text (invalid byte at offset {e.start})") from None
-    except OSError as e:
-        raise RunnerError(f"cannot read {name}: {e.strerror}") from None
+        return read_script(spec.script, (spec.workspace, *spec.policy.write_roots), spec.filename)
+    except UnreadableScript as e:
+        raise RunnerError(str(e)) from None
 
 
 def _check_pinned(spec: RunSpec, digest: str) -> None:

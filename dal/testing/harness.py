@@ -26,7 +26,15 @@ import attrs
 from dal.core import defaults
 from dal.core.digest import sha256
 from dal.core.errors import DalError, DalRuntimeError, DalTypeError
-from dal.core.readbelow import HIDDEN_STATE, NotBelow, read_below, read_named, read_text_below, root_of
+from dal.core.readbelow import (
+    HIDDEN_STATE,
+    NotBelow,
+    UnreadableScript,
+    read_below,
+    read_script,
+    read_text_below,
+    root_of,
+)
 from dal.effects import EffectContext, EffectResult, Policy
 from dal.effects.policy.narrowing import beyond, capped  # the ceiling of every invoke's policy (dal mcp uses it too)
 from dal.eval.builtins import BUILTINS
@@ -597,10 +605,10 @@ def run_test_file(path: Path, *, keep: bool = False, max_steps: int = defaults.M
     t0 = time.monotonic()
     try:
         source = _read_test(path)
-    except NotBelow as e:
+    except UnreadableScript as e:
+        return TestResult(path, False, 0.0, message=str(e))
+    except OSError as e:  # finding the test's project
         return TestResult(path, False, 0.0, message=f"cannot read {path}: {e.strerror}")
-    except (OSError, UnicodeDecodeError) as e:
-        return TestResult(path, False, 0.0, message=f"cannot read {path}: {e}")
     checked, errors = check_source(source, str(path), builtins=TEST_BUILTINS)
     if errors:
         return TestResult(path, False, time.monotonic() - t0, error=errors[0])
@@ -647,7 +655,7 @@ def _read_test(path: Path) -> str:
     from dal.runner.workspace import find_workspace
 
     start = os.path.dirname(os.path.abspath(path))
-    return read_named(path, (os.getcwd(), str(find_workspace(None, start=start).path))).decode("utf-8")
+    return read_script(path, (os.getcwd(), str(find_workspace(None, start=start).path)))
 
 
 def _project_policy(test: Path) -> Path | None:

@@ -190,3 +190,12 @@ def test_the_shipped_example_tests_pass() -> None:
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines()[-1] == "7 passed, 0 failed"
+
+
+def test_a_test_script_that_is_not_utf8_is_named_as_dal_run_names_it(dal_test, tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "bad.test.dal").write_bytes(b'print("caf\xe9")\n')
+    got = dal_test({"tests/ok.test.dal": "assert(true)\n"})
+    assert got.code == 1
+    assert "  tests/bad.test.dal is not UTF-8 text (invalid byte at offset 10)\n" in got.out
+    assert "codec" not in got.out and "PASS tests/ok.test.dal" in got.out
