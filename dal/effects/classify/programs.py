@@ -430,9 +430,15 @@ def _cp(p: Parsed, is_dir: Callable[[str], bool]) -> ArgUse:
         return ArgUse(reads=tuple(sources), writes=(*made, *written, *_backups(p, written)),
                       links=tuple((w, s) for s, w in pairs), changes_names=True,
                       places=tuple((s, w, "copy") for s, w in pairs if recursive and is_dir(s)))  # fmt: skip
+    linked: tuple[str, ...] = ()
+    if p.has("-l", "--link"):  # the new name is the same file: a source is then writable through it
+        if recursive:
+            raise Unsafe("cp -l with -r/-a hard-links every file of a tree, and each would be writable through "
+                         "its new name: copy the tree, or link files one by one")
+        linked = tuple(sources)
     how = "copy" if _cp_copies_links(p) else "copy-deref"
     places = tuple((s, w, how) for s, w in pairs if recursive or how == "copy")
-    return ArgUse(reads=tuple(sources), writes=(*made, *written, *_backups(p, written)),
+    return ArgUse(reads=tuple(sources), writes=(*made, *written, *linked, *_backups(p, written)),
                   writes_into_trees=recursive, places=places,
                   changes_names=how == "copy" or p.has("-l", "--link"))  # fmt: skip
 
