@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from dal.core.jsontext import escape_surrogates
+from dal.core.sizes import approx_size
 
 if TYPE_CHECKING:
     from dal.receipts.nextstep import Continuer
@@ -299,11 +300,7 @@ def boundary_text(receipt: Mapping[str, Any]) -> str | None:
 def _size(n: int | None) -> str:
     if n is None:
         return ""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return ""
+    return f"{n} B" if n < 1024 else approx_size(n)
 
 
 def duration_text(ms: float | None) -> str:

@@ -21,17 +21,11 @@ from collections.abc import Callable
 
 from dal.core import liveness
 from dal.core.records import FrozenRecord
+from dal.core.sizes import format_size as format_bytes
 from dal.effects.policy import Policy
 from dal.effects.wall import owners
 
 __all__ = ["CommandLimits", "Cgroup", "describe_signal_limit", "die_with_parent", "format_bytes", "sweep_orphans"]
-
-
-def format_bytes(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size and n % size == 0:
-            return f"{n // size} {unit}"
-    return f"{n} bytes"
 
 
 class CommandLimits(FrozenRecord):
