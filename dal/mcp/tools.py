@@ -186,7 +186,8 @@ class DalTools:
         from dal.receipts.render import render
 
         rid = receipt["run_id"]
-        agent = Continuer(front="mcp")  # the agent resumes with its tool; a person decides what waits
+        # The agent resumes with its tool, a worker a queued job's run (`submit`); a person decides what waits.
+        agent = Continuer(job=self._job_of(receipt).job, front="mcp")
         err = receipt.get("error")
         out: dict[str, Any] = {
             "run_id": rid,
@@ -207,11 +208,31 @@ class DalTools:
             out["output"] = output[-TEXT_TAIL:]
         if receipt["status"] == "waiting":
             out["decide"] = self.where_to_decide(receipt)
+            then = (f"a worker continues job {agent.job} (the decision makes it ready again): nothing to call"
+                    if agent.job is not None else f"call `resume` with run {rid} (or `run` with the same key)")
             out["note"] = ("a person decides this, not you: nothing that waits has run. Once a decision is "
-                           f"recorded, call `resume` with run {rid} (or `run` with the same key).")
+                           f"recorded, {then}.")
         return out
 
     # -- the store --------------------------------------------------------------------------------------
+
+    def _job_of(self, receipt: dict[str, Any]) -> Any:
+        """Who continues the run of `receipt` besides the agent: the queue's open job of its key, if any."""
+        from dal.receipts.nextstep import Continuer
+        from dal.receipts.store import StoreError
+
+        if not receipt.get("key") or receipt.get("status") in ("completed", "skipped"):
+            return Continuer()
+        try:
+            db = self._open()
+            if db is None:
+                return Continuer()
+            with db:
+                from dal.runner.decisions import open_job
+
+                return Continuer.of_job(open_job(db, receipt["key"]))
+        except StoreError:
+            return Continuer()
 
     def _open(self) -> Any:
         """The run store, read-only; None when it does not exist yet."""
