@@ -13,8 +13,9 @@ server's idle timeout, `pg_terminate_backend`), and the lock with it. So the loc
 every intent the run journals checks, in the intent's own transaction, that the lock is still held by the
 very session that took it (`pg_locks` for its backend pid, with that backend's start time so that a reused
 pid does not count), under a shared transaction lock of the key's fence id; a new holder takes that fence id
-exclusively once it has the key (`_barrier`), so an intent whose check passed before the lock was lost has
-committed before the new holder reads the journal, and every later one fails (LockLost, nothing written).
+exclusively once it has the key (the barrier, in `acquire`), so an intent whose check passed before the lock
+was lost has committed before the new holder reads the journal, and every later one fails (LockLost, nothing
+written).
 The lock's session is also kept from idling out: `idle_session_timeout` and
 `idle_in_transaction_session_timeout` are 0 for it, as for every DAL session (dal/receipts/pg/connect.py).
 
@@ -123,20 +124,23 @@ class PgKeyLock:
                     raise KeyBusy(self.key, holder)
                 time.sleep(0.05)
                 got = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.id,)).fetchone()[0]
-            # The holder before this one, read and replaced in one statement, after the lock was taken.
+            # One statement, once the lock is taken: the holder before this one read, this one's row written,
+            # and the barrier (the fence id taken exclusively: it waits for the previous holder's intents in
+            # flight, each holding it shared for its transaction; once it returns, every intent that holder
+            # commits later fails its check).
             old = conn.execute(
                 "WITH old AS (SELECT run_id, pid, host, holder FROM key_locks WHERE lock_id = %s),"
                 " put AS (INSERT INTO key_locks (lock_id, key, run_id, pid, host, backend_pid, holder)"
                 " VALUES (%s, %s, %s, %s, %s, pg_backend_pid(), %s) ON CONFLICT (lock_id) DO UPDATE SET"
                 " key = excluded.key, run_id = excluded.run_id, pid = excluded.pid, host = excluded.host,"
-                " backend_pid = excluded.backend_pid, holder = excluded.holder, taken_at = clock_timestamp())"
-                " SELECT run_id, pid, host, holder FROM old",
+                " backend_pid = excluded.backend_pid, holder = excluded.holder, taken_at = clock_timestamp()),"
+                " barrier AS (SELECT pg_advisory_xact_lock(%s))"
+                " SELECT old.run_id, old.pid, old.host, old.holder FROM barrier LEFT JOIN old ON true",
                 (self.id, self.id, self.key, run_id, os.getpid(), os.uname().nodename,
-                 json.dumps(holder_identity()))).fetchone()
+                 json.dumps(holder_identity()), self.fence_id)).fetchone()
             self.lost_holder = ({"run_id": old[0], "pid": old[1], "host": old[2], "holder": old[3]}
                                 if old and old[0] else None)
             self._backend = backend
-            self._barrier(conn)
         except psycopg.Error as e:
             _quietly_close(conn)
             raise describe(e, self.store.url, doing) from None
@@ -180,11 +184,6 @@ class PgKeyLock:
             _quietly_close(conn)
         else:
             idle.append((conn, backend))
-
-    def _barrier(self, conn: Any) -> None:
-        """Wait for the intents in flight of the key's previous holder: each holds the fence id shared for its
-        transaction. Once this returns, every intent the old holder commits later fails its check."""
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.fence_id,))  # its own transaction: one statement
 
     def check(self, c: Any, run_id: str, seq: int) -> None:
         """Inside the store's write transaction `c` that journals an intent: raise LockLost unless the session
