@@ -72,7 +72,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
         sys.stderr.write(f"dal: note: {note}\n")
     # What a run adds to the policy before checking an effect: its store and receipts (wherever --store,
     # $DAL_STORE and --receipts put them) protected and hidden, every policy file the store recorded
-    # protected (dal/runner/inforce.py), so the two agree (attack6 13, attack9 05).
+    # protected (dal/runner/inforce.py), so the two agree.
     from dal.runner.inforce import checked_policy
 
     policy, note = checked_policy(spec)

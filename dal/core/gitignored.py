@@ -1,6 +1,6 @@
 """The `.gitignore` DAL keeps in every `.dal` folder it makes or opens: `*`, so that git never sees the run
-store, the receipts or the held records there (attack9 03: `git add -A` wrote the store's bytes, an env()
-secret among them, into `.git/objects`, where `git cat-file --batch-all-objects` read them back).
+store, the receipts or the held records there (else `git add -A` writes the store's bytes, an env()
+secret among them, into `.git/objects`, where `git cat-file --batch-all-objects` reads them back).
 
 git reads the ignore file closest to a path last, so no `.gitignore` elsewhere in the work tree can bring
 `.dal`'s entries back; only `git add --force` (or a pathspec git is told to add ignored files by) does,

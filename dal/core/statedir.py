@@ -4,7 +4,7 @@ held records (held.key), the REPL's history, the walls' registry when /tmp's is 
 `$XDG_STATE_HOME/dal`, else `~/.local/state/dal`; for a user whose HOME cannot hold it (a service user whose
 home is /nonexistent), `/tmp/dal-state-EUID`, used only while it is a real folder of the user's alone (mode
 0700). No script reads or changes any of it: with the key, a script
-could sign a record that makes the operator's next start write and remove files of its choosing (attack9 04).
+could sign a record that makes the operator's next start write and remove files of its choosing.
 """
 
 from __future__ import annotations

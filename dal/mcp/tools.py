@@ -427,7 +427,7 @@ class DalTools:
         from dal.runner.inforce import checked_policy
 
         narrowed = self.ceiling.narrow(args["policy"])
-        try:  # as a run of this server would check it: its store and receipts hidden (attack9 05)
+        try:  # as a run of this server would check it: its store and receipts hidden
             spec = build_spec(None, workspace=self.workspace, store=self.store, policy=narrowed)
         except SpecError as e:
             raise ToolFailure(f"check_command: {e}") from None

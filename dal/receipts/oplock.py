@@ -7,7 +7,7 @@ Each KeyLock opens the file itself, so two threads of one process exclude each o
 
 A run without a key holds the lock `run:<its run id>` for its whole life instead, the lock `dal resume RUN`
 takes before it continues that run: a resume from anywhere that shares the store's folder (another pid
-namespace: a container, a sidecar) meets the live run's lock, never only its pid (attack10 06). Those files
+namespace: a container, a sidecar) meets the live run's lock, never only its pid. Those files
 are one per run, so their holder removes its file before it lets go; a taker checks that the file it locked
 is still the one at the path. `live_here` tells a resume in the same process (a host running scripts in
 threads) that the run it names is still executing in another thread.
@@ -85,7 +85,7 @@ _INITIAL_PID_NAMESPACE = 0xEFFFFFFC
 
 def _sees_every_lock() -> bool:
     """Whether this process's /proc/locks lists every process's locks: it lists only those of processes in
-    its own pid namespace's view, so a container's lists none of the host's (attack10 06)."""
+    its own pid namespace's view, so a container's lists none of the host's."""
     try:
         return os.stat("/proc/self/ns/pid").st_ino == _INITIAL_PID_NAMESPACE
     except OSError:

@@ -200,7 +200,7 @@ def open_job(store: RunStore, key: str | None) -> dict[str, Any] | None:
 
 def _lost_refusal(item: Prior, lost: dict[str, Any], ref: str, decision: str) -> str:
     """Why `decision` about an effect a run that lost its key lock was executing needs the person's word that
-    that run is gone (attack10 02: a frozen host thaws and finishes it; a retry now makes it twice)."""
+    that run is gone (a frozen host thaws and finishes it; a retry now makes it twice)."""
     from dal.core.shellword import sh_quote
 
     outcome, seq = decision.split(":", 1)[1], item.seq

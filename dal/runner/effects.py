@@ -503,7 +503,7 @@ class EffectHandler:
         if prior.effect_class == "external":
             self.external_uncertain = True
         if lost is not None:
-            # attack10 02: that run never let go of its lock and nothing proves it stopped.
+            # That run never let go of its lock and nothing proves it stopped.
             self.wait["lost_lock"] = lost
             by = f"run {lost.get('run_id')} on host {lost.get('host')} (process {lost.get('pid')})"
             self._hold_item(seq, command, "uncertain", prior.effect_class, decision, span,

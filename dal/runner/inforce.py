@@ -71,7 +71,7 @@ def protect_spec(spec: RunSpec, policy: Policy | None = None) -> Policy:
 def checked_policy(spec: RunSpec, policy: Policy | None = None) -> tuple[Policy, str | None]:
     """The policy a run of `spec` would check a command against (`policy`, default the spec's): protect_spec's,
     with every policy file the store recorded for the workspace protected (Run.guarded). `dal policy check` and
-    `dal mcp`'s check_command use it, so that each answers as the run would (attack6 13, attack9 05). With a
+    `dal mcp`'s check_command use it, so that each answers as the run would. With a
     note when the store's recorded files cannot be read (then they are not in it)."""
     from dal.receipts.location import open_store
     from dal.receipts.store import NoStore, StoreError

@@ -158,7 +158,7 @@ def load(store: RunStore, run_id: str) -> OperationJournal:
                     and have.result is not None and have.command == p.command):
                 # A copy whose result was never written: the result it copies stands. Likewise a hold for a
                 # person, made while the effect had no result, once the run that was executing it records
-                # that result late (it lost its key lock and went on: attack10 02): a resume takes it.
+                # that result late (it lost its key lock and went on): a resume takes it.
                 continue
             entries[p.seq] = p
     decisions: dict[int, list[dict[str, Any]]] = {}

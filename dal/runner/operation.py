@@ -259,14 +259,14 @@ class RunState:
 
     def _refuse_live(self, store: RunStore, prev: dict[str, Any], key: str) -> None:
         """The key's lock was free, yet its newest run may still be executing: a PostgreSQL lock goes with its
-        session, which can end while its process lives on (attack7 01). When the previous holder never let go
+        session, which can end while its process lives on. When the previous holder never let go
         of the lock (lost_holder) and is this run: if its process provably still runs on this machine (its
         pid, start time, boot and pid namespace as its lock row recorded them), refuse (exit 3): that run
         stops at its next effect (its intents are fenced by the lock) and records its receipt; then the key
         is free to continue. The same when it ran in another pid namespace of this machine (a container's
-        DAL) that this process cannot see into: its pid means nothing here (attack10 02b). On another host
+        DAL) that this process cannot see into: its pid means nothing here. On another host
         nothing proves it alive or dead: the run is buried, the fence keeps it from starting another effect,
-        and what it was executing is recorded as possibly still running (`self.lost_run`, attack10 02)."""
+        and what it was executing is recorded as possibly still running (`self.lost_run`)."""
         from dal.runner.liveness import lost_holder_verdict
 
         lost = self.lock.lost_holder if self.lock is not None else None
@@ -438,7 +438,7 @@ class RunState:
             blocker = ("the process running this operation died before writing its receipt (killed?); "
                        f"run {self.run_id} continues it from its journal")
             if lost is not None:
-                # Not known to be dead (attack10 02): say what is known, not the kill -9 words.
+                # Not known to be dead: say what is known, not the kill -9 words.
                 doing = (f" while executing effect {lost['effect']} (`{lost['command']}`), which it may still be "
                          "executing" if lost.get("effect") else "")
                 blocker = (f"this run lost its key lock (its database session ended) on host {lost['host']}, "
@@ -485,7 +485,7 @@ class RunState:
     def hold_own_lock(self) -> None:
         """A run without a key locks its own run id for its whole life (`run:<run_id>`: the lock `dal resume`
         of this run takes), so that a resume or a decision from anywhere the store reaches meets it, never
-        only its pid (another host, another pid namespace: attack10 06, 06b, 06c). Taken before the run is
+        only its pid (another host, another pid namespace). Taken before the run is
         recorded; on PostgreSQL its session fences the run's intents as a key's lock does."""
         store = self.open_store()
         try:

@@ -245,7 +245,7 @@ def _execute(run: RunState) -> RunReport:
 
         # A closed terminal (SIGHUP) or Ctrl-\ (SIGQUIT) stops the run as SIGTERM does: the command under way
         # ends, and what the wall and the git guard undo after it is undone (killed outright, DAL would leave a
-        # program's nested dal.toml in place: attack6 08).
+        # program's nested dal.toml in place).
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             restore[s] = signal.signal(s, on_signal)
     inflight.started(rt)  # a host's other thread may stop it (dal/runner/inflight.py)
@@ -288,7 +288,7 @@ def _stop_on_closed_pipe(write: Callable[[str], Any], got: dict[str, str],
             got["signal"] = "SIGPIPE"
             interrupt("SIGPIPE")
             return None
-        except OSError as e:  # a full disk, an I/O error: the run stops resumable, not as a bug (attack10 05)
+        except OSError as e:  # a full disk, an I/O error: the run stops resumable, not as a bug
             got["output"] = e.strerror or str(e)
             interrupt(f"a failed write of the script's output ({got['output']})")
             return None

@@ -223,7 +223,7 @@ class Worker:
                     now = time.time()  # this loop's own timers
                     # What is due (scheduled jobs, schedules' slots, backoffs) goes by the store's clock: on
                     # PostgreSQL the database's, so that a worker whose clock runs ahead runs nothing early
-                    # and skips no slot (attack10 03).
+                    # and skips no slot.
                     due = q.clock()
                     while exited:
                         self._route_crash(q, *exited[0], due)
@@ -249,7 +249,7 @@ class Worker:
                         self.metrics.set_counts(q.counts_by_queue())
             except StoreError as e:
                 # Waited out below, however soon the next beat falls due: a store that refuses at once (a
-                # server that is down, a damaged file) must not be asked again at once (attack7 03).
+                # server that is down, a damaged file) must not be asked again at once.
                 self._drop_queue()  # asked again on a fresh connection
                 refused = True
                 self._unrouted = exited  # routed once the store answers again

@@ -502,7 +502,7 @@ def _check_git(g: object, policy: Policy) -> None:
         _check_adding(raw, getattr(g, "adds_ignored", False), top, policy)
     if getattr(g, "initialises", None) is not None:
         dot_git = os.path.join(P.resolve_path(g.initialises, ws), ".git")
-        if os.path.lexists(dot_git):  # attack6 14: a re-init rewrites the existing repository's config and hooks
+        if os.path.lexists(dot_git):  # a re-init rewrites the existing repository's config and hooks
             raise _Denied(f"git init: {P.display(dot_git, ws)} exists, and re-initialising a repository rewrites its "
                           "config and copies templates into its hooks (only a new repository may be made)")
         _deny_init_in_git_dir(os.path.dirname(dot_git), policy)
@@ -618,7 +618,7 @@ def _check_staged(raw: str, top: str | None, policy: Policy) -> None:
 
 def _check_adding(raw: str, force: bool, top: str | None, policy: Policy) -> None:
     """`git add PATHSPEC` reads every untracked file below PATHSPEC into the repository's objects, where
-    `git cat-file --batch-all-objects` or `git show` reads it back (attack9 03): deny one that would reach a
+    `git cat-file --batch-all-objects` or `git show` reads it back: deny one that would reach a
     file scripts never read (policy.secrecy). A `.dal` folder holding DAL's `.gitignore` (`*`) is not read
     by git, unless --force; with --force a folder or a pattern is walked, and each file below it checked."""
     from dal.core.gitignored import is_ignored_folder

@@ -234,7 +234,7 @@ def _staging(p: Parsed) -> tuple[ArgUse, GitUse]:
     writes them back: the checker refuses a protected path or a git-directory lookalike among them (patterns
     and `.` are left to what the repository is checked for after the command, gitguard.py). `git add` also
     writes the content of every untracked file below them into objects, where a later command reads it
-    back: the checker refuses one that would reach a file scripts never read (attack9 03)."""
+    back: the checker refuses one that would reach a file scripts never read."""
     ops = tuple(o for o in p.operands if o != "-")
     if p.sub != "add":
         return ArgUse(reads=ops), GitUse(p.sub, staged=ops)
@@ -395,8 +395,8 @@ def _archive(p: Parsed) -> tuple[ArgUse, GitUse]:
 
 def _patches(p: Parsed) -> tuple[ArgUse, GitUse]:
     """apply/am: the files the patches name are written; the checker reads each patch for them. A `-`
-    among the operands is a patch from standard input, which the checker cannot read (attack9 11: `git apply
-    ok.patch - < evil.patch` applied the second, unchecked)."""
+    among the operands is a patch from standard input, which the checker cannot read (`git apply
+    ok.patch - < evil.patch` would apply the second unchecked)."""
     if "-" in p.operands:
         raise Unsafe(f"git {p.sub} -: reads a patch from standard input, which DAL cannot check; name the file")
     ops = list(p.operands)
@@ -706,7 +706,7 @@ def _option(sub: Sub, sub_name: str, name: str) -> str:
 
 
 def _any_output(name: str) -> bool:
-    """attack6 finding 09: every subcommand that takes git's revision or diff options takes `--output=FILE`
+    """Every subcommand that takes git's revision or diff options takes `--output=FILE`
     (reflog, shortlog, rev-list, blame, annotate, stash show/list...), and git writes FILE; where the model
     does not list it, `--output` and its abbreviations are a written path anyway (their value taken too)."""
     return len(name) >= 5 and "--output".startswith(name)
@@ -789,7 +789,7 @@ def _path_kind(sub: Sub, name: str) -> str | None:
 
 def _path_values(sub: Sub, parsed: Parsed, kind: str) -> list[str]:
     """The values of the options that name a path of `kind`. A `-` read is standard input (`commit -F -`);
-    a `-` written is a file named `-` to git (`--output=-`, `archive -o -`: attack9 09), checked as one."""
+    a `-` written is a file named `-` to git (`--output=-`, `archive -o -`), checked as one."""
     return [v for n, v in parsed.options
             if v is not None and _path_kind(sub, n) == kind and (v != "-" or kind == WRITE)]
 

@@ -39,7 +39,7 @@ __all__ = ["ExecOutcome", "execute_plan", "scrubbed_env", "EffectCancelled", "wa
 
 
 def _path_bytes(e: UnicodeError) -> tuple[str | bytes, int]:
-    """attack6 finding 12: DAL's messages name paths, which the OS gives as bytes (a program's `bad\\xff/
+    """DAL's messages name paths, which the OS gives as bytes (a program's `bad\\xff/
     dal.toml` is `bad\\udcff/dal.toml`): write those bytes back as they were, and any other character that
     is not UTF-8 as an escape, never an internal error."""
     assert isinstance(e, UnicodeEncodeError)

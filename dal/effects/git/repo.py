@@ -20,7 +20,7 @@ __all__ = [
 # (and config.worktree), hooks/, info/ (attributes, exclude, grafts), commondir, HEAD, the git directories of
 # submodules and linked worktrees, a rebase's or sequencer's todo list (`exec` lines), legacy remote files;
 # and objects/info/ (alternates). Not the objects and refs it stores. In a folder that passes for a git
-# directory each of these is the repository's own (attack6 15: a tracked fixture's config rewritten).
+# directory each of these is the repository's own (a tracked fixture's config rewritten too).
 LIVE_NAMES = frozenset({"HEAD", "commondir", "config", "config.worktree", "hooks", "info", "modules", "worktrees",
                         "rebase-merge", "rebase-apply", "sequencer", "remotes", "branches", "gitdir"})
 

@@ -42,7 +42,7 @@ _GIT_TIMEOUT = 60  # seconds for each git process the guard runs
 _PSEUDO = re.compile(r"[A-Z][A-Z0-9_]*$")  # HEAD, ORIG_HEAD, FETCH_HEAD, MERGE_HEAD, AUTO_MERGE, ...
 _OID = re.compile(rb"^\^?([0-9a-fA-F]{40}(?:[0-9a-fA-F]{24})?)$")  # git reads hex in either case
 _MARKS = frozenset({"HEAD", "objects", "refs", "commondir"})
-_LIVE = gitrepo.LIVE_NAMES  # in a folder passing for a git directory, a finding keyed by content (attack6 15)
+_LIVE = gitrepo.LIVE_NAMES  # in a folder passing for a git directory, a finding keyed by content
 _LINK = b"\0symlink\0"  # how a symlink is held (git reads a symlinked ref through it)
 _SPECIAL = b"\0special\0"  # a FIFO, device or socket: not git's, never read
 
@@ -331,7 +331,7 @@ class GitGuard:
         odd = [p for p in changed if "/reftable/" in p or _odd(after.get(p, b""))]
         if odd:  # a reftable this reader cannot read, a ref that is a symlink or a FIFO: fail closed
             return [f"{self._show(odd[0])} (a ref DAL cannot hold: a symbolic link, not a regular file, or a reftable)"]
-        # attack6 finding 05: a replace ref makes every git the operator runs show another object for the one it
+        # A replace ref makes every git the operator runs show another object for the one it
         # names (a tracked dal.toml's blob), and `git checkout` write it; the guard's own git ignores them, so what
         # it checks is not what the operator would get. Any change to one fails closed (a pack-refs is none).
         old_r, new_r = _replace_refs(self.before, dirs), _replace_refs(after, dirs)
@@ -382,7 +382,7 @@ class GitGuard:
                      and not self._operators(dtop, key)]
         self.lookalikes = list(dict.fromkeys((wtop, key[1]) for wtop, key, _ in hits
                                              if key[0] in ("lookalike", "gitdir")))
-        # attack9 03: a blob git wrote from a file scripts never read (the run store) would stay in objects/
+        # A blob git wrote from a file scripts never read (the run store) would stay in objects/
         # after the index is put back, for a later `git cat-file --batch-all-objects` to copy out.
         self.secrets = list(dict.fromkeys(key[2] for wtop, key, _ in hits if key[0] == "protected"
                                           and self.policy.secrecy(os.path.realpath(os.path.join(wtop, key[1])))))
@@ -458,7 +458,7 @@ class GitGuard:
         (and listed too) or was already in the repository. A folder to which a commit adds HEAD, objects,
         refs or commondir -- or changes what git reads there as configuration or code (_LIVE) -- is listed
         whole in that commit, and counted with what is on disk; in one that passes, each such entry the
-        commit adds or changes is a finding of its own (attack6 15: a tracked fixture's config rewritten)."""
+        commit adds or changes is a finding of its own (a tracked fixture's config rewritten, say)."""
         out: dict[tuple, str] = {}
         data = self._run(["diff-tree", "--stdin", "-r", "-t", "-z", "--root", "--diff-merges=first-parent",
                           "--no-renames"], ("\n".join(commits) + "\n").encode())

@@ -40,9 +40,9 @@ def _key() -> bytes | None:
     ~/.local/state/dal/held.key, mode 0600), made on first use; None when it cannot be had. A record is only
     finished when its MAC checks: a record some other local user planted in an enclosing folder (/tmp/.dal/held)
     or a script had git write into a nested `.dal` would otherwise make the operator's next `dal run` write and
-    remove files of its choosing (attack8 01, 02). No script reads or changes it, also when a root covers HOME
+    remove files of its choosing. No script reads or changes it, also when a root covers HOME
     (the operator runs DAL in ~, or as root in /root): its folder is DAL's own state (statedir.py), which
-    every policy hides and protects and the wall covers (attack9 04). A record's power is bounded besides,
+    every policy hides and protects and the wall covers. A record's power is bounded besides,
     whatever its MAC (_bounded)."""
     folder = statedir.state_dir()
     key = _key_in(folder, own_folder=False) if folder is not None else None
@@ -138,7 +138,7 @@ class Held:
         key = _key()
         if key is None:
             # An unsigned record is never finished, so a kill -9 would leave the pipeline's undo undone without
-            # a word (attack9 10): such a pipeline does not start.
+            # a word: such a pipeline does not start.
             folder_of_key = statedir.state_dir()
             raise OSError(f"there is no key of the operator's to sign it with (DAL keeps one in "
                           f"{folder_of_key + '/held.key' if folder_of_key else '$HOME/.local/state/dal/held.key'}, "
@@ -256,7 +256,7 @@ def _bounded(policy: Policy, record: dict) -> None:
     """ValueError unless every path the record names is inside the workspace it was found in or a write root
     of the policy finishing it -- where the pipeline it records could have acted -- (a git work tree's top: an
     enclosing folder). The MAC says who wrote a record; this bounds what any record, a forged one too (a key
-    stolen, attack9 04), can make a start write or remove: never a file outside."""
+    stolen), can make a start write or remove: never a file outside."""
     roots = list(dict.fromkeys(os.path.normpath(r) for r in (policy.workspace, *policy.write_roots)))
 
     def inside(path: object, what: str) -> None:

@@ -53,7 +53,7 @@ def recover(policy: Policy) -> list[str]:
 
 def _ours(folder: str, others: int) -> bool:
     """A real folder (no symlink) of this user's, without the mode bits `others`: only there are records looked
-    at (another local user's /tmp/.dal/held is neither read nor obeyed; attack8 01). Each record's MAC is
+    at (another local user's /tmp/.dal/held is neither read nor obeyed). Each record's MAC is
     checked as well (held.py)."""
     import os
     import stat

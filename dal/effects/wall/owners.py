@@ -104,7 +104,7 @@ _registered: set[int] = set()
 def register() -> None:
     """Before this process makes its first cgroup or wall: leave the file that names it (removed at exit), in
     the first folder of _folders() that is this user's alone. A folder at that name that is not (another user
-    made /tmp/dal-walls-0 first, attack8 05) is said in one line on stderr and passed over."""
+    made /tmp/dal-walls-0 first) is said in one line on stderr and passed over."""
     pid = os.getpid()
     if pid in _registered:
         return

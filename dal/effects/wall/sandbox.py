@@ -82,7 +82,7 @@ _GIT_SCAN_LIMIT = 50_000
 # operator's only as it was: what git reads in it as configuration or code (gitrepo.LIVE_NAMES: config,
 # hooks/, info/, commondir, HEAD, objects/info/, ...) is fingerprinted by lstat (inode, size, times: ctime
 # cannot be set back) before, and when anything of it was added, changed or removed, its HEAD is removed
-# after, as for a new one (attack6 15; more than _LIVE_LIMIT entries there: the wall is refused).
+# after, as for a new one (more than _LIVE_LIMIT entries there: the wall is refused).
 _LIVE_LIMIT = 10_000
 # The same walk finds every policy file and store below the write roots (a subfolder's `dal.toml` is the
 # policy a later `cd sub && dal run` reads, its `.dal` that run's store and journal): those that exist are
@@ -576,7 +576,7 @@ class Wall:
         if self._git_marks is not None:
             after, complete = _git_marks(self._write_roots)
             if not complete:
-                # attack6 finding 04: a program grew the tree past the limit (in an order it can learn) to keep
+                # A program may grow the tree past the limit (in an order it can learn) to keep
                 # a nested dal.toml out of a partial walk. What it made exists anyway: walk all of it, up to a
                 # far larger bound, so that what the undo acts on is complete.
                 after, complete = _git_marks(self._write_roots, _UNDO_SCAN_LIMIT)
@@ -693,7 +693,7 @@ def _gitfile_bytes(path: str) -> bytes | None:
 
 
 def _restore_gitfiles(before: dict[str, bytes]) -> list[str]:
-    """Attack4 finding 02: an existing `.git` file (a submodule's) rewritten in the wall (`gitdir: ../.evil`)
+    """An existing `.git` file (a submodule's) rewritten in the wall (`gitdir: ../.evil`)
     would point the operator's git at a repository the script made. Each one whose content changed, or that
     became a symlink, is written back as it was; returns the paths, for the command's failure message
     (one that became a folder is named but left: git init may make one where a file was removed)."""
@@ -816,7 +816,7 @@ def _forged(entries: list[tuple[str, bytes]], before: bytes | None, policy: Poli
 
 def _first_line(path: str) -> str | None:
     """The file as git reads a `.git` file or a commondir: whole, trailing CR/LF stripped (gitrepo.git_text;
-    reading one line missed `gitdir: ../.git/worktrees/w\\n../../evil`, attack4 finding 07)."""
+    reading one line missed `gitdir: ../.git/worktrees/w\\n../../evil`)."""
     from dal.effects.git.repo import git_text
 
     return git_text(path)

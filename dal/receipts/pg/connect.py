@@ -55,7 +55,7 @@ def conninfo(url: str, settings: str = "", **more: str) -> str:
 
 
 # A DAL session lives as long as its process and is idle for as long as an effect runs: the server's (or the
-# role's, or the database's) idle timeouts must not end it, least of all the key lock's (attack7 01c). Set
+# role's, or the database's) idle timeouts must not end it, least of all the key lock's. Set
 # with a query, not `-c`: a server older than 14 has no idle_session_timeout and would refuse the session.
 _NO_IDLE_END = ("SELECT set_config(name, '0', false) FROM pg_settings"
                 " WHERE name IN ('idle_session_timeout', 'idle_in_transaction_session_timeout')")

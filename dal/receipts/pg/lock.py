@@ -9,7 +9,7 @@ a row of `key_locks` the holder writes once it has the lock, and it is believed 
 held by the backend that wrote it.
 
 A session can end while its process lives on (a network cut of that one connection, a pooler's or the
-server's idle timeout, `pg_terminate_backend`), and the lock with it. So the lock is a fence (attack7 01):
+server's idle timeout, `pg_terminate_backend`), and the lock with it. So the lock is a fence:
 every intent the run journals checks, in the intent's own transaction, that the lock is still held by the
 very session that took it (`pg_locks` for its backend pid, with that backend's start time so that a reused
 pid does not count), under a shared transaction lock of the key's fence id; a new holder takes that fence id

@@ -172,7 +172,7 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     # Where the key's holder runs, beside its pid: its start time, boot id, pid namespace, host name and machine
     # id (dal.core.liveness.here), so that a taker never reads a pid of another pid namespace (a container's
-    # DAL) as a process of its own (attack10 02b). NULL in rows an older DAL wrote.
+    # DAL) as a process of its own. NULL in rows an older DAL wrote.
     2: ["ALTER TABLE key_locks ADD COLUMN holder JSONB"],
 }
 
