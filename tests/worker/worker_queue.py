@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.harness import REPO, SEND_POLICY, Files, Result, cli_in, dal_env, stop_groups  # noqa: F401 - REPO: test_attack3
+from tests.harness import REPO, SEND_POLICY, Files, Result, cli_in, dal_env, stop_groups  # noqa: F401 - REPO: test_queue_against_a_hostile_script
 
 POLICY = SEND_POLICY
 

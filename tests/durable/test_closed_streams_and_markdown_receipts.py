@@ -1,4 +1,4 @@
-"""Attack 06 of attack5 (minor), executed: closed standard streams end in no traceback (a, e), and the
+"""Closed standard streams end in no traceback (a, e), and the
 markdown receipt carries no HTML tag or inline link a script wrote (b)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The outside attack on the queue (attack 3), executed: each test runs the attack with real workers,
+"""A hostile script against the queue, executed: each test runs the attack with real workers,
 real SQLite and the real wall, next to its canaries, and asserts what an operator would notice."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""attack6 findings 01, 02, 03, 06, 10 and their siblings: each attack runs through run_effect with the real
+"""curl and wget led at what the wall must hold (globbed schemes, SOCKS sockets, names decoded or written
+through a symlink, shorthand FTP globs): each attack runs through run_effect with the real
 curl or wget next to canaries, inside the wall (which holds it: curl and wget have no option model, issue 27)
 and where no wall can start (denied: no wall, no program); each is also run once without DAL, so that the
 test proves the program really does what the wall must hold."""
