@@ -414,3 +414,13 @@ def test_a_killed_dal_s_temporary_folders_go_at_the_next_wall(ws: Path, monkeypa
     finally:
         for folder in (left, live):
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_path_of_the_plan_swapped_for_a_symlink_refuses_the_wall(tmp_path: Path) -> None:
+    from dal.effects.wall.sandbox import WallRefused
+
+    (tmp_path / "real" / "x").mkdir(parents=True)
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    with pytest.raises(WallRefused, match="symbolic link"):
+        granted([Mount(str(tmp_path / "link" / "x"), RO)])
+    assert granted([Mount(str(tmp_path / "real" / "x"), RO)]) == {str(tmp_path / "real" / "x"): RO}

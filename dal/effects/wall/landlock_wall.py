@@ -37,7 +37,7 @@ from dal.effects.policy import Policy
 from dal.effects.wall import landlock, landlock_kept, seccomp
 from dal.effects.wall.limits import CommandLimits, format_bytes
 from dal.effects.wall.plan import WallPlan, scrubbed_env
-from dal.effects.wall.sandbox import Wall, WallRefused
+from dal.effects.wall.sandbox import Wall, WallRefused, _open_nofollow
 
 __all__ = ["LandlockWall", "missing", "MIN_ABI"]
 
@@ -368,12 +368,14 @@ def render(mounts: list[Mount], rules: Rules, descend: bool = True) -> Rules:
 
 
 def _open_mount(m: Mount) -> tuple[int | None, bool]:
-    """A descriptor for the mount point (the wall's own, or opened here: owned); None when it is missing."""
+    """A descriptor for the mount point (the wall's own, or opened here, walked from / without following a
+    symlink: owned); None when it is missing. The plan's paths are resolved: a symlink on the way now is a
+    swap, and refuses the wall."""
     if m.fd is not None:
         return m.fd, False
     try:
-        return os.open(m.path, os.O_PATH | os.O_CLOEXEC), True
-    except FileNotFoundError:
+        return _open_nofollow(m.path), True
+    except (FileNotFoundError, NotADirectoryError):
         return None, False
 
 
