@@ -187,11 +187,12 @@ class PgJobQueue:
         that checks it in the journal reads that clock, and no worker's clock skew moves it."""
         if limit < 1:
             return []
-        with self._tx("claiming a job" if limit == 1 else "claiming jobs") as c:
-            db = self._now(c, None)
-            t = db if now is None else now
+        # One statement, committed on its own: the lease is the database's clock inside it.
+        db_now = f"({_DB_NOW[7:]})"
+        t = self.clock() if now is None else now
+        with self.store._write("claiming a job" if limit == 1 else "claiming jobs", single=True) as c:  # noqa: SLF001
             if stale is None:
-                running, running_args = "lease_until < %s", [db]
+                running, running_args = f"lease_until < {db_now}", []
             elif stale:
                 one = "(job_id = %s AND lease_epoch = %s AND lease_until = %s)"
                 running = "(" + " OR ".join([one] * len(stale)) + ")"
@@ -200,7 +201,8 @@ class PgJobQueue:
                 running, running_args = "false", []
             ready = f"((state IN {_in(TRANSITIONS['claim'][0])} AND run_at <= %s) OR (state = 'running' AND {running}))"
             got = self.store._dicts(c.execute(  # noqa: SLF001
-                "UPDATE jobs SET state = 'running', lease_owner = %s, lease_until = %s, lease_epoch = lease_epoch + 1,"
+                f"UPDATE jobs SET state = 'running', lease_owner = %s, lease_until = {db_now} + %s,"
+                " lease_epoch = lease_epoch + 1,"
                 " attempts = attempts + 1, updated_at = %s,"
                 " took_over = CASE WHEN state = 'running' THEN holder END,"
                 " stale_since = CASE WHEN state = 'running' THEN lease_until END,"
@@ -211,7 +213,7 @@ class PgJobQueue:
                 f" {ready} AND queue = ANY(%s) AND (movable = 1 OR host = %s)"
                 " ORDER BY priority DESC, run_at, job_id LIMIT %s FOR UPDATE SKIP LOCKED)"
                 " RETURNING *",
-                (owner, db + lease, t, t, *running_args, list(queues), host, int(limit))))
+                (owner, lease, t, t, *running_args, list(queues), host, int(limit))))
         jobs = [_job(j) for j in got]
         return sorted(jobs, key=lambda j: (-j["priority"], j["run_at"], j["job_id"]))
 
