@@ -251,9 +251,17 @@ def read_script(path: Path) -> str:
 def _read(path: Path) -> str:
     """A script's text. Below the current folder (where a script's programs may have swapped the name for a
     symlink) it is read by descriptor, never leaving it (dal/core/readbelow.py): `dal check` would print an
-    outside file's lines, `dal fmt --write` copy them into the workspace. (Not the workspace found from
-    there: `dal check` loads nothing of the runner.)"""
-    return _read_script(path, (os.getcwd(),))
+    outside file's lines, `dal fmt --write` copy them into the workspace. Below the workspace found from
+    there too (and the one enclosing it), as `dal check ../x.dal` from a subfolder names a file there."""
+    from dal.core.readbelow import root_of
+
+    roots = [os.getcwd()]
+    if root_of(os.path.abspath(path), roots) is None:  # found only then: `dal check` stays light
+        from dal.runner.workspace import find_workspace
+
+        found = find_workspace(None)
+        roots += [str(found.path)] + ([str(found.outer)] if found.outer is not None else [])
+    return _read_script(path, roots)
 
 
 def _die(message: str, code: int = EXIT_USAGE) -> Any:

@@ -54,3 +54,17 @@ def test_fmt_write_of_a_symlink_out_copies_nothing_into_the_workspace(
     (ws / "sub").mkdir()
     (ws / "sub" / "link.dal").symlink_to(ws.parent / "outside" / "secret.dal")
     assert CANARY not in _dal(capsys, "check", "sub")  # a folder's scripts, found by name, read the same way
+
+
+def test_check_from_a_subfolder_of_a_script_above_it_never_prints_the_outside_file_nor_hangs(
+        ws: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    (ws / "sub").mkdir()
+    monkeypatch.chdir(ws / "sub")
+    (ws / "up.dal").symlink_to(ws.parent / "outside" / "secret.dal")
+    out = _dal(capsys, "check", "../up.dal")
+    assert "leads outside" in out and CANARY not in out
+    assert CANARY not in _dal(capsys, "fmt", "../up.dal")
+    os.mkfifo(ws / "fifo.dal")  # no writer ever opens it: open() as named would block for good
+    assert "not a regular file" in _dal(capsys, "check", "../fifo.dal")
