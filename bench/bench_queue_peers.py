@@ -387,4 +387,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+        print(__doc__)  # settings are environment variables (above); the bench takes no arguments
+    elif sys.argv[1:]:
+        sys.exit(f"bench_queue_peers.py takes no arguments (got {' '.join(sys.argv[1:])}); see --help")
+    else:
+        main()
