@@ -1,6 +1,6 @@
 """One builtin call that works long is stopped by --timeout and Ctrl-C, and its work is charged as steps.
 
-attack3 01/02: `sort`, `min`, `max`, `contains`, `find` and `==` of long strings that differ only at the
+`sort`, `min`, `max`, `contains`, `find` and `==` of long strings that differ only at the
 end, `str()` of many long integers and `parse_json` of many long numbers did seconds to minutes of work
 inside one step without looking at the clock, so `--timeout 2` took 12-100 s and a Ctrl-C during the
 last such step was answered `completed`. These run the real `dal` command on such scripts (each would run

@@ -1,4 +1,4 @@
-"""`dal` started with stdin, stdout or stderr closed, as some supervisors start it (attack5 finding 06a/06e):
+"""`dal` started with stdin, stdout or stderr closed, as some supervisors start it:
 never a traceback, and nothing the run prints lands in a file DAL opens on the freed descriptor."""
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def test_a_run_in_another_store_says_so_in_its_closing_line(dal: Shell) -> None:
 
 
 def test_check_warns_about_now_and_env_read_before_operation(dal: Shell) -> None:
-    # Durability finding 12c: a value read before operation("K") is not replayed on resume, so the
+    # A value read before operation("K") is not replayed on resume, so the
     # operation stops with a divergence; dal check says so at the read, and --key is the way out.
     dal.write("s.dal", 'let t = now()\noperation("K")\nrun("printf \'at " + str(t) + "\\n\' >> a.log")\n'
               'run("echo sent | tee -a outbox.txt")\n')

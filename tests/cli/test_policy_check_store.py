@@ -1,5 +1,5 @@
 """`dal policy check` (and `dal mcp`'s check_command) answers as `dal run` would when the runs keep their store
-and receipts elsewhere (attack9 05: with `--store st/dal.db --receipts rec`, `dal run` denied `cat st/dal.db`,
+and receipts elsewhere (with `--store st/dal.db --receipts rec`, `dal run` denied `cat st/dal.db`,
 `tee rec/x.md`, `rm st/dal.db`, and `dal policy check` said allow to each). Each answer is compared with what
 the run did, executed."""
 

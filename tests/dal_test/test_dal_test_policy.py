@@ -35,7 +35,7 @@ def test_a_resumed_workflow_keeps_the_policy_it_was_invoked_with(dal_test) -> No
 
 
 def _attack(outside: str) -> dict[str, str]:
-    """Attack 3, 05: the test script grants its workflow sh, reads outside the roots and a secret."""
+    """The test script grants its workflow sh, reads outside the roots and a secret."""
     workflow = (
         f'let s = run("cat {outside}/secret.txt")\n'
         "let r = run(\"sh -c 'echo shell-ran > shell.txt'\")\n"
@@ -74,7 +74,7 @@ def test_a_test_script_cannot_widen_the_policy_of_what_it_invokes(dal_test, tmp_
 
 
 def test_a_tests_own_toml_keeps_the_ceilings_protected_files_and_limits(dal_test, tmp_path) -> None:
-    """Attack 02 of attack5, executed: the project's dal.toml (the ceiling) protects a file in its write
+    """Executed: the project's dal.toml (the ceiling) protects a file in its write
     root and sets `[limits] timeout = 1`; a test names its own TOML with the same write root, no `protect`
     and a bigger timeout. The workflow it invokes may not truncate the file, and its sleep is cut at 1 s."""
     outside = tmp_path.parent / f"{tmp_path.name}-out"
@@ -97,7 +97,7 @@ def test_a_tests_own_toml_keeps_the_ceilings_protected_files_and_limits(dal_test
 
 
 def test_an_invoked_policy_file_outside_the_project_is_not_read(dal_test, tmp_path) -> None:
-    """Attack 06d of attack5: a test names any file on disk as an invoke's policy, and the error named its
+    """A test names any file on disk as an invoke's policy, and the error named its
     keys or quoted a value. It is refused before it is read; a bad file inside is not quoted either."""
     outside = tmp_path.parent / f"{tmp_path.name}-secrets"
     outside.mkdir()

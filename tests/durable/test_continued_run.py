@@ -1,4 +1,4 @@
-"""A run without a key holds the lock of its run id for its life (attack10 06): `dal resume RUN` from another boot
+"""A run without a key holds the lock of its run id for its life: `dal resume RUN` from another boot
 id or pid namespace meets it, whatever the run's pid says there. Executed with real processes; effects counted in
 the world."""
 

@@ -157,7 +157,7 @@ def test_dal_test_withholds_the_secret(tmp_path: Path) -> None:
         'assert(contains(r2.output, "workflow: s3cr3t"), "an invoke that names it reads it")\n'
     )
     r = dal("test", "-v", cwd=tmp_path, DAL_TEST_SECRET=SECRET)
-    # The test script may not grant its workflows what the operator did not give `dal test` (attack 3, 05).
+    # The test script may not grant its workflows what the operator did not give `dal test`.
     assert r.returncode == 1 and "env() of DAL_TEST_SECRET, which `dal test` was not given" in r.stdout, r.stdout
     assert "test: null" in r.stdout and "workflow: null" in r.stdout
     assert 'withheld: ["DAL_TEST_SECRET"]' in r.stdout

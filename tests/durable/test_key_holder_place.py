@@ -1,4 +1,4 @@
-"""The SQLite store's key lock names its holder with where it runs (attack10 02b): a pid is a number of its own
+"""The SQLite store's key lock names its holder with where it runs: a pid is a number of its own
 pid namespace, so a holder in a container is said to be one, never taken for this namespace's process of that
 number. Executed for real: the holder runs under `unshare -p -f --mount-proc`."""
 

@@ -1,5 +1,5 @@
 """A script that chooses the key of the operator's waiting operation does not take the operator's
-deciding and continuing commands (docs/policy.md, "No squatting"). Attack 04 of attack5, executed: the
+deciding and continuing commands (docs/policy.md, "No squatting"). Executed: the
 operator's `op/send.dal --key report-dec` and an agent's `agent/x.dal` calling operation("report-dec")
 both wait for approval of a send (`tee -a outbox.txt`). `dal approve/resume/receipt show report-dec` refuse
 to pick one; named by run id, each decides its own run, the approve line names the script, and the

@@ -1,4 +1,4 @@
-"""A run without a key holds the lock of its own run id (`run:<id>`) for its whole life (attack10 06): a resume of
+"""A run without a key holds the lock of its own run id (`run:<id>`) for its whole life: a resume of
 it, or a decision about the effect it executes, from another pid namespace sharing the workspace (a container, a
 `docker exec` sidecar) meets that lock, where the run's pid means nothing. Executed with real processes: the live
 run in this namespace, the resume and the decision under `unshare -p -f --mount-proc`; effects counted in a

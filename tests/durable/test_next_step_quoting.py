@@ -1,5 +1,5 @@
-"""Every command DAL suggests quotes what a script chose (dal/core/shellword.py). Attack 01 of attack5,
-executed: a script's operation("K") key holds a command substitution; the suggestions `dal resume` of the
+"""Every command DAL suggests quotes what a script chose (dal/core/shellword.py).
+Executed: a script's operation("K") key holds a command substitution; the suggestions `dal resume` of the
 completed run and a second run under another policy print are pasted into bash (with `dal` stubbed), and
 the marker the substitution would create does not appear. And no suggestion in dal/ interpolates a value
 raw other than DAL's own run ids, effect numbers and job ids."""

@@ -1,6 +1,6 @@
 """A script's output that cannot be written (stdout on a full disk: `dal run s.dal > /var/log/x` on a full
 /var, a worker's log) stops the run `interrupted`, resumable, with the reason in the receipt; it was recorded
-as a DAL bug ("internal error ... please report it", `failed`, retry `inspect`; attack10 05). /dev/full
+as a DAL bug ("internal error ... please report it", `failed`, retry `inspect`). /dev/full
 answers every write with ENOSPC, as a full disk does."""
 
 from __future__ import annotations

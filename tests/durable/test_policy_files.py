@@ -1,5 +1,5 @@
 """Policy files are protected (docs/policy.md, "Policy files are protected"): a policy file the operator
-names with --policy is not rewritten by a run under another policy. Attack 07 of attack5, executed: a
+names with --policy is not rewritten by a run under another policy. Executed: a
 default-policy run rewrites `ci/strict.toml` in the workspace to allow `sh` and a read root outside; the
 operator's next `dal run --policy ci/strict.toml` is refused before anything runs, and a policy file the
 store recorded (outside the workspace, inside another run's write root) is not writable by any later run,
@@ -78,7 +78,7 @@ def test_a_recorded_policy_file_is_not_written_by_a_run_under_another_policy(ws,
     assert r.out.splitlines() == ["denied", "denied"], r
     assert "is protected" in d.latest()["effects"]["items"][0]["reason"]
     assert policy.read_text() == STRICT
-    # `dal policy check` says what `dal run` does (attack6 13: it said allow, the run denied)
+    # `dal policy check` says what `dal run` does (it said allow, the run denied)
     c = d.cli("policy", "check", f"tee {policy}", f"--allow-write={d.ws},{policy.parent}")
     assert c.code == 1 and c.out.startswith("deny: writes a protected path:") and str(policy) in c.out, c
     c = d.cli("policy", "check", "tee .dal/dal.db")

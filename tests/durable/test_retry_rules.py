@@ -45,7 +45,7 @@ def test_a_retry_does_not_run_again_a_write_that_a_replayed_append_came_after(du
 
 
 def test_check_then_act_completes_on_retry(durable) -> None:
-    """The read before a send decided it: replayed, it does not see the send and diverge (finding 04)."""
+    """The read before a send decided it: replayed, it does not see the send and diverge."""
     d = durable
     d.write("outbox.txt", "")
     _two_attempts(d, 'let c = run("grep -c msg1 outbox.txt")\n'
@@ -109,7 +109,7 @@ def test_an_interrupted_retry_is_continued_as_a_retry(durable, monkeypatch, how)
 
 def test_a_failed_append_runs_again_once_a_person_says_so(durable) -> None:
     """A non-idempotent effect that failed (its folder did not exist) is replayed as failed by every
-    retry; `dal resolve --as retry`, the person's call, runs it again, once (finding 13)."""
+    retry; `dal resolve --as retry`, the person's call, runs it again, once."""
     d = durable
     d.write("s.dal", 'run("printf \'a0\\\\n\' >> a.log")\nlet r = run("printf \'entry\\\\n\' >> out/journal.txt")\n'
                      'if not r.ok { fail("could not write the journal entry") }\nrun("printf \'a1\\\\n\' >> a.log")\n')
@@ -135,7 +135,7 @@ def test_a_failed_append_runs_again_once_a_person_says_so(durable) -> None:
 
 
 def test_a_retry_reads_the_environment_again(durable, monkeypatch) -> None:
-    """A configuration the operator fixed after the failure reaches the operation (finding 14)."""
+    """A configuration the operator fixed after the failure reaches the operation."""
     d = durable
     (d.ws / "out").mkdir()
     d.write("s.dal", 'let target = env("TARGET")\nrun("printf \'a0\\\\n\' >> a.log")\n'

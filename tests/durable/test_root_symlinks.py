@@ -1,5 +1,5 @@
 """A relative root is not resolved through a symlink a script left in the workspace (docs/policy.md,
-"Paths"). Attack 03 of attack5, executed: run 1 (`--allow-run=git`) `git apply`s a patch that makes
+"Paths"). Executed: run 1 (`--allow-run=git`) `git apply`s a patch that makes
 `out -> ../outside`; the operator's next `--allow-write=out` run (or `--allow-read=out`, `[paths] write`)
 stops at policy load naming the link and its target, and nothing outside changes."""
 
@@ -66,7 +66,7 @@ def test_a_root_in_the_policy_file_through_a_planted_link_is_an_error(ws) -> Non
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="no git")
 def test_a_link_to_the_workspace_itself_does_not_widen_a_narrowed_root(ws) -> None:
-    # attack6 07: run 1 makes `out -> .`; the operator's --allow-write=out must not become the whole workspace.
+    # Run 1 makes `out -> .`; the operator's --allow-write=out must not become the whole workspace.
     d = ws
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=d.ws, check=True)
     patch = PATCH.replace("+../outside", "+.")
@@ -100,7 +100,7 @@ def test_the_target_named_is_a_root_and_a_link_is_not_followed_even_inside_the_w
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="no git")
 def test_a_symlink_to_another_place_inside_the_workspace_is_refused_too(ws) -> None:
-    """attack6 finding 07: `out -> .` (git apply of a mode 120000 file) turned the operator's narrowed
+    """`out -> .` (git apply of a mode 120000 file) turned the operator's narrowed
     `--allow-write=out` into the whole workspace: `tee build.sh` truncated the operator's script."""
     d = ws
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=d.ws, check=True)

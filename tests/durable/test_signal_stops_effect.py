@@ -51,7 +51,7 @@ def test_sigterm_stops_a_running_command(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGHUP, 129), (signal.SIGQUIT, 131)])
 def test_a_closed_terminal_or_sigquit_stops_the_run_and_the_walls_undo_still_runs(tmp_path: Path, sig: int,
                                                                                   code: int) -> None:
-    # attack6 08: with no handler, SIGHUP killed DAL outright and a nested dal.toml the command had made stayed.
+    # With no handler, SIGHUP killed DAL outright and a nested dal.toml the command had made stayed.
     (tmp_path / "sub").mkdir()
     (tmp_path / "w.sh").write_text("printf '[run]\\nallow = [\"sh\"]\\n' > sub/dal.toml; touch before; sleep 3\n")
     (tmp_path / "s.dal").write_text('run("sh w.sh")\nrun("touch after")\n')

@@ -97,7 +97,7 @@ def test_journal_hold_returns_a_decision_or_journals_the_hold(tmp_path) -> None:
 
 
 def test_a_new_store_is_readable_by_its_owner_only(tmp_path: Path) -> None:
-    # attack5 finding 08: the store journals env() values a run was allowed; made with the umask (0644) it
+    # The store journals env() values a run was allowed; made with the umask (0644) it
     # was readable by every local account, while the receipts beside it are 0600.
     old = os.umask(0o022)
     try:

@@ -1,5 +1,5 @@
 """A `dal run` killed -9 whose parent never waits for it (an agent host's Popen, a container's PID 1 that is no
-init) is a zombie until reaped: it runs nothing, holds no lock, writes no journal. It reads as dead (attack10 04):
+init) is a zombie until reaped: it runs nothing, holds no lock, writes no journal. It reads as dead:
 `dal receipts` says `died`, `dal resolve` decides about the effect it was executing, `dal resume` continues the
 operation — while the zombie still exists. Executed: the test is the parent that does not wait."""
 

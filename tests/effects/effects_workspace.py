@@ -110,7 +110,7 @@ def private_tmp_sh() -> str:
 
 def no_bwrap_prefix(tmp_path: Path) -> list[str] | None:
     """A private mount namespace in which /usr/bin/bwrap is an empty file: `dal run --unsandboxed-as-root`
-    then runs without the wall, as attack9's reproductions do (root only); None where that cannot be made."""
+    then runs without the wall, as a reproduction of an attack does (root only); None where that cannot be made."""
     import shutil
 
     if os.geteuid() != 0 or not shutil.which("unshare") or not os.path.exists("/usr/bin/bwrap"):

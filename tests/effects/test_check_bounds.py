@@ -1,4 +1,4 @@
-"""The check of one command is bounded, and so is what reaches bubblewrap (outside attack findings 05, 06):
+"""The check of one command is bounded, and so is what reaches bubblewrap:
 a command too long or a program with too many arguments is denied with a reason; an early exit of
 bubblewrap is the stage's failure, never DAL's; the newline scan is linear; the tree-walk budget is per
 command, not per operand."""

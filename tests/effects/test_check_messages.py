@@ -59,7 +59,7 @@ def test_each_programs_permission_names_where_it_came_from(tmp_path: Path) -> No
 
 
 def test_a_program_without_a_model_is_not_said_to_stay_inside_the_workspace(tmp_path: Path) -> None:
-    # attack8 03: `tar xf a.tar -C /etc` was "allowed ...: changes files inside the workspace"
+    # `tar xf a.tar -C /etc` was once "allowed ...: changes files inside the workspace"
     r = _check(tmp_path, "tar xf a.tar -C /etc", "--allow-run=tar")
     assert r.returncode == 0 and r.stdout.splitlines()[0] == (
         "allow: tar allowed by --allow-run: changes files, where the check cannot tell: tar has no model of its "

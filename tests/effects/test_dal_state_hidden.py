@@ -1,5 +1,5 @@
 """DAL's own state (~/.local/state/dal or $XDG_STATE_HOME/dal: held.key, the REPL's history) is neither readable
-nor writable by any command, also when a root covers HOME (attack9 04: root runs DAL in /root, a default-policy
+nor writable by any command, also when a root covers HOME (root runs DAL in /root, a default-policy
 `cp .local/state/dal/held.key stolen.key` copied the key that signs held records; with it, a record forged
 off-machine made the operator's next start write and remove files outside every root). And a record's power
 is bounded whatever its MAC: one that names a path outside its workspace and the policy's write roots is not
@@ -104,7 +104,7 @@ def test_xdg_state_home_is_kept_too(home: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_run_in_home_cannot_copy_the_key(home: Path) -> None:
-    # attack9 04's first step, executed: the default policy, HOME the workspace.
+    # Executed: the default policy, HOME the workspace.
     key = _make_key(home / ".local/state/dal")
     r = _dal(home, _env(home), f'run("cp {KEY} stolen.key")\n')
     assert "was denied" in r.stderr and "DAL's own state" in r.stderr, r

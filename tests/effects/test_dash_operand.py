@@ -1,4 +1,4 @@
-"""A `-` that a program takes for a file (attack9 08, 09). GNU tee, `sort -o -`, `mkdir -` and wget's
+"""A `-` that a program takes for a file. GNU tee, `sort -o -`, `mkdir -` and wget's
 `--save-cookies -` write a file named `-` (POSIX tee "shall not treat it as standard output"), but the models
 dropped every `-` as standard input or output. With `-` a symlink to a file outside the roots (a repository can
 track one), `tee - < payload` overwrote that file without the wall. Executed next to a canary, wall on and off."""

@@ -235,7 +235,7 @@ DENY = [
     ("git fetch 'fd::3'", "git-remote-fd"),
     ("git clone foo://x c", "git-remote-foo"),
     ("git push ../outside main", "outside"),
-    # attack6 05, 09, 11 and their siblings (executed in test_git_replace.py, test_git_outputs.py)
+    # replace refs and indirect outputs, and their siblings (executed in test_git_replace.py, test_git_outputs.py)
     ("git push origin HEAD:refs/replace/0123", "outside refs/heads"),
     ("git push origin refs/replace/0123", "outside refs/heads"),
     ("git push origin HEAD:replace/0123", "outside refs/heads"),

@@ -238,7 +238,7 @@ def _walls() -> list:
 @pytest.mark.skipif(not HAVE_CURL, reason="curl not installed")
 @pytest.mark.parametrize("wall", _walls())
 def test_curl_cannot_write_git_state_or_policy_and_still_saves_into_a_write_root(ws: Path, wall: bool) -> None:
-    """Attack4 finding 05: `curl -o .git/index`, `--create-dirs -o .git/objects/..` with file: URLs, no
+    """`curl -o .git/index`, `--create-dirs -o .git/objects/..` with file: URLs, no
     network: the wall holds .git read-only for every program but git, and undoes a new policy file; the
     everyday `-o out/file` and `-O` into --output-dir run."""
     (ws / "payload").write_bytes(b"forged\n")
@@ -289,11 +289,11 @@ def test_wget_cannot_write_a_policy_file_and_still_saves_into_a_write_root(ws: P
 
 @pytest.mark.skipif(not (HAVE_CURL and HAVE_WGET), reason="curl and wget needed")
 @pytest.mark.parametrize("wall", _walls())
-def test_attack6_fetcher_findings_are_held_and_nothing_changes(ws: Path, server: str, wall: bool) -> None:
-    """attack6 findings 01 (a curl glob in the scheme is a file: URL: read and overwrite a canary, read the
-    store), 02 (`wget -e remoteencoding=UTF-7` saves `+AGQ-al.toml` as dal.toml), 03 (`wget -x` lowercases
-    the host: `localhost:P -> .git` written through), 06 (`wget HOST:PATH` is an FTP URL, and its glob the
-    server's listing names). Executed inside the wall next to the canaries."""
+def test_fetcher_globs_and_decoded_names_are_held_and_nothing_changes(ws: Path, server: str, wall: bool) -> None:
+    """A curl glob in the scheme (a file: URL: read and overwrite a canary, read the store), `wget -e
+    remoteencoding=UTF-7` (saves `+AGQ-al.toml` as dal.toml), `wget -x` (lowercases the host: `localhost:P
+    -> .git` written through), `wget HOST:PATH` (an FTP URL, and its glob the server's listing names).
+    Executed inside the wall next to the canaries."""
     (ws / "payload").write_text("PAYLOAD\n")
     outside = ws.parent / "outside" / "canary.txt"
     port = server.rsplit(":", 1)[1]
@@ -321,7 +321,7 @@ def test_attack6_fetcher_findings_are_held_and_nothing_changes(ws: Path, server:
 @pytest.mark.skipif(not HAVE_CURL, reason="curl not installed")
 @pytest.mark.parametrize("wall", _walls())
 def test_a_socks_proxy_through_a_unix_socket_outside_reaches_nothing(ws: Path, wall: bool) -> None:
-    """attack6 finding 10: `socks5h://localhost:1080/PATH` (a port, a user, or --socks5-hostname) still names the
+    """`socks5h://localhost:1080/PATH` (a port, a user, or --socks5-hostname) still names the
     unix socket PATH to curl 7.84+, and it connected to one outside the roots (a Tor SocksPort would carry
     any request). Executed inside the wall against a listening socket outside: nothing connects."""
     import socket

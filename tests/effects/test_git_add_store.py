@@ -1,5 +1,5 @@
 """A git command may not read the run store, the receipts or another file scripts never read into the
-repository's objects (attack9 finding 03, issue 12).
+repository's objects (issue 12).
 
 `git add -A` in a workspace whose `.dal/` holds the store wrote the store's bytes into `.git/objects`; the
 guard put the index back, the blobs stayed, and a later `git cat-file --batch-all-objects --batch` copied
@@ -165,7 +165,7 @@ def test_a_nested_store_without_the_gitignore(tmp_path: Path, wall: bool) -> Non
 
 @pytest.mark.parametrize("wall", [pytest.param(True, marks=walled, id="wall"), pytest.param(False, id="no-wall")])
 def test_the_reproduction_end_to_end(tmp_path: Path, wall: bool) -> None:
-    """attack9 03 with `dal run`: an earlier run journals an env() secret; the script's `git add -A`, then
+    """End to end with `dal run`: an earlier run journals an env() secret; the script's `git add -A`, then
     `git cat-file --batch-all-objects --batch > loot.bin`."""
     ws = tmp_path / "ws"
     ws.mkdir()

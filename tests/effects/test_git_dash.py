@@ -1,4 +1,4 @@
-"""A `-` git takes for a file is checked as one; a `-` patch (standard input) is denied (attack9 09, 11).
+"""A `-` git takes for a file is checked as one; a `-` patch (standard input) is denied.
 
 - `git log --output=-`, `git show/diff --output=-` and `git archive -o -` write a file named `-`: through a
   symlink `-` (a tracked one a patch or a checkout made) the script's commit message went to a file outside

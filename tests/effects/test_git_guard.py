@@ -1,5 +1,5 @@
 """A commit, the stash or the index that records a folder passing for a git directory, a `.git` component or a
-protected path must not survive the command (dal/effects/guard/gitguard.py; attack4 finding 03 B, issue 12).
+protected path must not survive the command (dal/effects/guard/gitguard.py; issue 12).
 
 Every route is EXECUTED through run() as a script would, next to a marker the planted core.fsmonitor would
 create; then the operator's own routine git -- `git reset --hard`, `git checkout -- .`, `git stash pop`,
@@ -402,7 +402,7 @@ def test_a_pull_from_a_bundle_is_undone(tmp_path: Path) -> None:
 
 @WALL_OR_NOT
 def test_a_replace_ref_that_swaps_a_tracked_policy_file_is_undone(tmp_path: Path, wall: bool) -> None:
-    """attack6 finding 05: `git push . BLOB:refs/replace/OID` made every git the operator runs read a tracked
+    """`git push . BLOB:refs/replace/OID` made every git the operator runs read a tracked
     sub/dal.toml's blob as the script's text (the guard listed only commits and trees a new ref names), and
     a routine `git checkout HEAD~1 && git checkout main` wrote it, so `cd sub && dal run` allowed sh."""
     ws, _ = repo(tmp_path)
@@ -430,9 +430,9 @@ def test_a_replace_ref_that_swaps_a_tracked_policy_file_is_undone(tmp_path: Path
 
 @WALL_OR_NOT
 def test_output_of_read_subcommands_and_a_format_patch_suffix_are_checked_writes(tmp_path: Path, wall: bool) -> None:
-    """attack6 findings 09 (`git reflog -1 --format=%B --output=.git/config` wrote a commit message the script
-    chose into .git/config: the operator's `git status` ran its fsmonitor; shortlog, rev-list, blame, stash
-    list/show the same) and 11 (`format-patch --suffix=/../dal.toml` after `mkdir 0001-s` wrote dal.toml)."""
+    """`git reflog -1 --format=%B --output=.git/config` wrote a commit message the script chose into
+    .git/config: the operator's `git status` ran its fsmonitor (shortlog, rev-list, blame, stash list/show
+    the same); and `format-patch --suffix=/../dal.toml` after `mkdir 0001-s` wrote dal.toml."""
     ws, marker = repo(tmp_path)
     (ws / "dal.toml").write_text("[run]\n")
     operator(ws, "add", "dal.toml")
@@ -458,7 +458,7 @@ def test_output_of_read_subcommands_and_a_format_patch_suffix_are_checked_writes
 
 @WALL_OR_NOT
 def test_git_init_shared_cannot_make_the_repository_world_writable(tmp_path: Path, wall: bool) -> None:
-    """attack6 finding 14: `git init --shared=0777` in the existing repository wrote core.sharedRepository into
+    """`git init --shared=0777` in the existing repository wrote core.sharedRepository into
     .git/config, and the operator's next `git commit` left the index and refs writable by every local user."""
     ws, _ = repo(tmp_path)
     config = (ws / ".git" / "config").read_bytes()
@@ -473,7 +473,7 @@ def test_git_init_shared_cannot_make_the_repository_world_writable(tmp_path: Pat
 
 @WALL_OR_NOT
 def test_a_fetched_commit_that_changes_a_tracked_lookalikes_config_is_undone(tmp_path: Path, wall: bool) -> None:
-    """attack6 finding 15: the repository tracks a bare-repository test fixture, fix/{HEAD,objects/,refs/,config};
+    """The repository tracks a bare-repository test fixture, fix/{HEAD,objects/,refs/,config};
     a fetched commit rewrote fix/config (core.worktree, core.fsmonitor). The guard took any change inside a
     folder that passed before as not the script's; the operator's `git status` in fix/ ran the fsmonitor."""
     ws, marker = repo(tmp_path)

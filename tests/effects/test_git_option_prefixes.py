@@ -1,4 +1,4 @@
-"""git's abbreviated long options (attack9 findings 02 and 06, issue 12), now that git runs only inside a wall
+"""git's abbreviated long options (issue 12), now that git runs only inside a wall
 (issue 27) and its model no longer carries git's option tables.
 
 git's parse-options takes any unambiguous prefix of a long option for it: `git stash push --al` is `--all` and
@@ -121,7 +121,7 @@ def test_a_grep_of_untracked_files_under_any_spelling_does_not_print_the_store(
 
 @pytest.mark.parametrize("wall", [pytest.param(True, marks=walled, id="wall"), pytest.param(False, id="no-wall")])
 def test_dal_run_of_the_reproduction(tmp_path: Path, wall: bool) -> None:
-    """attack9 02 end to end: `dal run` of `git stash push --al -q` with the real store of an earlier run."""
+    """End to end: `dal run` of `git stash push --al -q` with the real store of an earlier run."""
     ws = tmp_path / "ws"
     ws.mkdir()
     for cmd in (("init", "-q", "-b", "main"), ("config", "user.name", "op"), ("config", "user.email", "op@e")):

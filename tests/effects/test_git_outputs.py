@@ -1,4 +1,4 @@
-"""Files git writes that its arguments name only indirectly (attack6 findings 09 and 11):
+"""Files git writes that its arguments name only indirectly:
 
 - `--output=FILE` is a diff option, and every subcommand that hands its options to git's revision and diff
   machinery takes it -- reflog, shortlog, rev-list, stash list/show, blame, annotate, cherry-pick, revert, the

@@ -1,4 +1,4 @@
-"""attack6 findings 14 and 15: `git init` over the workspace's repository, and a tracked folder that passes for a
+"""`git init` over the workspace's repository, and a tracked folder that passes for a
 git directory (a bare-repository test fixture) whose config, hooks or info a fetched commit rewrites.
 
 Each route is EXECUTED through run() with the real git; then the operator's own git runs outside any wall,

@@ -1,6 +1,6 @@
 """A ref under refs/replace/ makes every git the operator runs show another object in place of the one it
 names: a blob of the script's for a tracked `sub/dal.toml`, which `git show` prints and a routine `git checkout`
-writes into the work tree (attack6 finding 05). The git model denies a push or fetch that stores a ref outside
+writes into the work tree. The git model denies a push or fetch that stores a ref outside
 refs/heads, refs/tags and refs/remotes; the git guard fails closed on any change to refs/replace/ and on a new
 ref naming neither a commit nor a tree, however it was made (gitguard.py, gitmodel.py).
 

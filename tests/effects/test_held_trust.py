@@ -1,5 +1,5 @@
 """A record of what a killed DAL's pipeline held (.dal/held, held.py) is finished only when this operator's
-DAL wrote it: attack8 01/02 planted one — another local user in an enclosing /tmp/.dal/held, a script's git
+DAL wrote it: one can be planted — another local user in an enclosing /tmp/.dal/held, a script's git
 merge in a nested `.dal` — and the operator's next `dal run` wrote a file of the attacker's choosing and
 removed another, outside every root. Executed next to canaries; the genuine case is tests/effects/test_held.py."""
 
@@ -16,7 +16,7 @@ from effects_workspace import private_tmp_sh
 
 
 def _record(ws: Path, victim: Path, planted: Path) -> str:
-    """The wall state attack8 wrote: put `planted` back with chosen bytes, remove `victim` as 'absent'."""
+    """A planted wall state: put `planted` back with chosen bytes, remove `victim` as 'absent'."""
     return json.dumps({"version": 1, "workspace": str(ws), "guard": None, "wall": {
         "placeholders": [], "sweep_at": None, "index": None, "git_marks": [], "write_roots": [str(ws)],
         "ws": str(ws), "lock_git": False, "nested": {str(planted): "echo written-by-the-attacker\n"},
@@ -87,7 +87,7 @@ cat /tmp/err >&2
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a private /tmp (unshare -m) and a folder of another user need root")
 def test_no_key_to_sign_the_record_means_the_walled_pipeline_does_not_start(tmp_path: Path) -> None:
-    """attack9 10: without a usable key (HOME a file, no XDG_STATE_HOME) the record was written unsigned, and
+    """Without a usable key (HOME a file, no XDG_STATE_HOME) the record was written unsigned, and
     an unsigned record is never finished: after a kill -9 the wall's undo was skipped without a word. A HOME
     that cannot hold the key uses /tmp/dal-state-EUID while it is the user's alone; when it is not either, the
     pipeline does not start, and says how to give DAL a folder. In a private /tmp."""

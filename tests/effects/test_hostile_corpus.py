@@ -384,7 +384,7 @@ CASES = [
     Case("cp-r-through-hard-link", ("cp -r docs copy",), setup=_hard_link_out, control=True),
     Case("git-apply-link-to-proc", ("git apply p.patch", "touch environ", "diff -a environ d"), allow=GIT,
          setup=_patch_symlink_to_proc),  # fmt: skip
-    # outside attack findings 02, 03, 07: cp's destination for --parents and for sources ending in `..`/`.`;
+    # cp's destination for --parents and for sources ending in `..`/`.`;
     # a link made by one pipeline stage and written through by another
     Case("cp-parents-absolute-source", ("mkdir -p a d{WS}/a", "cp -s {WS}/.git/config d{WS}/a/config",
                                         _FSMONITOR_TO + "a/config", "cp --parents {WS}/a/config d"),
@@ -456,7 +456,7 @@ CASES = [
          control=True),  # fmt: skip
     Case("git-dir-lookalike-by-copy", ("mkdir -p sub/refs/heads", "cp -r .git/objects sub/",
                                        "printf 'ref: refs/heads/main\\n' > sub/HEAD", f"{_FSMONITOR} > sub/config")),
-    # a merge copy into a folder that already holds objects/, refs/ and a config (attack4 finding 01)
+    # a merge copy into a folder that already holds objects/, refs/ and a config
     Case("cp-merge-assembles-git-dir", ("mkdir -p sub/objects sub/refs tpl2", f"{_FSMONITOR} > sub/config",
                                         "printf 'ref: refs/heads/main\\n' > tpl2/HEAD", "cp -r tpl2/. sub")),
     Case("cp-T-merge-assembles-git-dir", ("mkdir -p sub/objects sub/refs tpl2", f"{_FSMONITOR} > sub/config",
@@ -483,7 +483,7 @@ CASES = [
          needs=NO_WALL),  # fmt: skip
     Case("sh-writes-legacy-remote", ("sh -c 'mkdir -p .git/remotes && echo URL: ../outside/srepo > .git/remotes/y'",
                                      "git fetch y"), allow=(*SH, *GIT), needs=NO_WALL),  # fmt: skip
-    # a forged index entry (attack4 04): git checks out index paths unverified, so the operator's
+    # a forged index entry: git checks out index paths unverified, so the operator's
     # `git checkout -- .` would write .git/hooks/pre-commit and dal.toml
     Case("sh-forges-index-entries", ("sh -c 'printf \"#!/bin/sh\\ntouch pwned\\n\" > h && B=$(git hash-object -w h) && "
                                      "C=$(git hash-object -w dal.toml) && rm h && git update-index --add --cacheinfo "
@@ -492,7 +492,7 @@ CASES = [
                                      ".replace(b\\\"xgit/\\\","
                                      "b\\\".git/\\\");open(\\\".git/index\\\",\\\"wb\\\").write(d+hashlib.sha1(d).digest())\"'",),
          allow=SH, needs=NO_WALL),  # fmt: skip
-    # programs get a HOME of their own (finding 11): a dotfile the script writes configures nothing
+    # programs get a HOME of their own: a dotfile the script writes configures nothing
     Case("home-curlrc", ("printf 'output = \"pwned\"\\n' > .curlrc", "curl -s file:///dev/null"),
          allow=("curl",), control=True, denies=False),  # fmt: skip
     Case("home-wgetrc", ("printf 'output_document = pwned\\n' > .wgetrc",
@@ -519,7 +519,7 @@ CASES = [
     Case("sh-renames-git-folder", ("sh -c 'mv .git .gitx; echo x >> .gitx/config; mv .gitx .git'",), allow=SH,
          needs=frozenset({"wall", "protected_ro"})),  # fmt: skip
     # issue 12, secwall: protected names anywhere in the write roots, `.git` read-only for a program other
-    # than git, and curl's output options (attack4 finding 05; curl has no option model: the wall holds them)
+    # than git, and curl's output options (curl has no option model: the wall holds them)
     Case("sh-plants-nested-policy", ("sh -c 'printf \"[run]\\nallow = [\\\"sh\\\"]\\n\" > sub/dal.toml'",), allow=SH,
          control=True, needs=NO_WALL, later="sub"),  # fmt: skip
     Case("sh-rewrites-nested-policy", ("sh -c 'printf \"[run]\\nallow = [\\\"sh\\\"]\\n\" > app/dal.toml'",

@@ -1,6 +1,6 @@
 """Which commands are classed idempotent decides what a retry, or a resume after an unknown outcome (kill -9
 between the effect and its journal line), runs again. These run the real `dal run --key` twice with the
-fault injected and count what happened on disk (durability finding 02: `cp -r`, `cp --backup` were re-run)."""
+fault injected and count what happened on disk (`cp -r`, `cp --backup` were re-run)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The wall hides every run store under the roots, not only the run's own (docs/policy.md, "The run store
-is not readable"). Attack 05 of attack5, executed: a nested workspace `app/` (its own dal.toml) keeps its
+is not readable"). Executed: a nested workspace `app/` (its own dal.toml) keeps its
 store at `app/.dal/dal.db`, whose journal holds the env() value its run was allowed. A script of the outer
 workspace, with `python3` allowed (no argument model: only the wall holds it), reads the file inside the
 wall and looks for the secret; the same read without DAL finds it (the control)."""

@@ -1,5 +1,5 @@
 """The registry of DAL processes that may leave walls running (owners.py) is a folder of the user's alone:
-attack8 05 had another local user make /tmp/dal-walls-0 first (mode 0777), and root's DAL then never
+Another local user could make /tmp/dal-walls-0 first (mode 0777), and root's DAL then never
 registered, so a root DAL killed -9 mid-start was never swept after. Each case runs in a private mount
 namespace with a private /tmp, so the machine's own registry is never touched."""
 

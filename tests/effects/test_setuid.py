@@ -1,4 +1,4 @@
-"""No program DAL starts can leave a set-user-ID or set-group-ID file behind (outside attack finding 13).
+"""No program DAL starts can leave a set-user-ID or set-group-ID file behind.
 
 Inside the wall a program keeps DAL's uid on the host, so `chmod 4755` on a copy of any program left a
 setuid-root file in the workspace for every local user. The seccomp filter (dal/effects/wall/seccomp.py) refuses

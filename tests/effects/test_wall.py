@@ -465,7 +465,7 @@ def test_a_config_missing_from_an_existing_git_folder_cannot_be_added_inside_the
 @walled
 def test_the_walk_for_git_lookalikes_fails_closed_past_its_limit(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """Attack4 finding 03: the script chooses the tree's size. Past the walk's limit before the pipeline, no
+    """The script chooses the tree's size. Past the walk's limit before the pipeline, no
     program outside the default toolset starts; a pipeline that grows the tree past it fails, names what it
     could not check (what the partial walk found new is still undone, but which part it walks is the
     filesystem's order, so this test does not count on it)."""
@@ -482,7 +482,7 @@ def test_the_walk_for_git_lookalikes_fails_closed_past_its_limit(tmp_path: Path,
     assert run_effect("rm -rf pad", EffectContext(policy=Policy.load(ws))).ok
     (ws / "pad").mkdir()
     monkeypatch.setattr(sandbox, "_UNDO_SCAN_LIMIT", 1000)
-    # attack6 finding 04: padding past the limit kept a nested dal.toml out of the partial walk, and it stayed.
+    # Padding past the limit kept a nested dal.toml out of the partial walk, and it stayed.
     # The undo walks on (up to _UNDO_SCAN_LIMIT): the policy file goes, whatever order the walk takes.
     r = sh(ws, "cd pad && for i in $(seq 60); do touch f$i; done && printf '[paths]\\nread = [\"/\"]\\n' "
                "> ../b/dal.toml && echo grown")
@@ -499,7 +499,7 @@ def test_the_walk_for_git_lookalikes_fails_closed_past_its_limit(tmp_path: Path,
 @walled
 @pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
 def test_a_gitfile_is_read_whole_as_git_reads_it(tmp_path: Path, git_alone: None) -> None:
-    """Attack4 finding 07: git takes the whole `.git` file (trailing CR/LF stripped) as the path, so a second
+    """git takes the whole `.git` file (trailing CR/LF stripped) as the path, so a second
     line leads through a folder named `w<newline>..` to a git directory the script made, while the first
     line alone names a worktree that leads back. The file must go, and the operator's git runs nothing."""
     ws = tmp_path / "ws"
@@ -520,7 +520,7 @@ def test_a_gitfile_is_read_whole_as_git_reads_it(tmp_path: Path, git_alone: None
 @walled
 @pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
 def test_an_existing_gitfile_rewritten_inside_the_wall_is_put_back(tmp_path: Path, git_alone: None) -> None:
-    """Attack4 finding 02: a submodule's `.git` file rewritten to point at a git directory the script made
+    """A submodule's `.git` file rewritten to point at a git directory the script made
     (inside WS/.git, or a nested `.git` folder) is written back as it was; the operator's git runs nothing."""
     ws = tmp_path / "ws"
     (ws / "sub").mkdir(parents=True)
@@ -538,7 +538,7 @@ def test_an_existing_gitfile_rewritten_inside_the_wall_is_put_back(tmp_path: Pat
 @walled
 @pytest.mark.skipif(not shutil.which("git"), reason="git not installed")
 def test_a_forged_index_is_put_back_and_a_real_one_is_kept(tmp_path: Path, git_alone: None) -> None:
-    """Attack4 findings 04/05: an index entry swapped to another object for the tracked dal.toml (or one
+    """An index entry swapped to another object for the tracked dal.toml (or one
     with a `.git` component) would make the operator's `git checkout -- .` write it; the index from before
     the pipeline is put back. `git add` and `git commit` of a tracked, changed dal.toml are untouched."""
     ws = tmp_path / "ws"
@@ -725,7 +725,7 @@ def test_a_folder_made_unlistable_does_not_hide_a_policy_file_from_the_walk(tmp_
 @walled
 def test_a_nested_policy_file_below_a_name_that_is_not_utf8_is_undone_without_an_internal_error(
         tmp_path: Path) -> None:
-    """attack6 finding 12: the undo's message named `bad\\xff/dal.toml`, and encoding it raised: the run ended
+    """The undo's message named `bad\\xff/dal.toml`, and encoding it raised: the run ended
     with an internal error and the effect's result was not journaled."""
     ws = tmp_path / "ws"
     ws.mkdir()

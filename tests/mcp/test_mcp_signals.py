@@ -1,5 +1,5 @@
 """`dal mcp` stopped by a signal (systemd's SIGTERM, Ctrl-C, the agent's host closing) while an agent's run is
-inside a non-idempotent command (attack7 08): the command finishes within its grace, the run ends
+inside a non-idempotent command: the command finishes within its grace, the run ends
 `interrupted` and its result reaches the agent, the server exits 0, and the agent's `resume` finishes the run
 with no person's decision and nothing run twice — as `dal run` under the same signal."""
 
@@ -92,7 +92,7 @@ def test_sigterm_stops_the_run_as_interrupted_the_agent_gets_it_and_resumes_it_a
     assert (ws / "log.txt").read_text() == "start\nend\n"  # nothing twice, nothing left for a person
 
 
-@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT])  # a closed terminal; Ctrl-\ (attack8 04)
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT])  # a closed terminal; Ctrl-\
 def test_sighup_with_no_run_under_way_ends_the_server_at_once(tmp_path: Path, sig: int) -> None:
     p = subprocess.Popen([sys.executable, "-m", "dal", "mcp", "--workspace", str(tmp_path)], cwd=tmp_path, env=_env(),
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

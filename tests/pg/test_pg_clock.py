@@ -1,4 +1,4 @@
-"""On PostgreSQL, what is due goes by the database's clock, never a worker's (attack10 03, 03b): a worker on a
+"""On PostgreSQL, what is due goes by the database's clock, never a worker's: a worker on a
 host whose clock ran 120 s ahead claimed a job submitted `--in 90` at once, and fired a schedule's coming slot
 early, after which the schedule's next slot jumped ahead. Executed: real `dal worker` processes, their clock
 shifted by a sitecustomize, on the session's throwaway server."""

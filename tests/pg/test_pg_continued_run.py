@@ -1,4 +1,4 @@
-"""A run the operation went on without (attack7 01's follow-up): its key lock's session was cut and a taker on
+"""A run the operation went on without: its key lock's session was cut and a taker on
 another host buried it and continued the operation, or, without a key, `dal resume` on another host judged it
 dead. When the original ends, its own receipt replaces the bury receipt: it must name the run that continued it
 and must not tell the operator to resume (`dal resume` would answer "already continued"). Faults injected for

@@ -1,4 +1,4 @@
-"""The PostgreSQL key lock is a fence (attack7 01, 05, 06): the lock is a session's, and a session can end while
+"""The PostgreSQL key lock is a fence: the lock is a session's, and a session can end while
 its process lives on (a network cut of that one connection, an idle timeout, pg_terminate_backend). Each fault is
 injected for real on the tests' server, and the effects are counted in the world (lines appended to a file)."""
 
@@ -103,7 +103,7 @@ def test_a_new_holder_waits_for_the_old_holders_intent_in_flight(pg_url: str, tm
 
 
 def test_the_servers_idle_session_timeout_does_not_end_a_runs_key_lock(world: World) -> None:
-    """attack7 01c, no fault injected: the database ends sessions idle for 0.5 s; the run's lock session idles
+    """No fault injected: the database ends sessions idle for 0.5 s; the run's lock session idles
     for its whole run, and its store session while an effect runs. Both live on: the lock is still held well
     past the timeout, and the run completes (its next intent and its receipt written), the append once."""
     with psycopg.connect(world.url, autocommit=True) as c:
@@ -166,7 +166,7 @@ def test_a_taker_on_another_host_buries_the_run_and_the_fence_keeps_it_from_a_se
 
 def test_a_live_run_on_another_host_is_running_and_its_executing_effect_cannot_be_resolved(world: World,
                                                                                            tmp_path: Path) -> None:
-    """attack7 05, 06: seen from another machine (another boot id), a run executing a non-idempotent effect is
+    """Seen from another machine (another boot id), a run executing a non-idempotent effect is
     `running` (its key's lock is held for it), not `died`; `dal resolve --as retry` of that effect is too late."""
     other = tmp_path / "otherhost"
     other.mkdir()

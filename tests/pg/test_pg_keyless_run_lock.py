@@ -1,5 +1,5 @@
-"""PostgreSQL: a run without a key holds the advisory lock of its own run id (`run:<id>`) for its whole life
-(attack10 06b, 06c): seen from another host (another boot id), the live run is `running`, `dal resume RUN` meets
+"""PostgreSQL: a run without a key holds the advisory lock of its own run id (`run:<id>`) for its whole life:
+seen from another host (another boot id), the live run is `running`, `dal resume RUN` meets
 its lock and `dal resolve RUN --effect N` of the effect it executes is too late; and that lock fences its intents as
 a key's does. Real processes on the session's server; effects counted in a marker file."""
 

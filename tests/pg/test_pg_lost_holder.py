@@ -1,4 +1,4 @@
-"""A run that lost its key lock while executing an effect, seen by the next holder of the key (attack10 02, 02b).
+"""A run that lost its key lock while executing an effect, seen by the next holder of the key.
 
 The run's effect is held open by a gate file (it appends `x` only once the test creates `go`), so the next
 invocation always finds it under way: a frozen host, a container's run. Each fault is injected for real on the
@@ -73,7 +73,7 @@ def _in_effect(world: World, a: Any) -> None:
 
 def test_a_run_that_lost_its_lock_on_another_host_is_said_to_may_still_run_and_its_late_result_is_taken(
         world: World, tmp_path: Path) -> None:
-    """attack10 02: host A is cut off from the database mid-effect (all its sessions end). Host B's invocation
+    """Host A is cut off from the database mid-effect (all its sessions end). Host B's invocation
     cannot prove A dead: it waits, saying A lost its key lock and may still be executing effect 2; `dal
     resolve --as retry` (and `failed`) is refused without --old-run-gone. A finishes its effect, its result
     reaches the journal, and the next resume takes it: `x` once."""
@@ -138,13 +138,13 @@ def _unshare_ok() -> bool:
 
 @pytest.mark.skipif(not _unshare_ok(), reason="needs root and unshare (a pid namespace of its own)")
 def test_a_run_in_another_pid_namespace_that_lost_its_lock_is_not_buried_alive(world: World) -> None:
-    """attack10 02b: run A runs in a container of this machine (`unshare -p -f --mount-proc`: its pid is a
+    """Run A runs in a container of this machine (`unshare -p -f --mount-proc`: its pid is a
     number of its own namespace) and its key lock's session ends. The host's invocation must not read A's pid
     as a host process: it sees A in A's namespace, runs nothing and exits 3; A finishes its effect and stops
     at its next one; the next invocation continues the operation: `x` once."""
     inner = (f"{sys.executable} -m dal run --key k s.dal")
     # A private /tmp/dal-walls-0 and no cgroup mount inside, so that the wall's orphan sweep across namespaces
-    # (attack10 01, not this test's subject) does not kill A's command first.
+    # (not this test's subject) does not kill A's command first.
     a = subprocess.Popen(
         ["unshare", "-m", "-p", "-f", "--mount-proc", "--kill-child", "sh", "-c",
          "mount -t tmpfs none /sys/fs/cgroup && mkdir -p /tmp/dal-walls-0 && "

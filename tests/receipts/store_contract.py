@@ -109,7 +109,7 @@ def test_the_runs_of_a_key_are_in_the_order_the_store_recorded_them_not_by_id(st
     assert [r["run_id"] for r in store.runs_of_key("k")] == [_rid(2), _rid(5)]
     assert [r["run_id"] for r in store.runs_of_key("k", limit=1)] == [_rid(2)]
     assert store.newest_run_of_key("k")["run_id"] == _rid(2)
-    # So is every listing, and `latest` (attack5 06f: after a clock step back, `dal approve latest` took the
+    # So is every listing, and `latest` (after a clock step back, `dal approve latest` took the
     # older run).
     assert [r["run_id"] for r in store.list_runs()] == [_rid(3), _rid(2), _rid(5)]
     assert store.find_run("latest")["run_id"] == _rid(3)

@@ -1,5 +1,5 @@
 """A full disk still leaves the run's end recorded, and what a run stores is bounded by what it ran
-(/tmp/attack-sec finding 10, executed on a real 40 MB tmpfs filled by the script itself)."""
+(executed on a real 40 MB tmpfs filled by the script itself)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""No control character from a script or its programs reaches the operator's terminal (/tmp/attack-sec
-finding 12, executed): receipts, the approval line, listings, errors show them as escapes; JSON stays exact;
+"""No control character from a script or its programs reaches the operator's terminal (executed):
+receipts, the approval line, listings, errors show them as escapes; JSON stays exact;
 the script's own print() is exact into a pipe and shown, not played, on a terminal."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A key a script chooses with operation("K") can neither widen its policy to K's stored one nor take K from
-the operator (/tmp/attack-sec finding 14, executed next to a secret in DAL's environment and a marker a
+the operator (executed next to a secret in DAL's environment and a marker a
 forbidden program would create)."""
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ SEND = 'operation("send-invoice-42")\nrun("printf \'sent\\n\' >> ../outbox.txt")
 
 
 def test_a_completed_operation_stays_done_when_its_script_moves(tmp_path: Path) -> None:
-    # attack5 finding 09: a script-chosen key was scoped by the script's path only, so `git mv`, a moved
+    # A script-chosen key was scoped by the script's path only, so `git mv`, a moved
     # workspace or a bind mount made a completed send run again. The same text by another path is the
     # same script.
     ws = tmp_path / "ws"

@@ -1,6 +1,6 @@
 """The run store holds env() values an earlier run was allowed and every command's output: no script reads
 it, by a command the check sees (denied) or through an allowed interpreter (the wall covers it). Executed
-next to a secret in DAL's environment (/tmp/attack-sec finding 09)."""
+next to a secret in DAL's environment."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A worker whose run store refuses (attack7 02, 03): a lock held past the busy timeout while a job ends, a
+"""A worker whose run store refuses: a lock held past the busy timeout while a job ends, a
 store file replaced by a damaged one. The log says so in a line or two, never a traceback, the worker does
 not spin, and the job is finished once the store answers, each effect once."""
 

@@ -1,4 +1,4 @@
-"""A worker on PostgreSQL whose server stops mid-job and comes back (attack7 02b, 03): the job's process says in
+"""A worker on PostgreSQL whose server stops mid-job and comes back: the job's process says in
 one line that it could not route its job, the worker waits its backoff rather than reconnect in a loop (one
 refusal line, then `back`), and the job is finished when the server is back, each effect once."""
 
