@@ -76,7 +76,10 @@ def _offer_new_links(sessions: Sessions, base: str, out: TextIO) -> None:
     standard input) and on each SIGUSR1: a second browser, a closed tab or a scripted check needs no
     restart. Only the operator reaches either (scripts never see the console's input, nor signal it from
     inside the wall); each new link spends the unused one before it."""
-    printing = threading.RLock()  # a signal may arrive while a line's link is being printed
+    # The handler only writes a byte to a pipe, and a thread mints: a handler that took the sessions' lock
+    # would hang the server interrupted inside login() (the same thread holds it), and a burst of signals
+    # nests handlers until a RecursionError stops the console.
+    printing = threading.Lock()
 
     def new_link() -> None:
         with printing:
@@ -85,7 +88,21 @@ def _offer_new_links(sessions: Sessions, base: str, out: TextIO) -> None:
             out.flush()
 
     if hasattr(signal, "SIGUSR1"):
-        signal.signal(signal.SIGUSR1, lambda *_: new_link())
+        wake_r, wake_w = os.pipe2(os.O_CLOEXEC) if hasattr(os, "pipe2") else os.pipe()
+        os.set_blocking(wake_w, False)
+
+        def on_signal(*_: object) -> None:
+            try:
+                os.write(wake_w, b"!")
+            except BlockingIOError:
+                pass  # the pipe is full: a new link is already coming
+
+        def minting() -> None:
+            while os.read(wake_r, 4096):  # a burst read at once is one new link
+                new_link()
+
+        threading.Thread(target=minting, name="dal console: new links on SIGUSR1", daemon=True).start()
+        signal.signal(signal.SIGUSR1, on_signal)
     try:
         fd = sys.stdin.fileno()
     except (AttributeError, OSError, ValueError):
