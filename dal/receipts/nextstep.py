@@ -193,7 +193,9 @@ def run_next(
     if artifacts:
         shown = ", ".join(f"inspect {_q(a['path'])} ({a['state']})" for a in artifacts[:3])
         return shown + (f": {blocker}" if blocker else "")
-    return "inspect the evidence above" + (f": {blocker}" if blocker else "") + f" (`dal receipt show {rid} --json`)"
+    # Not "above": this line is also a worker's log line and a job's note, where nothing stands above it.
+    return (f"inspect the run's receipt and effects (`dal receipt show {rid} --json`)"
+            + (f": {blocker}" if blocker else ""))
 
 
 def decided_job(job: Mapping[str, Any], seq: int) -> str:

@@ -41,6 +41,15 @@ def test_replay_names_the_key(build) -> None:
     assert next_action(r) == "`dal run --key nightly:2026-09-02 article.dal` (same operation, same key)"
 
 
+def test_inspect_without_artifacts_names_the_receipt_not_what_stands_above(build) -> None:
+    # The same line is a worker's log line and `dal jobs`' note, where nothing stands above it.
+    r = build.base(status="failed", retry="inspect", blocker="the totals disagree", artifacts=[])
+    said = next_action(r)
+    assert "above" not in said
+    shown = f"`dal receipt show {r['run_id']} --json`"
+    assert said == f"inspect the run's receipt and effects ({shown}): the totals disagree"
+
+
 def test_script_chosen_escalate_shows_the_blocker(build) -> None:
     r = build.base(status="failed", retry="escalate", blocker="provider status unknown")
     assert next_action(r) == "a person must decide: provider status unknown"
