@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dal.core import defaults
+from dal.core.visible import visible
 from dal.runner.options import add_policy_flags, add_script_args, byte_size, memory_size, positive_int, seconds
 
 EXIT_NOT_FOUND, EXIT_USAGE = 2, 2  # an unknown job is a usage error, as an unknown run
@@ -442,7 +443,7 @@ def _said(args: argparse.Namespace, job: dict[str, Any] | None, line: str) -> in
     if args.json:
         _emit("job", {"job": _public(job) if job else None, "message": line})
     elif not getattr(args, "quiet", False):
-        sys.stdout.write(f"dal: {line}\n")
+        sys.stdout.write(f"dal: {visible(line)}\n")  # the key is the script's: no terminal control raw
     return 0
 
 
@@ -501,7 +502,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         lead = f"run {r['last_run_id']} "
         if r["last_run_id"] and note.startswith(lead):
             note = note[len(lead):]  # the run is `dal job show ID`'s; the room goes to what comes next
-        table.append((str(r["job_id"]), r["state"], r["queue"], r["key"], str(r["attempts"]), when, last, note))
+        table.append((str(r["job_id"]), r["state"], r["queue"], visible(r["key"]), str(r["attempts"]), when, last,
+                      visible(note)))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
     room = None
     if sys.stdout.isatty():  # on a terminal each row fits its width; piped, a note is whole (a `next:` in it)
@@ -552,7 +554,7 @@ def cmd_job_show(args: argparse.Namespace) -> int:
     if job["note"]:
         lines.append(f"  note          {job['note']}")
     lines.append(f"\nnext: {nxt}")
-    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.write(visible("\n".join(lines), lines=True) + "\n")  # the key and the note are the script's
     return 0
 
 

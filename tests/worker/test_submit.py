@@ -112,3 +112,15 @@ def test_a_keyless_submit_says_a_second_one_is_a_second_job(queue: Queue) -> Non
     assert keyed.code == 0 and "without --key" not in keyed.out
     q.write("own.dal", 'operation("own")\nrun("cat input.txt")\n')
     assert "without --key" not in q.cli("submit", "own.dal").out  # the script names its key
+
+
+def test_a_key_with_terminal_controls_is_shown_escaped_by_submit_jobs_and_job_show(queue: Queue) -> None:
+    q = queue
+    q.write("s.dal", 'operation("k\\u001b[2J\\u0007\\u202eX\\u200b")\nprint("hi")\n')
+    shown = r"k\x1b[2J\x07\u202eX\u200b"
+    said = [q.cli("submit", "s.dal"), q.cli("jobs"), q.cli("job", "show", "1")]
+    assert [r.code for r in said] == [0, 0, 0]
+    for r in said:
+        assert not [c for c in ("\x1b", "\x07", "\u202e", "\u200b") if c in r.out + r.err], r.out
+        assert shown in r.out, r.out
+    assert q.jobs()[1]["key"] == "k\x1b[2J\x07\u202eX\u200b"  # stored as the script said it
