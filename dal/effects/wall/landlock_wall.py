@@ -236,7 +236,7 @@ class LandlockWall(Wall):
         split = stage_init()
         restrict = self.ruleset.restrictor()
         setuid = seccomp.install()
-        offline = _install(program(seccomp.machine(), network=self._network, metadata=os.geteuid() == 0))
+        offline = _install(program(seccomp.machine(), network=self._network, root=os.geteuid() == 0))
 
         def setup() -> None:
             split()
@@ -562,38 +562,39 @@ _LD_ABS_W, _JEQ, _RET = 0x20, 0x15, 0x06
 _ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
 
 
-# Landlock checks opening, making and removing files, not changing what the kernel keeps about them: a
-# program can chmod, chown or touch by name any file of DAL's user anywhere, and through a descriptor it
-# opened to read, a file of a read root. For root, whose files the system's are, every call that changes a
-# file's mode, owner, times or extended attributes is refused, but setting the times through a descriptor
-# (futimens: utimensat with no name, what `touch` does with the file it opened); git's configuration writes
-# (git init, clone, config) chmod their lock file and fail there. For another user they pass: a program
-# can change the mode (never to set-user-ID) and times, not the content, of that user's own files
-# (docs/policy.md, "The Landlock wall").
-METADATA = {
-    "x86_64": {"chmod": 90, "fchmod": 91, "chown": 92, "fchown": 93, "lchown": 94, "utime": 132, "setxattr": 188,
-               "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199,
-               "utimes": 235, "fchownat": 260, "futimesat": 261, "fchmodat": 268, "fchmodat2": 452,
-               "setxattrat": 463, "removexattrat": 466},
-    "aarch64": {"setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
-                "fremovexattr": 16, "fchmod": 52, "fchmodat": 53, "fchownat": 54, "fchown": 55, "fchmodat2": 452,
-                "setxattrat": 463, "removexattrat": 466},
+# Landlock checks opening, making and removing files, not changing what the kernel keeps about them: by
+# name, a program could chmod, chown or touch any file of DAL's user anywhere. So every call that changes a
+# file's mode, owner, times or extended attributes by name is refused (utimensat only with a name: with none
+# it is futimens). Through a descriptor the change stays on a file Landlock let the program open to read or
+# write (an O_PATH descriptor, which Landlock does not check, gives EBADF), so `touch`, `cp -p` and `tar x`
+# work; for root, whose files the read roots' system files are, those are refused too but futimens. git
+# init, clone and config chmod their lock file by name and fail (docs/policy.md, "The Landlock wall").
+BY_NAME = {
+    "x86_64": {"chmod": 90, "chown": 92, "lchown": 94, "utime": 132, "setxattr": 188, "lsetxattr": 189,
+               "removexattr": 197, "lremovexattr": 198, "utimes": 235, "fchownat": 260, "futimesat": 261,
+               "fchmodat": 268, "fchmodat2": 452, "setxattrat": 463, "removexattrat": 466},
+    "aarch64": {"setxattr": 5, "lsetxattr": 6, "removexattr": 14, "lremovexattr": 15, "fchmodat": 53,
+                "fchownat": 54, "fchmodat2": 452, "setxattrat": 463, "removexattrat": 466},
+}
+BY_DESCRIPTOR = {
+    "x86_64": {"fchmod": 91, "fchown": 93, "fsetxattr": 190, "fremovexattr": 199},
+    "aarch64": {"fsetxattr": 7, "fremovexattr": 16, "fchmod": 52, "fchown": 55},
 }
 UTIMENSAT = {"x86_64": 280, "aarch64": 88}
 
 
-def program(machine: str, network: bool, metadata: bool = False) -> bytes:
+def program(machine: str, network: bool, root: bool = False) -> bytes:
     """The filter as struct sock_filter[]: each refused call returns its errno (socket(2): EACCES, the
-    others EPERM); with `metadata` refused too, utimensat only with no name; every other call, and every
-    other ABI (the set-user-ID filter refuses those), passes."""
-    refused = [(nr, errno.EPERM) for nr in (*REFUSED[machine].values(),
-                                            *(METADATA[machine].values() if metadata else ()))]
+    others EPERM); the metadata calls by name refused, utimensat only with a name, and for `root` those by
+    descriptor too; every other call, and every other ABI (the set-user-ID filter refuses those), passes."""
+    refused = [(nr, errno.EPERM) for nr in (*REFUSED[machine].values(), *BY_NAME[machine].values(),
+                                            *(BY_DESCRIPTOR[machine].values() if root else ()))]
     if not network:
         refused.append((SOCKET[machine], errno.EACCES))
     arch = seccomp.ABIS[machine].arch
     # after the checks: utimensat's name (args[1], both halves) must be NULL
     tail = [(_JEQ, 0, 5, UTIMENSAT[machine]), (_LD_ABS_W, 0, 0, 24), (_JEQ, 0, 2, 0), (_LD_ABS_W, 0, 0, 28),
-            (_JEQ, 1, 0, 0), (_RET, 0, 0, _ERRNO | errno.EPERM)] if metadata else []
+            (_JEQ, 1, 0, 0), (_RET, 0, 0, _ERRNO | errno.EPERM)]
     ins = [(_LD_ABS_W, 0, 0, 4), (_JEQ, 0, 2 * len(refused) + len(tail) + 1, arch), (_LD_ABS_W, 0, 0, 0)]
     for nr, err in refused:
         ins += [(_JEQ, 0, 1, nr), (_RET, 0, 0, _ERRNO | err)]
