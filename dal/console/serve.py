@@ -9,6 +9,7 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from typing import TextIO
 
 from dal.console.security import Sessions
@@ -58,12 +59,15 @@ def serve(location: StoreLocation, *, host: str = LOOPBACK, port: int = 0, name:
     if not is_loopback(host):
         err.write(f"dal console: warning: listening on {host}, not only this machine: anyone who can reach "
                   f"{base} and has the login link can approve effects. The link is sent in clear (plain HTTP)\n")
-    out.write(f"dal console: store {location.shown}\n")  # a PostgreSQL URL without its password
-    out.write(f"dal console: open {base}/login?token={sessions.token}\n")
-    out.write("dal console: the link works once (it opens a session in that browser); for a new link, press "
-              f"Enter here or run `kill -USR1 {os.getpid()}`; Ctrl-C stops the console\n")
-    out.flush()
-    _offer_new_links(sessions, base, out)
+
+    def intro() -> None:
+        out.write(f"dal console: store {location.shown}\n")  # a PostgreSQL URL without its password
+        out.write(f"dal console: open {base}/login?token={sessions.token}\n")
+        out.write("dal console: the link works once (it opens a session in that browser); for a new link, press "
+                  f"Enter here or run `kill -USR1 {os.getpid()}`; Ctrl-C stops the console\n")
+        out.flush()
+
+    _offer_new_links(sessions, base, out, intro)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False,
                             date_header=False, proxy_headers=False)
     server = uvicorn.Server(config)
@@ -71,11 +75,12 @@ def serve(location: StoreLocation, *, host: str = LOOPBACK, port: int = 0, name:
     return 0
 
 
-def _offer_new_links(sessions: Sessions, base: str, out: TextIO) -> None:
+def _offer_new_links(sessions: Sessions, base: str, out: TextIO, intro: Callable[[], None] = lambda: None) -> None:
     """Print a new one-time login link on each line the operator types into the console's terminal (its
     standard input) and on each SIGUSR1: a second browser, a closed tab or a scripted check needs no
     restart. Only the operator reaches either (scripts never see the console's input, nor signal it from
-    inside the wall); each new link spends the unused one before it."""
+    inside the wall); each new link spends the unused one before it. `intro` prints the first link and the
+    PID to signal: only once SIGUSR1 is handled (its default ends the process), and before any new link."""
     # The handler only writes a byte to a pipe, and a thread mints: a handler that took the sessions' lock
     # would hang the server interrupted inside login() (the same thread holds it), and a burst of signals
     # nests handlers until a RecursionError stops the console.
@@ -101,8 +106,12 @@ def _offer_new_links(sessions: Sessions, base: str, out: TextIO) -> None:
             while os.read(wake_r, 4096):  # a burst read at once is one new link
                 new_link()
 
-        threading.Thread(target=minting, name="dal console: new links on SIGUSR1", daemon=True).start()
         signal.signal(signal.SIGUSR1, on_signal)
+        with printing:
+            intro()
+        threading.Thread(target=minting, name="dal console: new links on SIGUSR1", daemon=True).start()
+    else:
+        intro()
     try:
         fd = sys.stdin.fileno()
     except (AttributeError, OSError, ValueError):
