@@ -75,3 +75,13 @@ def test_retries_do_not_pile_up_numbered_backups(tmp_path: Path) -> None:
     for _ in range(3):
         _run(tmp_path, "--key", "k", "s.dal")
     assert sorted(p.name for p in tmp_path.glob("archive.txt*")) == ["archive.txt"]
+
+
+@pytest.mark.parametrize("command", ["sort -o out.txt a.txt", "uniq a.txt out.txt", "sort -T tmp a.txt",
+                                     "sort -o -- a.txt"])
+def test_a_program_that_writes_through_its_arguments_is_at_least_local(tmp_path: Path, command: str) -> None:
+    """`sort -o F` and uniq's second operand write F: the class says so ("reads only" said otherwise)."""
+    (tmp_path / "a.txt").write_text("b\na\n")
+    (tmp_path / "tmp").mkdir()
+    decision = check_command(command, Policy.load(tmp_path, _skip_file=True))
+    assert decision.allowed and decision.effect_class == "local", decision

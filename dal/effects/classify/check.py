@@ -894,8 +894,9 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
         stages[id(cmd)] = _stage_effects(use)
         reads += (P.display(r, ws) for r in part_reads)
         writes += (P.display(w, ws) for w in part_writes if w != P.NULL_DEVICE)
-        if any(r.target is not None and r.op != "<" and _write_counts(r.target, ws) for r in cmd.redirects):
-            part_class = part_class if _SEVERITY[part_class] >= 1 else "local"
+        if any(w != P.NULL_DEVICE for w in part_writes) or any(
+                r.target is not None and r.op != "<" and _write_counts(r.target, ws) for r in cmd.redirects):
+            part_class = part_class if _SEVERITY[part_class] >= 1 else "local"  # sort -o F, uniq A B write too
         if any(r.op == ">>" for r in cmd.redirects):
             part_idem = False
         if rule is not None and rule.effect_class:
