@@ -28,11 +28,11 @@ from dal.syntax.template import POLL_EVERY, parse_template
 
 DAL = Path(sys.executable).parent / "dal"
 NO_STEP_LIMIT = "1000000000000000"
-# Wall-clock bound for a run with --timeout 4: start-up, building the values (well under a second
+# Wall-clock bound for a run with --timeout 1: start-up, building the values (well under a second
 # alone) and the receipt, on a machine shared by many test runs. Each script below runs far longer
 # than this when its builtin does not poll.
 BOUND = 20.0
-AFTER_GO = 9.0  # from the start of the long call to the end of the run (it had under 4 s left)
+AFTER_GO = 6.0  # from the start of the long call to the end of the run (it had under a second left)
 
 LONG = 'let a = "x"\nfor i in range(26) { a = a + a }\n'  # 64 Mi characters
 BIG_INT = "let b = 7\nfor i in range(11) { b = b * b }\nb = b * b * b * b\n"  # 6,924 digits
@@ -71,7 +71,7 @@ def _receipt(cwd: Path, err: str) -> dict[str, Any]:
 def test_timeout_stops_one_long_builtin_call(dal_command: Path, tmp_path: Path, name: str) -> None:
     (tmp_path / "s.dal").write_text(SCRIPTS[name], encoding="utf-8")
     more = ["--max-memory", "8G"] if name == "parse_json" else []  # one step may read 57 M characters
-    p = subprocess.Popen([str(dal_command), "run", "--timeout", "4", "--max-steps", NO_STEP_LIMIT, *more, "s.dal"],
+    p = subprocess.Popen([str(dal_command), "run", "--timeout", "1", "--max-steps", NO_STEP_LIMIT, *more, "s.dal"],
                          cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert p.stdout is not None
     assert p.stdout.readline() == "go\n"  # the values are built: the long call starts now
@@ -79,7 +79,7 @@ def test_timeout_stops_one_long_builtin_call(dal_command: Path, tmp_path: Path, 
     out, err = p.communicate(timeout=300)
     took = time.monotonic() - t
     assert p.returncode == 4, err
-    assert "error[budget]: time budget exhausted: the run took longer than 4s (--timeout)" in err
+    assert "error[budget]: time budget exhausted: the run took longer than 1s (--timeout)" in err
     assert "Traceback" not in err
     assert took < AFTER_GO, f"{name}: the run ended {took:.1f} s after its long call began"
     assert _receipt(tmp_path, err)["status"] == "exhausted"
