@@ -430,3 +430,54 @@ def test_a_path_of_the_plan_swapped_for_a_symlink_refuses_the_wall(tmp_path: Pat
     with pytest.raises(WallRefused, match="symbolic link"):
         granted([Mount(str(tmp_path / "link" / "x"), RO)])
     assert granted([Mount(str(tmp_path / "real" / "x"), RO)]) == {str(tmp_path / "real" / "x"): RO}
+
+
+NOBODY = 65534
+BY_NAME_ATTACKS = [
+    "chmod 666 ../outside/secret.txt", "touch -d 2001-01-01 ../outside/secret.txt",
+    "python3 -c 'import os; os.utime(\"../outside/secret.txt\", (1, 1))'",
+    "python3 -c 'import os; os.setxattr(\"../outside/secret.txt\", \"user.x\", b\"1\")'",
+]
+
+
+@landlocked
+@pytest.mark.skipif(os.geteuid() != 0, reason="becoming an ordinary user needs root (run as one, ATTACKS are it)")
+def test_an_ordinary_user_s_program_cannot_change_that_user_s_files_outside(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import tempfile
+
+    monkeypatch.setenv("DAL_WALL", "landlock")
+    base = Path(tempfile.mkdtemp(prefix="dal-modes-"))  # not under pytest's root-only folder: the user walks it
+    try:
+        ws, outside = build_workspace(base)
+        (outside / "secret.txt").write_text(SECRET)
+        (outside / "secret.txt").chmod(0o644)
+        for path in [base, *base.rglob("*")]:
+            os.lchown(path, NOBODY, NOBODY)  # every file the user's own: without the wall each attack works
+        assert sh(ws, "true").ok  # the wall's modules loaded before this process stops being root
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child becomes the ordinary user and runs the attacks behind the wall
+            try:
+                os.close(read)
+                os.setgroups([])
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+                got = [sh(ws, a + " && echo ESCAPED").stdout for a in BY_NAME_ATTACKS]
+                got.append(sh(ws, "touch -d 2001-01-01 docs/a.md && cp -p notes.txt docs/n && echo fd-ok").stdout)
+                os.write(write, json.dumps(got).encode())
+            except BaseException as e:  # shown by the assertion below, not lost with the child
+                os.write(write, json.dumps([repr(e)]).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as f:
+            text = f.read()
+        os.waitpid(pid, 0)
+        assert json.loads(text) == [""] * len(BY_NAME_ATTACKS) + ["fd-ok\n"], text
+        st = (outside / "secret.txt").stat()
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (NOBODY, NOBODY, 0o644) and st.st_mtime > 1.3e9
+        assert not os.listxattr(outside / "secret.txt") and (ws / "docs" / "n").is_file()
+        assert (ws / "docs" / "a.md").stat().st_mtime < 1e9 + 3e8  # futimens: inside, the user's touch works
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
