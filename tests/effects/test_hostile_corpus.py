@@ -26,6 +26,7 @@ agents run in a git workspace) still run, through the same runner, in both modes
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import os
@@ -82,6 +83,28 @@ def _sh(ws: Path, *argv: str) -> None:
                    env={"PATH": "/usr/bin:/bin", "HOME": str(ws), "LC_ALL": "C.UTF-8"})  # fmt: skip
 
 
+_TEMPLATE: list[Path] = []
+
+
+def _template_git() -> Path:
+    """The `.git` of every case's repository, made once a process: five git processes a case cost more than
+    the case under load. Its index's stat data then differ from the case's files, so git compares their
+    content (as for any copied repository) and finds them unchanged."""
+    if not _TEMPLATE:
+        top = Path(tempfile.mkdtemp(prefix="dal-corpus-git-"))
+        atexit.register(shutil.rmtree, top, ignore_errors=True)
+        (top / "docs").mkdir()
+        (top / "notes.txt").write_text("beta\nalpha\nTODO: gamma\n")
+        (top / "docs" / "a.md").write_text("# A\n")
+        _sh(top, "git", "init", "-q", "-b", "main", ".")
+        _sh(top, "git", "config", "user.email", "agent@example.com")
+        _sh(top, "git", "config", "user.name", "agent")
+        _sh(top, "git", "add", "notes.txt", "docs")
+        _sh(top, "git", "commit", "-q", "-m", "init")
+        _TEMPLATE.append(top / ".git")
+    return _TEMPLATE[0]
+
+
 def _build(root: Path, case: Case) -> Path:
     """The canaries and the workspace: a git repository with a policy file, the kinds of symlinks a cloned
     repository can bring (one that points inside where it is and out once moved up, one that points out,
@@ -105,11 +128,7 @@ def _build(root: Path, case: Case) -> Path:
     hook.write_text('#!/bin/sh\ntouch "$GIT_DIR/../../pwned" pwned\n')
     hook.chmod(0o755)
     if case.repo and HAVE_GIT:
-        _sh(ws, "git", "init", "-q", "-b", "main", ".")
-        _sh(ws, "git", "config", "user.email", "agent@example.com")
-        _sh(ws, "git", "config", "user.name", "agent")
-        _sh(ws, "git", "add", "notes.txt", "docs")
-        _sh(ws, "git", "commit", "-q", "-m", "init")
+        shutil.copytree(_template_git(), ws / ".git", symlinks=True)
     if case.setup is not None:
         case.setup(ws)
     return ws
@@ -575,23 +594,25 @@ def root() -> Iterator[Path]:
 def _leaks(root: Path, ran: Ran | None, secret_value: str, top_secret: str) -> list[str]:
     """Where the secret, the outside secret or /etc/passwd's content turns up: output, receipt, any file."""
     found = []
-    texts = {}
+    texts: dict[str, bytes] = {}
     secret_file = os.stat(root / "outside" / "secret.txt")
     if ran is not None:
-        texts = {"output": ran.stdout, "receipt": json.dumps(ran.receipt)}
+        texts = {"output": ran.stdout.encode(errors="replace"), "receipt": json.dumps(ran.receipt).encode()}
     for dirpath, _, filenames in os.walk(root):
         for name in filenames:
             p = Path(dirpath, name)
             if p.is_symlink() or os.path.samestat(os.stat(p), secret_file):
                 continue  # the secret file itself, under any of its names
             try:
-                texts[str(p.relative_to(root))] = p.read_bytes().decode("utf-8", errors="replace")
+                texts[str(p.relative_to(root))] = p.read_bytes()
             except OSError:
                 continue
+    # The marks are searched for as UTF-8 bytes, not in decoded text: the same finds (UTF-8 never makes an
+    # ASCII byte part of another character), without decoding each store's 4 MB reserve file.
     for where, text in texts.items():
         for what, mark in (("the DAL process's secret", secret_value), ("outside/secret.txt", top_secret),
                            ("/etc/passwd", PASSWD_MARK)):  # fmt: skip
-            if mark in text:
+            if mark.encode() in text:
                 found.append(f"{what} in {where}")
     return found
 
