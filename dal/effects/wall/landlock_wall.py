@@ -564,17 +564,18 @@ _ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
 
 # Landlock checks opening, making and removing files, not changing what the kernel keeps about them: by
 # name, a program could chmod, chown or touch any file of DAL's user anywhere. So every call that changes a
-# file's mode, owner, times or extended attributes by name is refused (utimensat only with a name: with none
-# it is futimens). Through a descriptor the change stays on a file Landlock let the program open to read or
-# write (an O_PATH descriptor, which Landlock does not check, gives EBADF), so `touch`, `cp -p` and `tar x`
-# work; for root, whose files the read roots' system files are, those are refused too but futimens. git
-# init, clone and config chmod their lock file by name and fail (docs/policy.md, "The Landlock wall").
+# file's mode, owner, times, extended attributes or inode flags (file_setattr) by name is refused
+# (utimensat only with a name: with none it is futimens). Through a descriptor the change stays on a file
+# Landlock let the program open to read or write (an O_PATH descriptor, which Landlock does not check, gives
+# EBADF), so `touch`, `cp -p` and `tar x` work; for root, whose files the read roots' system files are,
+# those are refused too but futimens. git init, clone and config chmod their lock file by name and fail
+# (docs/policy.md, "The Landlock wall").
 BY_NAME = {
     "x86_64": {"chmod": 90, "chown": 92, "lchown": 94, "utime": 132, "setxattr": 188, "lsetxattr": 189,
                "removexattr": 197, "lremovexattr": 198, "utimes": 235, "fchownat": 260, "futimesat": 261,
-               "fchmodat": 268, "fchmodat2": 452, "setxattrat": 463, "removexattrat": 466},
+               "fchmodat": 268, "fchmodat2": 452, "setxattrat": 463, "removexattrat": 466, "file_setattr": 469},
     "aarch64": {"setxattr": 5, "lsetxattr": 6, "removexattr": 14, "lremovexattr": 15, "fchmodat": 53,
-                "fchownat": 54, "fchmodat2": 452, "setxattrat": 463, "removexattrat": 466},
+                "fchownat": 54, "fchmodat2": 452, "setxattrat": 463, "removexattrat": 466, "file_setattr": 469},
 }
 BY_DESCRIPTOR = {
     "x86_64": {"fchmod": 91, "fchown": 93, "fsetxattr": 190, "fremovexattr": 199},
