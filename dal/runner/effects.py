@@ -21,6 +21,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -363,6 +364,8 @@ class EffectHandler:
                             p.command, p.effect_class, detail=detail)
         return True
 
+    _recheck: Callable[[], Decision] | None = None  # the current effect's check, repeated (__call__)
+
     def __call__(self, command: str, span: Span, argv: tuple[str, ...] | None = None, *,
                  stdin: str | None = None, write_to: str | None = None, append: bool = False) -> EffectResult:
         # `argv`: run([...])'s words, checked as they are; `command` is then their shell quoting, the text
@@ -379,6 +382,10 @@ class EffectHandler:
         decision = (fx.check_command(command, self.ctx.policy) if argv is None else
                     fx.check_argv(argv, self.ctx.policy, stdin=stdin, write_to=write_to, append=append))
         decision = fx.walled_only(decision, self.ctx)  # no wall here: only the default toolset, before any approval
+        # The same check again, for the executor to repeat under the roots' locks when no wall runs.
+        self._recheck = ((lambda: fx.check_command(command, self.ctx.policy)) if argv is None else
+                         (lambda: fx.check_argv(argv, self.ctx.policy, stdin=stdin, write_to=write_to,
+                                                append=append)))
         prior = self.replay.get(seq)
         replayed = False
         result: EffectResult | None = None
@@ -606,7 +613,8 @@ class EffectHandler:
             result = self.fake(command, decision)
         if result is None:
             try:
-                result = fx.execute_checked(command, decision, self.ctx, _started=started, on_start=intent)
+                result = fx.execute_checked(command, decision, self.ctx, _started=started, on_start=intent,
+                                            recheck=self._recheck)
             except fx.EffectCancelled:
                 if not intended:  # stopped before any of its programs started: nothing of it ran
                     reason = self.rt.interrupt_reason or "SIGINT"

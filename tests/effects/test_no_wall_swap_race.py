@@ -6,7 +6,8 @@ Executed (DAL_WALL=none, as an ordinary user, two `dal run`s at once): one scrip
 tee opens it, it is a symlink to the policy file, which tee appends to: 82 of 400 tries changed dal.toml. The
 same swap reaches `.git/hooks/pre-commit`, which the operator's next `git commit` runs. Behind bubblewrap the
 policy file is a read-only bind (EROFS), and Landlock's toolset pipelines that write at the workspace's top put
-the protected names back. Open: nothing orders one run's check and exec against another run's renames.
+the protected names back. Without a wall every command holds its roots' locks from a second check to its
+end (running.py).
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from dal.effects import EffectContext, Policy, run_effect
 POLICY = '[run]\nallow = ["python3"]\n'
 
 
-@pytest.mark.xfail(strict=True, reason="open: a concurrent run's symlink swap between the check and the "
-                   "program's open reaches protected names when no wall runs (NEWS 'ATTACK: swap race')")
 def test_a_concurrent_swap_never_lets_tee_write_the_policy_file(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     ws = tmp_path / "ws"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import attrs
 
@@ -25,7 +28,8 @@ def run_effect(command: str, ctx: EffectContext) -> EffectResult:
         return _result(command, "denied", decision, started)
     if decision.approval_required:
         return _result(command, "pending_approval", decision, started)
-    return execute_checked(command, decision, ctx, _started=started)
+    return execute_checked(command, decision, ctx, _started=started,
+                           recheck=lambda: check_command(command, ctx.policy))
 
 
 def wall_in_force(ctx: EffectContext) -> dict[str, str | None]:
@@ -48,7 +52,7 @@ def _wall_in_force(ctx: EffectContext) -> dict[str, str | None]:
 
 def execute_checked(
     command: str, decision: Decision, ctx: EffectContext, *, _started: float | None = None,
-    on_start: Callable[[], None] | None = None,
+    on_start: Callable[[], None] | None = None, recheck: Callable[[], Decision] | None = None,
 ) -> EffectResult:
     """Execute a command whose `decision` allowed it (for example once its approval was granted).
 
@@ -56,6 +60,8 @@ def execute_checked(
     `on_start` is called once before any of the command's programs may start: inside bubblewrap at the
     wall's release point, once every stage's sandbox is set up (executor._release); not at all when none
     started (denied, refused, or the wall did not come up). What it raises stops the command unstarted.
+    `recheck` checks the command again; without a wall it is called under the roots' locks, and the command
+    runs only if it gives the same plan (see below).
     """
     started = time.perf_counter() if _started is None else _started
     if not decision.allowed or decision.plan is None:
@@ -66,9 +72,47 @@ def execute_checked(
     unwalled = walled_only(decision, ctx)
     if not unwalled.allowed:
         return _result(command, "denied", unwalled, started)
+    if kind.name != "none" or recheck is None:
+        return _execute(command, decision, ctx, kind.name, started, on_start)
+    # Without a wall the check is the only barrier, and it read names another DAL process in the same roots
+    # may change before this program opens them (a file swapped for a symlink to dal.toml). So every unwalled
+    # command holds its roots' locks from a second check to its end, and runs only if that check, made while
+    # no other DAL command can change the roots, gives the same plan.
+    with _roots_held(ctx.policy):
+        again = walled_only(recheck(), ctx)
+        if not again.allowed or again.plan != decision.plan:
+            why = again.reason if not again.allowed else "it would now run another command"
+            return _result(command, "denied", attrs.evolve(
+                decision, allowed=False,
+                reason=f"the workspace changed between the command's check and its start: {why}"), started)
+        return _execute(command, decision, ctx, kind.name, started, on_start)
+
+
+@contextmanager
+def _roots_held(policy: object) -> Iterator[None]:
+    """An exclusive flock on the workspace and each write root (folders, in one order, so that two DAL
+    processes never wait on each other crosswise); a root that cannot be opened is passed over."""
+    roots = sorted({str(getattr(policy, "workspace", "")), *getattr(policy, "write_roots", ())} - {""})
+    fds: list[int] = []
+    try:
+        for root in roots:
+            try:
+                fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            fds.append(fd)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)  # closing the descriptor releases its lock
+
+
+def _execute(command: str, decision: Decision, ctx: EffectContext, kind: str, started: float,
+             on_start: Callable[[], None] | None) -> EffectResult:
     outcome = execute_plan(
-        decision, ctx.policy, timeout=ctx.timeout, max_output=ctx.max_output, sandbox=kind.name != "none",
-        cancel=ctx.cancel, kind=kind.name, on_start=on_start,
+        decision, ctx.policy, timeout=ctx.timeout, max_output=ctx.max_output, sandbox=kind != "none",
+        cancel=ctx.cancel, kind=kind, on_start=on_start,
     )
     return EffectResult(
         command=command,
@@ -82,7 +126,7 @@ def execute_checked(
         stderr_truncated=outcome.stderr_truncated,
         timeout_s=ctx.timeout,
         limit=outcome.limit,
-        wall=kind.name,
+        wall=kind,
     )
 
 
