@@ -167,7 +167,7 @@ PROBES = [
     # git reads `--no-X` after `--X` (and the reverse) as the last one given (issue 27).
     Probe("git apply --stat --no-stat p.patch", False, "protected", allow=("git",)),
     Probe("git apply --no-stat --stat p.patch", True, allow=("git",)),
-    Probe("git rm --cached --no-cached dal.toml", False, "protected", allow=("git",)),
+    Probe("git rm --cached --no-cached dal.toml", True, allow=("git",)),  # git runs in the wall, which holds dal.toml
     Probe("git rm --no-cached --cached dal.toml", True, allow=("git",)),
     # curl and wget have no option model: the wall holds them, and the check says so (issue 27's shifts).
     Probe("curl --keepalive --stderr ../x http://example.com/", True, "only the wall keeps it", allow=("curl",)),

@@ -168,5 +168,6 @@ def test_the_explanation_tells_the_three_kinds_of_program_apart() -> None:
     from dal.effects.classify.explain import modelled
 
     assert modelled(["cat", "git", "curl"]) == (
-        "cat exactly (every path checked, and run as the check read it); git by its model (the paths it names "
-        "checked; the wall holds the rest); curl classed only (what it does only the wall holds)")
+        "cat exactly (every path checked, and run as the check read it); git by its table (its repository, "
+        "remotes and patches checked; the wall holds what it reads and writes); curl classed only (what it does "
+        "only the wall holds)")

@@ -6,12 +6,14 @@ the decisions and their reasons."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from test_git_guard import walled
 
-from dal.effects import Policy, check_command
+from dal.effects import EffectContext, Policy, check_command, run_effect
 from dal.effects.classify.check import find_program
 
 pytestmark = pytest.mark.skipif(find_program("git") is None, reason="git not installed")
@@ -163,10 +165,6 @@ DENY = [
     ("git bisect run make", "runs a program"),
     ("git merge -s evil other", "git-merge-STRATEGY"),
     ("git pull --strategy=evil origin", "git-merge-STRATEGY"),
-    ("git commit -S -m x", "gpg"),
-    ("git tag -s v2 -m x", "gpg"),
-    ("git log --show-signature", "gpg"),
-    ("git log --format=%GS", "gpg"),
     ("git clone --template=docs . c", "hooks"),
     ("git init --template=docs x", "hooks"),
     ("git clone -c core.pager=x . c", "configuration"),
@@ -180,35 +178,8 @@ DENY = [
     ("git submodule update", "nested"),
     ("git difftool", "external tools"),
     ("git clean -fdx", "the run store"),
-    ("git stash -u", "untracked"),
     ("git maintenance start", "schedules"),
-    ("git frobnicate", "not a git subcommand DAL knows"),
-    ("git st", "not a git subcommand DAL knows"),  # an alias, which may run anything
     # paths outside the roots or protected
-    ("git diff --no-index ../outside/secret.txt notes.txt", "outside"),
-    ("git diff ../outside/secret.txt notes.txt", "outside"),
-    ("git log --output=../out.txt", "outside"),
-    ("git format-patch -o ../out -1", "outside"),
-    ("git format-patch --output-directory=.git/hooks -1", "protected"),
-    ("git archive --output=../a.tar HEAD", "outside"),
-    ("git archive --add-file=../outside/secret.txt HEAD", "outside"),
-    ("git bundle create ../b HEAD", "outside"),
-    ("git worktree add ../wt", "outside"),
-    ("git clone https://e/r ../elsewhere", "outside"),
-    ("git clone https://e/dal.toml.git", "protected"),  # the folder it makes is named dal.toml
-    ("git commit -F ../outside/secret.txt", "outside"),
-    ("git commit --template=../outside/secret.txt", "outside"),
-    ("git blame --contents ../outside/secret.txt notes.txt", "outside"),
-    ("git grep -f ../outside/secret.txt", "outside"),
-    ("git ls-files --exclude-from=../outside/secret.txt", "outside"),
-    ("git checkout -- dal.toml", "protected"),
-    ("git restore .dal", "protected"),
-    ("git mv notes.txt dal.toml", "protected"),
-    ("git mv docs .git/hooks", "protected"),
-    ("git rm -r .", "workspace itself"),
-    ("git rm '*.txt'", "pattern"),
-    ("git checkout -- ':(glob)*'", "pattern"),
-    ("git rm --pathspec-from-file=notes.txt", "cannot be checked"),
     ("git apply evil.patch", "protected"),
     ("git apply hooks.patch", "protected"),
     ("git apply --directory=.git x", "cannot read the patch"),
@@ -235,27 +206,64 @@ DENY = [
     ("git fetch 'fd::3'", "git-remote-fd"),
     ("git clone foo://x c", "git-remote-foo"),
     ("git push ../outside main", "outside"),
-    # replace refs and indirect outputs, and their siblings (executed in test_git_replace.py, test_git_outputs.py)
-    ("git push origin HEAD:refs/replace/0123", "outside refs/heads"),
-    ("git push origin refs/replace/0123", "outside refs/heads"),
-    ("git push origin HEAD:replace/0123", "outside refs/heads"),
-    ("git push origin HEAD:refs/notes/commits", "outside refs/heads"),
-    ("git fetch origin +refs/tags/x:refs/replace/0123", "outside refs/heads"),
-    ("git fetch --refmap=refs/tags/x:refs/replace/0123 origin refs/tags/x", "outside refs/heads"),
     ("git fetch --stdin origin", "standard input"),
-    ("git remote add --mirror=fetch m https://e/r", "refs/replace/"),
-    ("git reflog --output=dal.toml", "protected"),
-    ("git shortlog --output ../out HEAD", "outside"),
-    ("git rev-list --output=.git/config HEAD", "protected"),
-    ("git blame --output=dal.toml notes.txt", "protected"),
-    ("git cherry-pick --output=../x HEAD", "outside"),
-    ("git stash show --output=../x", "outside"),
-    ("git bundle create b.bundle --output=../x HEAD", "outside"),
-    ("git ls-files --outpu=../x", "outside"),
-    ("git format-patch -1 --suffix=/../dal.toml", "a suffix with /"),
-    ("git log --format=%+GS", "gpg"),
-    ("git reflog --show-signature", "gpg"),
-    ("git for-each-ref '--format=%(signature)'", "gpg"),
+]
+
+
+# Once denied by the model of git's options; git runs only inside a wall (issue 27), which holds them: each is
+# executed in the wall next to canaries (test_git_the_wall_holds).
+HELD = [
+    'git commit -S -m x',
+    'git tag -s v2 -m x',
+    'git log --show-signature',
+    'git log --format=%GS',
+    'git stash -u',
+    'git frobnicate',
+    'git st',
+    'git diff --no-index ../outside/secret.txt notes.txt',
+    'git diff ../outside/secret.txt notes.txt',
+    'git log --output=../out.txt',
+    'git format-patch -o ../out -1',
+    'git format-patch --output-directory=.git/hooks -1',
+    'git archive --output=../a.tar HEAD',
+    'git archive --add-file=../outside/secret.txt HEAD',
+    'git bundle create ../b HEAD',
+    'git worktree add ../wt',
+    'git clone https://e/r ../elsewhere',
+    'git clone https://e/dal.toml.git',
+    'git commit -F ../outside/secret.txt',
+    'git commit --template=../outside/secret.txt',
+    'git blame --contents ../outside/secret.txt notes.txt',
+    'git grep -f ../outside/secret.txt',
+    'git ls-files --exclude-from=../outside/secret.txt',
+    'git checkout -- dal.toml',
+    'git restore .dal',
+    'git mv notes.txt dal.toml',
+    'git mv docs .git/hooks',
+    'git rm -r .',
+    "git rm '*.txt'",
+    "git checkout -- ':(glob)*'",
+    'git rm --pathspec-from-file=notes.txt',
+    'git push origin HEAD:refs/replace/0123',
+    'git push origin refs/replace/0123',
+    'git push origin HEAD:replace/0123',
+    'git push origin HEAD:refs/notes/commits',
+    'git fetch origin +refs/tags/x:refs/replace/0123',
+    'git fetch --refmap=refs/tags/x:refs/replace/0123 origin refs/tags/x',
+    'git remote add --mirror=fetch m https://e/r',
+    'git reflog --output=dal.toml',
+    'git shortlog --output ../out HEAD',
+    'git rev-list --output=.git/config HEAD',
+    'git blame --output=dal.toml notes.txt',
+    'git cherry-pick --output=../x HEAD',
+    'git stash show --output=../x',
+    'git bundle create b.bundle --output=../x HEAD',
+    'git ls-files --outpu=../x',
+    'git format-patch -1 --suffix=/../dal.toml',
+    'git log --format=%+GS',
+    'git reflog --show-signature',
+    "git for-each-ref '--format=%(signature)'",
+    'git log -S --output=../x',
 ]
 
 
@@ -271,6 +279,39 @@ def test_git_that_runs_programs_or_leaves_the_roots_is_denied(command: str, why:
     d = check_command(command, policy)
     assert not d.allowed, command
     assert why in d.reason
+
+
+def test_an_unknown_subcommand_is_external_and_never_idempotent(policy: Policy) -> None:
+    """An alias or a `git-NAME` program may do anything: a person decides, and it is never run twice."""
+    for command in ("git frobnicate", "git st"):
+        d = check_command(command, policy)
+        assert d.allowed and d.effect_class == "external" and not d.idempotent, (command, d.reason)
+
+
+def _tree(top: Path) -> dict[str, bytes | str]:
+    return {str(p.relative_to(top)): os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file() else "dir"
+            for p in sorted(top.rglob("*"))}
+
+
+@walled
+@pytest.mark.parametrize("command", HELD)
+def test_git_the_wall_holds(command: str, repo: Path, tmp_path: Path) -> None:
+    """What the check lets through to git is held by the wall and the git guard: outside the workspace
+    nothing changes or is read into an output, and the policy, git's config and hooks stay as they were."""
+    root = tmp_path / "root"
+    shutil.copytree(repo.parent, root, symlinks=True)
+    ws = root / "ws"
+    (root / "outside" / "secret.txt").write_text("OUTSIDE-CANARY-7f3a\n")
+    outside = _tree(root / "outside")
+    protected = {name: _tree(ws / name) if (ws / name).is_dir() else (ws / name).read_bytes()
+                 for name in (".git/config", ".git/hooks") if (ws / name).exists()}
+    r = run_effect(command, EffectContext(policy=Policy.load(ws, allow_run=["git"])))
+    assert r.status in ("completed", "failed", "denied"), r.summary
+    assert _tree(root / "outside") == outside and sorted(os.listdir(root)) == ["outside", "ws"], command
+    assert "OUTSIDE-CANARY" not in r.stdout + r.stderr + r.summary, command
+    assert not (ws / "dal.toml").is_file(), command  # absent before: the wall holds its place
+    for name, before in protected.items():
+        assert (_tree(ws / name) if (ws / name).is_dir() else (ws / name).read_bytes()) == before, (command, name)
 
 
 def test_ssh_remotes_run_when_ssh_is_allowed_too(repo: Path) -> None:
@@ -310,13 +351,6 @@ def test_a_repository_above_the_workspace_is_not_writable_by_scripts(tmp_path: P
     assert check_command("git status", policy).allowed
     d = check_command("git commit -m x", policy)
     assert not d.allowed and "outside the allowed roots" in d.reason
-
-
-def test_a_swallowed_value_cannot_hide_a_path_option(policy: Policy) -> None:
-    # If git read `--output=../x` as an option (the model took -S for one with a value, say), it would
-    # write outside: the model refuses to guess.
-    d = check_command("git log -S --output=../x", policy)
-    assert not d.allowed and "--output" in d.reason
 
 
 def test_git_home_configuration_is_protected(repo: Path) -> None:

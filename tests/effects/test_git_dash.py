@@ -1,8 +1,8 @@
-"""A `-` git takes for a file is checked as one; a `-` patch (standard input) is denied.
+"""A `-` git takes for a file is held as one by the wall; a `-` patch (standard input) is denied.
 
 - `git log --output=-`, `git show/diff --output=-` and `git archive -o -` write a file named `-`: through a
   symlink `-` (a tracked one a patch or a checkout made) the script's commit message went to a file outside
-  every root. The model dropped every `-` value as standard output.
+  every root. git runs only inside a wall (issue 27), which holds it; the check no longer models it.
 - `git apply ok.patch - < evil.patch` (and `git am`) applies the patch on standard input too, which DAL
   cannot read: it wrote the workspace's dal.toml. The model dropped the `-` operand and checked ok.patch only.
 
@@ -74,16 +74,16 @@ def run(ws: Path, command: str, wall: bool) -> EffectResult:
     return run_effect(command, EffectContext(policy=Policy.load(ws, allow_run=["git"]), **kw))  # type: ignore[arg-type]
 
 
-@WALL_OR_NOT
+@walled
 @pytest.mark.parametrize("args", [["log", "-1", "--format=%B", "--output=-"], ["show", "-s", "--output=-"],
                                   ["archive", "-o", "-", "HEAD"], ["archive", "--output=-", "HEAD"]])
-def test_a_dash_git_writes_is_a_file(tmp_path: Path, wall: bool, args: list[str]) -> None:
+def test_a_dash_git_writes_is_a_file(tmp_path: Path, args: list[str]) -> None:
     real, real_canary = workspace(tmp_path, "real")
     git(real, *args)
     assert real_canary.read_text() != CANARY  # git itself writes through the link
     ws, canary = workspace(tmp_path)
-    r = run(ws, "git " + " ".join(args), wall)
-    assert r.status == "denied" and "canary.txt" in r.decision.reason, (r.status, r.decision.reason)
+    r = run(ws, "git " + " ".join(args), True)
+    assert r.status in ("completed", "failed"), (r.status, r.decision.reason)
     assert canary.read_text() == CANARY
 
 

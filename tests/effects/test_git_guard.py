@@ -417,9 +417,10 @@ def test_a_replace_ref_that_swaps_a_tracked_policy_file_is_undone(tmp_path: Path
     assert run(ws, "git rm -q --cached evil.txt", **hook(wall)).ok
     before = refs(ws)
     for command in (f"git push -q . {blob}:refs/replace/{old}", f"git fetch -q . {blob}:refs/replace/{old}"):
-        r = run(ws, command, **hook(wall))  # the model: a refspec storing a ref outside heads, tags, remotes
-        assert r.status == "denied" and "stores a ref outside refs/heads" in r.summary, (command, r.summary)
-        r = sh(ws, command, **hook(wall))  # a git the model did not see: the guard
+        r = run(ws, command, **hook(wall))  # the guard (the check no longer reads refspecs: issue 27)
+        assert r.code == 126 and f"refs/replace/{old} (a replace ref" in r.stderr, (command, r.stderr)
+        assert refs(ws) == before and not (ws / ".git" / "refs" / "replace" / old).exists()
+        r = sh(ws, command, **hook(wall))  # the same run by another program
         assert r.code == 126 and f"refs/replace/{old} (a replace ref" in r.stderr.splitlines()[0], (command, r.stderr)
         assert refs(ws) == before and not (ws / ".git" / "refs" / "replace" / old).exists()
     assert operator(ws, "show", "HEAD:sub/dal.toml").stdout == "[run]\n"
@@ -428,8 +429,8 @@ def test_a_replace_ref_that_swaps_a_tracked_policy_file_is_undone(tmp_path: Path
     assert (ws / "sub" / "dal.toml").read_text() == "[run]\n"
 
 
-@WALL_OR_NOT
-def test_output_of_read_subcommands_and_a_format_patch_suffix_are_checked_writes(tmp_path: Path, wall: bool) -> None:
+@walled
+def test_output_of_read_subcommands_and_a_format_patch_suffix_are_held_by_the_wall(tmp_path: Path) -> None:
     """`git reflog -1 --format=%B --output=.git/config` wrote a commit message the script chose into
     .git/config: the operator's `git status` ran its fsmonitor (shortlog, rev-list, blame, stash list/show
     the same); and `format-patch --suffix=/../dal.toml` after `mkdir 0001-s` wrote dal.toml."""
@@ -439,20 +440,20 @@ def test_output_of_read_subcommands_and_a_format_patch_suffix_are_checked_writes
     operator(ws, "commit", "-qm", "policy")
     config = (ws / ".git" / "config").read_bytes()
     (ws / "m.txt").write_text(f'[core]\n\tfsmonitor = "touch {marker}; false"\n')
-    assert run(ws, "git commit -q --allow-empty -F m.txt", **hook(wall)).ok
+    assert run(ws, "git commit -q --allow-empty -F m.txt", **hook(True)).ok
     (ws / "0001-s").mkdir()
-    assert run(ws, "git commit -q --allow-empty -m s", **hook(wall)).ok
+    assert run(ws, "git commit -q --allow-empty -m s", **hook(True)).ok
     for command in ("git reflog -2 --format=%B --output=.git/config", "git shortlog --output=dal.toml HEAD",
                     "git rev-list --outp dal.toml HEAD", "git stash list --output=.git/config",
                     "git blame --output=dal.toml README", "git format-patch -1 --suffix=/../dal.toml",
                     "git format-patch -1 --suffix /../dal.toml"):
-        r = run(ws, command, **hook(wall))
-        assert r.status == "denied", (command, r.summary)
+        r = run(ws, command, **hook(True))
+        assert r.status in ("completed", "failed"), (command, r.summary)
     assert (ws / ".git" / "config").read_bytes() == config
     assert (ws / "dal.toml").read_text() == "[run]\n"
     operator(ws, "status")
     assert not marker.exists()
-    r = run(ws, "git shortlog --output=out.txt HEAD", **hook(wall))  # a write root: runs, and writes it
+    r = run(ws, "git shortlog --output=out.txt HEAD", **hook(True))  # a write root: runs, and writes it
     assert r.ok and (ws / "out.txt").exists(), r.stderr
 
 

@@ -34,7 +34,7 @@ def _git(repo: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize(("command", "why"), [
     ("git clone --upload=x u d", "names a program to run"),
-    ("git commit --gpg -m x", "runs gpg"),
+    ("git commit --reedit=HEAD", "runs an editor"),
     ("git grep --open-files=less x", "pager"),
     ("git fetch --upl=x origin", "names a program to run"),
     ("git rebase --exe=sh", "runs a shell command"),

@@ -8,7 +8,8 @@
   `--suffix=/../dal.toml` leaves it, and an entry there that is a symlink is written through.
 
 Every case first runs the real git (outside DAL) to show that it writes the file, then runs the same command
-through run(), with the wall and without it, next to a canary outside the roots.
+through run() next to a canary outside the roots. git runs only inside a wall (issue 27): the check no longer
+predicts these writes, the wall and the git guard hold them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_git_guard import WALL_OR_NOT, hook, operator
+from test_git_guard import WALL_OR_NOT, hook, operator, walled
 
 from dal.effects import EffectContext, Policy, run_effect
 from dal.effects.result import EffectResult
@@ -93,31 +94,30 @@ def test_every_subcommand_taking_diff_options_writes_its_output_option(tmp_path:
     assert written is not None  # rev-list, blame and annotate only create (or truncate) it
 
 
-@WALL_OR_NOT
+@walled
 @pytest.mark.parametrize("form", OUTPUT_FORMS, ids=lambda f: " ".join(f[:2]))
-def test_output_of_every_such_subcommand_is_a_checked_write(tmp_path: Path, form: list[str], wall: bool) -> None:
+def test_output_of_every_such_subcommand_is_held_by_the_wall(tmp_path: Path, form: list[str]) -> None:
     ws, canary = workspace(tmp_path)
     config = (ws / ".git" / "config").read_bytes()
-    outside = "outside the allowed roots"
-    for target, why in (("dal.toml", "protected"), (".git/config", "protected"), (str(canary), outside),
-                        ("../outside/new.txt", outside)):
-        r = run(ws, ["git", *(a.format(out=target) for a in form)], wall)
-        assert r.status == "denied" and why in r.summary, (target, r.summary)
-    assert not (ws / "dal.toml").exists() and (ws / ".git" / "config").read_bytes() == config
+    for target in ("dal.toml", ".git/config", str(canary), "../outside/new.txt"):
+        r = run(ws, ["git", *(a.format(out=target) for a in form)], True)
+        assert r.status in ("completed", "failed"), (target, r.summary)
+        assert not (ws / "dal.toml").is_file() and (ws / ".git" / "config").read_bytes() == config, target
     assert canary.read_text() == CANARY and not (tmp_path / "outside" / "new.txt").exists()
-    r = run(ws, ["git", *(a.format(out="out.txt") for a in form)], wall)  # inside the roots: allowed
+    r = run(ws, ["git", *(a.format(out="out.txt") for a in form)], True)  # inside the roots: written
     assert r.status in ("completed", "failed") and (ws / "out.txt").exists(), r.summary
 
 
+@walled
 def test_reflog_output_would_have_planted_a_config(tmp_path: Path) -> None:
-    """The attack's payload, with the wall off: the script's commit message as .git/config is denied."""
+    """The attack's payload: the script's commit message as .git/config, held by the wall."""
     ws, _ = workspace(tmp_path)
     (ws / "m.txt").write_text("[core]\n\tfsmonitor = \"touch MARK; false\"\n")
     assert run(ws, ["git", "commit", "-q", "--allow-empty", "-F", "m.txt"], False).ok
     assert b"fsmonitor" in (real_git_writes(ws, tmp_path, ["reflog", "-1", "--format=%B", "--output=.git/config"],
                                             ".git/config") or b"")
-    r = run(ws, ["git", "reflog", "-1", "--format=%B", "--output=.git/config"], False)
-    assert r.status == "denied", r.summary
+    r = run(ws, ["git", "reflog", "-1", "--format=%B", "--output=.git/config"], True)
+    assert r.status in ("completed", "failed"), r.summary
     assert "fsmonitor" not in (ws / ".git" / "config").read_text()
 
 
@@ -129,20 +129,20 @@ def _subject_s(ws: Path) -> None:
     (ws / "0001-s").mkdir()
 
 
-@WALL_OR_NOT
-def test_format_patch_suffix_with_a_slash_is_denied(tmp_path: Path, wall: bool) -> None:
+@walled
+def test_format_patch_suffix_with_a_slash_is_held_by_the_wall(tmp_path: Path) -> None:
     """Finding 11: `--suffix=/../dal.toml` writes ./0001-s/../dal.toml = dal.toml."""
     ws, canary = workspace(tmp_path)
     _subject_s(ws)
     argv = ["format-patch", "-1", "--suffix=/../dal.toml"]
     assert (real_git_writes(ws, tmp_path, argv, "dal.toml") or b"").startswith(b"From ")
     for suffix in ("/../dal.toml", "/../../outside/canary.txt", "/x"):
-        r = run(ws, ["git", "format-patch", "-1", f"--suffix={suffix}"], wall)
-        assert r.status == "denied" and "a suffix with / makes the patch files outside their folder" in r.summary
-    assert not (ws / "dal.toml").exists() and canary.read_text() == CANARY
+        r = run(ws, ["git", "format-patch", "-1", f"--suffix={suffix}"], True)
+        assert r.status in ("completed", "failed"), r.summary
+    assert not (ws / "dal.toml").is_file() and canary.read_text() == CANARY
 
 
-@WALL_OR_NOT
+@walled
 @pytest.mark.parametrize(("options", "entry"), [
     ([], "0001-s.patch"),
     (["-o", "out"], "out/0001-s.patch"),
@@ -152,61 +152,63 @@ def test_format_patch_suffix_with_a_slash_is_denied(tmp_path: Path, wall: bool) 
     (["--cover-letter"], "0000-cover-letter.patch"),
 ], ids=["plain", "-o", "numbered", "reroll", "start-number", "cover"])
 def test_format_patch_does_not_write_through_a_symlink_where_it_makes_a_file(
-        tmp_path: Path, options: list[str], entry: str, wall: bool) -> None:
+        tmp_path: Path, options: list[str], entry: str) -> None:
     """Each name format-patch makes, taken first by a symlink (left by an earlier program), to the canary
-    outside and to an absent dal.toml: the real git writes through it; through run() it is denied."""
+    outside and to an absent dal.toml: the real git writes through it; through run() the wall holds it."""
     ws, canary = workspace(tmp_path)
     _subject_s(ws)
     (ws / "out").mkdir()
     link = ws / entry
     depth = "../" * entry.count("/")
-    for target, why in ((f"{depth}../outside/canary.txt", "writes outside the allowed roots"),
-                        (f"{depth}dal.toml", "writes a protected path")):
+    for target in (f"{depth}../outside/canary.txt", f"{depth}dal.toml"):
         link.unlink(missing_ok=True)
         link.symlink_to(target)
         argv = ["format-patch", "-1", *options]
         written = real_git_writes(ws, tmp_path, argv, entry) or b""
         assert written.startswith(b"From "), (argv, written[:80])
-        r = run(ws, ["git", *argv], wall)
-        assert r.status == "denied" and why in r.summary, (argv, r.summary)
-        assert canary.read_text() == CANARY and not (ws / "dal.toml").exists()
+        r = run(ws, ["git", *argv], True)
+        assert r.status in ("completed", "failed"), (argv, r.summary)
+        assert canary.read_text() == CANARY and not (ws / "dal.toml").is_file()
     link.unlink()
-    r = run(ws, ["git", "format-patch", "-1", *options], wall)  # the same command with no link: it runs
+    r = run(ws, ["git", "format-patch", "-1", *options], True)  # the same command with no link: it runs
     assert r.ok and (ws / entry).is_file() and not (ws / entry).is_symlink(), r.summary
 
 
+@walled
 def test_format_patch_does_not_make_a_protected_path(tmp_path: Path) -> None:
-    """A `[paths] protect` entry that does not exist yet, with a name format-patch can make: denied."""
+    """A `[paths] protect` entry that does not exist yet, with a name format-patch can make: the wall holds
+    its place."""
     ws, _ = workspace(tmp_path)
     _subject_s(ws)
     (ws / "dal.toml").write_text('[paths]\nprotect = ["0001-s.patch"]\n')
     policy = Policy.load(ws, allow_run=["git"])
-    r = run(ws, ["git", "format-patch", "-1"], False, policy)
-    assert r.status == "denied" and "0001-s.patch is protected" in r.summary, r.summary
-    assert not (ws / "0001-s.patch").exists()
-    assert run(ws, ["git", "format-patch", "-1", "-o", "patches"], False, policy).ok
+    r = run(ws, ["git", "format-patch", "-1"], True, policy)
+    assert r.status in ("completed", "failed"), r.summary
+    assert not (ws / "0001-s.patch").is_file()
+    assert run(ws, ["git", "format-patch", "-1", "-o", "patches"], True, policy).ok
     assert (ws / "patches" / "0001-s.patch").is_file()
 
 
+@walled
 def test_format_patch_to_standard_output_writes_no_file(tmp_path: Path) -> None:
     ws, canary = workspace(tmp_path)
     _subject_s(ws)
     (ws / "0001-s.patch").symlink_to("../outside/canary.txt")
     r = run(ws, ["git", "format-patch", "-1", "--stdout"], False)
     assert r.ok and r.stdout.startswith("From ") and canary.read_text() == CANARY, r.summary
-    r = run(ws, ["git", "format-patch", "-1", "--stdout", "--no-stdout"], False)
-    assert r.status == "denied" and canary.read_text() == CANARY
+    r = run(ws, ["git", "format-patch", "-1", "--stdout", "--no-stdout"], True)
+    assert r.status in ("completed", "failed") and canary.read_text() == CANARY, r.summary
 
 
-def test_the_operators_format_output_directory_is_where_the_names_are_checked(tmp_path: Path) -> None:
+@walled
+def test_the_operators_format_output_directory_does_not_lead_out(tmp_path: Path) -> None:
     ws, canary = workspace(tmp_path)
     _subject_s(ws)
     operator(ws, "config", "format.outputDirectory", "pp")
     (ws / "pp").mkdir()
     (ws / "pp" / "0001-s.patch").symlink_to("../../outside/canary.txt")
-    r = run(ws, ["git", "format-patch", "-1"], False)
-    assert r.status == "denied" and "outside the allowed roots" in r.summary, r.summary
-    assert canary.read_text() == CANARY
+    r = run(ws, ["git", "format-patch", "-1"], True)
+    assert r.status in ("completed", "failed") and canary.read_text() == CANARY, r.summary
 
 
 def test_plain_format_patch_still_runs(tmp_path: Path) -> None:
@@ -229,10 +231,11 @@ case " $* " in *" -bsau "*) cat >/dev/null; echo "[GNUPG:] SIG_CREATED D 1 8 00 
                                   ["reflog", "show", "-1", "--format=% GK"], ["reflog", "--show-signature"],
                                   ["rev-list", "-1", "--format=%G?", "HEAD"], ["stash", "list", "--format=%+G?"]],
                          ids=lambda a: " ".join(a[:2]))
-def test_a_signature_placeholder_with_a_magic_sign_runs_no_gpg(tmp_path: Path, argv: list[str]) -> None:
+@walled
+def test_a_signature_placeholder_with_a_magic_sign_runs_no_gpg_outside(tmp_path: Path, argv: list[str]) -> None:
     """A sibling: `%+G?` (pretty.c's magic signs + - and space) verifies a signed commit's signature, which runs
-    the configured gpg; the model looked for `%G` only, and reflog, rev-list and stash lacked log's denials. The
-    operator's gpg.program here is a stand-in that leaves a marker."""
+    the configured gpg (the operator's gpg.program here is a stand-in that leaves a marker). Inside the wall it
+    leaves none outside."""
     ws, _ = workspace(tmp_path)
     gpg = tmp_path / "fakegpg"
     gpg.write_text(FAKE_GPG)
@@ -246,8 +249,8 @@ def test_a_signature_placeholder_with_a_magic_sign_runs_no_gpg(tmp_path: Path, a
         operator(ws, *argv)
         assert marker.exists()
         marker.unlink()
-    r = run(ws, ["git", *argv], False)
-    assert r.status == "denied" and "runs gpg" in r.summary, r.summary
+    r = run(ws, ["git", *argv], True)  # the wall: the operator's gpg.program is outside its roots
+    assert r.status in ("completed", "failed"), r.summary
     assert not marker.exists()
 
 

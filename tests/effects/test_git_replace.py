@@ -61,23 +61,28 @@ def test_the_replace_ref_would_swap_the_tracked_policy(tmp_path: Path) -> None:
 @WALL_OR_NOT
 @pytest.mark.parametrize("refspec", ["{evil}:refs/replace/{old}", "+{evil}:refs//replace/{old}",
                                      "{evil}:refs/notes/x", "refs/tags/blob:refs/replace/{old}"])
-def test_a_push_to_refs_replace_is_denied(tmp_path: Path, wall: bool, refspec: str) -> None:
+def test_a_push_to_refs_replace_is_put_back(tmp_path: Path, wall: bool, refspec: str) -> None:
+    """The check no longer reads refspecs (issue 27): a replace ref fails the command and is put back by the
+    guard (git itself refuses `refs//replace`); a ref under refs/notes/ swaps nothing the operator's git shows."""
     ws, old, evil = tracked_policy(tmp_path)
     operator(ws, "tag", "blob", evil)  # the operator's: a tag naming the script's blob
     r = run(ws, "git push -q . " + shlex.quote(refspec.format(evil=evil, old=old)), **hook(wall))
-    assert r.status == "denied" and "stores a ref outside refs/heads, refs/tags and refs/remotes" in r.summary, r
+    if "replace/" in refspec:
+        assert r.status == "failed" and r.code in (126, 128), r
     assert_the_operators_git_shows_the_policy(ws)
 
 
 @WALL_OR_NOT
-def test_a_fetch_or_a_refmap_into_refs_replace_is_denied(tmp_path: Path, wall: bool) -> None:
+def test_a_fetch_or_a_refmap_into_refs_replace_is_put_back(tmp_path: Path, wall: bool) -> None:
     ws, old, evil = tracked_policy(tmp_path)
     operator(ws, "tag", "blob", evil)
-    stores = "stores a ref outside refs/heads"
-    for command, why in ((f"git fetch -q . refs/tags/blob:refs/replace/{old}", stores),
-                         (f"git fetch -q --refmap=refs/tags/blob:refs/replace/{old} . refs/tags/blob", stores),
-                         (f"git pull -q . refs/tags/blob:refs/replace/{old}", stores),
-                         ("git remote add --mirror=fetch m .", "refs/replace/ among them"),
+    for command in (f"git fetch -q . refs/tags/blob:refs/replace/{old}",
+                    f"git fetch -q --refmap=refs/tags/blob:refs/replace/{old} . refs/tags/blob",
+                    f"git pull -q . refs/tags/blob:refs/replace/{old}"):
+        r = run(ws, command, **hook(wall))
+        assert r.status == "failed" and "a replace ref" in r.stderr, (command, r.summary)
+        assert_the_operators_git_shows_the_policy(ws)
+    for command, why in (("git remote add --mirror=fetch m .", "refs/replace/ among them"),
                          ("git remote add --mirr=fetch m .", "refs/replace/ among them"),
                          ("git fetch --stdin .", "reads refspecs from standard input")):
         r = run(ws, command, **hook(wall))
@@ -127,13 +132,14 @@ def test_a_new_ref_naming_a_blob_fails_closed(tmp_path: Path, wall: bool) -> Non
 
 
 def test_the_script_is_not_widened_by_a_later_run(tmp_path: Path) -> None:
-    """Finding 05 end to end, with the wall off: the push is denied, and `cd sub && dal run` stays narrow."""
+    """Finding 05 end to end, with the wall off: the guard fails the push, and `cd sub && dal run` stays
+    narrow."""
     import subprocess
     import sys
 
     ws, old, evil = tracked_policy(tmp_path)
     r = run(ws, f"git push -q . {evil}:refs/replace/{old}", **hook(False))
-    assert r.status == "denied"
+    assert r.status == "failed" and r.code == 126, r
     operator(ws, "checkout", "-q", "HEAD~1")
     operator(ws, "checkout", "-q", "main")
     script = tmp_path / "later.dal"

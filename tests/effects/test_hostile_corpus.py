@@ -381,12 +381,14 @@ CASES = [
     Case("git-xdg-config", ("mkdir -p .config/git", "printf '[core]\\n\\tfsmonitor = \"touch pwned; false\"\\n' > "
                             ".config/git/config", "git status"), allow=GIT),  # fmt: skip
     Case("git-clean-removes-store", ("git clean -fdx",), allow=GIT),
-    Case("git-stash-untracked", ("git stash -u",), allow=GIT),
-    Case("git-checkout-old-policy", ("git checkout HEAD -- dal.toml",), allow=GIT, setup=_old_policy_committed),
+    # git runs only inside a wall (issue 27): the check no longer predicts what git writes; the wall holds it
+    Case("git-stash-untracked", ("git stash -u",), allow=GIT, needs=NO_WALL),
+    Case("git-checkout-old-policy", ("git checkout HEAD -- dal.toml",), allow=GIT, setup=_old_policy_committed,
+         needs=NO_WALL),  # fmt: skip
     Case("git-checkout-dot-old-policy", ("git checkout .",), allow=GIT, setup=_old_policy_committed,
          needs=frozenset({"wall", "protected_ro"})),  # fmt: skip
     Case("git-mv-to-policy", ("printf '[run]\\nallow = [\"sh\"]\\n' > x.toml", "git add x.toml",
-                              "git mv x.toml sub/dal.toml"), allow=GIT),  # fmt: skip
+                              "git mv x.toml sub/dal.toml"), allow=GIT, needs=NO_WALL),  # fmt: skip
     Case("git-apply-policy", ("git apply p.patch",), allow=GIT, setup=_patch_policy),
     Case("git-apply-timestamp-header", ("git apply p.patch",), allow=GIT, setup=_patch_policy_traditional,
          control=True),  # fmt: skip
@@ -438,12 +440,13 @@ CASES = [
          allow=GIT),  # fmt: skip
     Case("git-dash-c", ("git -c core.fsmonitor='touch pwned; false' status",), allow=GIT, control=True),
     Case("git-diff-no-index-outside", ("git diff --no-index ../outside/secret.txt notes.txt",), allow=GIT,
-         control=True),  # fmt: skip
-    Case("git-diff-implicit-no-index", ("git diff ../outside/secret.txt notes.txt",), allow=GIT),
-    Case("git-log-output-outside", ("git log --output=../outside/log.txt",), allow=GIT, control=True),
-    Case("git-format-patch-outside", ("git format-patch -o ../outside/dir -1",), allow=GIT, control=True),
-    Case("git-archive-outside", ("git archive -o ../outside/a.tar HEAD",), allow=GIT, control=True),
-    Case("git-worktree-outside", ("git worktree add ../outside/wt",), allow=GIT, control=True),
+         control=True, needs=NO_WALL),  # fmt: skip
+    Case("git-diff-implicit-no-index", ("git diff ../outside/secret.txt notes.txt",), allow=GIT, needs=NO_WALL),
+    Case("git-log-output-outside", ("git log --output=../outside/log.txt",), allow=GIT, control=True, needs=NO_WALL),
+    Case("git-format-patch-outside", ("git format-patch -o ../outside/dir -1",), allow=GIT, control=True,
+         needs=NO_WALL),  # fmt: skip
+    Case("git-archive-outside", ("git archive -o ../outside/a.tar HEAD",), allow=GIT, control=True, needs=NO_WALL),
+    Case("git-worktree-outside", ("git worktree add ../outside/wt",), allow=GIT, control=True, needs=NO_WALL),
     Case("git-rebase-exec", ("git rebase --exec 'touch pwned' --root",), allow=GIT, control=True),
     Case("git-bisect-run", ("git bisect start HEAD HEAD", "git bisect run touch pwned"), allow=GIT),
     Case("git-ext-transport", ("git clone 'ext::sh -c touch% pwned' c",), allow=GIT),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import stat
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -506,8 +505,6 @@ def _check_git(g: object, policy: Policy) -> None:
             raise _Denied(f"git init: {P.display(dot_git, ws)} exists, and re-initialising a repository rewrites its "
                           "config and copies templates into its hooks (only a new repository may be made)")
         _deny_init_in_git_dir(os.path.dirname(dot_git), policy)
-    for folder, names in getattr(g, "outputs", ()):
-        _check_outputs(folder or _configured(entries, "format.outputdirectory") or ".", names, policy)
     patched: list[str] = []
     for patch, prefix, strip in g.patches:
         named = gitrepo.patch_paths(P.resolve_path(patch, ws), mail=g.subcommand == "am")
@@ -560,32 +557,6 @@ def _deny_init_in_git_dir(target: str, policy: Policy) -> None:
         if up == at:
             break
         at = up
-
-
-def _configured(entries: list[tuple[str, str]], key: str) -> str | None:
-    values = [v for k, v in entries if k == key]
-    return values[-1] if values else None
-
-
-def _check_outputs(folder: str, names: str, policy: Policy) -> None:
-    """Files a program makes in `folder` under names known only once it runs (git format-patch): the folder
-    is a write, and so is every entry there, and every protected path, that such a name can match."""
-    resolved = _check_path(folder, "write", policy)
-    pattern = re.compile(names, re.DOTALL)
-    try:
-        entries = sorted(os.listdir(resolved))
-    except OSError:
-        entries = []  # not made yet: git makes it, empty
-    _spent.n += len(entries)
-    if _spent.n > _TREE_LIMIT:
-        raise _Denied(f"{folder}: more than {_TREE_LIMIT} entries to check in one command")
-    for name in entries:
-        if pattern.fullmatch(name):
-            _check_path(os.path.join(folder, name), "write", policy)
-    for path in policy.protected:
-        if os.path.dirname(path) == resolved and pattern.fullmatch(os.path.basename(path)):
-            raise _Denied(f"writes a protected path: {path} is protected, and a file this command makes there may "
-                          "take its name")
 
 
 def _check_staged(raw: str, top: str | None, policy: Policy) -> None:

@@ -2,8 +2,9 @@
 wall enforces ("wall bubblewrap: reads R, writes W, network off"), for `dal policy check` and denials.
 
 The check models the default toolset: each path it reads and writes is checked, and what runs is the argv
-it rebuilt. git's model checks the paths it names; other programs it classes and explains (curl, wget: tables.py;
-any program allowed by name: nothing). Beyond the default toolset only the wall holds what they do.
+it rebuilt. git it classes by a coarse table and checks the repository, remotes and patches it uses; other
+programs it classes and explains (curl, wget: tables.py; any program allowed by name: nothing). Beyond the
+default toolset only the wall holds what they do.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from dal.effects.policy import DEFAULT_TOOLSET_NAMES, Policy
 
 __all__ = ["modelled", "enforced", "runs"]
 
-# Beyond the default toolset, programs whose model the check still reads (git: gitmodel.py); they run only
-# inside a wall all the same.
+# Beyond the default toolset, programs the check still reads in part (git: its repository, remotes and
+# patches, gitmodel.py); they run only inside a wall all the same.
 _MODELLED_WALLED = frozenset({"git"})
 
 
@@ -30,7 +31,8 @@ def modelled(programs: tuple[str, ...] | list[str]) -> str:
     if exact:
         parts.append(f"{', '.join(exact)} exactly (every path checked, and run as the check read it)")
     if checked:
-        parts.append(f"{', '.join(checked)} by its model (the paths it names checked; the wall holds the rest)")
+        parts.append(f"{', '.join(checked)} by its table (its repository, remotes and patches checked; the wall "
+                     "holds what it reads and writes)")
     if walled:
         parts.append(f"{', '.join(walled)} classed only (what {'it does' if len(walled) == 1 else 'they do'} "
                      "only the wall holds)")

@@ -1,10 +1,16 @@
-"""Coarse tables for the programs that run only inside a wall (issue 27): curl and wget.
+"""Coarse tables for the programs that run only inside a wall (issue 27): curl, wget and git.
 
 They are not option models. What curl and wget read and write is held by the wall (its roots, its read-only
 and undone names, its seccomp filter), not predicted here; the check classes them (`local`, `external`
 when the network is allowed; never idempotent: a gap costs a person's decision, never a double run) and
 refuses early, with a reason a person can act on, the few options that run code, read options the check
 cannot show, or reach a daemon through a socket, which the wall would refuse or could not explain.
+
+git's table says, per subcommand, its effect class, whether it reaches other repositories, whether it is
+idempotent and whether it rewrites files of the work tree; a subcommand not in it is `external` and not
+idempotent. What git reads and writes is the wall's and the git guard's to hold (gitguard.py observes and
+puts back what git may change in its repository); the check refuses early only what runs another program
+or points git elsewhere (GIT_DENY and gitmodel.py's per-subcommand deny lists).
 
 A long option is matched as the programs match it, by any unique prefix, and a word that is a prefix of a
 denied name counts as that option (curl and getopt refuse an ambiguous one anyway). A short option counts
@@ -15,7 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["FETCHERS", "denial"]
+import attrs
+
+__all__ = ["FETCHERS", "GIT", "GIT_DENY", "GitRow", "denial", "git_row"]
 
 FETCHERS = frozenset({"curl", "wget"})
 
@@ -35,6 +43,64 @@ _WGET_DENY = (
 )
 # wgetrc commands (`-e CMD`, `--execute=CMD`) that run a program, written without `_`/`-`, in lower case.
 _WGETRC_RUNS = frozenset({"useaskpass"})
+
+
+@attrs.frozen
+class GitRow:
+    """How DAL classes one git subcommand; the wall and the guard hold what it does."""
+
+    effect: str = "local"  # the effect class: local, or external for a subcommand reaching other repositories
+    network: bool = False
+    idempotent: bool = False
+    worktree: bool = False  # rewrites files of its work tree (checkout, merge, ...)
+
+
+_READ = GitRow(idempotent=True)
+_NET = GitRow(effect="external", network=True)
+_TREE = GitRow(worktree=True)
+GIT: dict[str, GitRow] = {
+    **dict.fromkeys(
+        "status log show whatchanged shortlog diff diff-tree diff-index diff-files range-diff blame annotate grep "
+        "ls-files ls-tree cat-file rev-parse rev-list describe name-rev merge-base show-ref for-each-ref show-branch "
+        "cherry count-objects check-ignore check-attr var version".split(), _READ),
+    **dict.fromkeys("add commit branch tag reflog format-patch archive bundle worktree init notes".split(),
+                    GitRow()),
+    **dict.fromkeys("restore checkout switch reset stash merge rebase cherry-pick revert am apply rm mv "
+                    "bisect".split(), _TREE),
+    **dict.fromkeys("clone fetch push ls-remote remote".split(), _NET),
+    "pull": GitRow(effect="external", network=True, worktree=True),
+}
+# Not known: it may be an alias or a `git-NAME` program; a person decides, and it is never run twice.
+_UNKNOWN = GitRow(effect="external", network=True, worktree=True)
+
+# Subcommands that run other programs, serve the repository or change what git itself runs.
+GIT_DENY = {
+    "config": "changes configuration, which can name programs to run",
+    "daemon": "serves the repository",
+    "instaweb": "starts a web server and a browser",
+    "submodule": "runs nested repositories, whose URLs and hooks a script can choose",
+    "filter-branch": "runs shell snippets",
+    "filter-repo": "runs Python snippets",
+    "difftool": "runs external tools",
+    "mergetool": "runs external tools",
+    "help": "runs man or a web browser",
+    "web--browse": "runs a web browser",
+    "send-email": "sends mail through a program",
+    "imap-send": "talks to a mail server through a program",
+    "credential": "talks to credential helpers",
+    "credential-cache": "keeps credentials in a daemon",
+    "credential-store": "reads and writes the credentials file",
+    "maintenance": "registers the repository in the global configuration and schedules jobs",
+    "upload-pack": "serves the repository",
+    "receive-pack": "receives a push, running the repository's hooks",
+    "shell": "runs the commands a remote sends",
+    "clean": "removes untracked files, the policy and the run store among them",
+}
+
+
+def git_row(subcommand: str) -> GitRow:
+    """The coarse class of `git SUBCOMMAND` (an unknown one is external and not idempotent)."""
+    return GIT.get(subcommand, _UNKNOWN)
 
 
 def denial(argv: Sequence[str], allow_net: bool) -> str | None:
