@@ -110,7 +110,7 @@ def _problems(root: Path, ws: Path, case: Case, before: tuple[dict, dict], outpu
 
 
 ALL = [c for c in CASES if c.commands and c.id not in HARD_LINKED]
-HALVES = 2  # one launcher for each half: the test's two processes run at once under -n 2
+HALVES = 4  # one launcher for each quarter: small enough parts for -n 2 to keep both cores busy to the end
 
 
 def test_the_corpus_is_all_there() -> None:
