@@ -57,16 +57,33 @@ def use_colour(stream: TextIO) -> bool:
 
 
 def wall_text(receipt: Mapping[str, Any]) -> str | None:
-    """A line when the run's commands did not run inside the bubblewrap wall (receipt `sandbox`), else None."""
+    """A line when not every command ran inside the bubblewrap wall, else None.
+
+    Each effect records the wall that held it (`effects.items[].wall`); the run's `sandbox` says which wall
+    was in force and why. Bubblewrap is the default, so a receipt says nothing more when it held every
+    command; a Landlock wall (which holds less: see docs/policy.md) or no wall is named, with how many
+    commands each held, because the person reading the receipt has to know what stood between them and
+    the host."""
     box = receipt.get("sandbox")
-    reason = str(box.get("reason")) if isinstance(box, Mapping) else ""
-    if isinstance(box, Mapping) and box.get("wall") == "bubblewrap" and "no set-user-ID filter" in reason:
-        return f"commands ran inside the bubblewrap wall, but {reason.split('; ', 1)[-1]}"
-    if not isinstance(box, Mapping) or box.get("wall") != "none":
-        return None
+    box = box if isinstance(box, Mapping) else {}
+    reason = str(box.get("reason") or "")
+    held: dict[str, int] = {}
+    for e in (receipt.get("effects") or {}).get("items") or []:
+        if isinstance(e, Mapping) and e.get("wall") and e.get("status") != "denied":
+            held[str(e["wall"])] = held.get(str(e["wall"]), 0) + 1
     if box.get("refused"):
-        return f"commands refused: {box.get('reason')}"
-    return f"commands ran without the bubblewrap wall: {box.get('reason')}"
+        return f"commands refused: {reason}"
+    if box.get("wall") == "none" and set(held) <= {"none"}:
+        return f"commands ran without the bubblewrap wall: {reason}"
+    if set(held) - {"bubblewrap"}:
+        parts = [
+            f"{n} command{'' if n == 1 else 's'} {'without a wall' if w == 'none' else f'inside the {w} wall'}"
+            for w, n in sorted(held.items(), key=lambda wn: (wn[0] != "bubblewrap", wn[0]))
+        ]
+        return "; ".join(parts) + (f" ({reason})" if reason else "")
+    if box.get("wall") == "bubblewrap" and "no set-user-ID filter" in reason:
+        return f"commands ran inside the bubblewrap wall, but {reason.split('; ', 1)[-1]}"
+    return None
 
 
 def args_text(args: Any) -> str:

@@ -481,3 +481,14 @@ def test_an_ordinary_user_s_program_cannot_change_that_user_s_files_outside(monk
         assert (ws / "docs" / "a.md").stat().st_mtime < 1e9 + 3e8  # futimens: inside, the user's touch works
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@landlocked
+def test_the_text_receipt_names_the_landlock_wall_that_held_each_command(ws: Path) -> None:
+    import dal
+
+    r = dal.run('print(run("cat notes.txt").status)\nprint(run("echo hi").status)\n', workspace=ws)
+    assert r.output.split() == ["completed", "completed"]
+    assert [e["wall"] for e in r.to_dict()["effects"]["items"]] == ["landlock", "landlock"]
+    text = r.to_markdown()
+    assert "2 commands inside the landlock wall" in text and "Landlock ABI" in text

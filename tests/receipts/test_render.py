@@ -160,3 +160,21 @@ def test_after_a_decision_the_next_move_is_resume(receipts: dict) -> None:
 def test_after_a_resolution_an_uncertain_effect_resumes(receipts: dict) -> None:
     decision = {"seq": 2, "decision": "done", "who": "bo", "at": "2026-09-02T11:00:00.000Z", "note": None}
     assert next_action(receipts["waiting_uncertain"], [decision]) == f"`dal resume {RID}` (effect 2 was done by bo)"
+
+
+def test_the_wall_line_counts_the_commands_each_wall_held() -> None:
+    from dal.receipts.render import wall_text
+
+    def receipt(*walls: str, box: str = "bubblewrap", reason: str = "bwrap works") -> dict:
+        items = [{"command": "true", "status": "completed", "wall": w} for w in walls]
+        items.append({"command": "sh", "status": "denied", "wall": None})
+        return {"sandbox": {"wall": box, "reason": reason, "refused": False}, "effects": {"items": items}}
+
+    assert wall_text(receipt("bubblewrap", "bubblewrap")) is None  # the default: nothing to say
+    assert wall_text(receipt("landlock", box="landlock", reason="Landlock ABI 7")) == (
+        "1 command inside the landlock wall (Landlock ABI 7)"
+    )
+    # A run resumed on another host: the journal's effects keep the wall that held them then.
+    assert wall_text(receipt("bubblewrap", "none", "none", box="none", reason="no wall here")) == (
+        "1 command inside the bubblewrap wall; 2 commands without a wall (no wall here)"
+    )
