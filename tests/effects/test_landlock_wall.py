@@ -152,12 +152,30 @@ ATTACKS = [
     "echo 'allow = [\"sh\"]' > dal.toml", "rmdir dal.toml", "echo x > .git/config", "mkdir .git/hooks/x",
     "echo x > new.md", "cat /proc/1/environ", "ls /proc", "echo x > /tmp/dal-landlock-x",
     "cat /etc/passwd", "echo x > /dev/tcp/127.0.0.1/80",
-    "chmod 666 ../outside/secret.txt", "touch -d 2001-01-01 ../outside/secret.txt", "chmod 600 /etc/hosts",
+    "chmod 666 ../outside/secret.txt", "touch -d 2001-01-01 ../outside/secret.txt",
     "chown :0 ../outside/secret.txt", "touch -h -d 2001-01-01 ../outside/secret.txt",
     "python3 -c 'import os; os.utime(\"../outside/secret.txt\", (1, 1))'",
     "setfattr -n user.x -v 1 ../outside/secret.txt 2>/dev/null || python3 -c 'import os; "
     "os.setxattr(\"../outside/secret.txt\", \"user.x\", b\"1\")'",
 ]
+
+
+@landlocked
+def test_a_file_in_a_system_read_root_keeps_its_mode(ws: Path) -> None:
+    # A file of the test's own in /etc (a read root of every wall), so that a wall that failed changes the
+    # mode of this file, never the host's /etc/hosts.
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix="dal-landlock-mode-", dir="/etc") if os.access("/etc", os.W_OK) else (-1, "")
+    if fd < 0:
+        pytest.skip("/etc is not writable here: no file of the test's own can be put in a system read root")
+    os.close(fd)
+    try:
+        os.chmod(name, 0o644)
+        r = sh(ws, f"chmod 600 {name} && echo ESCAPED")
+        assert "ESCAPED" not in r.stdout and os.stat(name).st_mode & 0o777 == 0o644, (r.stdout, r.stderr)
+    finally:
+        os.unlink(name)
 
 
 @landlocked
