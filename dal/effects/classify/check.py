@@ -52,14 +52,9 @@ class Decision:
 
     def to_json(self) -> dict:
         return {
-            "allowed": self.allowed,
-            "approval_required": self.approval_required,
-            "reason": self.reason,
-            "class": self.effect_class,
-            "idempotent": self.idempotent,
-            "programs": list(self.programs),
-            "reads": list(self.reads),
-            "writes": list(self.writes),
+            "allowed": self.allowed, "approval_required": self.approval_required, "reason": self.reason,
+            "class": self.effect_class, "idempotent": self.idempotent, "programs": list(self.programs),
+            "reads": list(self.reads), "writes": list(self.writes),
         }
 
 
@@ -232,11 +227,7 @@ def _check_probes(raw: str, deep: bool, policy: Policy) -> None:
     if deep:
         found = ((path, st) for path, _, st in _walk(top, policy))
     else:
-        names = sorted(os.listdir(top))
-        _spent.n += len(names)
-        if _spent.n > _TREE_LIMIT:
-            raise _Denied(f"{raw}: more than {_TREE_LIMIT} entries to check in one command")
-        found = ((os.path.join(top, n), os.lstat(os.path.join(top, n))) for n in names)
+        found = ((os.path.join(top, n), os.lstat(os.path.join(top, n))) for n in _entries(top, raw))
     for path, st in found:
         if stat.S_ISLNK(st.st_mode):
             target = os.path.realpath(path)
@@ -249,13 +240,19 @@ def _check_probes(raw: str, deep: bool, policy: Policy) -> None:
 def _check_entries(raw: str, policy: Policy) -> list[str]:
     """A directory each of whose entries the program opens, following symlinks: check each as a read."""
     try:
-        names = sorted(os.listdir(P.resolve_path(raw, policy.workspace)))
+        names = _entries(P.resolve_path(raw, policy.workspace), raw)
     except OSError:
         return []
+    return [_check_path(os.path.join(raw, name), "read", policy) for name in names]
+
+
+def _entries(top: str, raw: str) -> list[str]:
+    """The names in the folder `top`, counted against the command's _TREE_LIMIT."""
+    names = sorted(os.listdir(top))
     _spent.n += len(names)
     if _spent.n > _TREE_LIMIT:
         raise _Denied(f"{raw}: more than {_TREE_LIMIT} entries to check in one command")
-    return [_check_path(os.path.join(raw, name), "read", policy) for name in names]
+    return names
 
 
 def _check_removal(resolved: str, policy: Policy) -> None:
@@ -761,28 +758,11 @@ def check_argv(words: Sequence[str], policy: Policy, *, stdin: str | None = None
     texts = all(isinstance(w, str) for w in words) and all(isinstance(t, str | None) for t in (stdin, write_to))
     shown = fed_command(tuple(words), stdin, write_to, append) if texts else repr(words)
     for what, text in (("the input", stdin), ("the file to write", write_to)):
-        if text is None:
-            continue
-        why = None if isinstance(text, str) else "is not a string"
-        if why is None and "\x00" in text:
-            why = "holds a NUL byte" + (": the input is text, not binary data" if what == "the input" else "")
-        if why is None:
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                why = "is not valid Unicode text"
-        if why is not None:
+        nul = "holds a NUL byte" + (": the input is text, not binary data" if what == "the input" else "")
+        if text is not None and (why := _bad_text(text, nul, "strict")) is not None:
             return Decision(False, f"{what} {why}")
     for i, w in enumerate(words):
-        why = None if isinstance(w, str) else "is not a string"
-        if why is None and "\x00" in w:
-            why = "holds a NUL byte, which no program can receive"
-        if why is None:
-            try:
-                w.encode("utf-8", errors="surrogateescape")
-            except UnicodeEncodeError:
-                why = "is not valid Unicode text"
-        if why is not None:
+        if (why := _bad_text(w, "holds a NUL byte, which no program can receive", "surrogateescape")) is not None:
             return Decision(False, f"element {i} of the command {why}")  # numbered as the script's list
     if not words:
         return Decision(False, "an empty command: the list needs at least the program")
@@ -792,6 +772,19 @@ def check_argv(words: Sequence[str], policy: Policy, *, stdin: str | None = None
     plan = CommandList((Pipeline((SimpleCommand(tuple(words), redirects),)),))
     decision = check_command(shown, policy, plan=plan)
     return attrs.evolve(decision, stdin=stdin) if stdin is not None and decision.allowed else decision
+
+
+def _bad_text(text: object, nul: str, errors: str) -> str | None:
+    """Why `text` cannot be an argument or a text DAL hands a program (`nul`: what to say of a NUL byte)."""
+    if not isinstance(text, str):
+        return "is not a string"
+    if "\x00" in text:
+        return nul
+    try:
+        text.encode("utf-8", errors=errors)
+    except UnicodeEncodeError:
+        return "is not valid Unicode text"
+    return None
 
 
 # Fixed bounds on one command, checked first (docs/policy.md, "Limits"): the length keeps the check's own time
@@ -893,12 +886,8 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
     _check_pipelines(plan, stages)
     plan = CommandList(tuple(Pipeline(tuple(ran[id(c)] for c in p.commands)) for p in plan.items), plan.ops)
     common = dict(
-        effect_class=klass,
-        idempotent=idempotent,
-        reads=tuple(dict.fromkeys(reads)),
-        writes=tuple(dict.fromkeys(writes)),
-        programs=tuple(programs),
-        plan=plan,
+        effect_class=klass, idempotent=idempotent, reads=tuple(dict.fromkeys(reads)),
+        writes=tuple(dict.fromkeys(writes)), programs=tuple(programs), plan=plan,
         executables=tuple(executables.items()),
     )
     if approvals or ruled:

@@ -16,12 +16,7 @@ import attrs
 import tree_sitter
 
 __all__ = [
-    "CommandList",
-    "Pipeline",
-    "Redirect",
-    "ShellDenied",
-    "SimpleCommand",
-    "parse_command",
+    "CommandList", "Pipeline", "Redirect", "ShellDenied", "SimpleCommand", "parse_command",
 ]
 
 
@@ -109,55 +104,30 @@ def _text(node: tree_sitter.Node) -> bytes:
 
 # Names a user recognises, for constructs we refuse.
 _CONSTRUCTS = {
-    "command_substitution": "command substitution $(...)",
-    "process_substitution": "process substitution <(...)",
-    "simple_expansion": "variable expansion $VAR",
-    "expansion": "parameter expansion ${...}",
-    "arithmetic_expansion": "arithmetic expansion $((...))",
-    "ansi_c_string": "ANSI-C quoting $'...'",
-    "translated_string": 'locale quoting $"..."',
-    "heredoc_redirect": "heredoc <<",
-    "herestring_redirect": "here-string <<<",
-    "subshell": "subshell (...)",
-    "compound_statement": "command group { ...; }",
-    "function_definition": "function definition",
-    "for_statement": "for loop",
-    "c_style_for_statement": "for loop",
-    "while_statement": "while/until loop",
-    "if_statement": "if statement",
-    "case_statement": "case statement",
-    "variable_assignment": "variable assignment or environment prefix",
-    "variable_assignments": "variable assignment",
-    "declaration_command": "declaration (export/local/declare)",
-    "unset_command": "unset",
+    "command_substitution": "command substitution $(...)", "process_substitution": "process substitution <(...)",
+    "simple_expansion": "variable expansion $VAR", "expansion": "parameter expansion ${...}",
+    "arithmetic_expansion": "arithmetic expansion $((...))", "ansi_c_string": "ANSI-C quoting $'...'",
+    "translated_string": 'locale quoting $"..."', "heredoc_redirect": "heredoc <<",
+    "herestring_redirect": "here-string <<<", "subshell": "subshell (...)",
+    "compound_statement": "command group { ...; }", "function_definition": "function definition",
+    "for_statement": "for loop", "c_style_for_statement": "for loop", "while_statement": "while/until loop",
+    "if_statement": "if statement", "case_statement": "case statement",
+    "variable_assignment": "variable assignment or environment prefix", "variable_assignments": "variable assignment",
+    "declaration_command": "declaration (export/local/declare)", "unset_command": "unset",
     "negated_command": "negation ! before a command",
     "comment": "comment #",
-    "brace_expression": "brace expansion {a,b}",
-    "arithmetic_command": "arithmetic command ((...))",
-    "ERROR": "syntax error",
-    "extglob_pattern": "extended glob",
+    "brace_expression": "brace expansion {a,b}", "arithmetic_command": "arithmetic command ((...))",
+    "ERROR": "syntax error", "extglob_pattern": "extended glob",
 }
 
 _WORDLIKE = {"word", "raw_string", "string", "concatenation", "number"}
 # Unquoted characters that mean an expansion or an operator to bash; a `word` node carrying one
 # means tree-sitter and bash might disagree, so we refuse rather than guess.
 _UNQUOTED_BAD = {
-    "$": "variable expansion $",
-    "`": "command substitution with backticks",
-    "*": "glob *",
-    "?": "glob ?",
-    "[": "glob [...]",
-    "]": "glob [...]",
-    "{": "brace expansion {...}",
-    "}": "brace expansion {...}",
-    "(": "parenthesis",
-    ")": "parenthesis",
-    "<": "redirection",
-    ">": "redirection",
-    "&": "& operator",
-    "|": "| operator",
-    ";": "; operator",
-    "\n": "newline",
+    "$": "variable expansion $", "`": "command substitution with backticks", "*": "glob *", "?": "glob ?",
+    "[": "glob [...]", "]": "glob [...]", "{": "brace expansion {...}", "}": "brace expansion {...}",
+    "(": "parenthesis", ")": "parenthesis", "<": "redirection", ">": "redirection", "&": "& operator",
+    "|": "| operator", ";": "; operator", "\n": "newline",
 }
 
 
