@@ -262,7 +262,8 @@ def summary_line(receipt: dict[str, Any], report: Any, denied: int = 0, spec: An
             pass
     parts = [f"dal: {status}"]
     if status == "skipped":
-        parts.append(f"(operation {receipt['operation']!r} already completed in {receipt['skipped_of']})")
+        # Quoted, not repr(): the receipt is visible() already, and repr would double its escapes.
+        parts.append(f"(operation '{receipt['operation']}' already completed in {receipt['skipped_of']})")
     steps = receipt["steps"]
     effects = plural(receipt["effects"]["count"], "effect")
     if denied:

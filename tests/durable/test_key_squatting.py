@@ -90,3 +90,11 @@ def test_a_script_may_not_take_the_name_of_a_keyless_run(durable) -> None:
     assert approved.code == 0 and "(send.dal): `echo report | tee -a outbox.txt`" in approved.out
     assert d.cli("resume", "script:send", APPROVAL).code == 0
     assert d.lines("outbox.txt") == ["report"]
+
+
+def test_the_skipped_line_shows_a_key_s_control_characters_escaped_once(durable) -> None:
+    durable.write("k.dal", 'operation("a\\u001b[2Jb")\nprint("hi")\n')
+    assert durable.cli("run", "k.dal").code == 0
+    again = durable.cli("run", "k.dal")
+    assert again.code == 0 and "skipped (operation 'a\\x1b[2Jb' already completed in" in again.err, again.err
+    assert "\x1b" not in again.err
