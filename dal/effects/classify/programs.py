@@ -683,9 +683,7 @@ def _models() -> dict[str, ProgramModel]:
                 color=OPTIONAL, classify=OPTIONAL, format=VALUE, hide=VALUE, hyperlink=OPTIONAL, indicator_style=VALUE,
                 ignore=VALUE, quoting_style=VALUE, sort=VALUE, time=VALUE, time_style=VALUE, tabsize=VALUE, width=VALUE,
             ),
-            unsafe={
-                "-L": "follows symlinks out of the tree", "--dereference": "follows symlinks out of the tree",
-            },
+            unsafe={"-L": "follows symlinks out of the tree", "--dereference": "follows symlinks out of the tree"},
             custom=_ls,
         ),
         ProgramModel(
@@ -871,9 +869,7 @@ def _models() -> dict[str, ProgramModel]:
 MODELS: dict[str, ProgramModel] = _models()
 
 # Models that need their own code rather than option tables (git's is in gitmodel.py).
-SPECIAL: dict[str, Callable[[tuple[str, ...]], ArgUse]] = {
-    "find": _analyze_find, "test": _test_args, "[": _test_args,
-}
+SPECIAL: dict[str, Callable[[tuple[str, ...]], ArgUse]] = {"find": _analyze_find, "test": _test_args, "[": _test_args}
 MODEL_CLASSES = {"find": "read", "git": "local"}
 
 # The default toolset: read-only and workspace-local programs whose models are complete enough to trust.

@@ -15,9 +15,7 @@ import threading
 import attrs
 import tree_sitter
 
-__all__ = [
-    "CommandList", "Pipeline", "Redirect", "ShellDenied", "SimpleCommand", "parse_command",
-]
+__all__ = ["CommandList", "Pipeline", "Redirect", "ShellDenied", "SimpleCommand", "parse_command"]
 
 
 class ShellDenied(Exception):
