@@ -643,8 +643,7 @@ def recheck(cmd: SimpleCommand, policy: Policy) -> str | None:
     ws = policy.workspace
     _spent.reset()
     try:
-        use = analyze_argv(cmd.argv, lambda p: os.path.isdir(os.path.join(ws, p)),
-                           lambda p: os.path.lexists(os.path.join(ws, p)))
+        use = analyze_argv(cmd.argv, lambda p: os.path.isdir(os.path.join(ws, p)))
         if use is not None and use.unsafe:
             return use.unsafe
         placed: list[str] = []
@@ -837,7 +836,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
             raise _Denied(why)
         if name not in programs:
             programs.append(name)
-        use = analyze_argv(cmd.argv, is_dir, lambda p: os.path.lexists(os.path.join(ws, p)))
+        use = analyze_argv(cmd.argv, is_dir)
         rule = policy.rule(name)
         if use is None:
             # No model: the policy trusts this program with its arguments; the sandbox still walls it in.

@@ -891,13 +891,10 @@ def model_class(name: str) -> str | None:
     return MODEL_CLASSES.get(name)
 
 
-def analyze_argv(argv: tuple[str, ...], is_dir: Callable[[str], bool],
-                 exists: Callable[[str], bool] | None = None) -> ArgUse | None:
-    """Analyse `argv` with the model of its program; None when DAL has no model for it. `exists`: whether a
-    path (relative to the workspace) exists, for wget's numbered copies (when absent: none is assumed)."""
+def analyze_argv(argv: tuple[str, ...], is_dir: Callable[[str], bool]) -> ArgUse | None:
+    """Analyse `argv` with the model of its program; None when DAL has no model for it (curl, wget and any
+    program allowed by name: the wall holds them)."""
     name = argv[0]
-    if name in ("curl", "wget"):  # no model: they run inside a wall only (tables.py refuses a few options)
-        return None
     if name == "git":
         from dal.effects.classify.gitmodel import analyze_git  # only when a policy allows git and a command uses it
 
@@ -906,6 +903,4 @@ def analyze_argv(argv: tuple[str, ...], is_dir: Callable[[str], bool],
     if special is not None:
         return special(argv)
     model = MODELS.get(name)
-    if model is None:
-        return None
-    return analyze(model, argv, is_dir)
+    return None if model is None else analyze(model, argv, is_dir)
