@@ -11,6 +11,7 @@ import os
 import stat
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -23,6 +24,9 @@ from dal.effects.plan import trees as t
 from dal.effects.plan.shell import CommandList, Pipeline, Redirect, ShellDenied, SimpleCommand, parse_command
 from dal.effects.policy import GIT_DIR_MARKS, GIT_PROTECTED, TRUSTED_PATH, Policy
 from dal.effects.policy.prefix import DECISIONS, PrefixRule
+
+if TYPE_CHECKING:
+    from dal.effects.classify.gitmodel import GitUse
 
 __all__ = ["Decision", "check_argv", "check_command", "find_program", "check_redirect_target", "recheck"]
 
@@ -445,7 +449,7 @@ def _check_repository(git_dir: str, policy: Policy, doing: str) -> None:
                               f"{part} a script may write (only a .git folder's config and hooks are protected)")
 
 
-def _check_git(g: object, policy: Policy) -> None:
+def _check_git(g: GitUse, policy: Policy) -> None:
     """The repository a git command uses, the remotes it reaches and the patches it applies."""
     from dal.effects.git import repo as gitrepo
 
@@ -456,9 +460,9 @@ def _check_git(g: object, policy: Policy) -> None:
         top, git_dir = found
         _check_repository(git_dir, policy, "use")
         common = gitrepo.common_dir(git_dir) or git_dir
-        if getattr(g, "writes_repo", False) and not P.within(common, policy.write_roots):
+        if g.writes_repo and not P.within(common, policy.write_roots):
             raise _Denied(f"git {g.subcommand} writes the repository at {common}, outside the allowed roots")
-        if getattr(g, "writes_worktree", False) and not P.within(top, policy.write_roots):
+        if g.writes_worktree and not P.within(top, policy.write_roots):
             raise _Denied(f"git {g.subcommand} rewrites files of the work tree at {top}, outside the allowed roots")
     entries = gitrepo.configured(git_dir)  # no global configuration: the program's HOME is its own, empty
     for key, value in entries:
@@ -492,11 +496,11 @@ def _check_git(g: object, policy: Policy) -> None:
                 repo = gitrepo.repository_at(where) if os.path.isdir(where) else None
                 if repo is not None:
                     _check_repository(repo, policy, "run the hooks of")
-    for raw in getattr(g, "staged", ()):
+    for raw in g.staged:
         _check_staged(raw, top, policy)
-    for raw in getattr(g, "adds", ()):
-        _check_adding(raw, getattr(g, "adds_ignored", False), top, policy)
-    if getattr(g, "initialises", None) is not None:
+    for raw in g.adds:
+        _check_adding(raw, g.adds_ignored, top, policy)
+    if g.initialises is not None:
         dot_git = os.path.join(P.resolve_path(g.initialises, ws), ".git")
         if os.path.lexists(dot_git):  # a re-init rewrites the existing repository's config and hooks
             raise _Denied(f"git init: {P.display(dot_git, ws)} exists, and re-initialising a repository rewrites its "
@@ -514,14 +518,14 @@ def _check_git(g: object, policy: Policy) -> None:
                 target = os.path.join(prefix, *parts[k:])
                 if k == strip:
                     patched.append(_check_path(target, "write", policy))
-                    if getattr(g, "rejects", False):  # git unlinks an existing PATH.rej and makes a new one
+                    if g.rejects:  # git unlinks an existing PATH.rej and makes a new one
                         _check_path(target + ".rej", "write_nofollow", policy)
                 else:
                     _check_protection(P.resolve_path(target, ws, follow_final=False), policy)
     _check_git_dirs(patched, policy)  # a patch adding x/HEAD, x/objects/..., x/refs/... makes x a lookalike
 
 
-def _check_local_remote(g: object, url: str, where: str, policy: Policy) -> None:
+def _check_local_remote(g: GitUse, url: str, where: str, policy: Policy) -> None:
     """A read root is for reading: `git push` into a repository there writes and deletes its refs, and `git
     clone` from a path there hard-links its objects into the workspace, where a write through a link
     changes the original. Both need the repository in a write root (or, for clone, --no-hardlinks or a
@@ -529,11 +533,11 @@ def _check_local_remote(g: object, url: str, where: str, policy: Policy) -> None
     if P.within(where, policy.write_roots):
         return
     shown = P.display(where, policy.workspace)
-    sub = getattr(g, "subcommand", "")
+    sub = g.subcommand
     if sub == "push":
         raise _Denied(f"git push writes and deletes refs in the repository at {shown}, which is not in a write root "
                       "(a read root is for reading: add it with --allow-write to push there)")
-    if sub == "clone" and getattr(g, "hardlinks", False) and not url.lower().startswith("file://"):
+    if sub == "clone" and g.hardlinks and not url.lower().startswith("file://"):
         raise _Denied(f"git clone from {shown} hard-links its objects into the workspace, where a write through a "
                       "link would change them there: clone with --no-hardlinks or from a file:// URL")
 
@@ -698,9 +702,9 @@ def _stage_effects(use: ArgUse | None) -> tuple[bool, bool]:
         # policy trusts it with its arguments anyway (it could write the file itself): the wall holds it.
         return False, True
     git = use.git
-    changes = use.changes_names or bool(getattr(git, "writes_worktree", False))
+    changes = use.changes_names or (git is not None and git.writes_worktree)
     writes = bool(use.writes or use.writes_nofollow or use.places or use.links or changes
-                  or getattr(git, "writes_repo", False))  # fmt: skip
+                  or (git is not None and git.writes_repo))  # fmt: skip
     return changes, writes
 
 
@@ -849,7 +853,7 @@ def _check(command: str, policy: Policy, given: CommandList | None = None) -> De
                 raise _Denied(use.unsafe)
             part_class = model_class(name) or "local"
             part_idem = use.idempotent
-            if getattr(use.git, "network", False):
+            if use.git is not None and use.git.network:
                 part_class = "external"
         part_reads, part_writes = _check_paths(cmd, use, policy, placed)
         ran[id(cmd)] = SimpleCommand(_argv_to_run(cmd, use, policy), cmd.redirects)

@@ -10,8 +10,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import attrs
+
+if TYPE_CHECKING:
+    from dal.effects.classify.gitmodel import GitUse
 
 __all__ = ["ArgUse", "ProgramModel", "MODELS", "DEFAULT_TOOLSET", "INTERPRETERS", "analyze"]
 
@@ -51,8 +55,7 @@ class ArgUse:
     places: tuple[tuple[str, str, str], ...] = ()
     # (link, target): symlinks the program makes, with the text they will hold (cp -s).
     links: tuple[tuple[str, str], ...] = ()
-    # git: what the checker must look at in the repository (a gitmodel.GitUse).
-    git: object | None = None
+    git: GitUse | None = None  # git: what the checker must look at in the repository
     # Makes symlinks or hard links, or moves names, while it runs (cp -l/-s/-P/-r, mv): another stage of
     # the same pipeline, checked before this one started, could then write through what it made.
     changes_names: bool = False
