@@ -422,20 +422,22 @@ class Worker:
         """The job processes that ended: those that held a job, with how they ended (their jobs are routed
         as crashed ones by the caller)."""
         out: list[tuple[JobProcess, str]] = []
-        while self.procs:
+        # Each job process by its pid, never waitpid(-1): that would also reap a child some other part of
+        # this process started (a probe, a library's subprocess) and leave it an ECHILD.
+        for pid in list(self.procs):
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                done, status = os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            proc = self.procs.pop(pid, None)
-            if proc is None:
+                done, status = pid, None  # reaped already, by nobody we know of: it ended, how is lost
+            if done == 0:
                 continue
+            proc = self.procs.pop(pid)
             for report in proc.reports():  # what it said before it ended
                 self._reported(proc, report)
             proc.close()
-            if os.WIFSIGNALED(status):
+            if status is None:
+                how = "ended (its exit status was taken by another wait)"
+            elif os.WIFSIGNALED(status):
                 how = f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
             elif os.WEXITSTATUS(status) == EXIT_STORE:
                 how = "could not reach the run store (its log line says why)"
@@ -448,7 +450,7 @@ class Worker:
                 self.jobs.add(proc.job["job_id"])
                 out.append((proc, how))
             elif not (proc.stopped or proc.retiring or self.draining) or (
-                    os.WIFSIGNALED(status) and os.WTERMSIG(status) != signal.SIGTERM):
+                    status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) != signal.SIGTERM):
                 self.say(f"job process {pid} {how} while idle; a new one is forked when one is needed",
                          level="warning")
         return out

@@ -68,3 +68,29 @@ def test_a_job_process_killed_mid_job_is_replaced_and_its_job_finished_from_the_
     assert append["replayed"] is True and not last.get("replayed")  # the append before the kill: from the journal
     pids = pids_of_runs(q)
     assert pids[0] == victim and victim not in pids[1:]  # a new process took the job (and the next one)
+
+
+def test_reaping_job_processes_leaves_the_worker_s_other_children_alone(tmp_path) -> None:
+    # The worker waits for its job processes by pid: a child something else in the worker's process
+    # started (a probe, a library's subprocess) keeps its exit status for whoever waits for it.
+    import os
+    import subprocess
+    import time
+
+    from dal.worker.pool import JobProcess
+    from dal.worker.worker import Worker
+
+    w = Worker(tmp_path / ".dal" / "dal.db", say=lambda _line: None)
+    other = subprocess.Popen(["sh", "-c", "exit 7"])
+    a, b = __import__("socket").socketpair()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    w.procs[pid] = JobProcess(pid, a)
+    deadline = time.monotonic() + 10
+    while w.procs and time.monotonic() < deadline:
+        w._reap()
+        time.sleep(0.01)
+    b.close()
+    assert not w.procs  # the job process was reaped ...
+    assert other.wait(timeout=10) == 7  # ... and the other child's status was not taken
