@@ -20,7 +20,7 @@ from typing import TypeVar
 from dal.core.fsutil import realpath
 
 __all__ = ["HIDDEN_STATE", "NotBelow", "UnreadableScript", "open_below", "read_below", "read_named", "read_script",
-           "read_text_below", "root_of", "stat_below"]
+           "read_text_below", "reopen_below", "root_of", "stat_below"]
 
 # DAL's own state folder (store, receipts, kept scripts): hidden from scripts, so not read for them either.
 HIDDEN_STATE = frozenset({".dal"})
@@ -189,8 +189,9 @@ def _resolve(root: str | os.PathLike[str], name: str | os.PathLike[str],
                     if not here:
                         raise NotBelow(shown, f"the path leads outside {root_real}", True)
                     here.pop()
+                    nxt = reopen_below(root_fd, here, shown)  # before the close: a raise leaves dirfd open
                     os.close(dirfd)
-                    dirfd = _reopen(root_fd, here, shown)
+                    dirfd = nxt
                     continue
                 if part in hide:
                     raise NotBelow(shown, f"{part} is not read here", hidden=True)
@@ -215,8 +216,9 @@ def _resolve(root: str | os.PathLike[str], name: str | os.PathLike[str],
                     raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), shown)
                 if got.startswith("/"):
                     here.clear()
+                    nxt = os.dup(root_fd)
                     os.close(dirfd)
-                    dirfd = os.dup(root_fd)
+                    dirfd = nxt
                 todo.extend(reversed(_components(got, names, shown)))
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), shown)
         finally:
@@ -255,9 +257,10 @@ def _readlink(name: str, dirfd: int, shown: str, cause: OSError) -> str:
         raise cause from None  # a file where a folder was named
 
 
-def _reopen(root_fd: int, components: list[str], shown: str) -> int:
-    """The folder `components` below the root, walked again from the root without following anything:
-    after `..` the parent is taken by name, never as the kernel's `..` of a folder that may have moved."""
+def reopen_below(root_fd: int, components: list[str], shown: str) -> int:
+    """The folder `components` below the folder `root_fd`, walked again from it without following anything
+    (a new descriptor; `root_fd` stays open): after `..` the parent is taken by name, never as the kernel's
+    `..` of a folder that may have moved. Raises NotBelow when a component is no longer a folder."""
     fd = os.dup(root_fd)
     try:
         for part in components:

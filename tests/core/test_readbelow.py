@@ -143,3 +143,16 @@ def test_an_absolute_name_through_the_roots_symlinked_prefix_is_below_it(tmp_pat
     assert read_text_below(ws, "abs.dal") == "x\n"
     with pytest.raises(NotBelow):  # named through a prefix the root was not given by: not resolved by name
         read_text_below(real / "ws", "abs.dal")
+
+
+def test_a_folder_swapped_under_a_dotdot_walk_is_refused_not_a_closed_descriptor(ws: Path, canary: Path) -> None:
+    # `d/sub/..` walks back to `d` by name; a `d` that became a symlink out meanwhile is NotBelow (once an
+    # EBADF: the failed re-walk's descriptor was closed twice).
+    (ws / "d" / "sub").mkdir(parents=True)
+    (ws / "d" / "secret.txt").write_text("inside\n")
+    (canary.parent / "sub").mkdir()
+    with swapping(ws / "d", None, canary.parent):
+        outcomes = race(lambda: read_text_below(ws, "d/sub/../secret.txt"), 2000, until=_both)
+    assert _both(outcomes) and CANARY not in repr(outcomes)
+    assert all(o == "inside\n" or isinstance(o, NotBelow | FileNotFoundError) for o in outcomes), \
+        [o for o in outcomes if not isinstance(o, str | NotBelow)][:5]

@@ -167,3 +167,25 @@ def test_a_swap_race_never_redirects_a_write_or_a_read(
     if wall:
         assert leaked == 0
     assert any(k.endswith(":completed:0") for k in outcomes), outcomes
+
+
+def test_a_folder_swapped_under_a_dotdot_walk_is_a_denial_never_the_outside(tmp_path: Path) -> None:
+    """`d/sub/..` walks back to `d` by name (the core walk, readbelow.reopen_below): when `d` became a symlink
+    out meanwhile, that is DeniedAtOpen, and the outside file of the same name is never opened."""
+    from tests.swaprace import CANARY, make_canary, race, swapping
+    ws = tmp_path / "ws"
+    (ws / "d" / "sub").mkdir(parents=True)
+    (ws / "d" / "secret.txt").write_text("inside\n")
+    canary = make_canary(tmp_path / "outside")
+    (canary.parent / "sub").mkdir()
+    policy = Policy.load(ws, _skip_file=True)
+
+    def both(out: list[object]) -> bool:
+        return b"inside\n" in out and any(isinstance(o, DeniedAtOpen) for o in out)
+
+    with swapping(ws / "d", None, canary.parent):
+        outcomes = race(lambda: read(open_redirect("d/sub/../secret.txt", "<", policy)), 2000, until=both)
+    assert both(outcomes), outcomes[:5]
+    assert CANARY not in repr(outcomes)
+    assert all(o == b"inside\n" or isinstance(o, DeniedAtOpen | FileNotFoundError) for o in outcomes), \
+        [o for o in outcomes if not isinstance(o, bytes | DeniedAtOpen)][:5]

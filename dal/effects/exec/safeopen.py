@@ -16,6 +16,7 @@ import errno
 import os
 import stat
 
+from dal.core.readbelow import NotBelow, reopen_below
 from dal.effects.plan import paths as P
 from dal.effects.policy import Policy
 
@@ -87,8 +88,9 @@ def _walk(path: str, raw: str, write: bool, flags: int, policy: Policy) -> int:
             if name == "..":
                 if here:
                     here.pop()
+                    nxt = _reopen(here, raw)  # before the close: a raise leaves dirfd open for `finally`
                     os.close(dirfd)
-                    dirfd = _reopen(here, raw)
+                    dirfd = nxt
                 continue
             if todo:  # a directory on the way
                 try:
@@ -99,8 +101,9 @@ def _walk(path: str, raw: str, write: bool, flags: int, policy: Policy) -> int:
                     target = _readlink(name, dirfd, raw, e)
                     hops = _follow(target, todo, here, hops, raw)
                     if target.startswith("/"):
+                        nxt = os.open("/", _DIR_FLAGS)
                         os.close(dirfd)
-                        dirfd = os.open("/", _DIR_FLAGS)
+                        dirfd = nxt
                     continue
                 os.close(dirfd)
                 dirfd = nxt
@@ -117,8 +120,9 @@ def _walk(path: str, raw: str, write: bool, flags: int, policy: Policy) -> int:
                 target = _readlink(name, dirfd, raw, e)  # the last component is a symlink: follow it
                 hops = _follow(target, todo, here, hops, raw)
                 if target.startswith("/"):
+                    nxt = os.open("/", _DIR_FLAGS)
                     os.close(dirfd)
-                    dirfd = os.open("/", _DIR_FLAGS)
+                    dirfd = nxt
         # The path ends at a directory (`> d/.` or `> /`): check it, and let open() say what it says.
         candidate = "/" + "/".join(here)
         _check(candidate, raw, write, policy)
@@ -147,23 +151,14 @@ def _follow(target: str, todo: list[str], here: list[str], hops: int, raw: str) 
 
 
 def _reopen(components: list[str], raw: str) -> int:
-    """A descriptor for the physical path `components`, walked again without following anything: after
-    `..` the parent is taken by name, never as the kernel's `..` of a directory that may have moved."""
-    fd = os.open("/", _DIR_FLAGS)
+    """The physical path `components`, walked again from `/` without following anything (the core walk)."""
+    root = os.open("/", _DIR_FLAGS)
     try:
-        for name in components:
-            try:
-                nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except OSError as e:
-                if e.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
-                    raise DeniedAtOpen(f"{raw}: the path changed while it was being opened") from None
-                raise
-            os.close(fd)
-            fd = nxt
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
+        return reopen_below(root, components, raw)
+    except NotBelow:
+        raise DeniedAtOpen(f"{raw}: the path changed while it was being opened") from None
+    finally:
+        os.close(root)
 
 
 def _check(candidate: str, raw: str, write: bool, policy: Policy) -> None:
