@@ -58,6 +58,7 @@ from dal.receipts.jobs_schema import MIGRATION as _JOBS_MIGRATION
 from dal.receipts.location import DEFAULT_STORE, STORE_ENV, StoreLocation  # noqa: F401 - names in use
 from dal.receipts.packing import decider, pack_result, unpack_result
 from dal.receipts.storefile import MIN_FREE_BYTES, RESERVE_BYTES, damaged, writable_fix  # noqa: F401 - names in use
+from dal.receipts.tables import render
 
 if TYPE_CHECKING:
     from dal.receipts.jobs import JobQueue
@@ -105,34 +106,9 @@ MIGRATIONS: dict[int, list[str]] = {
         "CREATE INDEX runs_by_operation ON runs(operation, run_id)",
         "CREATE INDEX runs_by_key ON runs(key, run_id)",
         "CREATE INDEX runs_by_status ON runs(status, run_id)",
-        """CREATE TABLE loops (
-            run_id TEXT NOT NULL,
-            idx INTEGER NOT NULL,
-            kind TEXT NOT NULL,
-            file TEXT NOT NULL,
-            line INTEGER NOT NULL,
-            "column" INTEGER NOT NULL,
-            exit TEXT NOT NULL,
-            clause TEXT,
-            iterations INTEGER NOT NULL,
-            receipt TEXT NOT NULL,
-            PRIMARY KEY (run_id, idx)
-        )""",
-        # One row per effect (and per journaled builtin such as now() or env()): the intent is written
-        # before the effect starts, the result after it ends. A row with no result is an effect whose
-        # outcome is unknown.
-        """CREATE TABLE effects (
-            run_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            command TEXT NOT NULL,
-            class TEXT,
-            status TEXT NOT NULL,
-            intent_at TEXT NOT NULL,
-            result_at TEXT,
-            detail TEXT,
-            result TEXT,
-            PRIMARY KEY (run_id, seq)
-        )""",
+        render("loops", "sqlite", indent=12, close=8),
+        # loops and effects: one description for both stores (dal/receipts/tables.py).
+        render("effects", "sqlite", indent=12, close=8),
         """CREATE TABLE approvals (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             run_id TEXT NOT NULL,

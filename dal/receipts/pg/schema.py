@@ -1,9 +1,10 @@
 """The PostgreSQL store's tables, as migrations applied under an advisory lock (one migrator at a time, however
 many workers start together), each in its own transaction with the version it reaches.
 
-The same tables as the SQLite store (dal/receipts/store.py, jobs_schema.py), in PostgreSQL's types: JSONB for
-receipts, loop receipts, journal details and results, policies and job specs; bigserial ids; double
-precision seconds for the queue's times. What the database enforces by itself:
+The same tables as the SQLite store (loops, effects and the queue's tables rendered from the description both
+share, dal/receipts/tables.py; the rest written here), in PostgreSQL's types: JSONB for receipts, loop
+receipts, journal details and results, policies and job specs; bigserial ids; double precision seconds for
+the queue's times. What the database enforces by itself:
 - one open job per key (the partial unique index `jobs_open_key`);
 - decisions keyed by run and effect (`approvals_by_run`), their ids growing (bigserial);
 - a run recorded once (its primary key), and the order runs were recorded in (`ord`, a sequence).
@@ -15,6 +16,8 @@ Append only: a released migration is never edited.
 from __future__ import annotations
 
 from typing import Any
+
+from dal.receipts.tables import queue_migration, render
 
 # Any constant works as long as it is DAL's alone: the migrations' lock (pg_advisory_lock).
 MIGRATE_LOCK = 0x44414C_4D4947  # "DAL" "MIG"
@@ -52,31 +55,8 @@ MIGRATIONS: dict[int, list[str]] = {
         "CREATE INDEX runs_by_ord ON runs(ord)",
         "CREATE INDEX runs_by_key_ord ON runs(key, ord)",
         "CREATE INDEX runs_by_previous ON runs(previous_run) WHERE previous_run IS NOT NULL",
-        """CREATE TABLE loops (
-            run_id TEXT NOT NULL,
-            idx INTEGER NOT NULL,
-            kind TEXT NOT NULL,
-            file TEXT NOT NULL,
-            line INTEGER NOT NULL,
-            "column" INTEGER NOT NULL,
-            exit TEXT NOT NULL,
-            clause TEXT,
-            iterations INTEGER NOT NULL,
-            receipt JSONB NOT NULL,
-            PRIMARY KEY (run_id, idx)
-        )""",
-        """CREATE TABLE effects (
-            run_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            command TEXT NOT NULL,
-            class TEXT,
-            status TEXT NOT NULL,
-            intent_at TEXT NOT NULL,
-            result_at TEXT,
-            detail JSONB,
-            result JSONB,
-            PRIMARY KEY (run_id, seq)
-        )""",
+        render("loops", "postgresql", indent=12, close=8),
+        render("effects", "postgresql", indent=12, close=8),
         """CREATE TABLE approvals (
             id BIGSERIAL PRIMARY KEY,
             run_id TEXT NOT NULL,
@@ -99,76 +79,7 @@ MIGRATIONS: dict[int, list[str]] = {
             backend_pid INTEGER,
             taken_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
         )""",
-        """CREATE TABLE jobs (
-            job_id BIGSERIAL PRIMARY KEY,
-            queue TEXT NOT NULL,
-            key TEXT NOT NULL,
-            spec JSONB NOT NULL,
-            state TEXT NOT NULL,
-            priority INTEGER NOT NULL DEFAULT 0,
-            run_at DOUBLE PRECISION NOT NULL,
-            attempts INTEGER NOT NULL DEFAULT 0,
-            failures INTEGER NOT NULL DEFAULT 0,
-            streak INTEGER NOT NULL DEFAULT 0,
-            max_attempts INTEGER NOT NULL,
-            lease_owner TEXT,
-            lease_until DOUBLE PRECISION,
-            lease_epoch INTEGER NOT NULL DEFAULT 0,
-            holder TEXT,
-            took_over TEXT,
-            stale_since DOUBLE PRECISION,
-            last_run_id TEXT,
-            last_status TEXT,
-            last_retry TEXT,
-            waits_on TEXT,
-            decision_mark BIGINT,
-            host TEXT NOT NULL,
-            movable INTEGER NOT NULL DEFAULT 0,
-            schedule TEXT,
-            created_at DOUBLE PRECISION NOT NULL,
-            updated_at DOUBLE PRECISION NOT NULL,
-            finished_at DOUBLE PRECISION,
-            note TEXT
-        )""",
-        "CREATE UNIQUE INDEX jobs_open_key ON jobs(key) WHERE state NOT IN ('done', 'dead', 'cancelled')",
-        "CREATE INDEX jobs_claim ON jobs(queue, priority DESC, run_at, job_id)"
-        " WHERE state IN ('ready', 'scheduled', 'running')",
-        "CREATE INDEX jobs_by_key ON jobs(key, job_id)",
-        """CREATE TABLE workers (
-            worker_id TEXT PRIMARY KEY,
-            host TEXT NOT NULL,
-            pid INTEGER NOT NULL,
-            pid_start BIGINT,
-            boot_id TEXT,
-            queues TEXT NOT NULL,
-            concurrency INTEGER NOT NULL,
-            lease DOUBLE PRECISION NOT NULL,
-            state TEXT NOT NULL,
-            running INTEGER NOT NULL DEFAULT 0,
-            done INTEGER NOT NULL DEFAULT 0,
-            started_at DOUBLE PRECISION NOT NULL,
-            heartbeat_at DOUBLE PRECISION NOT NULL,
-            stopped_at DOUBLE PRECISION
-        )""",
-        """CREATE TABLE schedules (
-            name TEXT PRIMARY KEY,
-            cron TEXT NOT NULL,
-            tz TEXT NOT NULL,
-            state TEXT NOT NULL,
-            spec JSONB NOT NULL,
-            queue TEXT NOT NULL,
-            priority INTEGER NOT NULL DEFAULT 0,
-            max_attempts INTEGER NOT NULL,
-            host TEXT NOT NULL,
-            movable INTEGER NOT NULL DEFAULT 0,
-            next_at DOUBLE PRECISION NOT NULL,
-            last_slot DOUBLE PRECISION,
-            last_job BIGINT,
-            missed INTEGER NOT NULL DEFAULT 0,
-            created_at DOUBLE PRECISION NOT NULL,
-            updated_at DOUBLE PRECISION NOT NULL,
-            note TEXT
-        )""",
+        *queue_migration("postgresql", indent=12, close=8),
     ],
     # Where the key's holder runs, beside its pid: its start time, boot id, pid namespace, host name and machine
     # id (dal.core.liveness.here), so that a taker never reads a pid of another pid namespace (a container's
