@@ -23,8 +23,6 @@ import attrs
 
 from dal.effects.classify.check import Decision, recheck
 from dal.effects.exec.safeopen import DeniedAtOpen, open_redirect
-from dal.effects.guard.gitguard import GitGuard, GuardRefused
-from dal.effects.guard.held import Held
 from dal.effects.plan.shell import Pipeline, SimpleCommand
 from dal.effects.policy import DEFAULT_TOOLSET_NAMES, Policy
 from dal.effects.wall import reaper, seccomp
@@ -33,6 +31,8 @@ from dal.effects.wall.plan import WallPlan, scrubbed_env
 from dal.effects.wall.sandbox import _UNDO_SCAN_LIMIT, Wall, WallRefused, _identity, plan_of
 
 if TYPE_CHECKING:  # imported when the Landlock wall is in force: it brings shutil and tempfile, a run's path does not
+    from dal.effects.guard.gitguard import GitGuard
+    from dal.effects.guard.held import Held
     from dal.effects.wall.landlock_wall import LandlockWall
 
 __all__ = ["ExecOutcome", "execute_plan", "scrubbed_env", "EffectCancelled", "wall_plans"]
@@ -280,8 +280,13 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
     wall: Wall | None = None
     record: Held | None = None
     step = "git's state cannot be held"
+    refusals: tuple[type[BaseException], ...] = (WallRefused, OSError)
     try:
-        if others:
+        if others:  # only then git's guard and its record (their imports kept off a toolset run's start)
+            from dal.effects.guard.gitguard import GitGuard, GuardRefused
+            from dal.effects.guard.held import Held
+
+            refusals = (WallRefused, GuardRefused, OSError)
             guard = GitGuard.start(run.policy, walled=run.sandbox)
         step = "the wall cannot be set up"
         if run.sandbox and run.kind == "landlock":
@@ -300,7 +305,7 @@ def _run_pipeline(pipeline: Pipeline, run: _CommandRun) -> Any:
         if wall is not None:
             wall.close()
         refused = guard.finish() if guard is not None else []
-        if not isinstance(e, (WallRefused, GuardRefused, OSError)):
+        if not isinstance(e, refusals):
             raise
         # Like a path denied at start: this pipeline does not start, the list goes on as after a failure.
         run.err.add(f"dal: {pipeline.commands[0].argv[0]}: denied at start: {step}: {e}\n".encode(*_UTF8))
