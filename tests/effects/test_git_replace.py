@@ -63,12 +63,15 @@ def test_the_replace_ref_would_swap_the_tracked_policy(tmp_path: Path) -> None:
                                      "{evil}:refs/notes/x", "refs/tags/blob:refs/replace/{old}"])
 def test_a_push_to_refs_replace_is_put_back(tmp_path: Path, wall: bool, refspec: str) -> None:
     """The check no longer reads refspecs (issue 27): a replace ref fails the command and is put back by the
-    guard (git itself refuses `refs//replace`); a ref under refs/notes/ swaps nothing the operator's git shows."""
+    guard (git itself refuses `refs//replace`); a new ref under refs/notes/ naming the script's blob fails
+    closed and is put back too (the guard lets a command make refs to commits and trees only)."""
     ws, old, evil = tracked_policy(tmp_path)
     operator(ws, "tag", "blob", evil)  # the operator's: a tag naming the script's blob
     r = run(ws, "git push -q . " + shlex.quote(refspec.format(evil=evil, old=old)), **hook(wall))
-    if "replace/" in refspec:
-        assert r.status == "failed" and r.code in (126, 128), r
+    assert r.status == "failed" and r.code in (126, 128), r
+    if "notes" in refspec:
+        assert r.code == 126 and "a blob: DAL lets a command make refs to commits and trees only" in r.stderr, r
+    assert operator(ws, "for-each-ref", "refs/notes/").stdout == ""
     assert_the_operators_git_shows_the_policy(ws)
 
 

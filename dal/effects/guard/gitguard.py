@@ -192,20 +192,26 @@ def _oids(path: str, data: bytes) -> set[str]:
     return out
 
 
-def _replace_refs(held: dict[str, bytes], dirs: list[str]) -> dict[tuple[str, str], bytes]:
-    """Every ref under refs/replace/ in the held files of `dirs` (loose, or in packed-refs), by name: the
-    objects every git but the guard's own reads in place of others (GIT_NO_REPLACE_OBJECTS aside)."""
+def _refs(held: dict[str, bytes], dirs: list[str], under: str = "refs/") -> dict[tuple[str, str], bytes]:
+    """Every ref under `under` in the held files of `dirs` (loose, or in packed-refs), by name, with the
+    value it holds (an object name, or a `ref: ...` line for a symbolic one)."""
     out: dict[tuple[str, str], bytes] = {}
     for d in dirs:
         for line in held.get(os.path.join(d, "packed-refs"), b"").splitlines():
             parts = line.split()
-            if len(parts) == 2 and parts[1].startswith(b"refs/replace/"):
+            if len(parts) == 2 and parts[1].startswith(under.encode()):
                 out[(d, parts[1].decode("utf-8", errors="surrogateescape"))] = parts[0]
-        loose = os.path.join(d, "refs", "replace")
+        loose = os.path.join(d, *under.rstrip("/").split("/"))
         for path, data in held.items():
             if path.startswith(loose + "/"):
                 out[(d, os.path.relpath(path, d))] = data.strip()  # a loose ref wins over its packed line
     return out
+
+
+def _replace_refs(held: dict[str, bytes], dirs: list[str]) -> dict[tuple[str, str], bytes]:
+    """Every ref under refs/replace/: the objects every git but the guard's own reads in place of others
+    (GIT_NO_REPLACE_OBJECTS aside)."""
+    return _refs(held, dirs, "refs/replace/")
 
 
 def _resolve(held: dict[str, bytes], git_dir: str, common: str, name: str = "HEAD") -> str | None:
@@ -353,6 +359,13 @@ class GitGuard:
     def _found(self, top: str, dirs: list[str], after: dict[str, bytes], changed: list[str]) -> list[str]:
         old_tips = set().union(*(_oids(p, d) for p, d in self.before.items()))
         new_tips = set().union(*(_oids(p, after[p]) for p in changed if p in after)) - old_tips
+        # A ref the command made or moved to an object the repository already had (one an operator's tag
+        # names, say) is typed too: a ref to a blob (refs/notes/x) is never the script's to make.
+        before = _refs(self.before, dirs)
+        moved = {m.group(1).decode().lower() for k, v in _refs(after, dirs).items()
+                 if before.get(k) != v and (m := _OID.match(v))} - new_tips
+        if moved:
+            self._types_of(moved)
         # Held against what the repository held before (_baseline), per git folder: (folder, its work tree)
         found: dict[tuple[str, str], dict[tuple, str]] = {}
         fresh: dict[tuple, str] = {}  # what new commits add to their first parents: the script's, all of it
@@ -533,25 +546,34 @@ class GitGuard:
                               f"{why[0] if why else 'exit ' + str(done.returncode)}")
         return done.stdout
 
-    def _new_objects(self, new: set[str], old: set[str]) -> tuple[list[str], list[tuple[str, str]]]:
-        """(every commit reachable from `new` and from none of `old`, (tree, name) of every new ref naming a
-        tree); _Unlistable when a new name is missing or there are more than _MAX_COMMITS commits."""
-        names = sorted(new)
+    def _types_of(self, names: set[str]) -> list[tuple[str, str, str]]:
+        """(name, the object it peels to, that object's type) for each of `names`; _Unlistable for a missing
+        one or one that peels to a blob (or a tag of one): nothing a person's git checks out, and nothing
+        this check lists."""
+        ordered = sorted(names)
         out = self._run(["cat-file", "--batch-check=%(objectname) %(objecttype)"],
-                        "".join(f"{n}^{{}}\n" for n in names).encode())
-        tips: list[str] = []
-        trees: list[tuple[str, str]] = []
-        for name, line in zip(names, out.decode(errors="replace").splitlines(), strict=False):
+                        "".join(f"{n}^{{}}\n" for n in ordered).encode())
+        typed: list[tuple[str, str, str]] = []
+        for name, line in zip(ordered, out.decode(errors="replace").splitlines(), strict=False):
             parts = line.split()
             if len(parts) != 2 or parts[1] == "missing":
                 raise _Unlistable(f"a ref names {name}, which is not in the repository")
-            if parts[1] == "commit":
-                tips.append(parts[0])
-            elif parts[1] == "tree":
-                trees.append((parts[0], name))
-            else:  # a blob (or a tag of one): nothing a person's git checks out, and nothing this check lists
+            if parts[1] not in ("commit", "tree"):
                 raise _Unlistable(f"a ref names {name[:12]}, a {parts[1]}: DAL lets a command make refs to commits "
                                   "and trees only")
+            typed.append((name, parts[0], parts[1]))
+        return typed
+
+    def _new_objects(self, new: set[str], old: set[str]) -> tuple[list[str], list[tuple[str, str]]]:
+        """(every commit reachable from `new` and from none of `old`, (tree, name) of every new ref naming a
+        tree); _Unlistable when a new name is missing or there are more than _MAX_COMMITS commits."""
+        tips: list[str] = []
+        trees: list[tuple[str, str]] = []
+        for name, peeled, kind in self._types_of(new):
+            if kind == "commit":
+                tips.append(peeled)
+            else:
+                trees.append((peeled, name))
         if not tips:
             return [], trees
         lines = [*tips, *("^" + o for o in sorted(old))]
